@@ -1,0 +1,222 @@
+#include "app/cli/cli_commands.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <atomic>
+#include <cstdio>
+#include <unistd.h>
+
+#include "engine/core/allocator.h"
+#include "engine/core/errors.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "lessons/labs/labs.h"
+
+namespace gpulab::cli {
+namespace {
+
+std::atomic<bool> gStopRequested{false};
+lab::StopToken* gActiveStop = nullptr;
+
+QString line(const QJsonObject& o) { return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)); }
+
+QString versionStr(int v) { return v ? QString("%1.%2").arg(v / 1000).arg((v % 1000) / 10) : QString("none"); }
+
+const char* errorType(const std::exception& e) {
+  if (dynamic_cast<const DeviceMismatchError*>(&e)) return "DeviceMismatchError";
+  if (dynamic_cast<const OutOfMemoryError*>(&e)) return "OutOfMemoryError";
+  if (dynamic_cast<const CudaError*>(&e)) return "CudaError";
+  if (dynamic_cast<const IOError*>(&e)) return "IOError";
+  if (dynamic_cast<const ValueError*>(&e)) return "ValueError";
+  if (dynamic_cast<const IndexError*>(&e)) return "IndexError";
+  if (dynamic_cast<const NotImplementedError*>(&e)) return "NotImplementedError";
+  return "RuntimeError";
+}
+
+// Metric sink for the terminal: a JSON line per event, or a table with a progress bar.
+class CliSink final : public lab::MetricSink {
+ public:
+  CliSink(QTextStream& out, QTextStream& err, bool json, int epochs, std::int64_t stepsPerEpoch)
+      : out_(out), err_(err), json_(json), epochs_(epochs), stepsPerEpoch_(stepsPerEpoch), tty_(isatty(fileno(stderr))) {}
+
+  void onStep(const lab::StepMetrics& m) override {
+    if (json_) {
+      out_ << line({{"event", "step"}, {"epoch", m.epoch}, {"step", qint64(m.step)}, {"loss", m.loss},
+                    {"samples_per_s", m.samples_per_s}, {"allocated_bytes", qint64(m.allocated_bytes)},
+                    {"reserved_bytes", qint64(m.reserved_bytes)}, {"elapsed_s", m.elapsed_s}})
+           << "\n";
+      out_.flush();
+      return;
+    }
+    if (!tty_) return;
+    const std::int64_t inEpoch = stepsPerEpoch_ ? (m.step - 1) % stepsPerEpoch_ + 1 : 0;
+    const int width = 30;
+    const int filled = stepsPerEpoch_ ? static_cast<int>(width * inEpoch / stepsPerEpoch_) : 0;
+    err_ << QString("\r  epoch %1/%2 [%3%4] loss %5  %6 samples/s ")
+                .arg(m.epoch).arg(epochs_).arg(QString(filled, '#')).arg(QString(width - filled, '.'))
+                .arg(m.loss, 0, 'f', 4).arg(m.samples_per_s, 0, 'f', 0);
+    err_.flush();
+  }
+
+  void onEpoch(const lab::EpochMetrics& m) override {
+    if (json_) {
+      QJsonObject o{{"event", "epoch"}, {"epoch", m.epoch}, {"train_loss", m.train_loss}, {"eval_loss", m.eval_loss}, {"seconds", m.seconds}};
+      if (m.test_accuracy) o["test_accuracy"] = *m.test_accuracy;
+      out_ << line(o) << "\n";
+      out_.flush();
+      return;
+    }
+    if (tty_) err_ << "\r" << QString(100, ' ') << "\r";
+    if (!headerShown_) {
+      out_ << QString("%1  %2  %3  %4  %5\n").arg("epoch", 5).arg("train_loss", 10).arg("eval_loss", 10).arg("test_acc", 8).arg("seconds", 7);
+      headerShown_ = true;
+    }
+    out_ << QString("%1  %2  %3  %4  %5\n")
+                .arg(m.epoch, 5).arg(m.train_loss, 10, 'f', 4).arg(m.eval_loss, 10, 'f', 4)
+                .arg(m.test_accuracy ? QString::number(*m.test_accuracy, 'f', 4) : QString("-"), 8).arg(m.seconds, 7, 'f', 2);
+    out_.flush();
+  }
+
+  void onDone(const lab::RunSummary& s) override {
+    if (json_) {
+      QJsonObject o{{"event", "done"}, {"train_loss", s.train_loss}, {"eval_loss", s.eval_loss}, {"seconds", s.seconds},
+                    {"steps", qint64(s.steps)}, {"device", QString::fromStdString(s.device)}, {"stopped", s.stopped},
+                    {"peak_allocated_bytes", qint64(s.peak_allocated_bytes)}, {"peak_reserved_bytes", qint64(s.peak_reserved_bytes)}};
+      if (s.test_accuracy) o["test_accuracy"] = *s.test_accuracy;
+      out_ << line(o) << "\n";
+    } else {
+      out_ << QString("%1 %2 steps on %3 in %4 s; final train loss %5, eval loss %6")
+                  .arg(s.stopped ? "Stopped after" : "Done:").arg(s.steps).arg(QString::fromStdString(s.device))
+                  .arg(s.seconds, 0, 'f', 2).arg(s.train_loss, 0, 'f', 4).arg(s.eval_loss, 0, 'f', 4);
+      if (s.test_accuracy) out_ << QString(", test accuracy %1").arg(*s.test_accuracy, 0, 'f', 4);
+      out_ << "; peak memory " << QString::fromStdString(formatBytes(s.peak_allocated_bytes)) << " allocated, "
+           << QString::fromStdString(formatBytes(s.peak_reserved_bytes)) << " reserved\n";
+    }
+    out_.flush();
+  }
+
+  void onMessage(lab::MessageKind kind, const std::string& text) override {
+    if (json_) {
+      out_ << line({{"event", "message"}, {"level", kind == lab::MessageKind::Warning ? "warning" : "info"},
+                    {"text", QString::fromStdString(text)}})
+           << "\n";
+      out_.flush();
+    } else {
+      (kind == lab::MessageKind::Warning ? err_ : out_) << (kind == lab::MessageKind::Warning ? "warning: " : "")
+                                                         << QString::fromStdString(text) << "\n";
+    }
+  }
+
+ private:
+  QTextStream& out_;
+  QTextStream& err_;
+  bool json_;
+  int epochs_;
+  std::int64_t stepsPerEpoch_;
+  bool tty_;
+  bool headerShown_ = false;
+};
+
+int fail(QTextStream& out, QTextStream& err, bool json, const std::exception& e) {
+  const QString msg = QString::fromUtf8(e.what());
+  if (json) {
+    out << line({{"event", "error"}, {"type", errorType(e)}, {"message", msg}}) << "\n";
+    out.flush();
+  }
+  // One line on stderr: the first line of the message (the whole message is in the JSON event).
+  err << "gpulab-cli: " << errorType(e) << ": " << msg.section('\n', 0, 0) << "\n";
+  err.flush();
+  return 1;
+}
+
+}  // namespace
+
+void requestStop() {
+  gStopRequested.store(true);
+  if (lab::StopToken* s = gActiveStop) s->requestStop();
+}
+
+int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
+  bool json = false;
+  for (const QString& a : args) {
+    if (a == "--json") json = true;
+    else {
+      err << "gpulab-cli devices: unknown option '" << a << "'\n";
+      return 2;
+    }
+  }
+  const cuda::Availability a = cuda::availability();
+  const QString defaultDev = QString::fromStdString(defaultDevice().str());
+  if (json) {
+    QJsonArray devices;
+    for (const auto& d : a.devices) {
+      devices.append(QJsonObject{{"index", d.index}, {"device", QString("cuda:%1").arg(d.index)}, {"name", QString::fromStdString(d.name)},
+                                 {"compute_capability", QString("%1.%2").arg(d.major).arg(d.minor)},
+                                 {"multiprocessor_count", d.multiprocessor_count}, {"total_memory", qint64(d.total_memory)},
+                                 {"free_memory", qint64(d.free_memory)}});
+    }
+    QJsonObject o{{"compiled_with_cuda", a.compiled}, {"cuda_usable", a.usable}, {"default_device", defaultDev},
+                  {"driver_version", versionStr(a.driver_version)}, {"runtime_version", versionStr(a.runtime_version)},
+                  {"cublas_version", a.cublas_version}, {"cudnn_version", a.cudnn_version},
+                  {"cuda_visible_devices", QString::fromStdString(a.cuda_visible_devices)}, {"devices", devices}};
+    if (!a.usable) o["reason"] = QString::fromStdString(a.reason);
+    out << line(o) << "\n";
+    return 0;
+  }
+  out << "cpu: available (" << QString::number(sysconf(_SC_NPROCESSORS_ONLN)) << " cores)\n";
+  if (a.compiled) {
+    out << "CUDA: driver " << versionStr(a.driver_version) << ", runtime " << versionStr(a.runtime_version) << ", cuBLAS "
+        << a.cublas_version << ", cuDNN " << a.cudnn_version << ", CUDA_VISIBLE_DEVICES " << QString::fromStdString(a.cuda_visible_devices) << "\n";
+  }
+  for (const auto& d : a.devices) {
+    out << QString("cuda:%1: %2, compute capability %3.%4, %5 SMs, %6 total, %7 free\n")
+               .arg(d.index).arg(QString::fromStdString(d.name)).arg(d.major).arg(d.minor).arg(d.multiprocessor_count)
+               .arg(QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.total_memory))))
+               .arg(QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.free_memory))));
+  }
+  if (!a.usable) out << "No usable GPU: " << QString::fromStdString(a.reason) << ". Lessons run on the CPU.\n";
+  out << "default device: " << defaultDev << "\n";
+  return 0;
+}
+
+int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
+  bool json = args.contains("--json");
+  try {
+    auto trainLab = labs::makeLab("train");
+    lab::Params params = trainLab->defaults();
+    // Options map onto the lab's parameters: --batch-size 64 sets batch_size; a bare flag sets a bool.
+    for (int i = 0; i < args.size(); ++i) {
+      const QString& a = args[i];
+      if (a == "--json") continue;
+      if (!a.startsWith("--")) throw ValueError("unexpected argument '" + a.toStdString() + "' (options start with --)");
+      const std::string name = a.mid(2).replace('-', '_').toStdString();
+      const lab::ParamSpec& spec = params.spec(name);
+      if (spec.type == lab::ParamType::Bool && (i + 1 >= args.size() || args[i + 1].startsWith("--"))) {
+        params.set(name, lab::ParamValue(true));
+        continue;
+      }
+      if (i + 1 >= args.size()) throw ValueError("option '" + a.toStdString() + "' needs a value");
+      params.set(name, args[++i].toStdString());
+    }
+    const std::int64_t batch = params.getInt("batch_size");
+    const std::int64_t samples = params.getString("dataset") == "fashion-mnist" ? 60000 : params.getInt("samples");
+    const std::int64_t subset = params.getInt("train_subset");
+    const std::int64_t n = subset > 0 ? std::min(subset, samples) : samples;
+    CliSink sink(out, err, json, static_cast<int>(params.getInt("epochs")), (n + batch - 1) / batch);
+    lab::StopToken stop;
+    gActiveStop = &stop;
+    if (gStopRequested.load()) stop.requestStop();
+    trainLab->run(params, sink, stop);
+    gActiveStop = nullptr;
+    return 0;
+  } catch (const ValueError& e) {
+    gActiveStop = nullptr;
+    fail(out, err, json, e);
+    return 2;
+  } catch (const std::exception& e) {
+    gActiveStop = nullptr;
+    return fail(out, err, json, e);
+  }
+}
+
+}  // namespace gpulab::cli

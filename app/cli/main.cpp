@@ -1,0 +1,40 @@
+// gpulab-cli: GPU Lab's engine without the GUI, running the same labs the lessons run.
+#include <QCoreApplication>
+#include <csignal>
+
+#include "app/cli/cli_commands.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: gpulab-cli <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  devices [--json]             what devices exist, and why no GPU is usable if none is\n"
+    "  train [options] [--json]     train and evaluate a model (the 'train' lab)\n"
+    "      --dataset regression|fashion-mnist   --model mlp   --hidden W[,W...]\n"
+    "      --optimizer sgd|adam|adamw   --lr X   --momentum X   --weight-decay X\n"
+    "      --batch-size N   --epochs N   --device auto|cpu|cuda[:N]   --seed N\n"
+    "      [--workers N] [--pin-memory] [--samples N] [--train-subset N] [--log-every N]\n";
+
+void onSignal(int) { gpulab::cli::requestStop(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QCoreApplication app(argc, argv);
+  QCoreApplication::setApplicationName("gpulab-cli");
+  QTextStream out(stdout), err(stderr);
+  QStringList args = app.arguments().mid(1);
+  if (args.isEmpty() || args.first() == "--help" || args.first() == "-h" || args.first() == "help") {
+    (args.isEmpty() ? err : out) << kUsage;
+    return args.isEmpty() ? 2 : 0;
+  }
+  const QString command = args.takeFirst();
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  if (command == "devices") return gpulab::cli::devicesCommand(args, out, err);
+  if (command == "train") return gpulab::cli::trainCommand(args, out, err);
+  err << "gpulab-cli: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}

@@ -1,0 +1,117 @@
+#include <unordered_map>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/core/errors.h"
+#include "engine/ops/ops.h"
+
+namespace gpulab {
+namespace {
+thread_local bool gGradEnabled = true;
+}
+
+bool isGradEnabled() { return gGradEnabled; }
+void setGradEnabled(bool enabled) { gGradEnabled = enabled; }
+
+namespace autograd {
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& gradOutput) {
+  if (!backward_) {
+    throw Error("Trying to backward through the graph a second time (or directly access saved tensors after they "
+                "have already been freed). Saved intermediate values of the graph are freed when you call "
+                ".backward(). Specify retain_graph=True if you need to backward through the graph a second time.");
+  }
+  if (!gradOutput.defined()) return {};
+  std::vector<bool> needs(next.size());
+  for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
+  return backward_(gradOutput, needs);
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
+  auto leaf = leaf_.lock();
+  if (!leaf || !gradOutput.defined()) return {};
+  NoGradGuard noGrad;
+  if (!leaf->grad) {
+    // A private copy: the incoming gradient may be shared with another branch of the graph.
+    leaf->grad = gradOutput.detach().clone().implPtr();
+  } else {
+    Tensor existing(leaf->grad);
+    existing.copy_(existing + gradOutput);  // gradients accumulate across backward calls
+  }
+  return {};
+}
+
+std::shared_ptr<Node> gradientEdge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  TensorImpl& impl = t.impl();
+  if (impl.grad_fn) return impl.grad_fn;
+  auto acc = impl.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.implPtr());
+    impl.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+bool anyRequiresGrad(const std::vector<Tensor>& inputs) {
+  if (!isGradEnabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(Tensor result, const char* name, const std::vector<Tensor>& inputs, FunctionNode::Backward backward) {
+  if (!anyRequiresGrad(inputs)) return result;
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  node->next.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->next.push_back(gradientEdge(t));
+  result.impl().requires_grad = true;
+  result.impl().grad_fn = std::move(node);
+  return result;
+}
+
+void runBackward(const Tensor& root, const Tensor& grad) {
+  auto rootNode = gradientEdge(root);
+  if (!rootNode) {
+    throw Error("element 0 of tensors does not require grad and does not have a grad_fn");
+  }
+  // Count, for every reachable node, how many edges lead into it.
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack{rootNode.get()};
+  dependencies[rootNode.get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const auto& child : n->next) {
+      if (!child) continue;
+      auto [it, inserted] = dependencies.try_emplace(child.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(child.get());
+    }
+  }
+  // Process nodes whose every consumer has delivered its gradient.
+  std::unordered_map<Node*, Tensor> pending;
+  pending[rootNode.get()] = grad;
+  std::vector<std::shared_ptr<Node>> ready{rootNode};
+  NoGradGuard noGrad;  // backward itself records nothing (no double backward yet)
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = std::move(ready.back());
+    ready.pop_back();
+    Tensor g = std::move(pending[node.get()]);
+    pending.erase(node.get());
+    std::vector<Tensor> grads = node->apply(g);
+    for (std::size_t i = 0; i < node->next.size(); ++i) {
+      const auto& child = node->next[i];
+      if (!child) continue;
+      if (i < grads.size() && grads[i].defined()) {
+        Tensor& slot = pending[child.get()];
+        slot = slot.defined() ? slot + grads[i] : grads[i];
+      }
+      if (--dependencies[child.get()] == 0) ready.push_back(child);
+    }
+    node->release();
+  }
+}
+
+}  // namespace autograd
+}  // namespace gpulab

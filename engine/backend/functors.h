@@ -1,0 +1,207 @@
+#pragma once
+// Elementwise math written once, for both backends. Each functor is __host__ __device__ under nvcc and
+// plain C++ elsewhere, so the CPU tests cover the math and the GPU tests cover only the launch.
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define GPULAB_HD __host__ __device__ __forceinline__
+#else
+#define GPULAB_HD inline
+#endif
+
+namespace gpulab {
+
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, Square, Sign, Reciprocal };
+
+// Binary ops also carry the backward rules of unary ops, f(grad, saved): one launch per backward.
+enum class BinaryOp {
+  Add, Sub, Mul, Div, Maximum, Minimum, Pow, Eq, Ne, Lt, Gt,
+  ReluBackward,     // (grad, input)
+  SigmoidBackward,  // (grad, output)
+  TanhBackward,     // (grad, output)
+  GeluBackward,     // (grad, input)
+  AbsBackward,      // (grad, input)
+};
+
+enum class ReduceOp { Sum, Max };
+enum class PointLoss { MSE, L1 };
+
+struct SgdHyper {
+  float lr = 0.01f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+  bool nesterov = false;
+  bool first_step = true;  // the momentum buffer starts as the gradient itself
+};
+
+struct AdamHyper {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  bool decoupled_weight_decay = false;  // AdamW
+  std::int64_t step = 1;                // 1-based, for bias correction
+};
+
+}  // namespace gpulab
+
+namespace gpulab::fn {
+
+// Counter-based random numbers (SplitMix64 over seed and element index): the value of element i
+// depends only on (seed, offset + i), so the CPU and every GPU draw the very same numbers for a seed
+// regardless of how the work is split across threads.
+GPULAB_HD std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+GPULAB_HD std::uint64_t randomBits(std::uint64_t seed, std::uint64_t counter) {
+  return mix64(seed * 0xD1342543DE82EF95ull ^ mix64(counter));
+}
+// Uniform in [0, 1) with 24 random bits, exactly representable in float.
+GPULAB_HD float uniform01(std::uint64_t seed, std::uint64_t counter) {
+  return static_cast<float>(randomBits(seed, counter) >> 40) * (1.0f / 16777216.0f);
+}
+// Standard normal by Box-Muller from two independent uniforms of the element's own counter pair.
+GPULAB_HD float standardNormal(std::uint64_t seed, std::uint64_t counter) {
+  const float u1 = 1.0f - uniform01(seed, 2 * counter);  // (0, 1]: log stays finite
+  const float u2 = uniform01(seed, 2 * counter + 1);
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2);
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+// GELU in its exact (erf) form, PyTorch's default.
+GPULAB_HD float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+GPULAB_HD float geluGrad(float x) {
+  const float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+  const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+GPULAB_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+}  // namespace gpulab::fn
+
+namespace gpulab::fn {
+
+// One functor per op; `T` is float or int64_t (the op layer only sends float-only ops with float).
+#define GPULAB_UNARY(NAME, EXPR) \
+  struct NAME {                  \
+    template <class T>           \
+    GPULAB_HD T operator()(T x) const { return EXPR; } \
+  };
+GPULAB_UNARY(Neg, -x)
+GPULAB_UNARY(Exp, expf(x))
+GPULAB_UNARY(Log, logf(x))
+GPULAB_UNARY(Sqrt, sqrtf(x))
+GPULAB_UNARY(Abs, x < T(0) ? -x : x)
+GPULAB_UNARY(Relu, x > T(0) ? x : T(0))
+GPULAB_UNARY(Sigmoid, sigmoid(x))
+GPULAB_UNARY(Tanh, tanhf(x))
+GPULAB_UNARY(Gelu, gelu(x))
+GPULAB_UNARY(Square, x * x)
+GPULAB_UNARY(Sign, T((x > T(0)) - (x < T(0))))
+GPULAB_UNARY(Reciprocal, T(1) / x)
+#undef GPULAB_UNARY
+
+#define GPULAB_BINARY(NAME, EXPR) \
+  struct NAME {                   \
+    template <class T>            \
+    GPULAB_HD T operator()(T a, T b) const { return EXPR; } \
+  };
+GPULAB_BINARY(Add, a + b)
+GPULAB_BINARY(Sub, a - b)
+GPULAB_BINARY(Mul, a * b)
+GPULAB_BINARY(Div, a / b)
+GPULAB_BINARY(Maximum, a > b ? a : b)
+GPULAB_BINARY(Minimum, a < b ? a : b)
+GPULAB_BINARY(Pow, T(powf(float(a), float(b))))
+GPULAB_BINARY(Eq, T(a == b))
+GPULAB_BINARY(Ne, T(a != b))
+GPULAB_BINARY(Lt, T(a < b))
+GPULAB_BINARY(Gt, T(a > b))
+GPULAB_BINARY(ReluBackward, b > T(0) ? a : T(0))          // a = grad, b = input
+GPULAB_BINARY(SigmoidBackward, a * b * (T(1) - b))        // b = output
+GPULAB_BINARY(TanhBackward, a * (T(1) - b * b))           // b = output
+GPULAB_BINARY(GeluBackward, T(a * geluGrad(float(b))))    // b = input
+GPULAB_BINARY(AbsBackward, a * T((b > T(0)) - (b < T(0))))  // b = input
+#undef GPULAB_BINARY
+
+// Calls f(functor) with the functor type for `op`, so each backend instantiates one loop per op.
+template <class F>
+void dispatchUnary(UnaryOp op, F&& f) {
+  switch (op) {
+    case UnaryOp::Neg: return f(Neg{});
+    case UnaryOp::Exp: return f(Exp{});
+    case UnaryOp::Log: return f(Log{});
+    case UnaryOp::Sqrt: return f(Sqrt{});
+    case UnaryOp::Abs: return f(Abs{});
+    case UnaryOp::Relu: return f(Relu{});
+    case UnaryOp::Sigmoid: return f(Sigmoid{});
+    case UnaryOp::Tanh: return f(Tanh{});
+    case UnaryOp::Gelu: return f(Gelu{});
+    case UnaryOp::Square: return f(Square{});
+    case UnaryOp::Sign: return f(Sign{});
+    case UnaryOp::Reciprocal: return f(Reciprocal{});
+  }
+}
+
+template <class F>
+void dispatchBinary(BinaryOp op, F&& f) {
+  switch (op) {
+    case BinaryOp::Add: return f(Add{});
+    case BinaryOp::Sub: return f(Sub{});
+    case BinaryOp::Mul: return f(Mul{});
+    case BinaryOp::Div: return f(Div{});
+    case BinaryOp::Maximum: return f(Maximum{});
+    case BinaryOp::Minimum: return f(Minimum{});
+    case BinaryOp::Pow: return f(Pow{});
+    case BinaryOp::Eq: return f(Eq{});
+    case BinaryOp::Ne: return f(Ne{});
+    case BinaryOp::Lt: return f(Lt{});
+    case BinaryOp::Gt: return f(Gt{});
+    case BinaryOp::ReluBackward: return f(ReluBackward{});
+    case BinaryOp::SigmoidBackward: return f(SigmoidBackward{});
+    case BinaryOp::TanhBackward: return f(TanhBackward{});
+    case BinaryOp::GeluBackward: return f(GeluBackward{});
+    case BinaryOp::AbsBackward: return f(AbsBackward{});
+  }
+}
+
+// Per-element optimizer updates shared by both backends. Formulas follow torch.optim exactly.
+struct SgdUpdate {
+  float lr, momentum, dampening, weight_decay;
+  bool nesterov, first_step, has_buffer;
+  GPULAB_HD void operator()(float& p, float g, float* buf) const {
+    if (weight_decay != 0.0f) g += weight_decay * p;
+    if (has_buffer) {
+      const float b = first_step ? g : momentum * (*buf) + (1.0f - dampening) * g;
+      *buf = b;
+      g = nesterov ? g + momentum * b : b;
+    }
+    p -= lr * g;
+  }
+};
+
+struct AdamUpdate {
+  float lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2_sqrt;
+  bool decoupled;
+  GPULAB_HD void operator()(float& p, float g, float& m, float& v) const {
+    if (weight_decay != 0.0f) {
+      if (decoupled) p *= 1.0f - lr * weight_decay;
+      else g += weight_decay * p;
+    }
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * g * g;
+    const float denom = sqrtf(v) / bias_correction2_sqrt + eps;
+    p -= (lr / bias_correction1) * m / denom;
+  }
+};
+
+inline AdamUpdate makeAdamUpdate(const AdamHyper& h) {
+  return AdamUpdate{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
+                    1.0f - std::pow(h.beta1, static_cast<float>(h.step)),
+                    std::sqrt(1.0f - std::pow(h.beta2, static_cast<float>(h.step))), h.decoupled_weight_decay};
+}
+inline SgdUpdate makeSgdUpdate(const SgdHyper& h, bool hasBuffer) {
+  return SgdUpdate{h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, h.first_step, hasBuffer};
+}
+
+}  // namespace gpulab::fn

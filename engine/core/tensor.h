@@ -1,0 +1,154 @@
+#pragma once
+// Tensor: a strided view of a Storage, with PyTorch's semantics and names. A Tensor is a cheap handle
+// (shared ownership of a TensorImpl); views share storage; operations return new tensors. Autograd
+// state (requires_grad, grad, grad_fn) lives on the impl, as in PyTorch.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/allocator.h"
+#include "engine/core/device.h"
+#include "engine/core/dtype.h"
+
+namespace gpulab {
+
+using Shape = std::vector<std::int64_t>;
+std::string shapeStr(const Shape& shape);  // "[64, 16]"
+
+namespace autograd {
+class Node;
+}
+
+class Tensor;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;  // in elements
+  std::int64_t offset = 0;  // in elements
+  DType dtype = kFloat32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;        // set on results of recorded ops
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: created on first use
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // An uninitialised contiguous tensor.
+  static Tensor empty(const Shape& shape, DType dtype = kFloat32, Device device = kCPU, bool pinned = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& sizes() const { return impl().sizes; }
+  const Shape& shape() const { return impl().sizes; }
+  const Shape& strides() const { return impl().strides; }
+  std::int64_t size(std::int64_t dim) const;
+  std::int64_t dim() const { return static_cast<std::int64_t>(impl().sizes.size()); }
+  std::int64_t numel() const;
+  std::int64_t storage_offset() const { return impl().offset; }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  bool is_cuda() const { return device().isCuda(); }
+  bool is_pinned() const { return impl().storage->pinned(); }
+  bool is_contiguous() const;
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * elementSize(dtype()); }
+  std::string toString() const;  // like print(tensor) for small tensors; a summary otherwise
+
+  // Raw element pointer (device memory for CUDA tensors), at this view's offset.
+  void* data_ptr() const;
+  template <class T>
+  T* data() const { return static_cast<T*>(data_ptr()); }
+  // Values copied to the host, in logical (row-major) order, converted to T.
+  template <class T>
+  std::vector<T> toVector() const;
+  // The single value of a one-element tensor (synchronises with the device, like PyTorch).
+  double item() const;
+
+  // Device and dtype conversions (return *this when nothing changes, like PyTorch).
+  Tensor to(Device device, bool non_blocking = false) const;
+  Tensor to(DType dtype) const;
+  Tensor cpu() const { return to(kCPU); }
+  Tensor cuda(int index = 0) const { return to(Device(DeviceType::CUDA, index)); }
+  Tensor pin_memory() const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+
+  // Views (share storage with *this).
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  Tensor select(std::int64_t dim, std::int64_t index) const;
+  Tensor unsqueeze(std::int64_t dim) const;
+  Tensor squeeze(std::int64_t dim) const;
+  Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
+  Tensor expand(const Shape& shape) const;
+
+  // Autograd.
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& requires_grad_(bool enabled = true);
+  Tensor grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
+  void set_grad(const Tensor& grad);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  // Accumulates d(this)/d(leaf) into every leaf's grad. Without an argument *this must be a scalar.
+  void backward(const Tensor& gradient = Tensor()) const;
+  Tensor detach() const;  // same storage, no history
+
+  // In-place (not recorded by autograd; refused on leaves that require grad while grad mode is on).
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);
+
+  // Arithmetic and math, as methods (see engine/ops/ops.h for the functions).
+  Tensor operator-() const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor sum() const;
+  Tensor sum(std::int64_t dim, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(std::int64_t dim, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor abs() const;
+  Tensor pow(double exponent) const;
+  Tensor softmax(std::int64_t dim) const;
+  Tensor log_softmax(std::int64_t dim) const;
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& implPtr() const { return impl_; }
+  bool sameAs(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);  // 0/1 in the inputs' dtype (no bool dtype yet)
+
+// Contiguous row-major strides for `shape`.
+Shape contiguousStrides(const Shape& shape);
+// Wraps a possibly negative dim into [0, ndim); throws IndexError like PyTorch otherwise.
+std::int64_t wrapDim(std::int64_t dim, std::int64_t ndim);
+
+}  // namespace gpulab

@@ -1,0 +1,116 @@
+#pragma once
+// The lab protocol. A lab is a named experiment that a lesson runs: it declares typed parameters
+// (name, type, default, allowed range, description), runs with a set of values, streams what
+// happens through a MetricSink, and checks a StopToken between steps so that Stop takes effect
+// within one step. The GUI and gpulab-cli run exactly the same labs; neither knows what a lab does.
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gpulab::lab {
+
+enum class ParamType { Int, Float, Bool, Choice, Text };
+
+using ParamValue = std::variant<std::int64_t, double, bool, std::string>;
+
+struct ParamSpec {
+  std::string name;         // "batch_size"
+  ParamType type = ParamType::Int;
+  ParamValue defaultValue;
+  std::string description;
+  double min = 0, max = 0;               // Int and Float
+  std::vector<std::string> choices;      // Choice
+};
+
+// Spec builders, so a lab's parameter list reads as a table.
+ParamSpec intParam(std::string name, std::int64_t def, std::int64_t min, std::int64_t max, std::string description);
+ParamSpec floatParam(std::string name, double def, double min, double max, std::string description);
+ParamSpec boolParam(std::string name, bool def, std::string description);
+ParamSpec choiceParam(std::string name, std::string def, std::vector<std::string> choices, std::string description);
+ParamSpec textParam(std::string name, std::string def, std::string description);
+
+// Values for a lab's parameters, validated against its specs. Unset parameters take their default.
+class Params {
+ public:
+  explicit Params(std::vector<ParamSpec> specs);
+  // Parses `text` for parameter `name` ("64", "1e-3", "true", "adam"); throws ValueError naming the
+  // parameter, the value and what is allowed.
+  void set(const std::string& name, const std::string& text);
+  void set(const std::string& name, const ParamValue& value);
+  std::int64_t getInt(const std::string& name) const;
+  double getFloat(const std::string& name) const;
+  bool getBool(const std::string& name) const;
+  const std::string& getString(const std::string& name) const;
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  const ParamSpec& spec(const std::string& name) const;
+
+ private:
+  const ParamValue& value(const std::string& name) const;
+  std::vector<ParamSpec> specs_;
+  std::map<std::string, ParamValue> values_;
+};
+
+struct StepMetrics {
+  int epoch = 0;
+  std::int64_t step = 0;          // global step, from 1
+  double loss = 0;                // mean training loss over the steps since the last report
+  double samples_per_s = 0;       // over the same window
+  std::int64_t allocated_bytes = 0, reserved_bytes = 0;  // the training device's allocator
+  double elapsed_s = 0;
+};
+
+struct EpochMetrics {
+  int epoch = 0;
+  double train_loss = 0, eval_loss = 0;
+  std::optional<double> test_accuracy;  // classification only
+  double seconds = 0;
+};
+
+struct RunSummary {
+  double train_loss = 0, eval_loss = 0;
+  std::optional<double> test_accuracy;
+  double seconds = 0;  // training time, evaluation excluded
+  std::int64_t steps = 0;
+  std::string device;
+  bool stopped = false;  // ended early by the StopToken
+  std::int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+};
+
+enum class MessageKind { Info, Warning };
+
+class MetricSink {
+ public:
+  virtual ~MetricSink() = default;
+  virtual void onStep(const StepMetrics&) {}
+  virtual void onEpoch(const EpochMetrics&) {}
+  virtual void onDone(const RunSummary&) {}
+  virtual void onMessage(MessageKind, const std::string&) {}
+};
+
+class StopToken {
+ public:
+  void requestStop() { stop_.store(true, std::memory_order_relaxed); }
+  bool stopRequested() const { return stop_.load(std::memory_order_relaxed); }
+  void reset() { stop_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> stop_{false};
+};
+
+class Lab {
+ public:
+  virtual ~Lab() = default;
+  virtual std::string id() const = 0;     // "train"
+  virtual std::string title() const = 0;
+  virtual std::vector<ParamSpec> params() const = 0;
+  Params defaults() const { return Params(params()); }
+  // Runs to completion or until `stop` is requested; errors are thrown (the engine's exceptions).
+  virtual void run(const Params& params, MetricSink& sink, const StopToken& stop) = 0;
+};
+
+}  // namespace gpulab::lab

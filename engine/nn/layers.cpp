@@ -1,0 +1,58 @@
+#include "engine/nn/layers.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/errors.h"
+
+namespace gpulab::nn {
+
+Linear::Linear(std::int64_t in, std::int64_t out, bool withBias, Generator& gen) : in_features(in), out_features(out) {
+  if (in <= 0 || out <= 0) {
+    throw ValueError("Linear: in_features and out_features must be positive, got " + std::to_string(in) + " and " +
+                     std::to_string(out));
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  NoGradGuard noGrad;
+  weight = register_parameter("weight", rand({out, in}, gen) * (2.0 * bound) - bound);
+  if (withBias) bias = register_parameter("bias", rand({out}, gen) * (2.0 * bound) - bound);
+}
+
+Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
+
+std::string Linear::extraRepr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "True" : "False");
+}
+
+Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen) {
+  if (p < 0.0 || p > 1.0) throw ValueError("dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+}
+
+std::string Dropout::extraRepr() const {
+  std::ostringstream os;
+  os << "p=" << p_ << ", inplace=False";
+  return os.str();
+}
+
+std::string Flatten::extraRepr() const {
+  return "start_dim=" + std::to_string(start_) + ", end_dim=" + std::to_string(end_);
+}
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> module) {
+  if (!module) throw ValueError("Sequential: cannot add a null module");
+  register_module(std::to_string(size()), std::move(module));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& [n, child] : named_children()) h = (*child)(h);
+  return h;
+}
+
+}  // namespace gpulab::nn

@@ -1,0 +1,69 @@
+#pragma once
+// nn.Module: named parameters and children, train()/eval(), to(device), state dicts. Parameters are
+// Tensor handles; to(device) moves a parameter's storage *in place* (as PyTorch's module.to does with
+// param.data), so layers, optimizers and anything else holding the handle see the move.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/tensor.h"
+#include "engine/ops/ops.h"
+
+namespace gpulab::nn {
+
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+class Module : public Describable {
+ public:
+  ~Module() override = default;
+
+  // Runs forward() with this module named in any device-mismatch error.
+  Tensor operator()(const Tensor& input);
+  virtual Tensor forward(const Tensor& input) = 0;
+
+  virtual std::string name() const = 0;                  // "Linear"
+  virtual std::string extraRepr() const { return ""; }   // "in_features=16, out_features=64, bias=True"
+  std::string describe() const override;                 // "Linear(in_features=16, ...)"
+  std::string repr() const;                              // print(model), multi-line like PyTorch
+
+  StateDict named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  std::int64_t parameter_count() const;
+
+  Module& train(bool mode = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  Module& to(Device device);
+  // The device of the first parameter (CPU for a module without parameters).
+  Device device() const;
+  void zero_grad();
+
+  StateDict state_dict() const;
+  // Copies values into the existing parameters. strict: keys must match exactly. Throws with the
+  // list of missing/unexpected keys and size mismatches, and changes nothing if anything is wrong.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+ protected:
+  Tensor& register_parameter(std::string name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    children_.emplace_back(std::move(name), module);
+    return module;
+  }
+
+ private:
+  void collectParameters(const std::string& prefix, bool recurse, StateDict& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// Saves a state dict to `path` (written to a temporary file and renamed: never half-written).
+void save(const StateDict& state, const std::string& path);
+// Reads a state dict saved by save(); throws IOError naming the file and what is wrong with it.
+StateDict load(const std::string& path);
+
+}  // namespace gpulab::nn

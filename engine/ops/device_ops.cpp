@@ -1,0 +1,88 @@
+// Moving tensors between devices and dtypes, and the same-device rule that every multi-tensor op
+// enforces. The mismatch message is a lesson's centrepiece: it names the op, where each argument
+// lives, the module being run (if any), and the fix.
+#include "engine/ops/op_util.h"
+#include "engine/runtime/cuda_runtime.h"
+
+namespace gpulab {
+
+using detail::Grads;
+using detail::Needs;
+
+namespace {
+thread_local const ModuleContext* gModuleContext = nullptr;
+}
+
+ModuleContext::ModuleContext(const Describable& module) : module_(module), previous_(gModuleContext) {
+  gModuleContext = this;
+}
+ModuleContext::~ModuleContext() { gModuleContext = previous_; }
+
+std::string ModuleContext::currentPath() {
+  std::string path;
+  for (const ModuleContext* c = gModuleContext; c; c = c->previous_) {
+    path += (path.empty() ? "" : " inside ") + c->module_.describe();
+  }
+  return path;
+}
+
+void checkSameDevice(const char* op, std::initializer_list<NamedTensor> args) {
+  // PyTorch runs an op on CUDA if any operand is on CUDA; a 0-dim CPU tensor (a scalar) may then join.
+  const NamedTensor* reference = nullptr;
+  bool anyCuda = false;
+  for (const NamedTensor& a : args) {
+    if (!a.tensor.defined()) continue;
+    if (a.tensor.is_cuda() && !anyCuda) {
+      anyCuda = true;
+      reference = &a;
+    }
+    if (!reference) reference = &a;
+  }
+  if (!reference) return;
+  const Device want = reference->tensor.device();
+  const NamedTensor* offender = nullptr;
+  for (const NamedTensor& a : args) {
+    if (!a.tensor.defined() || a.tensor.device() == want) continue;
+    if (anyCuda && a.tensor.device().isCpu() && a.tensor.dim() == 0) continue;
+    offender = &a;
+    break;
+  }
+  if (!offender) return;
+
+  std::string msg = "Expected all tensors to be on the same device, but found at least two devices, " + want.str() +
+                    " and " + offender->tensor.device().str() + "! (when checking arguments for " + op + ": ";
+  bool first = true;
+  for (const NamedTensor& a : args) {
+    if (!a.tensor.defined()) continue;
+    msg += std::string(first ? "" : ", ") + "'" + a.name + "' is on " + a.tensor.device().str();
+    first = false;
+  }
+  msg += ")";
+  if (std::string module = ModuleContext::currentPath(); !module.empty()) msg += "\n  while running module " + module;
+  msg += "\nFix: move every tensor of the op to one device first, e.g. " + std::string(offender->name) + " = " +
+         offender->name + ".to(\"" + want.str() + "\"), or move the model and the data with .to(device) before the call.";
+  throw DeviceMismatchError(msg);
+}
+
+Tensor to_device(const Tensor& a, Device device, bool non_blocking) {
+  if (a.device() == device) return a;
+  if (device.isCuda()) cuda::checkDeviceUsable(device);
+  Tensor src = a.contiguous();
+  Tensor out = Tensor::empty(src.sizes(), src.dtype(), device);
+  if (src.nbytes() > 0) {
+    cuda::copyBytes(out.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), non_blocking, src.is_pinned());
+  }
+  const Device from = a.device();
+  return autograd::record(out, "ToCopyBackward0", {a}, [from](const Tensor& g, const Needs&) { return Grads{g.to(from)}; });
+}
+
+Tensor to_dtype(const Tensor& a, DType dtype) {
+  if (a.dtype() == dtype) return a;
+  Tensor out = detail::emptyLike(a, dtype);
+  detail::backendOf(a).copy(out, a);
+  if (dtype != kFloat32) return out;  // only floating results carry gradients
+  const DType from = a.dtype();
+  return autograd::record(out, "ToCopyBackward0", {a}, [from](const Tensor& g, const Needs&) { return Grads{g.to(from)}; });
+}
+
+}  // namespace gpulab

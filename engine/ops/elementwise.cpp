@@ -1,0 +1,190 @@
+// Elementwise ops with broadcasting. Forward and backward of each op side by side; the math itself
+// is in engine/backend/functors.h, shared by the CPU and CUDA backends.
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops/op_util.h"
+
+namespace gpulab {
+
+using detail::Grads;
+using detail::Needs;
+
+namespace {
+
+// Brings both operands to one dtype (int64 promotes to float32, as in PyTorch) and, for the 0-dim
+// CPU-scalar exception of the same-device rule, to one device.
+std::pair<Tensor, Tensor> prepareOperands(const char* op, const Tensor& a, const Tensor& b) {
+  checkSameDevice(op, {{"self", a}, {"other", b}});
+  Tensor x = a, y = b;
+  if (x.device() != y.device()) {
+    if (x.dim() == 0 && x.device().isCpu()) x = x.to(y.device());
+    else y = y.to(x.device());
+  }
+  if (x.dtype() != y.dtype()) {
+    x = x.to(kFloat32);
+    y = y.to(kFloat32);
+  }
+  return {x, y};
+}
+
+Tensor computeBinary(BinaryOp op, const Tensor& a, const Tensor& b, DType outType) {
+  const Shape outShape = detail::broadcastShapes(a.sizes(), b.sizes());
+  Tensor out = Tensor::empty(outShape, outType, a.device());
+  NoGradGuard noGrad;  // the expanded views are scaffolding, not part of the graph
+  detail::backendOf(a).binary(op, out, a.expand(outShape), b.expand(outShape));
+  return out;
+}
+
+Tensor computeScalar(BinaryOp op, const Tensor& a, double s, bool scalarFirst) {
+  Tensor x = a.contiguous();
+  Tensor out = detail::emptyLike(x);
+  detail::backendOf(x).binaryScalar(op, out, x, s, scalarFirst);
+  return out;
+}
+
+Tensor computeUnary(const char* name, UnaryOp op, const Tensor& a) {
+  detail::requireFloat(name, a);
+  Tensor x = a.contiguous();
+  Tensor out = detail::emptyLike(x);
+  detail::backendOf(x).unary(op, out, x);
+  return out;
+}
+
+// Unary op whose backward is one fused binary kernel f(grad, saved).
+Tensor unaryWithBackward(const char* name, const char* backwardName, UnaryOp op, BinaryOp backwardOp, const Tensor& a,
+                         bool saveOutput) {
+  Tensor out = computeUnary(name, op, a);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor saved = saveOutput ? out.detach() : a.detach();
+  return autograd::record(out, backwardName, {a}, [saved, backwardOp](const Tensor& g, const Needs&) {
+    return Grads{computeBinary(backwardOp, g.contiguous(), saved.contiguous(), kFloat32)};
+  });
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = prepareOperands("add", a0, b0);
+  Tensor out = computeBinary(BinaryOp::Add, a, b, a.dtype());
+  Shape as = a.sizes(), bs = b.sizes();
+  return autograd::record(out, "AddBackward0", {a, b}, [as, bs](const Tensor& g, const Needs& n) {
+    return Grads{n[0] ? sum_to_size(g, as) : Tensor(), n[1] ? sum_to_size(g, bs) : Tensor()};
+  });
+}
+
+Tensor sub(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = prepareOperands("sub", a0, b0);
+  Tensor out = computeBinary(BinaryOp::Sub, a, b, a.dtype());
+  Shape as = a.sizes(), bs = b.sizes();
+  return autograd::record(out, "SubBackward0", {a, b}, [as, bs](const Tensor& g, const Needs& n) {
+    return Grads{n[0] ? sum_to_size(g, as) : Tensor(), n[1] ? sum_to_size(neg(g), bs) : Tensor()};
+  });
+}
+
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = prepareOperands("mul", a0, b0);
+  Tensor out = computeBinary(BinaryOp::Mul, a, b, a.dtype());
+  if (!autograd::anyRequiresGrad({a, b})) return out;
+  Tensor sa = a.detach(), sb = b.detach();
+  return autograd::record(out, "MulBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
+    return Grads{n[0] ? sum_to_size(g * sb, sa.sizes()) : Tensor(), n[1] ? sum_to_size(g * sa, sb.sizes()) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = prepareOperands("div", a0, b0);
+  Tensor out = computeBinary(BinaryOp::Div, a, b, a.dtype());
+  if (!autograd::anyRequiresGrad({a, b})) return out;
+  Tensor sa = a.detach(), sb = b.detach();
+  return autograd::record(out, "DivBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
+    return Grads{n[0] ? sum_to_size(g / sb, sa.sizes()) : Tensor(),
+                 n[1] ? sum_to_size(neg(g * sa / (sb * sb)), sb.sizes()) : Tensor()};
+  });
+}
+
+Tensor maximum(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = prepareOperands("maximum", a0, b0);
+  Tensor out = computeBinary(BinaryOp::Maximum, a, b, a.dtype());
+  if (!autograd::anyRequiresGrad({a, b})) return out;
+  Tensor sa = a.detach(), sb = b.detach();
+  return autograd::record(out, "MaximumBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
+    // Ties split the gradient evenly, as in PyTorch.
+    Tensor ties = computeBinary(BinaryOp::Eq, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), kFloat32) * 0.5;
+    Tensor aWins = computeBinary(BinaryOp::Gt, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), kFloat32) + ties;
+    return Grads{n[0] ? sum_to_size(g * aWins, sa.sizes()) : Tensor(),
+                 n[1] ? sum_to_size(g * rsub(aWins, 1.0), sb.sizes()) : Tensor()};
+  });
+}
+
+Tensor eq(const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = prepareOperands("eq", a0, b0);
+  return computeBinary(BinaryOp::Eq, a, b, a.dtype());  // not differentiable
+}
+
+Tensor add(const Tensor& a, double s) {
+  Tensor out = computeScalar(BinaryOp::Add, a, s, false);
+  return autograd::record(out, "AddBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{g}; });
+}
+
+Tensor mul(const Tensor& a, double s) {
+  Tensor out = computeScalar(BinaryOp::Mul, a, s, false);
+  return autograd::record(out, "MulBackward1", {a}, [s](const Tensor& g, const Needs&) { return Grads{mul(g, s)}; });
+}
+
+Tensor rsub(const Tensor& a, double s) {
+  Tensor out = computeScalar(BinaryOp::Sub, a, s, /*scalarFirst=*/true);
+  return autograd::record(out, "RsubBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
+}
+
+Tensor pow(const Tensor& a, double e) {
+  detail::requireFloat("pow", a);
+  Tensor out = e == 2.0 ? computeUnary("pow", UnaryOp::Square, a) : computeScalar(BinaryOp::Pow, a, e, false);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor sa = a.detach();
+  return autograd::record(out, "PowBackward0", {a}, [sa, e](const Tensor& g, const Needs&) {
+    return Grads{e == 2.0 ? g * sa * 2.0 : g * pow(sa, e - 1.0) * e};
+  });
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = computeScalar(BinaryOp::Mul, a, -1.0, false);
+  return autograd::record(out, "NegBackward0", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = computeUnary("exp", UnaryOp::Exp, a);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor so = out.detach();
+  return autograd::record(out, "ExpBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g * so}; });
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = computeUnary("log", UnaryOp::Log, a);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor sa = a.detach();
+  return autograd::record(out, "LogBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g / sa}; });
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = computeUnary("sqrt", UnaryOp::Sqrt, a);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor so = out.detach();
+  return autograd::record(out, "SqrtBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g / (so * 2.0)}; });
+}
+
+Tensor abs(const Tensor& a) {
+  return unaryWithBackward("abs", "AbsBackward0", UnaryOp::Abs, BinaryOp::AbsBackward, a, false);
+}
+Tensor relu(const Tensor& a) {
+  return unaryWithBackward("relu", "ReluBackward0", UnaryOp::Relu, BinaryOp::ReluBackward, a, false);
+}
+Tensor sigmoid(const Tensor& a) {
+  return unaryWithBackward("sigmoid", "SigmoidBackward0", UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, a, true);
+}
+Tensor tanh(const Tensor& a) {
+  return unaryWithBackward("tanh", "TanhBackward0", UnaryOp::Tanh, BinaryOp::TanhBackward, a, true);
+}
+Tensor gelu(const Tensor& a) {
+  return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::Gelu, BinaryOp::GeluBackward, a, false);
+}
+
+}  // namespace gpulab

@@ -1,0 +1,150 @@
+// Matrix products through the device's BLAS (OpenBLAS on the CPU, cuBLAS on CUDA). Transposed views
+// are passed to GEMM as transpose flags, so w.t() and the backward's transposes never copy.
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops/op_util.h"
+
+namespace gpulab {
+
+using detail::Grads;
+using detail::Needs;
+
+namespace {
+
+// A matrix (the last two dims) as GEMM wants it: row-major with a leading dimension, or the transpose
+// of one. Anything else is copied to contiguous first.
+struct GemmOperand {
+  Tensor holder;
+  bool trans = false;
+  std::int64_t ld = 0;
+  const float* ptr() const { return holder.data<float>(); }
+};
+
+GemmOperand asGemmOperand(const Tensor& t) {
+  const std::int64_t nd = t.dim();
+  const std::int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
+  const std::int64_t rs = t.strides()[static_cast<std::size_t>(nd - 2)], cs = t.strides()[static_cast<std::size_t>(nd - 1)];
+  bool batchOk = true;
+  if (nd == 3) batchOk = t.strides()[0] == rows * cols || t.size(0) == 1;
+  if (batchOk && (cs == 1 || cols == 1) && (rs == cols || rows == 1)) return {t, false, std::max<std::int64_t>(cols, 1)};
+  if (batchOk && (rs == 1 || rows == 1) && (cs == rows || cols == 1)) return {t, true, std::max<std::int64_t>(rows, 1)};
+  return {t.contiguous(), false, std::max<std::int64_t>(cols, 1)};
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Tensor out = Tensor::empty({m, n}, kFloat32, a.device());
+  if (k == 0) {
+    out.fill_(0.0);
+  } else if (m > 0 && n > 0) {
+    GemmOperand A = asGemmOperand(a), B = asGemmOperand(b);
+    detail::backendOf(a).gemm(A.trans, B.trans, m, n, k, 1.0f, A.ptr(), A.ld, B.ptr(), B.ld, 0.0f, out.data<float>(), n);
+  }
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  const std::int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+  Tensor out = Tensor::empty({batch, m, n}, kFloat32, a.device());
+  if (k == 0) {
+    out.fill_(0.0);
+  } else if (batch > 0 && m > 0 && n > 0) {
+    GemmOperand A = asGemmOperand(a), B = asGemmOperand(b);
+    detail::backendOf(a).gemm(A.trans, B.trans, m, n, k, 1.0f, A.ptr(), A.ld, B.ptr(), B.ld, 0.0f, out.data<float>(), n,
+                              batch, m * k, k * n, m * n);
+  }
+  return out;
+}
+
+[[noreturn]] void shapeError(const Tensor& a, const Tensor& b) {
+  throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + shapeStr(a.sizes()) + " and " + shapeStr(b.sizes()) + ")");
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  checkSameDevice("matmul", {{"self", a}, {"other", b}});
+  detail::requireFloat("matmul", a);
+  detail::requireFloat("matmul", b);
+  if (a.dim() == 1 && b.dim() >= 2) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (a.dim() >= 2 && b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+  if (a.dim() == 1 && b.dim() == 1) {
+    if (a.size(0) != b.size(0)) shapeError(a, b);
+    return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  }
+  if (a.dim() == 2 && b.dim() == 2) {
+    if (a.size(1) != b.size(0)) shapeError(a, b);
+    Tensor out = mm(a, b);
+    if (!autograd::anyRequiresGrad({a, b})) return out;
+    Tensor sa = a.detach(), sb = b.detach();
+    return autograd::record(out, "MmBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
+      return Grads{n[0] ? mm(g, sb.t()) : Tensor(), n[1] ? mm(sa.t(), g) : Tensor()};
+    });
+  }
+  if (a.dim() == 3 && b.dim() == 3) {
+    if (a.size(0) != b.size(0) || a.size(2) != b.size(1)) shapeError(a, b);
+    Tensor out = bmm(a, b);
+    if (!autograd::anyRequiresGrad({a, b})) return out;
+    Tensor sa = a.detach(), sb = b.detach();
+    return autograd::record(out, "BmmBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
+      return Grads{n[0] ? bmm(g, sb.transpose(1, 2)) : Tensor(), n[1] ? bmm(sa.transpose(1, 2), g) : Tensor()};
+    });
+  }
+  if (a.dim() == 3 && b.dim() == 2) {  // (B, n, k) @ (k, m): one GEMM over the flattened batch
+    if (a.size(2) != b.size(0)) shapeError(a, b);
+    return matmul(a.reshape({a.size(0) * a.size(1), a.size(2)}), b).view({a.size(0), a.size(1), b.size(1)});
+  }
+  throw NotImplementedError("matmul of a " + std::to_string(a.dim()) + "-D and a " + std::to_string(b.dim()) +
+                            "-D tensor is not supported (1-D, 2-D and 3-D operands are)");
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  checkSameDevice("linear", {{"input", input}, {"weight", weight}, {"bias", bias}});
+  detail::requireFloat("linear", input);
+  if (input.dim() == 0 || input.size(-1) != weight.size(1) || weight.dim() != 2) {
+    throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + shapeStr(input.sizes()) + " and " +
+                     shapeStr(weight.t().sizes()) + ")");
+  }
+  if (input.dim() != 2) {  // (..., in) -> (..., out) through a 2-D view
+    Shape outShape = input.sizes();
+    outShape.back() = weight.size(0);
+    Tensor flat = input.reshape({-1, input.size(-1)});
+    return linear(flat, weight, bias).view(outShape);
+  }
+  const std::int64_t batch = input.size(0), in = weight.size(1), outF = weight.size(0);
+  Tensor x = input.contiguous();
+  Tensor w = weight.contiguous();
+  Tensor out = Tensor::empty({batch, outF}, kFloat32, x.device());
+  Backend& be = detail::backendOf(x);
+  float beta = 0.0f;
+  if (bias.defined()) {
+    if (bias.dim() != 1 || bias.size(0) != outF) throw ValueError("linear: bias must have shape [" + std::to_string(outF) + "], got " + shapeStr(bias.sizes()));
+    NoGradGuard noGrad;
+    be.copy(out, bias.expand({batch, outF}));  // out starts as the bias rows; GEMM adds x W^T to it
+    beta = 1.0f;
+  }
+  if (batch > 0 && in > 0) {
+    be.gemm(false, true, batch, outF, in, 1.0f, x.data<float>(), in, w.data<float>(), in, beta, out.data<float>(), outF);
+  } else if (!bias.defined()) {
+    be.fill(out, 0.0);
+  }
+  if (!autograd::anyRequiresGrad({input, weight, bias})) return out;
+  Tensor sx = x.detach(), sw = w.detach();
+  return autograd::record(out, "AddmmBackward0", {x, weight, bias}, [sx, sw](const Tensor& g0, const Needs& n) {
+    Tensor g = g0.contiguous();
+    Backend& b = detail::backendOf(g);
+    const std::int64_t batch = sx.size(0), in = sx.size(1), outF = sw.size(0);
+    Grads grads(3);
+    if (n[0]) {  // dx = g @ W : (B, out) @ (out, in)
+      grads[0] = Tensor::empty({batch, in}, kFloat32, g.device());
+      b.gemm(false, false, batch, in, outF, 1.0f, g.data<float>(), outF, sw.data<float>(), in, 0.0f, grads[0].data<float>(), in);
+    }
+    if (n[1]) {  // dW = g^T @ x : (out, B) @ (B, in)
+      grads[1] = Tensor::empty({outF, in}, kFloat32, g.device());
+      b.gemm(true, false, outF, in, batch, 1.0f, g.data<float>(), outF, sx.data<float>(), in, 0.0f, grads[1].data<float>(), in);
+    }
+    if (n[2]) grads[2] = sum(g, 0);
+    return grads;
+  });
+}
+
+}  // namespace gpulab

@@ -1,0 +1,105 @@
+// torch.nn.functional: softmax, losses and dropout, each a fused kernel pair (forward, backward).
+#include "engine/ops/op_util.h"
+
+namespace gpulab {
+
+using detail::Grads;
+using detail::Needs;
+
+namespace {
+
+Tensor softmaxImpl(const Tensor& a, std::int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  detail::requireFloat(name, a);
+  if (a.dim() == 0) return softmaxImpl(a.reshape({1}), 0, log).reshape({});
+  dim = wrapDim(dim, a.dim());
+  if (dim != a.dim() - 1) {  // the kernels work on rows: move `dim` last and back
+    return softmaxImpl(a.transpose(dim, -1), -1, log).transpose(dim, -1);
+  }
+  Tensor x = a.contiguous();
+  const std::int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols;
+  Tensor out = detail::emptyLike(x);
+  detail::backendOf(x).softmax(out, x, rows, cols, log);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor so = out.detach();
+  return autograd::record(out, log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", {x},
+                          [so, rows, cols, log](const Tensor& g, const Needs&) {
+                            Tensor gi = detail::emptyLike(so);
+                            detail::backendOf(so).softmaxBackward(gi, g.contiguous(), so, rows, cols, log);
+                            return Grads{gi};
+                          });
+}
+
+Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input, const Tensor& target, Reduction reduction) {
+  checkSameDevice(name, {{"input", input}, {"target", target}});
+  detail::requireFloat(name, input);
+  if (input.sizes() != target.sizes()) {
+    throw ValueError(std::string(name) + ": input and target must have the same shape, got " + shapeStr(input.sizes()) +
+                     " and " + shapeStr(target.sizes()) +
+                     " (PyTorch would broadcast them with a warning; that is almost always a bug, so GPU Lab refuses)");
+  }
+  Tensor x = input.contiguous(), y = target.to(kFloat32).contiguous();
+  const float scale = reduction == Reduction::Mean ? 1.0f / static_cast<float>(std::max<std::int64_t>(x.numel(), 1)) : 1.0f;
+  Tensor out = Tensor::empty({}, kFloat32, x.device());
+  detail::backendOf(x).pointLoss(kind, out, x, y, scale);
+  if (!autograd::anyRequiresGrad({input, target})) return out;
+  Tensor sx = x.detach(), sy = y.detach();
+  return autograd::record(out, kind == PointLoss::MSE ? "MseLossBackward0" : "L1LossBackward0", {x, y},
+                          [sx, sy, scale, kind](const Tensor& g, const Needs& n) {
+                            Tensor gx = detail::emptyLike(sx);
+                            detail::backendOf(sx).pointLossBackward(kind, gx, g.contiguous(), sx, sy, scale);
+                            return Grads{n[0] ? gx : Tensor(), n[1] ? neg(gx) : Tensor()};
+                          });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(a, dim, false); }
+Tensor log_softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(a, dim, true); }
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointLoss("mse_loss", PointLoss::MSE, input, target, reduction);
+}
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointLoss("l1_loss", PointLoss::L1, input, target, reduction);
+}
+
+Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction) {
+  checkSameDevice("nll_loss", {{"input", logp}, {"target", target}});
+  detail::requireFloat("nll_loss", logp);
+  if (target.dtype() != kInt64) {
+    throw Error("expected scalar type Long but found " + dtypeName(target.dtype()) + " (class labels must be int64)");
+  }
+  if (logp.dim() != 2 || target.dim() != 1 || target.size(0) != logp.size(0)) {
+    throw ValueError("Expected input of shape (N, C) and target of shape (N), got " + shapeStr(logp.sizes()) + " and " +
+                     shapeStr(target.sizes()));
+  }
+  Tensor x = logp.contiguous(), t = target.contiguous();
+  const std::int64_t rows = x.size(0), cols = x.size(1);
+  const float scale = reduction == Reduction::Mean ? 1.0f / static_cast<float>(std::max<std::int64_t>(rows, 1)) : 1.0f;
+  Tensor out = Tensor::empty({}, kFloat32, x.device());
+  detail::backendOf(x).nllLoss(out, x, t, rows, cols, scale);
+  return autograd::record(out, "NllLossBackward0", {x}, [t, rows, cols, scale](const Tensor& g, const Needs&) {
+    Tensor gi = Tensor::empty({rows, cols}, kFloat32, g.device());
+    detail::backendOf(g).nllLossBackward(gi, g.contiguous(), t, rows, cols, scale);
+    return Grads{gi};
+  });
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction) {
+  checkSameDevice("cross_entropy", {{"input", logits}, {"target", target}});
+  return nll_loss(log_softmax(logits, 1), target, reduction);
+}
+
+Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
+  if (p < 0.0 || p > 1.0) throw ValueError("dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+  if (!training || p == 0.0) return a;
+  detail::requireFloat("dropout", a);
+  if (p == 1.0) return mul(a, 0.0);
+  Tensor x = a.contiguous();
+  Tensor out = detail::emptyLike(x), mask = detail::emptyLike(x);
+  detail::backendOf(x).dropout(out, mask, x, static_cast<float>(p), gen.seed(), gen.advance(static_cast<std::uint64_t>(x.numel())));
+  return autograd::record(out, "NativeDropoutBackward0", {x}, [mask](const Tensor& g, const Needs&) { return Grads{g * mask}; });
+}
+
+}  // namespace gpulab

@@ -1,0 +1,120 @@
+#pragma once
+// The functional API: PyTorch's torch.* and torch.nn.functional.* names. Every op checks that its
+// tensors share one device (throwing DeviceMismatchError otherwise), computes through the device's
+// Backend, and records its backward for autograd.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/generator.h"
+#include "engine/core/tensor.h"
+
+namespace gpulab {
+
+struct Options {
+  DType dtype = kFloat32;
+  Device device = kCPU;
+  bool requires_grad = false;
+};
+
+// Factories.
+Tensor zeros(const Shape& shape, const Options& options = {});
+Tensor ones(const Shape& shape, const Options& options = {});
+Tensor full(const Shape& shape, double value, const Options& options = {});
+Tensor arange(double end, const Options& options = {});
+Tensor arange(double start, double end, double step = 1.0, const Options& options = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor randn(const Shape& shape, Generator& gen = defaultGenerator(), const Options& options = {});
+Tensor rand(const Shape& shape, Generator& gen = defaultGenerator(), const Options& options = {});
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen = defaultGenerator(),
+               const Options& options = {.dtype = kInt64});
+// From host values (copied), with the given shape (numel must match).
+Tensor tensor(const std::vector<float>& values, const Shape& shape, const Options& options = {});
+Tensor tensor(const std::vector<std::int64_t>& values, const Shape& shape, const Options& options = {.dtype = kInt64});
+Tensor scalar_tensor(double value, const Options& options = {});
+
+// Elementwise (broadcasting as in PyTorch).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor rsub(const Tensor& a, double b);  // b - a
+Tensor pow(const Tensor& a, double exponent);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor gelu(const Tensor& a);
+
+// Reductions.
+Tensor sum(const Tensor& a);
+Tensor sum(const Tensor& a, std::int64_t dim, bool keepdim = false);
+Tensor mean(const Tensor& a);
+Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& a);
+std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim = false);  // values, indices
+Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim = false);
+// Sums `a` down to `shape` (the inverse of broadcasting), as autograd needs.
+Tensor sum_to_size(const Tensor& a, const Shape& shape);
+
+// Linear algebra.
+Tensor matmul(const Tensor& a, const Tensor& b);  // (n,k)@(k,m), (b,n,k)@(b,k,m), and 1-D operands
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());  // x W^T + b
+
+// Activations and losses (torch.nn.functional).
+Tensor softmax(const Tensor& a, std::int64_t dim);
+Tensor log_softmax(const Tensor& a, std::int64_t dim);
+enum class Reduction { Mean, Sum };
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = defaultGenerator());
+
+// Device and dtype moves (recorded by autograd: the gradient goes back to the source device).
+Tensor to_device(const Tensor& a, Device device, bool non_blocking = false);
+Tensor to_dtype(const Tensor& a, DType dtype);
+
+// The same-device rule. Throws DeviceMismatchError naming the op and where each argument lives, unless
+// all defined tensors share one device -- except that a 0-dim CPU tensor may join a CUDA op, as in
+// PyTorch. Modules add their own name to the message through ModuleScope (engine/nn/module.h).
+struct NamedTensor {
+  const char* name;
+  const Tensor& tensor;
+};
+void checkSameDevice(const char* op, std::initializer_list<NamedTensor> args);
+
+// Something that can describe itself in an error message (a Module does).
+class Describable {
+ public:
+  virtual ~Describable() = default;
+  virtual std::string describe() const = 0;
+};
+
+// Marks, for this thread, the module whose forward is running, so a device-mismatch error can say
+// which module it happened in. Cheap: the description is built only when an error is raised.
+class ModuleContext {
+ public:
+  explicit ModuleContext(const Describable& module);
+  ~ModuleContext();
+  ModuleContext(const ModuleContext&) = delete;
+  ModuleContext& operator=(const ModuleContext&) = delete;
+  // "Linear(in_features=16, out_features=64, bias=True) inside Sequential", or "" outside any module.
+  static std::string currentPath();
+
+ private:
+  const Describable& module_;
+  const ModuleContext* previous_;
+};
+
+}  // namespace gpulab

@@ -1,0 +1,128 @@
+// Reductions: the input is viewed as (outer, k, inner) around the reduced dimension, so one kernel
+// covers "all elements" (outer = inner = 1), rows, columns and any middle dimension.
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops/op_util.h"
+
+namespace gpulab {
+
+using detail::Grads;
+using detail::Needs;
+
+namespace {
+
+struct ReduceGeometry {
+  std::int64_t outer = 1, k = 1, inner = 1;
+  Shape outShape;
+};
+
+ReduceGeometry geometry(const Tensor& a, std::int64_t dim, bool keepdim) {
+  ReduceGeometry g;
+  for (std::int64_t i = 0; i < a.dim(); ++i) {
+    const std::int64_t s = a.size(i);
+    if (i < dim) g.outer *= s;
+    else if (i == dim) g.k = s;
+    else g.inner *= s;
+    if (i != dim) g.outShape.push_back(s);
+    else if (keepdim) g.outShape.push_back(1);
+  }
+  return g;
+}
+
+// Gradient of a reduction over `dim` broadcast back to `inShape`.
+Tensor expandBack(const Tensor& g, const Shape& inShape, std::int64_t dim, bool keepdim) {
+  Tensor gk = (keepdim || inShape.empty()) ? g : g.unsqueeze(dim);
+  return gk.expand(inShape);
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a) {
+  Tensor x = a.contiguous();
+  Tensor out = Tensor::empty({}, x.dtype(), x.device());
+  detail::backendOf(x).reduce(ReduceOp::Sum, out, nullptr, x, 1, x.numel(), 1);
+  Shape inShape = a.sizes();
+  return autograd::record(out, "SumBackward0", {a}, [inShape](const Tensor& g, const Needs&) { return Grads{g.expand(inShape)}; });
+}
+
+Tensor sum(const Tensor& a, std::int64_t dim, bool keepdim) {
+  dim = wrapDim(dim, a.dim());
+  if (a.dim() == 0) return sum(a);
+  Tensor x = a.contiguous();
+  ReduceGeometry geo = geometry(x, dim, keepdim);
+  Tensor out = Tensor::empty(geo.outShape, x.dtype(), x.device());
+  detail::backendOf(x).reduce(ReduceOp::Sum, out, nullptr, x, geo.outer, geo.k, geo.inner);
+  Shape inShape = a.sizes();
+  return autograd::record(out, "SumBackward1", {a}, [inShape, dim, keepdim](const Tensor& g, const Needs&) {
+    return Grads{expandBack(g, inShape, dim, keepdim)};
+  });
+}
+
+Tensor mean(const Tensor& a) {
+  detail::requireFloat("mean", a);
+  return mul(sum(a), 1.0 / static_cast<double>(std::max<std::int64_t>(a.numel(), 1)));
+}
+
+Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim) {
+  detail::requireFloat("mean", a);
+  dim = wrapDim(dim, a.dim());
+  const std::int64_t k = a.dim() == 0 ? 1 : a.size(dim);
+  return mul(sum(a, dim, keepdim), 1.0 / static_cast<double>(std::max<std::int64_t>(k, 1)));
+}
+
+Tensor max(const Tensor& a) {
+  if (a.numel() == 0) {
+    throw Error("max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  }
+  Tensor x = a.contiguous();
+  Tensor out = Tensor::empty({}, x.dtype(), x.device());
+  detail::backendOf(x).reduce(ReduceOp::Max, out, nullptr, x, 1, x.numel(), 1);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor sa = a.detach(), so = out.detach();
+  return autograd::record(out, "MaxBackward1", {a}, [sa, so](const Tensor& g, const Needs&) {
+    Tensor mask = eq(sa, so);  // every position holding the maximum shares the gradient evenly
+    return Grads{mask * (g / sum(mask))};
+  });
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
+  dim = wrapDim(dim, a.dim());
+  if (a.dim() > 0 && a.size(dim) == 0) throw IndexError("max(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.");
+  Tensor x = a.contiguous();
+  ReduceGeometry geo = geometry(x, dim, keepdim);
+  Tensor values = Tensor::empty(geo.outShape, x.dtype(), x.device());
+  Tensor indices = Tensor::empty(geo.outShape, kInt64, x.device());
+  detail::backendOf(x).reduce(ReduceOp::Max, values, &indices, x, geo.outer, geo.k, geo.inner);
+  if (!autograd::anyRequiresGrad({a})) return {values, indices};
+  Shape inShape = a.sizes();
+  const std::int64_t k = geo.k;
+  Tensor idx = indices;
+  values = autograd::record(values, "MaxBackward0", {a}, [inShape, dim, keepdim, idx, k](const Tensor& g, const Needs&) {
+    // One-hot of the winning index along `dim`, times the incoming gradient.
+    Shape positions(inShape.size(), 1);
+    positions[static_cast<std::size_t>(dim)] = k;
+    Tensor range = arange(0.0, static_cast<double>(k), 1.0, {.dtype = kInt64, .device = g.device()}).view(positions);
+    Tensor chosen = keepdim ? idx : idx.unsqueeze(dim);
+    Tensor onehot = eq(chosen, range).to(kFloat32);
+    Tensor gk = keepdim ? g : g.unsqueeze(dim);
+    return Grads{onehot * gk};
+  });
+  return {values, indices};
+}
+
+Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim) {
+  NoGradGuard noGrad;
+  return max(a, dim, keepdim).second;
+}
+
+Tensor sum_to_size(const Tensor& a, const Shape& shape) {
+  if (a.sizes() == shape) return a;
+  Tensor r = a;
+  while (r.dim() > static_cast<std::int64_t>(shape.size())) r = sum(r, 0, false);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1 && r.size(static_cast<std::int64_t>(i)) != 1) r = sum(r, static_cast<std::int64_t>(i), true);
+  }
+  if (r.sizes() != shape) throw ValueError("size " + shapeStr(a.sizes()) + " is not expandable to size " + shapeStr(shape));
+  return r;
+}
+
+}  // namespace gpulab

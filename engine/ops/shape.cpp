@@ -1,0 +1,199 @@
+// View ops: they share storage with their input and record a backward that maps the gradient back
+// to the input's shape.
+#include <algorithm>
+#include <numeric>
+
+#include "engine/ops/op_util.h"
+
+namespace gpulab {
+namespace detail {
+
+Tensor makeView(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl().storage;
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+Shape broadcastShapes(const Shape& a, const Shape& b) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw ValueError("The size of tensor a (" + std::to_string(da) + ") must match the size of tensor b (" +
+                       std::to_string(db) + ") at non-singleton dimension " + std::to_string(i) + " (shapes " +
+                       shapeStr(a) + " and " + shapeStr(b) + ")");
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace detail
+
+using detail::Grads;
+using detail::Needs;
+
+namespace {
+
+// Resolves a single -1 in a requested shape against numel.
+Shape inferShape(const Shape& requested, std::int64_t numel) {
+  Shape shape = requested;
+  std::int64_t known = 1;
+  int inferred = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (inferred >= 0) throw ValueError("only one dimension can be inferred");
+      inferred = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw ValueError("invalid shape dimension " + std::to_string(shape[i]));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (inferred >= 0) {
+    if (known == 0 || numel % known != 0)
+      throw ValueError("shape '" + shapeStr(requested) + "' is invalid for input of size " + std::to_string(numel));
+    shape[static_cast<std::size_t>(inferred)] = numel / known;
+  } else if (known != numel) {
+    throw ValueError("shape '" + shapeStr(requested) + "' is invalid for input of size " + std::to_string(numel));
+  }
+  return shape;
+}
+
+Tensor recordReshapeBack(Tensor out, const char* name, const Tensor& input) {
+  Shape inShape = input.sizes();
+  return autograd::record(out, name, {input}, [inShape](const Tensor& g, const Needs&) {
+    return Grads{g.reshape(inShape)};
+  });
+}
+
+}  // namespace
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape target = inferShape(shape, numel());
+  if (!is_contiguous()) {
+    throw Error("view size is not compatible with input tensor's size and stride (at least one dimension spans "
+                "across two contiguous subspaces). Use .reshape(...) instead.");
+  }
+  Tensor out = detail::makeView(*this, target, contiguousStrides(target), storage_offset());
+  return recordReshapeBack(out, "ViewBackward0", *this);
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  if (is_contiguous()) return view(shape);
+  return contiguous().view(shape);
+}
+
+Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  start = wrapDim(start, dim());
+  end = wrapDim(end, dim());
+  if (start > end) throw ValueError("flatten() has invalid args: start_dim cannot come after end_dim");
+  Shape shape;
+  for (std::int64_t i = 0; i < start; ++i) shape.push_back(size(i));
+  std::int64_t prod = 1;
+  for (std::int64_t i = start; i <= end; ++i) prod *= size(i);
+  shape.push_back(prod);
+  for (std::int64_t i = end + 1; i < dim(); ++i) shape.push_back(size(i));
+  return reshape(shape);
+}
+
+Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
+  d0 = wrapDim(d0, dim());
+  d1 = wrapDim(d1, dim());
+  Shape sz = sizes(), st = strides();
+  std::swap(sz[static_cast<std::size_t>(d0)], sz[static_cast<std::size_t>(d1)]);
+  std::swap(st[static_cast<std::size_t>(d0)], st[static_cast<std::size_t>(d1)]);
+  Tensor out = detail::makeView(*this, sz, st, storage_offset());
+  return autograd::record(out, "TransposeBackward0", {*this}, [d0, d1](const Tensor& g, const Needs&) {
+    return Grads{g.transpose(d0, d1)};
+  });
+}
+
+Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::int64_t step) const {
+  d = wrapDim(d, dim());
+  if (step <= 0) throw ValueError("slice step must be positive");
+  const std::int64_t n = size(d);
+  auto clampIndex = [n](std::int64_t i) { return std::clamp(i < 0 ? i + n : i, std::int64_t{0}, n); };
+  start = clampIndex(start);
+  end = std::max(clampIndex(end), start);
+  Shape sz = sizes(), st = strides();
+  const auto ud = static_cast<std::size_t>(d);
+  sz[ud] = (end - start + step - 1) / step;
+  st[ud] *= step;
+  Tensor out = detail::makeView(*this, sz, st, storage_offset() + start * strides()[ud]);
+  Shape inShape = sizes();
+  return autograd::record(out, "SliceBackward0", {*this}, [inShape, d, start, end, step](const Tensor& g, const Needs&) {
+    Tensor gi = zeros(inShape, {.dtype = g.dtype(), .device = g.device()});
+    gi.slice(d, start, end, step).copy_(g);
+    return Grads{gi};
+  });
+}
+
+Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
+  d = wrapDim(d, dim());
+  const std::int64_t n = size(d);
+  if (index < -n || index >= n) {
+    throw IndexError("index " + std::to_string(index) + " is out of bounds for dimension " + std::to_string(d) +
+                     " with size " + std::to_string(n));
+  }
+  if (index < 0) index += n;
+  return slice(d, index, index + 1).squeeze(d);
+}
+
+Tensor Tensor::unsqueeze(std::int64_t d) const {
+  d = wrapDim(d, dim() + 1);
+  Shape sz = sizes(), st = strides();
+  const auto ud = static_cast<std::size_t>(d);
+  const std::int64_t stride = ud < st.size() ? st[ud] * sz[ud] : 1;
+  sz.insert(sz.begin() + d, 1);
+  st.insert(st.begin() + d, stride);
+  return recordReshapeBack(detail::makeView(*this, sz, st, storage_offset()), "UnsqueezeBackward0", *this);
+}
+
+Tensor Tensor::squeeze(std::int64_t d) const {
+  if (dim() == 0) return *this;
+  d = wrapDim(d, dim());
+  if (size(d) != 1) return *this;
+  Shape sz = sizes(), st = strides();
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  return recordReshapeBack(detail::makeView(*this, sz, st, storage_offset()), "SqueezeBackward1", *this);
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  if (shape.size() < sizes().size()) {
+    throw ValueError("expand: the number of sizes provided (" + std::to_string(shape.size()) +
+                     ") must be greater or equal to the number of dimensions in the tensor (" + std::to_string(dim()) + ")");
+  }
+  const std::size_t lead = shape.size() - sizes().size();
+  Shape sz(shape.size()), st(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i < lead) {
+      sz[i] = shape[i];
+      st[i] = 0;
+      continue;
+    }
+    const std::int64_t have = sizes()[i - lead];
+    const std::int64_t want = shape[i] == -1 ? have : shape[i];
+    if (have != want && have != 1) {
+      throw ValueError("The expanded size of the tensor (" + std::to_string(want) + ") must match the existing size (" +
+                       std::to_string(have) + ") at non-singleton dimension " + std::to_string(i) +
+                       ".  Target sizes: " + shapeStr(shape) + ".  Tensor sizes: " + shapeStr(sizes()));
+    }
+    sz[i] = want;
+    st[i] = have == want ? strides()[i - lead] : 0;
+  }
+  if (sz == sizes()) return *this;
+  Shape inShape = sizes();
+  return autograd::record(detail::makeView(*this, sz, st, storage_offset()), "ExpandBackward0", {*this},
+                          [inShape](const Tensor& g, const Needs&) { return Grads{sum_to_size(g, inShape)}; });
+}
+
+}  // namespace gpulab

@@ -1,0 +1,110 @@
+#include "engine/optim/optimizer.h"
+
+#include <cmath>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/backend/backend.h"
+#include "engine/core/errors.h"
+#include "engine/ops/ops.h"
+
+namespace gpulab::optim {
+namespace {
+void checkRange(const char* what, double v, double lo, double hi) {
+  if (!(v >= lo && v <= hi)) throw ValueError(std::string("Invalid ") + what + " value: " + std::to_string(v));
+}
+void checkGrad(const Tensor& p, const Tensor& g) {
+  if (g.device() != p.device()) {
+    throw DeviceMismatchError("Expected all tensors to be on the same device, but found at least two devices, " +
+                              p.device().str() + " and " + g.device().str() + "! (when checking arguments for optimizer step: a parameter is on " +
+                              p.device().str() + ", its gradient on " + g.device().str() + ")");
+  }
+}
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
+  if (params_.empty()) throw ValueError("optimizer got an empty parameter list");
+  for (const Tensor& p : params_) {
+    if (!p.is_leaf()) throw ValueError("can't optimize a non-leaf Tensor");
+    if (p.dtype() != kFloat32) throw NotImplementedError("optimizers support float32 parameters only");
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard noGrad;
+  for (Tensor& p : params_) {
+    if (set_to_none) p.set_grad(Tensor());
+    else if (p.grad().defined()) p.grad().zero_();
+  }
+}
+
+void Optimizer::setLearningRate(double lr) {
+  checkRange("learning rate", lr, 0.0, 1e6);
+  lr_ = lr;
+}
+
+void Optimizer::followDevice(Tensor& state, const Tensor& param) {
+  if (state.defined() && state.device() != param.device()) state = state.to(param.device());
+}
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(params)), options_(o) {
+  setLearningRate(o.lr);
+  checkRange("momentum", o.momentum, 0.0, 1e6);
+  checkRange("weight_decay", o.weight_decay, 0.0, 1e6);
+  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) throw ValueError("Nesterov momentum requires a momentum and zero dampening");
+  momentum_.resize(params_.size());
+}
+
+void SGD::step() {
+  NoGradGuard noGrad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    checkGrad(p, g);
+    g = g.contiguous();
+    SgdHyper h{static_cast<float>(lr_), static_cast<float>(options_.momentum), static_cast<float>(options_.dampening),
+               static_cast<float>(options_.weight_decay), options_.nesterov, false};
+    Tensor* buf = nullptr;
+    if (options_.momentum != 0.0) {
+      followDevice(momentum_[i], p);
+      h.first_step = !momentum_[i].defined();
+      if (h.first_step) momentum_[i] = Tensor::empty(p.sizes(), kFloat32, p.device());
+      buf = &momentum_[i];
+    }
+    backendFor(p.device()).sgdStep(p, g, buf, h);
+  }
+}
+
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
+    : Optimizer(std::move(params)), options_(o), decoupled_(decoupled) {
+  setLearningRate(o.lr);
+  checkRange("epsilon", o.eps, 0.0, 1e6);
+  checkRange("beta parameter at index 0", o.beta1, 0.0, 0.999999999);
+  checkRange("beta parameter at index 1", o.beta2, 0.0, 0.999999999);
+  checkRange("weight_decay", o.weight_decay, 0.0, 1e6);
+  expAvg_.resize(params_.size());
+  expAvgSq_.resize(params_.size());
+  steps_.assign(params_.size(), 0);
+}
+
+void Adam::step() {
+  NoGradGuard noGrad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    checkGrad(p, g);
+    g = g.contiguous();
+    followDevice(expAvg_[i], p);
+    followDevice(expAvgSq_[i], p);
+    if (!expAvg_[i].defined()) {
+      expAvg_[i] = zeros(p.sizes(), {.device = p.device()});
+      expAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
+    }
+    AdamHyper h{static_cast<float>(lr_), static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+                static_cast<float>(options_.eps), static_cast<float>(options_.weight_decay), decoupled_, ++steps_[i]};
+    backendFor(p.device()).adamStep(p, g, expAvg_[i], expAvgSq_[i], h);
+  }
+}
+
+}  // namespace gpulab::optim

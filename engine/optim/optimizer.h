@@ -1,0 +1,67 @@
+#pragma once
+// torch.optim: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW. Each step is one
+// fused kernel per parameter tensor (engine/backend/functors.h has the update formulas), so on the
+// GPU an optimizer step costs one launch per parameter instead of a dozen elementwise ops.
+#include <vector>
+
+#include "engine/backend/functors.h"
+#include "engine/core/tensor.h"
+
+namespace gpulab::optim {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params);
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  // set_to_none (PyTorch 2's default) frees the gradients instead of filling them with zeros.
+  void zero_grad(bool set_to_none = true);
+  const std::vector<Tensor>& params() const { return params_; }
+  void setLearningRate(double lr);
+  double learningRate() const { return lr_; }
+
+ protected:
+  // State tensors follow their parameter if the model was moved after the optimizer was made.
+  static void followDevice(Tensor& state, const Tensor& param);
+  std::vector<Tensor> params_;
+  double lr_ = 0.0;
+};
+
+struct SGDOptions {
+  double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD final : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, const SGDOptions& options);
+  void step() override;
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> momentum_;  // momentum_buffer per parameter, created on first step
+};
+
+struct AdamOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupledWeightDecay = false);
+  void step() override;
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+  std::vector<Tensor> expAvg_, expAvgSq_;
+  std::vector<std::int64_t> steps_;
+};
+
+// AdamW: Adam with decoupled weight decay (default weight_decay 0.01, as in PyTorch).
+class AdamW final : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, AdamOptions options = {.weight_decay = 1e-2}) : Adam(std::move(params), options, true) {}
+};
+
+}  // namespace gpulab::optim

@@ -1,0 +1,64 @@
+#pragma once
+// The engine's door to the CUDA runtime. This header compiles in every build; in a CPU-only build
+// the functions report "built without CUDA" (and anything that needs a GPU throws), so the rest of
+// the engine never needs an #ifdef.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "engine/core/device.h"
+
+namespace gpulab {
+class Allocator;
+}
+
+namespace gpulab::cuda {
+
+struct DeviceProperties {
+  int index = 0;
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int multiprocessor_count = 0;
+  std::size_t total_memory = 0;
+  std::size_t free_memory = 0;
+};
+
+// What discovery found. When no GPU is usable, `reason` says exactly why.
+struct Availability {
+  bool compiled = false;
+  bool usable = false;
+  std::string reason;
+  int driver_version = 0;   // e.g. 13000 for CUDA 13.0; 0 when no driver is installed
+  int runtime_version = 0;
+  int cublas_version = 0;
+  int cudnn_version = 0;
+  std::string cuda_visible_devices;  // the variable as set, or "(not set)"
+  std::vector<DeviceProperties> devices;
+};
+
+// Discovery runs once per process (CUDA reads CUDA_VISIBLE_DEVICES only when it initialises), except
+// free memory, which is read anew on every call.
+Availability availability();
+bool compiledWithCuda();
+bool isAvailable();   // torch.cuda.is_available()
+int deviceCount();    // torch.cuda.device_count()
+void synchronize(int device = 0);
+
+// Throws a clear Error when `device` is a CUDA device that cannot be used.
+void checkDeviceUsable(Device device);
+
+Allocator& deviceAllocator(int index);
+Allocator& pinnedHostAllocator();
+
+// Copies `bytes` between any two devices. Host-to-device copies from pinned memory with
+// `nonBlocking` go on the copy stream and the compute stream waits for them; everything else is
+// ordered on the compute stream, and device-to-host copies return when the data is there.
+void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes,
+               bool nonBlocking, bool srcPinned);
+
+}  // namespace gpulab::cuda
+
+namespace gpulab {
+// The device a lesson should use: cuda:0 when a GPU is usable, else the CPU.
+Device defaultDevice();
+}  // namespace gpulab

@@ -1,0 +1,348 @@
+// The CUDA runtime door of a CUDA build: discovery (and why no GPU is usable), per-device contexts and
+// allocators, pinned host memory, and copies between devices.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_context.h"
+#include "engine/core/allocator.h"
+#include "engine/core/errors.h"
+#include "engine/runtime/cuda_runtime.h"
+
+namespace gpulab {
+Backend& cudaBackend(int device);  // engine/backend/cuda/cuda_backend.cu
+}
+
+namespace gpulab::cuda {
+
+void throwCudaError(const char* call, const char* file, int line, const std::string& message, bool outOfMemory) {
+  std::string text = "CUDA error: " + message + "\n  in " + call + " at " + file + ":" + std::to_string(line);
+  if (outOfMemory) throw OutOfMemoryError("CUDA out of memory. " + text);
+  throw CudaError(text);
+}
+
+namespace {
+
+// Compute capability the kernels are compiled for (CMAKE_CUDA_ARCHITECTURES starts at sm_75).
+constexpr int kMinMajor = 7, kMinMinor = 5;
+
+std::string versionStr(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+struct Discovery {
+  Availability info;
+  std::vector<DeviceContext*> contexts;  // created on first use
+  std::vector<Allocator*> allocators;
+  Allocator* pinned = nullptr;
+  std::mutex mutex;
+};
+
+Availability discover() {
+  Availability a;
+  a.compiled = true;
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  a.cuda_visible_devices = env ? env : "(not set)";
+  cudaDriverGetVersion(&a.driver_version);
+  cudaRuntimeGetVersion(&a.runtime_version);
+  a.cudnn_version = static_cast<int>(cudnnGetVersion());
+  int cublasMajor = 0, cublasMinor = 0, cublasPatch = 0;
+  cublasGetProperty(MAJOR_VERSION, &cublasMajor);
+  cublasGetProperty(MINOR_VERSION, &cublasMinor);
+  cublasGetProperty(PATCH_LEVEL, &cublasPatch);
+  a.cublas_version = cublasMajor * 10000 + cublasMinor * 100 + cublasPatch;
+
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  cudaGetLastError();
+  if (status == cudaErrorInsufficientDriver || (status != cudaSuccess && a.driver_version == 0)) {
+    a.reason = a.driver_version == 0
+                   ? "no NVIDIA driver is installed (libcuda.so.1 could not be loaded)"
+                   : "the NVIDIA driver is too old: it supports CUDA " + versionStr(a.driver_version) +
+                         ", GPU Lab was built with CUDA " + versionStr(a.runtime_version) + " (update the driver)";
+    return a;
+  }
+  if (status == cudaErrorNoDevice || (status == cudaSuccess && count == 0)) {
+    a.reason = env ? "all GPUs are hidden by CUDA_VISIBLE_DEVICES=\"" + std::string(env) + "\""
+                   : "the NVIDIA driver found no CUDA-capable device";
+    return a;
+  }
+  if (status != cudaSuccess) {
+    a.reason = std::string("CUDA initialisation failed: ") + cudaGetErrorString(status);
+    return a;
+  }
+  std::string tooOld;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    DeviceProperties d;
+    d.index = i;
+    d.name = p.name;
+    d.major = p.major;
+    d.minor = p.minor;
+    d.multiprocessor_count = p.multiProcessorCount;
+    d.total_memory = p.totalGlobalMem;
+    if (p.major < kMinMajor || (p.major == kMinMajor && p.minor < kMinMinor)) {
+      tooOld = d.name + " has compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor) +
+               "; GPU Lab's kernels need 7.5 or newer";
+      continue;
+    }
+    a.devices.push_back(d);
+  }
+  a.usable = !a.devices.empty();
+  if (!a.usable) a.reason = tooOld.empty() ? "no GPU could be queried" : tooOld;
+  return a;
+}
+
+Discovery& state() {
+  // Deliberately never destroyed: the CUDA runtime may already be torn down during static destruction.
+  static Discovery* d = [] {
+    auto* s = new Discovery;
+    s->info = discover();
+    s->contexts.resize(s->info.devices.size(), nullptr);
+    s->allocators.resize(s->info.devices.size(), nullptr);
+    return s;
+  }();
+  return *d;
+}
+
+class CudaRawAllocator final : public RawAllocator {
+ public:
+  explicit CudaRawAllocator(int device) : device_(device) {}
+  void* rawAllocate(std::size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* ptr = nullptr;
+    if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return ptr;
+  }
+  void rawFree(void* ptr, std::size_t) override {
+    DeviceGuard guard(device_);
+    cudaFree(ptr);
+  }
+  std::string outOfMemoryMessage(std::size_t bytes, const MemoryStats& s) const override {
+    std::size_t freeB = 0, totalB = 0;
+    {
+      DeviceGuard guard(device_);
+      cudaMemGetInfo(&freeB, &totalB);
+      cudaGetLastError();
+    }
+    return "CUDA out of memory. Tried to allocate " + formatBytes(static_cast<std::int64_t>(bytes)) + ". GPU " +
+           std::to_string(device_) + " has a total capacity of " + formatBytes(static_cast<std::int64_t>(totalB)) +
+           " of which " + formatBytes(static_cast<std::int64_t>(freeB)) + " is free. Of the allocated memory " +
+           formatBytes(s.allocated_bytes) + " is allocated by GPU Lab, and " +
+           formatBytes(s.reserved_bytes - s.allocated_bytes) +
+           " is reserved by GPU Lab but unallocated. Reduce the batch size, free tensors you no longer need, and "
+           "evaluate under NoGradGuard.";
+  }
+
+ private:
+  int device_;
+};
+
+// Asynchronous copies that still read pinned host blocks; a block is reused only after its copies end.
+struct PendingCopies {
+  std::mutex mutex;
+  std::vector<std::pair<const char*, cudaEvent_t>> entries;
+};
+PendingCopies& pendingCopies() {
+  static auto* p = new PendingCopies;
+  return *p;
+}
+
+class PinnedRawAllocator final : public RawAllocator {
+ public:
+  void* rawAllocate(std::size_t bytes) override {
+    void* ptr = nullptr;
+    if (cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return ptr;
+  }
+  void rawFree(void* ptr, std::size_t) override { cudaFreeHost(ptr); }
+  std::string outOfMemoryMessage(std::size_t bytes, const MemoryStats& s) const override {
+    return "Pinned host memory exhausted. Tried to allocate " + formatBytes(static_cast<std::int64_t>(bytes)) +
+           " of page-locked memory; " + formatBytes(s.allocated_bytes) + " is already pinned by GPU Lab.";
+  }
+};
+
+void waitForCopiesFrom(void* block, std::size_t bytes) {
+  auto& p = pendingCopies();
+  std::lock_guard lock(p.mutex);
+  const char* lo = static_cast<const char*>(block);
+  const char* hi = lo + bytes;
+  for (auto it = p.entries.begin(); it != p.entries.end();) {
+    const bool inBlock = it->first >= lo && it->first < hi;
+    if (inBlock || cudaEventQuery(it->second) == cudaSuccess) {
+      if (inBlock) cudaEventSynchronize(it->second);
+      cudaEventDestroy(it->second);
+      it = p.entries.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  cudaGetLastError();
+}
+
+}  // namespace
+
+DeviceContext::DeviceContext(int device) : device_(device) {
+  DeviceGuard guard(device);
+  GPULAB_CUDA_CHECK(cudaDeviceGetAttribute(&smCount_, cudaDevAttrMultiProcessorCount, device));
+  GPULAB_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  GPULAB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  GPULAB_CUDA_CHECK(cublasCreate(&cublas_));
+  GPULAB_CUDA_CHECK(cublasSetStream(cublas_, compute_));
+}
+
+DeviceContext::~DeviceContext() {
+  if (cudnn_) cudnnDestroy(cudnn_);
+  cublasDestroy(cublas_);
+  cudaStreamDestroy(copy_);
+  cudaStreamDestroy(compute_);
+}
+
+cudnnHandle_t DeviceContext::cudnn() {
+  if (!cudnn_) {
+    DeviceGuard guard(device_);
+    GPULAB_CUDA_CHECK(cudnnCreate(&cudnn_));
+    GPULAB_CUDA_CHECK(cudnnSetStream(cudnn_, compute_));
+  }
+  return cudnn_;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  cudaGetDevice(&previous_);
+  if (previous_ != device) GPULAB_CUDA_CHECK(cudaSetDevice(device));
+}
+DeviceGuard::~DeviceGuard() {
+  int now = 0;
+  cudaGetDevice(&now);
+  if (now != previous_) cudaSetDevice(previous_);
+}
+
+Availability availability() {
+  Discovery& d = state();
+  Availability a = d.info;
+  for (auto& dev : a.devices) {
+    std::size_t freeB = 0, totalB = 0;
+    DeviceGuard guard(dev.index);
+    if (cudaMemGetInfo(&freeB, &totalB) == cudaSuccess) dev.free_memory = freeB;
+    cudaGetLastError();
+  }
+  return a;
+}
+
+bool compiledWithCuda() { return true; }
+bool isAvailable() { return state().info.usable; }
+int deviceCount() { return static_cast<int>(state().info.devices.size()); }
+
+void checkDeviceUsable(Device device) {
+  if (!device.isCuda()) return;
+  const Availability& a = state().info;
+  if (!a.usable) throw Error("Cannot use device " + device.str() + ": no usable GPU: " + a.reason);
+  if (device.index() < 0 || device.index() >= static_cast<int>(a.devices.size())) {
+    throw Error("CUDA error: invalid device ordinal: " + device.str() + " does not exist (this machine has " +
+                std::to_string(a.devices.size()) + " usable GPU" + (a.devices.size() == 1 ? "" : "s") + ")");
+  }
+}
+
+DeviceContext& context(int device) {
+  checkDeviceUsable(Device(DeviceType::CUDA, device));
+  Discovery& d = state();
+  std::lock_guard lock(d.mutex);
+  auto& slot = d.contexts[static_cast<std::size_t>(device)];
+  if (!slot) slot = new DeviceContext(device);
+  GPULAB_CUDA_CHECK(cudaSetDevice(device));
+  return *slot;
+}
+
+void synchronize(int device) {
+  if (!isAvailable()) return;
+  GPULAB_CUDA_CHECK(cudaStreamSynchronize(context(device).computeStream()));
+}
+
+Allocator& deviceAllocator(int index) {
+  checkDeviceUsable(Device(DeviceType::CUDA, index));
+  Discovery& d = state();
+  std::lock_guard lock(d.mutex);
+  auto& slot = d.allocators[static_cast<std::size_t>(index)];
+  if (!slot) slot = new Allocator(std::make_unique<CudaRawAllocator>(index));
+  return *slot;
+}
+
+Allocator& pinnedHostAllocator() {
+  if (!isAvailable()) throw Error("Cannot allocate pinned memory: no usable GPU: " + state().info.reason);
+  Discovery& d = state();
+  std::lock_guard lock(d.mutex);
+  if (!d.pinned) {
+    d.pinned = new Allocator(std::make_unique<PinnedRawAllocator>());
+    d.pinned->setReuseHook(waitForCopiesFrom);
+  }
+  return *d.pinned;
+}
+
+void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
+               bool srcPinned) {
+  if (dstDevice.isCpu() && srcDevice.isCpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  if (dstDevice.isCuda() && srcDevice.isCpu()) {
+    DeviceContext& ctx = context(dstDevice.index());
+    if (nonBlocking && srcPinned) {
+      // Overlap: the copy runs on the copy stream; the compute stream waits for it only when it needs it.
+      cudaEvent_t done = nullptr;
+      GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.copyStream()));
+      GPULAB_CUDA_CHECK(cudaEventRecord(done, ctx.copyStream()));
+      GPULAB_CUDA_CHECK(cudaStreamWaitEvent(ctx.computeStream(), done, 0));
+      auto& p = pendingCopies();
+      std::lock_guard lock(p.mutex);
+      p.entries.emplace_back(static_cast<const char*>(src), done);
+    } else {
+      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.computeStream()));
+      if (!srcPinned) return;  // pageable sources are staged before cudaMemcpyAsync returns
+      GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+    }
+    return;
+  }
+  if (dstDevice.isCpu()) {
+    DeviceContext& ctx = context(srcDevice.index());
+    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.computeStream()));
+    GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+    return;
+  }
+  if (dstDevice == srcDevice) {
+    DeviceContext& ctx = context(dstDevice.index());
+    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.computeStream()));
+    return;
+  }
+  // Between GPUs: make the source's pending work finish, then a peer copy ordered on the destination.
+  synchronize(srcDevice.index());
+  DeviceContext& ctx = context(dstDevice.index());
+  GPULAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dstDevice.index(), src, srcDevice.index(), bytes, ctx.computeStream()));
+  GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+}
+
+}  // namespace gpulab::cuda
+
+namespace gpulab {
+Device defaultDevice() { return cuda::isAvailable() ? Device(DeviceType::CUDA, 0) : kCPU; }
+Backend& backendFor(Device device) {
+  if (device.isCuda()) {
+    cuda::checkDeviceUsable(device);
+    return cudaBackend(device.index());
+  }
+  return cpuBackend();
+}
+}  // namespace gpulab

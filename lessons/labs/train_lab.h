@@ -1,0 +1,16 @@
+#pragma once
+#include "engine/lab/lab.h"
+
+namespace gpulab::labs {
+
+// A GPU-aware training loop, as the seed lessons write it in PyTorch: pick a device, move the model
+// there once, move every batch there, train, then evaluate under no-grad.
+class TrainLab final : public lab::Lab {
+ public:
+  std::string id() const override { return "train"; }
+  std::string title() const override { return "Train and evaluate an MLP"; }
+  std::vector<lab::ParamSpec> params() const override;
+  void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
+};
+
+}  // namespace gpulab::labs
