@@ -192,7 +192,7 @@ int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
       const std::string name = a.mid(2).replace('-', '_').toStdString();
       const lab::ParamSpec& spec = params.spec(name);
       if (spec.type == lab::ParamType::Bool && (i + 1 >= args.size() || args[i + 1].startsWith("--"))) {
-        params.set(name, lab::ParamValue(true));
+        params.setValue(name, lab::ParamValue(true));
         continue;
       }
       if (i + 1 >= args.size()) throw ValueError("option '" + a.toStdString() + "' needs a value");

@@ -66,27 +66,27 @@ void Params::set(const std::string& name, const std::string& text) {
       std::int64_t v = 0;
       auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
       if (ec != std::errc() || p != text.data() + text.size()) invalid(s, text);
-      set(name, ParamValue(v));
+      setValue(name, ParamValue(v));
       return;
     }
     case ParamType::Float: {
       char* end = nullptr;
       const double v = std::strtod(text.c_str(), &end);
       if (text.empty() || end != text.c_str() + text.size()) invalid(s, text);
-      set(name, ParamValue(v));
+      setValue(name, ParamValue(v));
       return;
     }
     case ParamType::Bool:
-      if (text == "true" || text == "1" || text == "on") set(name, ParamValue(true));
-      else if (text == "false" || text == "0" || text == "off") set(name, ParamValue(false));
+      if (text == "true" || text == "1" || text == "on") setValue(name, ParamValue(true));
+      else if (text == "false" || text == "0" || text == "off") setValue(name, ParamValue(false));
       else invalid(s, text);
       return;
     case ParamType::Choice:
-    case ParamType::Text: set(name, ParamValue(text)); return;
+    case ParamType::Text: setValue(name, ParamValue(text)); return;
   }
 }
 
-void Params::set(const std::string& name, const ParamValue& value) {
+void Params::setValue(const std::string& name, const ParamValue& value) {
   const ParamSpec& s = spec(name);
   ParamValue v = value;
   if (s.type == ParamType::Float && std::holds_alternative<std::int64_t>(v)) v = static_cast<double>(std::get<std::int64_t>(v));

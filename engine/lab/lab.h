@@ -41,7 +41,7 @@ class Params {
   // Parses `text` for parameter `name` ("64", "1e-3", "true", "adam"); throws ValueError naming the
   // parameter, the value and what is allowed.
   void set(const std::string& name, const std::string& text);
-  void set(const std::string& name, const ParamValue& value);
+  void setValue(const std::string& name, const ParamValue& value);
   std::int64_t getInt(const std::string& name) const;
   double getFloat(const std::string& name) const;
   bool getBool(const std::string& name) const;

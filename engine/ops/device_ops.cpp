@@ -26,42 +26,55 @@ std::string ModuleContext::currentPath() {
   return path;
 }
 
-void checkSameDevice(const char* op, std::initializer_list<NamedTensor> args) {
+std::optional<std::string> deviceMismatchMessage(const char* op, const std::vector<DevicePlacement>& args) {
   // PyTorch runs an op on CUDA if any operand is on CUDA; a 0-dim CPU tensor (a scalar) may then join.
-  const NamedTensor* reference = nullptr;
+  const DevicePlacement* reference = nullptr;
   bool anyCuda = false;
-  for (const NamedTensor& a : args) {
-    if (!a.tensor.defined()) continue;
-    if (a.tensor.is_cuda() && !anyCuda) {
+  for (const DevicePlacement& a : args) {
+    if (a.device.isCuda() && !anyCuda) {
       anyCuda = true;
       reference = &a;
     }
     if (!reference) reference = &a;
   }
-  if (!reference) return;
-  const Device want = reference->tensor.device();
-  const NamedTensor* offender = nullptr;
-  for (const NamedTensor& a : args) {
-    if (!a.tensor.defined() || a.tensor.device() == want) continue;
-    if (anyCuda && a.tensor.device().isCpu() && a.tensor.dim() == 0) continue;
+  if (!reference) return std::nullopt;
+  const Device want = reference->device;
+  const DevicePlacement* offender = nullptr;
+  for (const DevicePlacement& a : args) {
+    if (a.device == want) continue;
+    if (anyCuda && a.device.isCpu() && a.zeroDim) continue;
     offender = &a;
     break;
   }
-  if (!offender) return;
+  if (!offender) return std::nullopt;
 
   std::string msg = "Expected all tensors to be on the same device, but found at least two devices, " + want.str() +
-                    " and " + offender->tensor.device().str() + "! (when checking arguments for " + op + ": ";
-  bool first = true;
-  for (const NamedTensor& a : args) {
-    if (!a.tensor.defined()) continue;
-    msg += std::string(first ? "" : ", ") + "'" + a.name + "' is on " + a.tensor.device().str();
-    first = false;
+                    " and " + offender->device.str() + "! (when checking arguments for " + op + ": ";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    msg += std::string(i ? ", " : "") + "'" + args[i].name + "' is on " + args[i].device.str();
   }
   msg += ")";
   if (std::string module = ModuleContext::currentPath(); !module.empty()) msg += "\n  while running module " + module;
-  msg += "\nFix: move every tensor of the op to one device first, e.g. " + std::string(offender->name) + " = " +
-         offender->name + ".to(\"" + want.str() + "\"), or move the model and the data with .to(device) before the call.";
-  throw DeviceMismatchError(msg);
+  msg += "\nFix: move every tensor of the op to one device first, e.g. " + offender->name + " = " + offender->name +
+         ".to(\"" + want.str() + "\"), or move the model and the data with .to(device) before the call.";
+  return msg;
+}
+
+void checkSameDevice(const char* op, std::initializer_list<NamedTensor> args) {
+  // Fast path: the common case of one device costs no allocation.
+  const Tensor* first = nullptr;
+  bool same = true;
+  for (const NamedTensor& a : args) {
+    if (!a.tensor.defined()) continue;
+    if (!first) first = &a.tensor;
+    else if (a.tensor.device() != first->device()) same = false;
+  }
+  if (same) return;
+  std::vector<DevicePlacement> placements;
+  for (const NamedTensor& a : args) {
+    if (a.tensor.defined()) placements.push_back({a.name, a.tensor.device(), a.tensor.dim() == 0});
+  }
+  if (auto msg = deviceMismatchMessage(op, placements)) throw DeviceMismatchError(*msg);
 }
 
 Tensor to_device(const Tensor& a, Device device, bool non_blocking) {

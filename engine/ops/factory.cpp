@@ -77,6 +77,9 @@ Tensor fromHost(const std::vector<T>& values, const Shape& shape, DType dtype, c
 }  // namespace
 
 Tensor tensor(const std::vector<float>& values, const Shape& shape, const Options& o) { return fromHost(values, shape, kFloat32, o); }
+Tensor tensor(std::initializer_list<float> values, const Shape& shape, const Options& o) {
+  return fromHost(std::vector<float>(values), shape, kFloat32, o);
+}
 Tensor tensor(const std::vector<std::int64_t>& values, const Shape& shape, const Options& o) { return fromHost(values, shape, kInt64, o); }
 
 }  // namespace gpulab

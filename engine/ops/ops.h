@@ -32,6 +32,7 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generato
                const Options& options = {.dtype = kInt64});
 // From host values (copied), with the given shape (numel must match).
 Tensor tensor(const std::vector<float>& values, const Shape& shape, const Options& options = {});
+Tensor tensor(std::initializer_list<float> values, const Shape& shape, const Options& options = {});  // tensor({1, 2}, {2})
 Tensor tensor(const std::vector<std::int64_t>& values, const Shape& shape, const Options& options = {.dtype = kInt64});
 Tensor scalar_tensor(double value, const Options& options = {});
 
@@ -93,6 +94,14 @@ struct NamedTensor {
   const Tensor& tensor;
 };
 void checkSameDevice(const char* op, std::initializer_list<NamedTensor> args);
+// The rule itself, on placements only (so its message can be tested without a GPU): the error text,
+// or nothing when the placements are allowed.
+struct DevicePlacement {
+  std::string name;
+  Device device;
+  bool zeroDim = false;
+};
+std::optional<std::string> deviceMismatchMessage(const char* op, const std::vector<DevicePlacement>& args);
 
 // Something that can describe itself in an error message (a Module does).
 class Describable {

@@ -26,7 +26,7 @@ bool isAvailable() { return false; }
 int deviceCount() { return 0; }
 void synchronize(int) {}
 void checkDeviceUsable(Device device) {
-  if (device.isCuda()) noCuda("Cannot use device " + device.str());
+  if (device.isCuda()) throw Error("Cannot use device " + device.str() + ": no usable GPU: " + kReason);
 }
 Allocator& deviceAllocator(int index) { noCuda("Cannot allocate on cuda:" + std::to_string(index)); }
 Allocator& pinnedHostAllocator() { noCuda("Cannot allocate pinned memory"); }

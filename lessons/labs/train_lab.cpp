@@ -197,7 +197,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
       epochLoss = epochLoss + windowLoss;
     }
     trainSeconds += secondsSince(epochStart);
-    if (epochSteps == 0) break;
+    if (epochSteps == 0 || summary.stopped) break;  // Stop means stop: no evaluation pass after it
 
     // 6. Evaluate under no-grad: no graph is recorded, so activations are freed as soon as possible.
     model->eval();

@@ -1,0 +1,101 @@
+#pragma once
+// The table of differentiable ops that both the finite-difference gradient check and the CPU/CUDA
+// parity test walk through. Each case builds its inputs (CPU, seeded) and computes one output.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/core/generator.h"
+#include "engine/ops/ops.h"
+
+namespace gpulab::test {
+
+struct OpCase {
+  std::string name;
+  std::vector<Shape> inputShapes;
+  std::function<Tensor(const std::vector<Tensor>&)> fn;
+  // Input domain: inputs are drawn as N(0,1), then mapped so the op is smooth there.
+  enum Domain { Any, Positive, AwayFromZero } domain = Any;
+  std::vector<Tensor> extra = {};  // non-differentiable inputs (labels), device-moved by the runner
+};
+
+inline Tensor labels(std::vector<std::int64_t> v) { return tensor(v, {static_cast<std::int64_t>(v.size())}); }
+
+inline std::vector<OpCase> opCases() {
+  using V = const std::vector<Tensor>&;
+  return {
+      {"add", {{3, 4}, {3, 4}}, [](V x) { return x[0] + x[1]; }},
+      {"add_broadcast_row", {{3, 4}, {4}}, [](V x) { return x[0] + x[1]; }},
+      {"add_broadcast_col", {{3, 1}, {1, 4}}, [](V x) { return x[0] + x[1]; }},
+      {"sub_broadcast", {{2, 3, 4}, {3, 1}}, [](V x) { return x[0] - x[1]; }},
+      {"mul_broadcast", {{3, 4}, {4}}, [](V x) { return x[0] * x[1]; }},
+      {"div", {{3, 4}, {3, 4}}, [](V x) { return x[0] / x[1]; }, OpCase::AwayFromZero},
+      {"maximum", {{3, 4}, {3, 4}}, [](V x) { return maximum(x[0], x[1]); }},
+      {"add_scalar", {{5}}, [](V x) { return x[0] + 2.5; }},
+      {"mul_scalar", {{5}}, [](V x) { return x[0] * -3.0; }},
+      {"rsub_scalar", {{5}}, [](V x) { return 1.0 - x[0]; }},
+      {"pow2", {{5}}, [](V x) { return x[0].pow(2.0); }},
+      {"pow3", {{5}}, [](V x) { return x[0].pow(3.0); }},
+      {"neg", {{5}}, [](V x) { return -x[0]; }},
+      {"exp", {{5}}, [](V x) { return x[0].exp(); }},
+      {"log", {{5}}, [](V x) { return x[0].log(); }, OpCase::Positive},
+      {"sqrt", {{5}}, [](V x) { return sqrt(x[0]); }, OpCase::Positive},
+      {"abs", {{6}}, [](V x) { return x[0].abs(); }, OpCase::AwayFromZero},
+      {"relu", {{6}}, [](V x) { return x[0].relu(); }, OpCase::AwayFromZero},
+      {"sigmoid", {{6}}, [](V x) { return x[0].sigmoid(); }},
+      {"tanh", {{6}}, [](V x) { return x[0].tanh(); }},
+      {"gelu", {{6}}, [](V x) { return gelu(x[0]); }},
+      {"sum", {{3, 4}}, [](V x) { return x[0].sum(); }},
+      {"sum_dim0", {{3, 4}}, [](V x) { return x[0].sum(0); }},
+      {"sum_dim1_keepdim", {{3, 4}}, [](V x) { return x[0].sum(1, true); }},
+      {"sum_middle_dim", {{2, 3, 4}}, [](V x) { return x[0].sum(1); }},
+      {"mean", {{3, 4}}, [](V x) { return x[0].mean(); }},
+      {"mean_dim", {{3, 4}}, [](V x) { return x[0].mean(-1); }},
+      {"max_all", {{3, 4}}, [](V x) { return x[0].max(); }},
+      {"max_dim", {{3, 4}}, [](V x) { return max(x[0], 1).first; }},
+      {"max_dim0_keepdim", {{3, 4}}, [](V x) { return max(x[0], 0, true).first; }},
+      {"matmul", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_transposed", {{4, 3}, {5, 4}}, [](V x) { return matmul(x[0].t(), x[1].t()); }},
+      {"matmul_batched", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_3d_2d", {{2, 3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_vec", {{4}, {4, 3}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"dot", {{4}, {4}}, [](V x) { return matmul(x[0], x[1]); }},
+      {"linear", {{5, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"linear_no_bias", {{5, 4}, {3, 4}}, [](V x) { return linear(x[0], x[1]); }},
+      {"linear_3d_input", {{2, 5, 4}, {3, 4}, {3}}, [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"softmax", {{3, 5}}, [](V x) { return x[0].softmax(1); }},
+      {"softmax_dim0", {{3, 5}}, [](V x) { return x[0].softmax(0); }},
+      {"log_softmax", {{3, 5}}, [](V x) { return x[0].log_softmax(-1); }},
+      {"mse_loss", {{4, 3}, {4, 3}}, [](V x) { return mse_loss(x[0], x[1]); }},
+      {"mse_loss_sum", {{4, 3}, {4, 3}}, [](V x) { return mse_loss(x[0], x[1], Reduction::Sum); }},
+      {"l1_loss", {{4, 3}, {4, 3}}, [](V x) { return l1_loss(x[0], x[1]); }},
+      {"cross_entropy", {{4, 5}}, [](V x) { return cross_entropy(x[0], x[1]); }, OpCase::Any, {labels({0, 4, 2, 2})}},
+      {"nll_loss_sum", {{4, 5}}, [](V x) { return nll_loss(x[0].log_softmax(1), x[1], Reduction::Sum); }, OpCase::Any, {labels({1, 3, 0, 4})}},
+      {"transpose", {{3, 4}}, [](V x) { return x[0].t() * 1.0; }},
+      {"slice_step", {{6, 3}}, [](V x) { return x[0].slice(0, 1, 6, 2) * 1.0; }},
+      {"select", {{3, 4}}, [](V x) { return x[0].select(1, 2) * 1.0; }},
+      {"reshape", {{3, 4}}, [](V x) { return x[0].reshape({2, -1}) * 1.0; }},
+      {"reshape_of_transpose", {{3, 4}}, [](V x) { return x[0].t().reshape({12}) * 1.0; }},
+      {"unsqueeze_expand", {{3}}, [](V x) { return x[0].unsqueeze(0).expand({4, 3}) * 1.0; }},
+      {"flatten", {{2, 3, 4}}, [](V x) { return x[0].flatten(1) * 1.0; }},
+      {"clone", {{5}}, [](V x) { return x[0].clone(); }},
+      {"dropout", {{40}}, [](V x) { Generator g(7); return dropout(x[0], 0.3, true, g); }},
+      {"mlp", {{8, 4}, {6, 4}, {6}, {2, 6}, {2}},
+       [](V x) { return linear(linear(x[0], x[1], x[2]).tanh(), x[3], x[4]).log_softmax(1); }},
+  };
+}
+
+// The case's inputs on the CPU, deterministic for the case.
+inline std::vector<Tensor> makeInputs(const OpCase& c, std::uint64_t seed = 42) {
+  Generator gen(seed);
+  std::vector<Tensor> xs;
+  for (const Shape& s : c.inputShapes) {
+    Tensor t = randn(s, gen);
+    if (c.domain == OpCase::Positive) t = t.abs() + 0.5;
+    if (c.domain == OpCase::AwayFromZero) t = t + (t / t.abs()) * 0.3;  // |t| >= 0.3: no kink within reach
+    xs.push_back(t.detach());
+  }
+  return xs;
+}
+
+}  // namespace gpulab::test

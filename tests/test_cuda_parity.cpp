@@ -1,0 +1,113 @@
+// CPU/CUDA parity: every op of the gradient-check table, forward and backward, run on the CPU (the
+// reference) and on cuda:0 from the same inputs; plus the kernels that have no gradient (random
+// numbers, optimizer steps, strided copies, int64 reductions). Skipped when no GPU is usable.
+//
+// Tolerances (float32): absolute 1e-4 + relative 1e-4 for elementwise results; GEMM-based and
+// reduction results use 1e-3 because cuBLAS and tree reductions sum in a different order.
+#include "engine/backend/backend.h"
+#include "engine/core/errors.h"
+#include "engine/optim/optimizer.h"
+#include "op_cases.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+class TestCudaParity : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void opsMatchCpu_data() {
+    QTest::addColumn<int>("index");
+    const auto cases = test::opCases();
+    for (int i = 0; i < static_cast<int>(cases.size()); ++i) QTest::newRow(cases[static_cast<std::size_t>(i)].name.c_str()) << i;
+  }
+
+  void opsMatchCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, index);
+    const test::OpCase c = test::opCases()[static_cast<std::size_t>(index)];
+    auto run = [&](Device d) {
+      std::vector<Tensor> inputs;
+      for (const Tensor& t : test::makeInputs(c)) inputs.push_back(t.to(d).requires_grad_(true));
+      std::vector<Tensor> args = inputs;
+      for (const Tensor& e : c.extra) args.push_back(e.to(d));
+      Tensor out = c.fn(args);
+      Generator wg(99);
+      (out * randn(out.sizes(), wg).to(d)).sum().backward();
+      std::vector<Tensor> results{out.detach().cpu()};
+      for (const Tensor& t : inputs) results.push_back(t.grad().cpu());
+      return results;
+    };
+    const auto cpu = run(kCPU);
+    const auto gpu = run(test::cudaDevice());
+    QCOMPARE(gpu.size(), cpu.size());
+    for (std::size_t i = 0; i < cpu.size(); ++i) GPULAB_COMPARE_TENSORS(gpu[i], cpu[i], 1e-3, 1e-3);
+  }
+
+  void randomNumbersAreIdenticalOnBothDevices() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    Generator a(5), b(5);
+    GPULAB_COMPARE_TENSORS(randn({1000}, a, {.device = test::cudaDevice()}), randn({1000}, b), 1e-5, 1e-5);
+    GPULAB_COMPARE_TENSORS(rand({1000}, a, {.device = test::cudaDevice()}), rand({1000}, b), 0, 0);
+    QCOMPARE(randint(0, 10, {500}, a, {.dtype = kInt64, .device = test::cudaDevice()}).toVector<std::int64_t>(),
+             randint(0, 10, {500}, b).toVector<std::int64_t>());
+  }
+
+  void optimizerStepsMatch_data() {
+    QTest::addColumn<QString>("optimizer");
+    QTest::newRow("sgd") << "sgd";
+    QTest::newRow("sgd_momentum_nesterov_wd") << "sgd_nesterov";
+    QTest::newRow("adam") << "adam";
+    QTest::newRow("adamw") << "adamw";
+  }
+
+  void optimizerStepsMatch() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(QString, optimizer);
+    auto run = [&](Device d) {
+      Generator g(3);
+      Tensor p = randn({257}, g).to(d).requires_grad_(true);
+      std::unique_ptr<optim::Optimizer> opt;
+      if (optimizer == "sgd") opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1});
+      else if (optimizer == "sgd_nesterov") opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+      else if (optimizer == "adam") opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+      else opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+      for (int step = 0; step < 5; ++step) {
+        opt->zero_grad();
+        (p * p * p).sum().backward();
+        opt->step();
+      }
+      return p.detach().cpu();
+    };
+    GPULAB_COMPARE_TENSORS(run(test::cudaDevice()), run(kCPU), 1e-5, 1e-4);
+  }
+
+  void stridedCopiesAndInt64ReductionsMatch() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    Generator g(11);
+    Tensor x = randn({4, 5, 6}, g);
+    Tensor xg = x.cuda();
+    GPULAB_COMPARE_TENSORS(xg.transpose(0, 2).contiguous(), x.transpose(0, 2).contiguous(), 0, 0);
+    GPULAB_COMPARE_TENSORS(xg.slice(1, 1, 5, 2).contiguous(), x.slice(1, 1, 5, 2).contiguous(), 0, 0);
+    Tensor labels = randint(0, 7, {1000}, g);
+    QCOMPARE(labels.cuda().sum().item(), labels.sum().item());
+    QCOMPARE(xg.argmax(2).toVector<std::int64_t>(), x.argmax(2).toVector<std::int64_t>());
+    QCOMPARE(xg.argmax(0).toVector<std::int64_t>(), x.argmax(0).toVector<std::int64_t>());
+    Tensor big = randn({100000}, g);
+    GPULAB_COMPARE_TENSORS(big.cuda().sum(), big.sum(), 1e-2, 1e-4);
+    GPULAB_COMPARE_TENSORS(big.cuda().max(), big.max(), 0, 0);
+  }
+
+  void outOfRangeLabelRaisesOnGpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    Tensor logits = zeros({2, 3}, {.device = test::cudaDevice()});
+    Tensor bad = tensor(std::vector<std::int64_t>{0, 3}, {2}, {.dtype = kInt64, .device = test::cudaDevice()});
+    QVERIFY_THROWS_EXCEPTION(IndexError, cross_entropy(logits, bad));
+    // The engine stays usable afterwards.
+    const double loss = cross_entropy(logits, tensor(std::vector<std::int64_t>{0, 2}, {2}, {.dtype = kInt64, .device = test::cudaDevice()})).item();
+    QVERIFY(std::abs(loss - std::log(3.0)) < 1e-5);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCudaParity)
+#include "test_cuda_parity.moc"

@@ -1,0 +1,99 @@
+// The same-device rule: its message (tested on placements, so it runs without a GPU), the 0-dim
+// CPU-scalar exception, and -- with a GPU -- the real error for tensor+tensor and model+input.
+#include "engine/core/errors.h"
+#include "engine/nn/layers.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+const Device kCuda0{DeviceType::CUDA, 0};
+const Device kCuda1{DeviceType::CUDA, 1};
+}  // namespace
+
+class TestDeviceRule : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void messageNamesBothDevicesTheOpAndTheFix() {
+    auto msg = deviceMismatchMessage("add", {{"self", kCuda0, false}, {"other", kCPU, false}});
+    QVERIFY(msg.has_value());
+    QVERIFY2(msg->starts_with("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"), msg->c_str());
+    QVERIFY(msg->find("add") != std::string::npos);
+    QVERIFY(msg->find("'other' is on cpu") != std::string::npos);
+    QVERIFY(msg->find("other = other.to(\"cuda:0\")") != std::string::npos);
+  }
+
+  void cudaDeviceIsNamedFirstWhateverTheArgumentOrder() {
+    // PyTorch runs the op on the CUDA device and names it first.
+    auto msg = deviceMismatchMessage("linear", {{"input", kCPU, false}, {"weight", kCuda0, false}, {"bias", kCuda0, false}});
+    QVERIFY(msg.has_value());
+    QVERIFY2(msg->find("found at least two devices, cuda:0 and cpu!") != std::string::npos, msg->c_str());
+    QVERIFY(msg->find("input = input.to(\"cuda:0\")") != std::string::npos);
+  }
+
+  void zeroDimCpuScalarMayJoinACudaOp() {
+    QVERIFY(!deviceMismatchMessage("mul", {{"self", kCuda0, false}, {"other", kCPU, true}}).has_value());
+    // ... but a 1-element 1-D CPU tensor may not, and neither may a second GPU.
+    QVERIFY(deviceMismatchMessage("mul", {{"self", kCuda0, false}, {"other", kCPU, false}}).has_value());
+    QVERIFY(deviceMismatchMessage("mul", {{"self", kCuda0, false}, {"other", kCuda1, true}}).has_value());
+    QVERIFY(!deviceMismatchMessage("mul", {{"self", kCPU, false}, {"other", kCPU, true}}).has_value());
+  }
+
+  void moduleIsNamedInTheMessage() {
+    nn::Linear layer(16, 64);
+    ModuleContext ctx(layer);
+    auto msg = deviceMismatchMessage("linear", {{"input", kCPU, false}, {"weight", kCuda0, false}});
+    QVERIFY(msg.has_value());
+    QVERIFY2(msg->find("while running module Linear(in_features=16, out_features=64, bias=True)") != std::string::npos, msg->c_str());
+  }
+
+  void usingCudaWithoutAGpuSaysWhy() {
+    if (test::cudaUsable()) QSKIP("a GPU is usable here");
+    try {
+      zeros({2}).to(kCuda0);
+      QFAIL("expected an error");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      QVERIFY2(what.find("Cannot use device cuda:0: no usable GPU: ") != std::string::npos, e.what());
+      QVERIFY(what.find(cuda::availability().reason) != std::string::npos);
+    }
+  }
+
+  void tensorPlusTensorOnTwoDevicesThrows() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    Tensor cpu = ones({3, 4});
+    Tensor gpu = ones({3, 4}).cuda();
+    try {
+      (void)(gpu + cpu);
+      QFAIL("expected DeviceMismatchError");
+    } catch (const DeviceMismatchError& e) {
+      QVERIFY2(std::string(e.what()).starts_with(
+                   "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"), e.what());
+    }
+    QVERIFY_THROWS_EXCEPTION(DeviceMismatchError, matmul(cpu, gpu.t()));
+    // The fix works, and a 0-dim CPU scalar is allowed.
+    QCOMPARE((gpu + cpu.to(gpu.device())).sum().item(), 24.0);
+    QCOMPARE((gpu * scalar_tensor(2.0)).sum().item(), 24.0);
+  }
+
+  void modelOnGpuWithCpuInputThrows() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(16, 64), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(64, 1)});
+    model->to(kCuda0);
+    Tensor x = randn({8, 16});
+    try {
+      (*model)(x);
+      QFAIL("expected DeviceMismatchError");
+    } catch (const DeviceMismatchError& e) {
+      const std::string what = e.what();
+      QVERIFY2(what.find("cuda:0 and cpu!") != std::string::npos, e.what());
+      QVERIFY(what.find("Linear(in_features=16, out_features=64, bias=True) inside Sequential") != std::string::npos);
+    }
+    QCOMPARE((*model)(x.to(kCuda0)).sizes(), (Shape{8, 1}));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDeviceRule)
+#include "test_device_rule.moc"

@@ -1,0 +1,153 @@
+// Tensors: shapes and strides, views that share storage, factories, broadcasting, dtype moves,
+// reductions, and the errors PyTorch users know.
+#include "engine/core/errors.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+class TestTensor : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void factoriesHaveShapeStridesAndValues() {
+    Tensor z = zeros({2, 3});
+    QCOMPARE(z.sizes(), (Shape{2, 3}));
+    QCOMPARE(z.strides(), (Shape{3, 1}));
+    QCOMPARE(z.numel(), 6);
+    QCOMPARE(z.sum().item(), 0.0);
+    QCOMPARE(full({4}, 2.5).sum().item(), 10.0);
+    QCOMPARE(arange(5.0).toVector<float>(), (std::vector<float>{0, 1, 2, 3, 4}));
+    QCOMPARE(arange(1.0, 2.0, 0.25).numel(), 4);
+    QCOMPARE(tensor({1, 2, 3, 4}, {2, 2}).toVector<float>(), (std::vector<float>{1, 2, 3, 4}));
+    QVERIFY_THROWS_EXCEPTION(ValueError, tensor({1, 2, 3}, {2, 2}));
+    QVERIFY_THROWS_EXCEPTION(ValueError, zeros({2, -1}));
+  }
+
+  void seededRandomIsReproducibleAndWellDistributed() {
+    Generator a(1), b(1), c(2);
+    QCOMPARE(randn({100}, a).toVector<float>(), randn({100}, b).toVector<float>());
+    QVERIFY(randn({100}, a).toVector<float>() != randn({100}, c).toVector<float>());
+    Generator g(3);
+    Tensor x = randn({20000}, g);
+    QVERIFY(std::abs(x.mean().item()) < 0.03);
+    QVERIFY(std::abs((x * x).mean().item() - 1.0) < 0.05);
+    Tensor u = rand({20000}, g);
+    QVERIFY(u.max().item() < 1.0);
+    QVERIFY(std::abs(u.mean().item() - 0.5) < 0.01);
+    Tensor r = randint(3, 7, {1000}, g);
+    QCOMPARE(r.dtype(), kInt64);
+    QCOMPARE(r.max().item(), 6.0);
+    QCOMPARE((-r).max().item(), -3.0);
+  }
+
+  void viewsShareStorage() {
+    Tensor x = arange(12.0).view({3, 4});
+    Tensor t = x.t();
+    QCOMPARE(t.sizes(), (Shape{4, 3}));
+    QCOMPARE(t.strides(), (Shape{1, 4}));
+    QVERIFY(!t.is_contiguous());
+    QCOMPARE(t.data_ptr(), x.data_ptr());
+    Tensor row = x.select(0, 1);
+    QCOMPARE(row.toVector<float>(), (std::vector<float>{4, 5, 6, 7}));
+    Tensor everyOther = x.slice(1, 0, 4, 2);
+    QCOMPARE(everyOther.toVector<float>(), (std::vector<float>{0, 2, 4, 6, 8, 10}));
+    x.select(1, 0).fill_(-1);  // writing through a view changes the base
+    QCOMPARE(x.toVector<float>()[4], -1.0f);
+    QCOMPARE(t.contiguous().toVector<float>()[1], -1.0f);
+  }
+
+  void reshapeInfersAndViewRefusesNonContiguous() {
+    Tensor x = arange(12.0).view({3, 4});
+    QCOMPARE(x.reshape({2, -1}).sizes(), (Shape{2, 6}));
+    QCOMPARE(x.flatten().sizes(), (Shape{12}));
+    QCOMPARE(x.unsqueeze(0).sizes(), (Shape{1, 3, 4}));
+    QCOMPARE(x.unsqueeze(-1).sizes(), (Shape{3, 4, 1}));
+    QCOMPARE(x.unsqueeze(1).squeeze(1).sizes(), (Shape{3, 4}));
+    QVERIFY_THROWS_EXCEPTION(Error, x.t().view({12}));
+    QCOMPARE(x.t().reshape({12}).toVector<float>()[1], 4.0f);
+    QVERIFY_THROWS_EXCEPTION(ValueError, x.view({5, -1}));
+    QVERIFY_THROWS_EXCEPTION(ValueError, x.view({-1, -1}));
+  }
+
+  void indexErrorsReadLikePyTorch() {
+    Tensor x = zeros({3, 4});
+    try {
+      x.sum(2);
+      QFAIL("expected IndexError");
+    } catch (const IndexError& e) {
+      QCOMPARE(std::string(e.what()), std::string("Dimension out of range (expected to be in range of [-2, 1], but got 2)"));
+    }
+    QVERIFY_THROWS_EXCEPTION(IndexError, x.select(0, 3));
+    QVERIFY_THROWS_EXCEPTION(Error, x.item());
+  }
+
+  void broadcastingFollowsPyTorch() {
+    Tensor col = tensor({1, 2, 3}, {3, 1});
+    Tensor row = tensor({10, 20}, {2});
+    Tensor s = col + row;
+    QCOMPARE(s.sizes(), (Shape{3, 2}));
+    QCOMPARE(s.toVector<float>(), (std::vector<float>{11, 21, 12, 22, 13, 23}));
+    QCOMPARE((col * 2.0 - 1.0).toVector<float>(), (std::vector<float>{1, 3, 5}));
+    QCOMPARE((1.0 - col).toVector<float>(), (std::vector<float>{0, -1, -2}));
+    try {
+      (void)(zeros({3, 4}) + zeros({3}));
+      QFAIL("expected a broadcasting error");
+    } catch (const ValueError& e) {
+      QVERIFY2(std::string(e.what()).starts_with("The size of tensor a (4) must match the size of tensor b (3) at non-singleton dimension 1"), e.what());
+    }
+  }
+
+  void reductionsAndArgmax() {
+    Tensor x = tensor({1, 5, 3, 7, 2, 0}, {2, 3});
+    QCOMPARE(x.sum().item(), 18.0);
+    QCOMPARE(x.sum(0).toVector<float>(), (std::vector<float>{8, 7, 3}));
+    QCOMPARE(x.sum(1, true).sizes(), (Shape{2, 1}));
+    QCOMPARE(x.mean(1).toVector<float>(), (std::vector<float>{3, 3}));
+    QCOMPARE(x.max().item(), 7.0);
+    auto [values, indices] = max(x, 1);
+    QCOMPARE(values.toVector<float>(), (std::vector<float>{5, 7}));
+    QCOMPARE(indices.toVector<std::int64_t>(), (std::vector<std::int64_t>{1, 0}));
+    QCOMPARE(x.argmax(0).toVector<std::int64_t>(), (std::vector<std::int64_t>{1, 0, 0}));
+    // Ties pick the first index, like PyTorch.
+    QCOMPARE(tensor({2, 2, 1}, {3}).argmax(0).item(), 0.0);
+  }
+
+  void dtypeConversionsAndComparisons() {
+    Tensor labels = tensor(std::vector<std::int64_t>{1, 2, 3}, {3});
+    QCOMPARE(labels.dtype(), kInt64);
+    Tensor f = labels.to(kFloat32);
+    QCOMPARE(f.dtype(), kFloat32);
+    QCOMPARE(f.sum().item(), 6.0);
+    QCOMPARE(tensor({1.7f, -1.7f}, {2}).to(kInt64).toVector<std::int64_t>(), (std::vector<std::int64_t>{1, -1}));
+    QCOMPARE((labels == tensor(std::vector<std::int64_t>{1, 0, 3}, {3})).sum().item(), 2.0);
+    QVERIFY_THROWS_EXCEPTION(NotImplementedError, labels.exp());
+    QVERIFY_THROWS_EXCEPTION(Error, labels.requires_grad_(true));
+  }
+
+  void softmaxRowsSumToOneAndAreStable() {
+    Tensor x = tensor({1000, 1001, 1002, -5, 0, 5}, {2, 3});
+    Tensor p = x.softmax(1);
+    QCOMPARE(p.sum(1).toVector<float>(), (std::vector<float>{1, 1}));
+    QVERIFY(!std::isnan(p.sum().item()));
+    // exp(log_softmax) loses a little: lse near 1000 carries float32 rounding of about 6e-5.
+    GPULAB_COMPARE_TENSORS(x.log_softmax(1).exp(), p, 1e-6, 1e-4);
+  }
+
+  void printsLikePyTorch() {
+    QCOMPARE(QString::fromStdString(tensor({1, 2}, {2}).toString()), QString("tensor([1, 2], shape=[2])"));
+    Tensor g = tensor({1, 2}, {2}, {.requires_grad = true});
+    QVERIFY(QString::fromStdString((g * 2.0).toString()).contains("grad_fn=<MulBackward1>"));
+  }
+
+  void cpuDeviceParsing() {
+    QCOMPARE(Device::parse("cpu").str(), std::string("cpu"));
+    QCOMPARE(Device::parse("cuda").str(), std::string("cuda:0"));
+    QCOMPARE(Device::parse("cuda:3").index(), 3);
+    QVERIFY_THROWS_EXCEPTION(ValueError, Device::parse("gpu"));
+    QVERIFY_THROWS_EXCEPTION(ValueError, Device::parse("cuda:x"));
+    QVERIFY_THROWS_EXCEPTION(ValueError, Device::parse("cuda:-1"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTensor)
+#include "test_tensor.moc"

@@ -1,0 +1,140 @@
+// Training end to end through the "train" lab: the seed lessons' regression loop converges, a
+// Fashion-MNIST subset learns, metrics arrive as the protocol promises, and Stop ends a run.
+#include <chrono>
+#include <thread>
+
+#include "engine/core/errors.h"
+#include "engine/data/dataset.h"
+#include "lessons/labs/labs.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+
+class RecordingSink final : public lab::MetricSink {
+ public:
+  std::vector<lab::StepMetrics> steps;
+  std::vector<lab::EpochMetrics> epochs;
+  std::optional<lab::RunSummary> done;
+  std::vector<std::string> messages;
+  std::function<void()> onEachStep;
+  void onStep(const lab::StepMetrics& m) override {
+    steps.push_back(m);
+    if (onEachStep) onEachStep();
+  }
+  void onEpoch(const lab::EpochMetrics& m) override { epochs.push_back(m); }
+  void onDone(const lab::RunSummary& s) override { done = s; }
+  void onMessage(lab::MessageKind, const std::string& text) override { messages.push_back(text); }
+};
+
+RecordingSink runTrain(const std::map<std::string, std::string>& settings, lab::StopToken* stop = nullptr) {
+  auto trainLab = labs::makeLab("train");
+  lab::Params params = trainLab->defaults();
+  for (const auto& [k, v] : settings) params.set(k, v);
+  RecordingSink sink;
+  lab::StopToken localStop;
+  trainLab->run(params, sink, stop ? *stop : localStop);
+  return sink;
+}
+
+}  // namespace
+
+class TestTraining : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // The seed lessons' loop: 16 -> 64 -> 1 MLP, Adam lr 1e-3, batch 64, on the CPU. The loss of the
+  // first reported window must fall by at least 90% within 50 epochs.
+  void regressionLossFallsByNinetyPercent() {
+    RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "50"}, {"log_every", "1"}});
+    QVERIFY(sink.done.has_value());
+    QCOMPARE(static_cast<int>(sink.epochs.size()), 50);
+    QCOMPARE(sink.done->steps, 50 * 16);
+    const double first = sink.steps.front().loss, last = sink.epochs.back().train_loss;
+    qInfo("regression: first-step loss %.4f, final epoch loss %.4f (%.1f%% lower), eval loss %.4f", first, last,
+          100 * (1 - last / first), sink.epochs.back().eval_loss);
+    QVERIFY(last <= 0.1 * first);
+    QVERIFY(sink.epochs.back().eval_loss < 0.2 * first);  // it generalises, not just memorises
+  }
+
+  void metricsFollowTheProtocol() {
+    RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"log_every", "5"}, {"samples", "640"}});
+    // 10 steps per epoch: reports at steps 5, 10 (epoch end), 15, 20.
+    QCOMPARE(static_cast<int>(sink.steps.size()), 4);
+    QCOMPARE(sink.steps[1].step, 10);
+    QCOMPARE(sink.steps[2].epoch, 2);
+    for (const auto& s : sink.steps) {
+      QVERIFY(s.loss > 0);
+      QVERIFY(s.samples_per_s > 0);
+      QVERIFY(s.allocated_bytes > 0);
+      QVERIFY(s.reserved_bytes >= s.allocated_bytes);
+    }
+    QVERIFY(sink.done->peak_allocated_bytes >= sink.steps.back().allocated_bytes);
+    QVERIFY(!sink.epochs.back().test_accuracy.has_value());
+    QVERIFY(!sink.messages.empty() && sink.messages.front().starts_with("Training on cpu"));
+  }
+
+  void sameSeedSameRun() {
+    auto a = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "7"}});
+    auto b = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "7"}, {"workers", "2"}});
+    auto c = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "8"}});
+    QCOMPARE(a.done->train_loss, b.done->train_loss);
+    QVERIFY(a.done->train_loss != c.done->train_loss);
+  }
+
+  void sgdAlsoConverges() {
+    RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "20"}, {"optimizer", "sgd"}, {"lr", "0.01"}, {"log_every", "1"}});
+    QVERIFY(sink.epochs.back().train_loss < 0.5 * sink.steps.front().loss);
+  }
+
+  void fashionMnistSubsetLearns() {
+    const QString dir = QString::fromStdString(data::fashionMnistDirectory());
+    if (!QFile::exists(dir + "/train-images-idx3-ubyte.gz") && !QFile::exists(dir + "/train-images-idx3-ubyte")) {
+      QSKIP("dataset-fashion-mnist is not installed");
+    }
+    RecordingSink sink = runTrain({{"device", "cpu"}, {"dataset", "fashion-mnist"}, {"hidden", "128"}, {"batch_size", "128"},
+                                   {"epochs", "2"}, {"train_subset", "10000"}});
+    QVERIFY(sink.done->test_accuracy.has_value());
+    qInfo("fashion-mnist, 10k examples, 2 epochs: test accuracy %.4f", *sink.done->test_accuracy);
+    QVERIFY(*sink.done->test_accuracy > 0.75);
+  }
+
+  void stopEndsTheRunWithinAStep() {
+    lab::StopToken stop;
+    int stepsAfterStop = -1;
+    auto trainLab = labs::makeLab("train");
+    lab::Params params = trainLab->defaults();
+    params.set("device", "cpu");
+    params.set("epochs", "1000");
+    params.set("log_every", "1");
+    RecordingSink sink;
+    sink.onEachStep = [&] {
+      if (sink.steps.size() == 30) stop.requestStop();
+      if (stop.stopRequested()) ++stepsAfterStop;
+    };
+    trainLab->run(params, sink, stop);
+    QVERIFY(sink.done->stopped);
+    QCOMPARE(stepsAfterStop, 0);  // no step ran after the request
+    QCOMPARE(sink.done->steps, 30);
+  }
+
+  void badParametersAreRejectedWithTheirName() {
+    auto trainLab = labs::makeLab("train");
+    lab::Params params = trainLab->defaults();
+    try {
+      params.set("batch_size", "0");
+      QFAIL("expected ValueError");
+    } catch (const ValueError& e) {
+      QCOMPARE(std::string(e.what()), std::string("invalid value '0' for parameter 'batch_size': expected a number in [1, 65536]"));
+    }
+    QVERIFY_THROWS_EXCEPTION(ValueError, params.set("optimizer", "lbfgs"));
+    QVERIFY_THROWS_EXCEPTION(ValueError, params.set("nonsense", "1"));
+    QVERIFY_THROWS_EXCEPTION(ValueError, params.set("lr", "fast"));
+    QVERIFY_THROWS_EXCEPTION(ValueError, runTrain({{"hidden", "64,,3"}}));
+    QVERIFY_THROWS_EXCEPTION(ValueError, labs::makeLab("nope"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestTraining)
+#include "test_training.moc"
