@@ -29,6 +29,17 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
   }
 }
 
+void Optimizer::step() {
+  NoGradGuard noGrad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    checkGrad(p, g);
+    update(i, p, g.contiguous());
+  }
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard noGrad;
   for (Tensor& p : params_) {
@@ -54,25 +65,17 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(
   momentum_.resize(params_.size());
 }
 
-void SGD::step() {
-  NoGradGuard noGrad;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    checkGrad(p, g);
-    g = g.contiguous();
-    SgdHyper h{static_cast<float>(lr_), static_cast<float>(options_.momentum), static_cast<float>(options_.dampening),
-               static_cast<float>(options_.weight_decay), options_.nesterov, false};
-    Tensor* buf = nullptr;
-    if (options_.momentum != 0.0) {
-      followDevice(momentum_[i], p);
-      h.first_step = !momentum_[i].defined();
-      if (h.first_step) momentum_[i] = Tensor::empty(p.sizes(), kFloat32, p.device());
-      buf = &momentum_[i];
-    }
-    backendFor(p.device()).sgdStep(p, g, buf, h);
+void SGD::update(std::size_t i, const Tensor& p, const Tensor& g) {
+  SgdHyper h{static_cast<float>(lr_), static_cast<float>(options_.momentum), static_cast<float>(options_.dampening),
+             static_cast<float>(options_.weight_decay), options_.nesterov, false};
+  Tensor* buf = nullptr;
+  if (options_.momentum != 0.0) {
+    followDevice(momentum_[i], p);
+    h.first_step = !momentum_[i].defined();
+    if (h.first_step) momentum_[i] = Tensor::empty(p.sizes(), kFloat32, p.device());
+    buf = &momentum_[i];
   }
+  backendFor(p.device()).sgdStep(p, g, buf, h);
 }
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
@@ -87,24 +90,16 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
   steps_.assign(params_.size(), 0);
 }
 
-void Adam::step() {
-  NoGradGuard noGrad;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    checkGrad(p, g);
-    g = g.contiguous();
-    followDevice(expAvg_[i], p);
-    followDevice(expAvgSq_[i], p);
-    if (!expAvg_[i].defined()) {
-      expAvg_[i] = zeros(p.sizes(), {.device = p.device()});
-      expAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
-    }
-    AdamHyper h{static_cast<float>(lr_), static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-                static_cast<float>(options_.eps), static_cast<float>(options_.weight_decay), decoupled_, ++steps_[i]};
-    backendFor(p.device()).adamStep(p, g, expAvg_[i], expAvgSq_[i], h);
+void Adam::update(std::size_t i, const Tensor& p, const Tensor& g) {
+  followDevice(expAvg_[i], p);
+  followDevice(expAvgSq_[i], p);
+  if (!expAvg_[i].defined()) {
+    expAvg_[i] = zeros(p.sizes(), {.device = p.device()});
+    expAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
   }
+  AdamHyper h{static_cast<float>(lr_), static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+              static_cast<float>(options_.eps), static_cast<float>(options_.weight_decay), decoupled_, ++steps_[i]};
+  backendFor(p.device()).adamStep(p, g, expAvg_[i], expAvgSq_[i], h);
 }
 
 }  // namespace gpulab::optim

@@ -13,7 +13,8 @@ class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params);
   virtual ~Optimizer() = default;
-  virtual void step() = 0;
+  // Updates every parameter that has a gradient, under no-grad.
+  void step();
   // set_to_none (PyTorch 2's default) frees the gradients instead of filling them with zeros.
   void zero_grad(bool set_to_none = true);
   const std::vector<Tensor>& params() const { return params_; }
@@ -21,6 +22,8 @@ class Optimizer {
   double learningRate() const { return lr_; }
 
  protected:
+  // One parameter's update; `grad` is contiguous and on the parameter's device.
+  virtual void update(std::size_t index, const Tensor& param, const Tensor& grad) = 0;
   // State tensors follow their parameter if the model was moved after the optimizer was made.
   static void followDevice(Tensor& state, const Tensor& param);
   std::vector<Tensor> params_;
@@ -35,9 +38,9 @@ struct SGDOptions {
 class SGD final : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
-  void step() override;
 
  private:
+  void update(std::size_t index, const Tensor& param, const Tensor& grad) override;
   SGDOptions options_;
   std::vector<Tensor> momentum_;  // momentum_buffer per parameter, created on first step
 };
@@ -49,9 +52,9 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupledWeightDecay = false);
-  void step() override;
 
  private:
+  void update(std::size_t index, const Tensor& param, const Tensor& grad) override;
   AdamOptions options_;
   bool decoupled_;
   std::vector<Tensor> expAvg_, expAvgSq_;
