@@ -1,6 +1,7 @@
 // Autograd semantics: accumulation, zero_grad, detach, no-grad, graph release, and the memory that
 // no-grad evaluation saves.
 #include "engine/core/errors.h"
+#include "engine/memory/memory.h"
 #include "engine/nn/layers.h"
 #include "test_util.h"
 
@@ -86,17 +87,17 @@ class TestAutograd : public QObject {
         std::make_shared<nn::Linear>(256, 10, true, gen)});
     model->eval();
     Tensor x = randn({512, 64}, gen);
-    Allocator& memory = allocatorFor(kCPU);
+    CachingAllocator& memory = allocatorFor(kCPU);
     bool recordedAsExpected = true;
     auto peakOf = [&](bool grad) -> std::int64_t {
-      const std::int64_t base = memory.stats().allocated_bytes;
+      const std::int64_t base = memory.stats().allocated_bytes.current;
       memory.resetPeakStats();
       {
         std::unique_ptr<NoGradGuard> guard = grad ? nullptr : std::make_unique<NoGradGuard>();
         Tensor out = (*model)(x);
         recordedAsExpected = recordedAsExpected && out.requires_grad() == grad;
       }
-      return memory.stats().peak_allocated_bytes - base;
+      return memory.stats().allocated_bytes.peak - base;
     };
     const std::int64_t withGrad = peakOf(true), noGrad = peakOf(false);
     QVERIFY(recordedAsExpected);

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <unistd.h>
 
-#include "engine/core/allocator.h"
+#include "engine/memory/memory.h"
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "lessons/labs/labs.h"

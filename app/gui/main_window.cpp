@@ -6,7 +6,7 @@
 #include <QThread>
 #include <QVBoxLayout>
 
-#include "engine/core/allocator.h"
+#include "engine/memory/memory.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab::app {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/allocator.h"
+#include "engine/core/storage.h"
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
 

@@ -9,7 +9,8 @@
 #include "engine/core/device.h"
 
 namespace gpulab {
-class Allocator;
+class CachingAllocator;
+struct DriverMemoryInfo;
 }
 
 namespace gpulab::cuda {
@@ -47,8 +48,10 @@ void synchronize(int device = 0);
 // Throws a clear Error when `device` is a CUDA device that cannot be used.
 void checkDeviceUsable(Device device);
 
-Allocator& deviceAllocator(int index);
-Allocator& pinnedHostAllocator();
+CachingAllocator& deviceAllocator(int index);
+CachingAllocator& pinnedHostAllocator();
+// The driver's view of a GPU's memory through NVML, loaded at run time (see memory.h).
+DriverMemoryInfo driverMemoryInfo(int index);
 
 // Copies `bytes` between any two devices. Host-to-device copies from pinned memory with
 // `nonBlocking` go on the copy stream and the compute stream waits for them; everything else is

@@ -1,6 +1,6 @@
 // The CUDA runtime door of a CPU-only build: every query answers "built without CUDA".
 #include "engine/backend/backend.h"
-#include "engine/core/allocator.h"
+#include "engine/memory/memory.h"
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_runtime.h"
 
@@ -28,8 +28,9 @@ void synchronize(int) {}
 void checkDeviceUsable(Device device) {
   if (device.isCuda()) throw Error("Cannot use device " + device.str() + ": no usable GPU: " + kReason);
 }
-Allocator& deviceAllocator(int index) { noCuda("Cannot allocate on cuda:" + std::to_string(index)); }
-Allocator& pinnedHostAllocator() { noCuda("Cannot allocate pinned memory"); }
+CachingAllocator& deviceAllocator(int index) { noCuda("Cannot allocate on cuda:" + std::to_string(index)); }
+CachingAllocator& pinnedHostAllocator() { noCuda("Cannot allocate pinned memory"); }
+DriverMemoryInfo driverMemoryInfo(int) { return {false, std::string("not available: ") + kReason, 0, 0, std::nullopt}; }
 
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool, bool) {
   if (dstDevice.isCuda() || srcDevice.isCuda()) noCuda("Cannot copy to or from a CUDA device");

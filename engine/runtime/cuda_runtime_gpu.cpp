@@ -3,6 +3,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <unistd.h>
+
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +16,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_context.h"
-#include "engine/core/allocator.h"
+#include "engine/memory/memory.h"
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_runtime.h"
 
@@ -39,8 +42,8 @@ std::string versionStr(int v) { return std::to_string(v / 1000) + "." + std::to_
 struct Discovery {
   Availability info;
   std::vector<DeviceContext*> contexts;  // created on first use
-  std::vector<Allocator*> allocators;
-  Allocator* pinned = nullptr;
+  std::vector<CachingAllocator*> allocators;
+  CachingAllocator* pinned = nullptr;
   std::mutex mutex;
 };
 
@@ -128,21 +131,14 @@ class CudaRawAllocator final : public RawAllocator {
     DeviceGuard guard(device_);
     cudaFree(ptr);
   }
-  std::string outOfMemoryMessage(std::size_t bytes, const MemoryStats& s) const override {
+  MemoryCapacity capacity() const override {
     std::size_t freeB = 0, totalB = 0;
-    {
-      DeviceGuard guard(device_);
-      cudaMemGetInfo(&freeB, &totalB);
-      cudaGetLastError();
-    }
-    return "CUDA out of memory. Tried to allocate " + formatBytes(static_cast<std::int64_t>(bytes)) + ". GPU " +
-           std::to_string(device_) + " has a total capacity of " + formatBytes(static_cast<std::int64_t>(totalB)) +
-           " of which " + formatBytes(static_cast<std::int64_t>(freeB)) + " is free. Of the allocated memory " +
-           formatBytes(s.allocated_bytes) + " is allocated by GPU Lab, and " +
-           formatBytes(s.reserved_bytes - s.allocated_bytes) +
-           " is reserved by GPU Lab but unallocated. Reduce the batch size, free tensors you no longer need, and "
-           "evaluate under NoGradGuard.";
+    DeviceGuard guard(device_);
+    if (cudaMemGetInfo(&freeB, &totalB) != cudaSuccess) cudaGetLastError();
+    return {static_cast<std::int64_t>(freeB), static_cast<std::int64_t>(totalB)};
   }
+  std::string kindName() const override { return "CUDA"; }
+  std::string deviceName() const override { return "GPU " + std::to_string(device_); }
 
  private:
   int device_;
@@ -158,6 +154,8 @@ PendingCopies& pendingCopies() {
   return *p;
 }
 
+void waitForCopiesFrom(void* block, std::size_t bytes);
+
 class PinnedRawAllocator final : public RawAllocator {
  public:
   void* rawAllocate(std::size_t bytes) override {
@@ -169,10 +167,13 @@ class PinnedRawAllocator final : public RawAllocator {
     return ptr;
   }
   void rawFree(void* ptr, std::size_t) override { cudaFreeHost(ptr); }
-  std::string outOfMemoryMessage(std::size_t bytes, const MemoryStats& s) const override {
-    return "Pinned host memory exhausted. Tried to allocate " + formatBytes(static_cast<std::int64_t>(bytes)) +
-           " of page-locked memory; " + formatBytes(s.allocated_bytes) + " is already pinned by GPU Lab.";
+  MemoryCapacity capacity() const override {
+    const auto page = static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+    return {static_cast<std::int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page, static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * page};
   }
+  std::string kindName() const override { return "Pinned host memory"; }
+  std::string deviceName() const override { return "The host"; }
+  void beforeReuse(void* ptr, std::size_t bytes) override { waitForCopiesFrom(ptr, bytes); }
 };
 
 void waitForCopiesFrom(void* block, std::size_t bytes) {
@@ -271,23 +272,20 @@ void synchronize(int device) {
   GPULAB_CUDA_CHECK(cudaStreamSynchronize(context(device).computeStream()));
 }
 
-Allocator& deviceAllocator(int index) {
+CachingAllocator& deviceAllocator(int index) {
   checkDeviceUsable(Device(DeviceType::CUDA, index));
   Discovery& d = state();
   std::lock_guard lock(d.mutex);
   auto& slot = d.allocators[static_cast<std::size_t>(index)];
-  if (!slot) slot = new Allocator(std::make_unique<CudaRawAllocator>(index));
+  if (!slot) slot = new CachingAllocator(std::make_unique<CudaRawAllocator>(index), Device(DeviceType::CUDA, index));
   return *slot;
 }
 
-Allocator& pinnedHostAllocator() {
+CachingAllocator& pinnedHostAllocator() {
   if (!isAvailable()) throw Error("Cannot allocate pinned memory: no usable GPU: " + state().info.reason);
   Discovery& d = state();
   std::lock_guard lock(d.mutex);
-  if (!d.pinned) {
-    d.pinned = new Allocator(std::make_unique<PinnedRawAllocator>());
-    d.pinned->setReuseHook(waitForCopiesFrom);
-  }
+  if (!d.pinned) d.pinned = new CachingAllocator(std::make_unique<PinnedRawAllocator>(), kCPU);
   return *d.pinned;
 }
 
@@ -332,6 +330,98 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
   DeviceContext& ctx = context(dstDevice.index());
   GPULAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dstDevice.index(), src, srcDevice.index(), bytes, ctx.computeStream()));
   GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+}
+
+namespace {
+
+// NVML, loaded at run time: the driver ships libnvidia-ml, the toolkit does not, and GPU Lab must run
+// where it is absent. Only the few stable entry points below are used, declared here by their ABI.
+struct Nvml {
+  using Return = int;  // NVML_SUCCESS == 0
+  struct Memory {
+    unsigned long long total, free, used;
+  };
+  struct ProcessInfo {  // nvmlProcessInfo_t of the _v2/_v3 entry points
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+  };
+  void* lib = nullptr;
+  std::string error;
+  Return (*init)() = nullptr;
+  Return (*handleByPciBusId)(const char*, void**) = nullptr;
+  Return (*memoryInfo)(void*, Memory*) = nullptr;
+  Return (*runningProcesses)(void*, unsigned int*, ProcessInfo*) = nullptr;
+  const char* (*errorString)(Return) = nullptr;
+};
+
+Nvml& nvml() {
+  static Nvml* n = [] {
+    auto* x = new Nvml;
+    x->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!x->lib) {
+      x->error = "NVML (libnvidia-ml.so.1, part of the NVIDIA driver) could not be loaded";
+      return x;
+    }
+    auto sym = [&](const char* name) { return dlsym(x->lib, name); };
+    x->init = reinterpret_cast<Nvml::Return (*)()>(sym("nvmlInit_v2"));
+    x->handleByPciBusId = reinterpret_cast<Nvml::Return (*)(const char*, void**)>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
+    x->memoryInfo = reinterpret_cast<Nvml::Return (*)(void*, Nvml::Memory*)>(sym("nvmlDeviceGetMemoryInfo"));
+    void* procs = sym("nvmlDeviceGetComputeRunningProcesses_v3");
+    if (!procs) procs = sym("nvmlDeviceGetComputeRunningProcesses_v2");
+    x->runningProcesses = reinterpret_cast<Nvml::Return (*)(void*, unsigned int*, Nvml::ProcessInfo*)>(procs);
+    x->errorString = reinterpret_cast<const char* (*)(Nvml::Return)>(sym("nvmlErrorString"));
+    if (!x->init || !x->handleByPciBusId || !x->memoryInfo) {
+      x->error = "NVML is too old (missing entry points)";
+    } else if (const Nvml::Return r = x->init(); r != 0) {
+      x->error = std::string("nvmlInit failed: ") + (x->errorString ? x->errorString(r) : std::to_string(r));
+    }
+    return x;
+  }();
+  return *n;
+}
+
+}  // namespace
+
+DriverMemoryInfo driverMemoryInfo(int index) {
+  DriverMemoryInfo info;
+  if (!isAvailable()) {
+    info.reason = "not available: no usable GPU: " + state().info.reason;
+    return info;
+  }
+  checkDeviceUsable(Device(DeviceType::CUDA, index));
+  Nvml& n = nvml();
+  if (!n.error.empty()) {
+    info.reason = "not available: " + n.error;
+    return info;
+  }
+  // NVML numbers GPUs differently from CUDA under CUDA_VISIBLE_DEVICES: match them by PCI bus id.
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) != cudaSuccess) {
+    cudaGetLastError();
+    info.reason = "not available: the PCI bus id of cuda:" + std::to_string(index) + " is unknown";
+    return info;
+  }
+  void* handle = nullptr;
+  Nvml::Memory mem{};
+  if (n.handleByPciBusId(bus, &handle) != 0 || n.memoryInfo(handle, &mem) != 0) {
+    info.reason = std::string("not available: NVML does not know the GPU at ") + bus;
+    return info;
+  }
+  info.available = true;
+  info.device_used = static_cast<std::int64_t>(mem.used);
+  info.device_total = static_cast<std::int64_t>(mem.total);
+  if (n.runningProcesses) {
+    unsigned int count = 64;
+    std::vector<Nvml::ProcessInfo> procs(count);
+    if (n.runningProcesses(handle, &count, procs.data()) == 0) {
+      const auto self = static_cast<unsigned int>(getpid());
+      for (unsigned int i = 0; i < count; ++i) {
+        if (procs[i].pid == self) info.process_used = static_cast<std::int64_t>(procs[i].usedGpuMemory);
+      }
+    }
+  }
+  return info;
 }
 
 }  // namespace gpulab::cuda

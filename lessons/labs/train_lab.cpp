@@ -13,10 +13,13 @@
 //       with torch.no_grad(): ...evaluate...
 #include "lessons/labs/train_lab.h"
 
+#include "lessons/labs/training.h"
+
 #include <chrono>
 #include <sstream>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/memory/memory.h"
 #include "engine/core/errors.h"
 #include "engine/data/dataloader.h"
 #include "engine/nn/layers.h"
@@ -36,7 +39,8 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       floatParam("lr", 1e-3, 1e-7, 10.0, "Learning rate"),
       floatParam("momentum", 0.9, 0.0, 0.999, "SGD momentum"),
       floatParam("weight_decay", 0.0, 0.0, 1.0, "Weight decay (L2 for SGD/Adam, decoupled for AdamW)"),
-      intParam("batch_size", 64, 1, 65536, "Examples per training step"),
+      intParam("batch_size", 64, 1, 65536, "Examples per forward/backward pass (a micro-batch when accumulating)"),
+      intParam("accumulate", 1, 1, 1024, "Micro-batches whose gradients add up before each optimizer step"),
       intParam("epochs", 3, 1, 1000, "Passes over the training set"),
       textParam("device", "auto", "auto (GPU if usable), cpu, cuda or cuda:N"),
       intParam("seed", 0, 0, 2147483647, "Seed for data, initialisation and shuffling"),
@@ -52,29 +56,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::vector<std::int64_t> parseWidths(const std::string& text) {
-  std::vector<std::int64_t> widths;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long long w = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || w < 1 || w > 65536) {
-      throw ValueError("invalid value '" + text + "' for parameter 'hidden': expected comma-separated widths from 1 to 65536, e.g. 256,128,100");
-    }
-    widths.push_back(w);
-  }
-  if (widths.empty()) throw ValueError("parameter 'hidden' needs at least one width, e.g. 64");
-  return widths;
-}
-
-Device resolveDevice(const std::string& text) {
-  if (text == "auto") return defaultDevice();
-  Device d = Device::parse(text);
-  cuda::checkDeviceUsable(d);
-  return d;
-}
 
 std::shared_ptr<data::TensorDataset> firstN(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n) {
   if (n <= 0 || n >= ds->size()) return ds;
@@ -114,33 +95,19 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   data::DataLoader testLoader(testSet, {.batch_size = 1024, .num_workers = 0, .pin_memory = pin});
 
   // 3. The model, moved to the device once.
-  std::int64_t inFeatures = 1;
-  for (std::int64_t s : trainSet->inputShape()) inFeatures *= s;
-  auto model = std::make_shared<nn::Sequential>();
-  if (trainSet->inputShape().size() > 1) model->push_back(std::make_shared<nn::Flatten>());
-  std::int64_t width = inFeatures;
-  for (std::int64_t h : parseWidths(p.getString("hidden"))) {
-    model->push_back(std::make_shared<nn::Linear>(width, h, true, gen));
-    model->push_back(std::make_shared<nn::ReLU>());
-    width = h;
+  auto model = makeMlp(*trainSet, parseWidths(p.getString("hidden")), classification ? 10 : 1, gen);
+  {
+    MemoryCategoryScope tag(MemoryCategory::Parameter);
+    model->to(device);
   }
-  model->push_back(std::make_shared<nn::Linear>(width, classification ? 10 : 1, true, gen));
-  model->to(device);
   sink.onMessage(lab::MessageKind::Info, model->repr() + "\n" + std::to_string(model->parameter_count()) + " parameters");
 
-  // 4. Loss and optimizer.
-  auto lossFn = [classification](const Tensor& out, const Tensor& y) {
-    return classification ? cross_entropy(out, y) : mse_loss(out, y);
-  };
-  std::unique_ptr<optim::Optimizer> optimizer;
-  const std::string& optName = p.getString("optimizer");
-  const double lr = p.getFloat("lr"), wd = p.getFloat("weight_decay");
-  if (optName == "sgd") optimizer = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = lr, .momentum = p.getFloat("momentum"), .weight_decay = wd});
-  else if (optName == "adamw") optimizer = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamOptions{.lr = lr, .weight_decay = wd});
-  else optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = lr, .weight_decay = wd});
+  // 4. The optimizer.
+  auto optimizer = makeOptimizer(p.getString("optimizer"), model->parameters(), p.getFloat("lr"), p.getFloat("momentum"),
+                                 p.getFloat("weight_decay"));
+  const int accumulate = static_cast<int>(p.getInt("accumulate"));
 
-  Allocator& memory = allocatorFor(device);
-  memory.resetPeakStats();
+  reset_peak_memory_stats(device);
   lab::RunSummary summary;
   summary.device = device.str();
   const std::int64_t logEvery = p.getInt("log_every");
@@ -155,36 +122,49 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     auto windowStart = epochStart;
     Tensor windowLoss = zeros({}, {.device = device}), epochLoss = zeros({}, {.device = device});
     std::int64_t windowSteps = 0, windowSamples = 0, epochSteps = 0;
-    std::int64_t stepInEpoch = 0;
-    const std::int64_t stepsPerEpoch = trainLoader.size();
+    std::int64_t stepInEpoch = 0, microBatches = 0, groupSamples = 0;
+    // Optimizer steps per epoch: the last group may hold fewer than `accumulate` micro-batches.
+    const std::int64_t batchesPerEpoch = trainLoader.size();
+    const std::int64_t stepsPerEpoch = (batchesPerEpoch + accumulate - 1) / accumulate;
+    Tensor groupLoss = zeros({}, {.device = device});
     for (const data::Batch& batch : trainLoader) {
       if (stop.stopRequested()) {
         summary.stopped = true;
         break;
       }
-      Tensor x = batch.inputs.to(device, /*non_blocking=*/pin);
-      Tensor y = batch.targets.to(device, /*non_blocking=*/pin);
-      Tensor loss = lossFn((*model)(x), y);
-      optimizer->zero_grad();
-      loss.backward();
-      optimizer->step();
-
+      // 5a. One micro-batch: forward and backward; gradients add up over `accumulate` of them.
+      setMemoryStep(summary.steps + 1);
+      Tensor loss = accumulateGradients(*model, classification, batch, device, accumulate, pin);
+      ++microBatches;
+      groupSamples += batch.inputs.size(0);
       {
         NoGradGuard noGrad;
-        windowLoss = windowLoss + loss.detach();
+        groupLoss = groupLoss + loss;
+      }
+      const std::int64_t inGroup = (microBatches - 1) % accumulate + 1;
+      if (inGroup < accumulate && microBatches < batchesPerEpoch) continue;
+
+      // 5b. The optimizer step, then the gradients are freed for the next group.
+      optimizer->step();
+      optimizer->zero_grad();
+      {
+        NoGradGuard noGrad;
+        windowLoss = windowLoss + groupLoss * (1.0 / static_cast<double>(inGroup));
+        groupLoss = zeros({}, {.device = device});
       }
       ++windowSteps;
       ++epochSteps;
       ++stepInEpoch;
       ++summary.steps;
-      windowSamples += batch.inputs.size(0);
+      windowSamples += groupSamples;
+      groupSamples = 0;
       if (summary.steps % logEvery == 0 || stepInEpoch == stepsPerEpoch) {
         const double windowSum = windowLoss.item();  // synchronises with the device
         const double window = secondsSince(windowStart);
-        const MemoryStats ms = memory.stats();
+        const MemoryStats ms = memory_stats(device);
         sink.onStep({epoch, summary.steps, windowSum / static_cast<double>(windowSteps),
-                     window > 0 ? static_cast<double>(windowSamples) / window : 0.0, ms.allocated_bytes, ms.reserved_bytes,
-                     trainSeconds + secondsSince(epochStart)});
+                     window > 0 ? static_cast<double>(windowSamples) / window : 0.0, ms.allocated_bytes.current,
+                     ms.reserved_bytes.current, trainSeconds + secondsSince(epochStart)});
         NoGradGuard noGrad;
         epochLoss = epochLoss + windowLoss;
         windowLoss = zeros({}, {.device = device});
@@ -228,9 +208,10 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   }
   summary.stopped = summary.stopped || stop.stopRequested();
   summary.seconds = trainSeconds;
-  const MemoryStats ms = memory.stats();
-  summary.peak_allocated_bytes = ms.peak_allocated_bytes;
-  summary.peak_reserved_bytes = ms.peak_reserved_bytes;
+  setMemoryStep(0);
+  const MemoryStats ms = memory_stats(device);
+  summary.peak_allocated_bytes = ms.allocated_bytes.peak;
+  summary.peak_reserved_bytes = ms.reserved_bytes.peak;
   sink.onDone(summary);
 }
 

@@ -1,0 +1,291 @@
+#include "engine/memory/caching_allocator.h"
+
+#include <cstdio>
+#include <sstream>
+#include <tuple>
+#include <vector>
+
+#include "engine/core/errors.h"
+
+namespace gpulab {
+
+bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
+  return std::tie(a->stream, a->size, a->ptr) < std::tie(b->stream, b->size, b->ptr);
+}
+
+CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device) : raw_(std::move(raw)), device_(device) {}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard lock(mutex_);
+  releaseCachedLocked();
+  // Blocks still handed out belong to tensors that outlive the allocator (static destruction order):
+  // their segments are left to the operating system.
+}
+
+std::size_t CachingAllocator::roundSize(std::size_t bytes) {
+  return bytes < kMinBlockSize ? kMinBlockSize : (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+void CachingAllocator::update(MemoryStat& s, std::int64_t delta) {
+  s.current += delta;
+  if (delta > 0) s.allocated += delta;
+  else s.freed -= delta;
+  if (s.current > s.peak) s.peak = s.current;
+}
+
+void CachingAllocator::publish(MemoryEventKind kind, std::int64_t size, const void* ptr, std::uintptr_t stream,
+                               MemoryCategory category) const {
+  if (!memoryEventsWanted()) return;
+  MemoryEvent e;
+  e.kind = kind;
+  e.device = device_;
+  e.size = size;
+  e.address = reinterpret_cast<std::uintptr_t>(ptr);
+  e.stream = stream;
+  e.category = category;
+  e.time_s = memoryClockSeconds();
+  e.step = memoryStep();
+  e.allocated_bytes = stats_.allocated_bytes.current;
+  e.reserved_bytes = stats_.reserved_bytes.current;
+  publishMemoryEvent(e);
+}
+
+void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
+  const std::size_t rounded = roundSize(bytes);
+  const bool small = rounded <= kSmallSize;
+  std::lock_guard lock(mutex_);
+  Pool& pool = poolFor(small);
+  Block key;
+  key.stream = stream;
+  key.size = rounded;
+  Block* block = nullptr;
+  if (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream) {
+    block = *it;
+    pool.erase(it);
+    raw_->beforeReuse(block->ptr, block->size);
+  } else {
+    block = reserveSegment(rounded, small, stream);
+  }
+  const std::size_t rest = block->size - rounded;
+  if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
+    auto* remainder = new Block{rest, block->ptr + rounded, stream, false, small, MemoryCategory::Other, block, block->next};
+    if (block->next) block->next->prev = remainder;
+    block->next = remainder;
+    block->size = rounded;
+    pool.insert(remainder);
+  }
+  block->allocated = true;
+  block->category = MemoryCategoryScope::current();
+  active_.emplace(block->ptr, block);
+  update(stats_.allocated_bytes, static_cast<std::int64_t>(block->size));
+  update(stats_.active_blocks, 1);
+  publish(MemoryEventKind::Allocate, static_cast<std::int64_t>(block->size), block->ptr, stream, block->category);
+  return block->ptr;
+}
+
+CachingAllocator::Block* CachingAllocator::reserveSegment(std::size_t rounded, bool small, std::uintptr_t stream) {
+  std::size_t preferred = small ? kSmallSegment
+                          : rounded < kMinLargeAlloc ? kLargeSegment
+                                                     : (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  const std::size_t minimal = small ? kSmallSegment : (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (Block* b = tryReserve(preferred, small, stream)) return b;
+    if (minimal != preferred)
+      if (Block* b = tryReserve(minimal, small, stream)) return b;
+    if (attempt == 0) {
+      // Give every wholly free cached segment back and try once more, as PyTorch does.
+      ++stats_.num_alloc_retries;
+      if (releaseCachedLocked() == 0) break;
+    }
+  }
+  throwOutOfMemory(rounded);
+}
+
+CachingAllocator::Block* CachingAllocator::tryReserve(std::size_t segmentSize, bool small, std::uintptr_t stream) {
+  const std::int64_t cap = capLocked();
+  if (cap > 0 && stats_.reserved_bytes.current + static_cast<std::int64_t>(segmentSize) > cap) return nullptr;
+  void* ptr = raw_->rawAllocate(segmentSize);
+  if (!ptr) return nullptr;
+  update(stats_.reserved_bytes, static_cast<std::int64_t>(segmentSize));
+  update(stats_.segments, 1);
+  publish(MemoryEventKind::SegmentReserve, static_cast<std::int64_t>(segmentSize), ptr, stream, MemoryCategoryScope::current());
+  return new Block{segmentSize, static_cast<char*>(ptr), stream, false, small, MemoryCategory::Other, nullptr, nullptr};
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = active_.find(ptr);
+  if (it == active_.end()) throw Error("CachingAllocator::free: pointer was not allocated by this allocator");
+  Block* block = it->second;
+  active_.erase(it);
+  block->allocated = false;
+  update(stats_.allocated_bytes, -static_cast<std::int64_t>(block->size));
+  update(stats_.active_blocks, -1);
+  publish(MemoryEventKind::Free, static_cast<std::int64_t>(block->size), block->ptr, block->stream, block->category);
+  Pool& pool = poolFor(block->small);
+  // Coalesce with free neighbours of the same segment.
+  if (Block* prev = block->prev; prev && !prev->allocated) {
+    pool.erase(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next) block->next->prev = prev;
+    delete block;
+    block = prev;
+  }
+  if (Block* next = block->next; next && !next->allocated) {
+    pool.erase(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next) next->next->prev = block;
+    delete next;
+  }
+  block->category = MemoryCategory::Other;
+  pool.insert(block);
+}
+
+std::int64_t CachingAllocator::releaseCachedLocked() {
+  std::int64_t released = 0;
+  for (Pool* pool : {&smallPool_, &largePool_}) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block* b = *it;
+      if (b->prev || b->next) {  // part of a segment that still has live blocks
+        ++it;
+        continue;
+      }
+      it = pool->erase(it);
+      raw_->rawFree(b->ptr, b->size);
+      update(stats_.reserved_bytes, -static_cast<std::int64_t>(b->size));
+      update(stats_.segments, -1);
+      publish(MemoryEventKind::SegmentRelease, static_cast<std::int64_t>(b->size), b->ptr, b->stream, MemoryCategory::Other);
+      released += static_cast<std::int64_t>(b->size);
+      delete b;
+    }
+  }
+  return released;
+}
+
+std::int64_t CachingAllocator::emptyCache() {
+  std::lock_guard lock(mutex_);
+  const std::int64_t released = releaseCachedLocked();
+  publish(MemoryEventKind::EmptyCache, released, nullptr, 0, MemoryCategory::Other);
+  return released;
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::resetPeakStats() {
+  std::lock_guard lock(mutex_);
+  for (MemoryStat* s : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_blocks, &stats_.segments}) s->peak = s->current;
+}
+
+void CachingAllocator::setMemoryFraction(double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw ValueError("Invalid fraction value: " + std::to_string(fraction) + ". Allowed range: 0~1");
+  }
+  const std::int64_t total = raw_->capacity().total;
+  std::lock_guard lock(mutex_);
+  fraction_ = fraction;
+  fractionCapBytes_ = fraction >= 1.0 ? 0 : static_cast<std::int64_t>(fraction * static_cast<double>(total));
+}
+
+double CachingAllocator::memoryFraction() const {
+  std::lock_guard lock(mutex_);
+  return fraction_;
+}
+
+void CachingAllocator::setLimitBytes(std::int64_t bytes) {
+  if (bytes < 0) throw ValueError("memory budget must be >= 0 bytes (0: no budget), got " + std::to_string(bytes));
+  std::lock_guard lock(mutex_);
+  limitBytes_ = bytes;
+}
+
+std::int64_t CachingAllocator::limitBytes() const {
+  std::lock_guard lock(mutex_);
+  return limitBytes_;
+}
+
+std::int64_t CachingAllocator::capLocked() const {
+  if (limitBytes_ > 0 && fractionCapBytes_ > 0) return std::min(limitBytes_, fractionCapBytes_);
+  return limitBytes_ > 0 ? limitBytes_ : fractionCapBytes_;
+}
+
+std::int64_t CachingAllocator::effectiveCap() const {
+  std::lock_guard lock(mutex_);
+  return capLocked();
+}
+
+void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
+  ++stats_.num_ooms;
+  publish(MemoryEventKind::OutOfMemory, static_cast<std::int64_t>(rounded), nullptr, 0, MemoryCategoryScope::current());
+  const bool budget = limitBytes_ > 0;
+  MemoryCapacity cap = raw_->capacity();
+  if (budget) cap = {std::max<std::int64_t>(0, limitBytes_ - stats_.reserved_bytes.current), limitBytes_};
+  std::string msg = raw_->kindName() + " out of memory" + (budget ? " (emulated: GPU Lab's memory budget for " + raw_->deviceName() + ")" : "") +
+                    ". Tried to allocate " + formatBytes(static_cast<std::int64_t>(rounded)) + ". " + raw_->deviceName() +
+                    " has a total capacity of " + formatBytes(cap.total) + " of which " + formatBytes(cap.free) +
+                    " is free. Of the allocated memory " + formatBytes(stats_.allocated_bytes.current) +
+                    " is allocated by GPU Lab, and " + formatBytes(stats_.reserved_bytes.current - stats_.allocated_bytes.current) +
+                    " is reserved by GPU Lab but unallocated.";
+  if (fractionCapBytes_ > 0) {
+    char frac[32];
+    std::snprintf(frac, sizeof frac, "%.2f", fraction_);
+    msg += std::string(" This process may use at most a fraction of ") + frac + " of it (" + formatBytes(fractionCapBytes_) +
+           ", set_per_process_memory_fraction).";
+  }
+  msg += " If reserved but unallocated memory is large, fragmentation may be the cause (empty_cache() returns cached "
+         "blocks). To fit: reduce the batch size (gradient accumulation keeps the effective batch), free tensors you no "
+         "longer need, and evaluate under no-grad.";
+  throw OutOfMemoryError(msg);
+}
+
+std::string CachingAllocator::summary() const {
+  const MemoryStats s = stats();
+  auto row = [](const char* name, const MemoryStat& m, bool bytes) {
+    auto cell = [bytes](std::int64_t v) { return bytes ? formatBytes(v) : std::to_string(v); };
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "| %-21s | %10s | %10s | %10s | %10s |\n", name, cell(m.current).c_str(), cell(m.peak).c_str(),
+                  cell(m.allocated).c_str(), cell(m.freed).c_str());
+    return std::string(buf);
+  };
+  const std::string rule(75, '='), thin(75, '-');
+  std::ostringstream os;
+  char title[96];
+  std::snprintf(title, sizeof title, "GPU Lab %s memory summary, device %s", raw_->kindName().c_str(), device_.str().c_str());
+  char counters[96];
+  std::snprintf(counters, sizeof counters, "%s OOMs: %lld  |  allocation retries: %lld", raw_->kindName().c_str(),
+                static_cast<long long>(s.num_ooms), static_cast<long long>(s.num_alloc_retries));
+  auto centred = [](const std::string& text) {
+    const std::size_t width = 73, pad = text.size() < width ? (width - text.size()) / 2 : 0;
+    std::string line = std::string(pad, ' ') + text;
+    line.resize(std::max(width, line.size()), ' ');
+    return "| " + line + " |\n";
+  };
+  os << "|" << rule << "|\n" << centred(title) << "|" << thin << "|\n" << centred(counters);
+  if (const std::int64_t cap = effectiveCap(); cap > 0) os << centred("reserved memory is capped at " + formatBytes(cap));
+  os << "|" << rule << "|\n";
+  os << "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n|" << thin << "|\n";
+  os << row("Allocated memory", s.allocated_bytes, true) << row("Reserved memory", s.reserved_bytes, true)
+     << row("Active allocations", s.active_blocks, false) << row("Segments", s.segments, false);
+  os << "|" << rule << "|\n";
+  return os.str();
+}
+
+std::string formatBytes(std::int64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while ((value >= 1024.0 || value <= -1024.0) && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buf[64];
+  if (unit == 0) std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.2f %s", value, units[unit]);
+  return buf;
+}
+
+}  // namespace gpulab

@@ -1,0 +1,125 @@
+#pragma once
+// The caching allocator, one per device, in the spirit of PyTorch's CUDA caching allocator.
+//
+// Policy
+// - Sizes are rounded up to a multiple of 512 bytes (512 minimum).
+// - Two pools: requests up to 1 MiB come from the small pool, whose segments are 2 MiB; larger
+//   requests come from the large pool, whose segments are 20 MiB for requests under 10 MiB and the
+//   request rounded up to 2 MiB otherwise. (If a cap would refuse the preferred segment, the
+//   smallest segment that fits the request is tried.) A pool never serves the other's sizes, so
+//   small, short-lived tensors cannot fragment the big segments.
+// - A request takes the best-fitting free block of its pool (smallest size, then lowest address)
+//   that belongs to the same stream; a block is reused only on the stream it was freed on, which is
+//   what keeps reuse safe without synchronisation. The fit is split when the rest is worth keeping
+//   (>= 512 bytes in the small pool, > 1 MiB in the large pool).
+// - Freed blocks merge with free neighbours of their segment (coalescing), so a segment whose blocks
+//   are all free is one free block again and can be returned by empty_cache().
+// - When the system refuses a segment (or the memory fraction / CPU budget would be exceeded), every
+//   wholly free cached segment is released and the request is tried once more; only then does it
+//   fail with OutOfMemoryError, whose message reads like PyTorch's.
+// - Statistics (current/peak/allocated/freed for bytes, blocks and segments; retries; OOMs) are exact
+//   after every call, and every change is published to the memory event stream.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "engine/core/device.h"
+#include "engine/memory/memory_events.h"
+#include "engine/memory/raw_allocator.h"
+
+namespace gpulab {
+
+struct MemoryStat {
+  std::int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+};
+
+// The record of torch.cuda.memory_stats(), per device.
+struct MemoryStats {
+  MemoryStat allocated_bytes;  // bytes in blocks handed out (rounded sizes)
+  MemoryStat reserved_bytes;   // bytes in segments held from the system
+  MemoryStat active_blocks;    // number of blocks handed out
+  MemoryStat segments;         // number of segments held
+  std::int64_t num_alloc_retries = 0;  // requests that needed the cache released to succeed or fail
+  std::int64_t num_ooms = 0;
+};
+
+class CachingAllocator {
+ public:
+  static constexpr std::size_t kMinBlockSize = 512;
+  static constexpr std::size_t kSmallSize = 1 << 20;        // largest request of the small pool
+  static constexpr std::size_t kSmallSegment = 2 << 20;     // segment size of the small pool
+  static constexpr std::size_t kLargeSegment = 20 << 20;    // segment for 1 MiB < request < 10 MiB
+  static constexpr std::size_t kMinLargeAlloc = 10 << 20;   // from here segments fit the request
+  static constexpr std::size_t kRoundLarge = 2 << 20;
+
+  CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Never returns nullptr: throws OutOfMemoryError.
+  void* allocate(std::size_t bytes, std::uintptr_t stream = 0);
+  // Returns a block from allocate() to the cache; throws Error for a pointer it did not hand out.
+  void free(void* ptr);
+  // Releases every wholly free cached segment to the system; returns the bytes released.
+  std::int64_t emptyCache();
+
+  MemoryStats stats() const;
+  void resetPeakStats();
+  // Caps reserved memory at fraction * total capacity (PyTorch's set_per_process_memory_fraction).
+  void setMemoryFraction(double fraction);
+  double memoryFraction() const;
+  // Caps reserved memory at `bytes` (0: no cap): the CPU's emulated memory budget.
+  void setLimitBytes(std::int64_t bytes);
+  std::int64_t limitBytes() const;
+  // The cap in force (0: none), the smaller of the fraction's and the byte limit.
+  std::int64_t effectiveCap() const;
+  MemoryCapacity capacity() const { return raw_->capacity(); }
+  Device device() const { return device_; }
+  // A text table like torch.cuda.memory_summary().
+  std::string summary() const;
+
+  static std::size_t roundSize(std::size_t bytes);
+
+ private:
+  struct Block {
+    std::size_t size = 0;
+    char* ptr = nullptr;
+    std::uintptr_t stream = 0;
+    bool allocated = false;
+    bool small = false;
+    MemoryCategory category = MemoryCategory::Other;
+    Block* prev = nullptr;  // neighbours within the segment
+    Block* next = nullptr;
+  };
+  struct BlockOrder {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BlockOrder>;
+
+  Block* reserveSegment(std::size_t rounded, bool small, std::uintptr_t stream);
+  Block* tryReserve(std::size_t segmentSize, bool small, std::uintptr_t stream);
+  std::int64_t releaseCachedLocked();
+  Pool& poolFor(bool small) { return small ? smallPool_ : largePool_; }
+  std::int64_t capLocked() const;
+  [[noreturn]] void throwOutOfMemory(std::size_t rounded);
+  void publish(MemoryEventKind kind, std::int64_t size, const void* ptr, std::uintptr_t stream, MemoryCategory category) const;
+  static void update(MemoryStat& s, std::int64_t delta);
+
+  std::unique_ptr<RawAllocator> raw_;
+  Device device_;
+  mutable std::mutex mutex_;
+  Pool smallPool_, largePool_;
+  std::unordered_map<void*, Block*> active_;
+  MemoryStats stats_;
+  double fraction_ = 1.0;
+  std::int64_t limitBytes_ = 0;
+  std::int64_t fractionCapBytes_ = 0;  // fraction_ * total, fixed when the fraction is set
+};
+
+std::string formatBytes(std::int64_t bytes);
+
+}  // namespace gpulab

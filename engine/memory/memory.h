@@ -1,0 +1,47 @@
+#pragma once
+// GPU Lab's memory API, with torch.cuda's names: one caching allocator per device (the CPU included,
+// so the memory lessons run on a machine without a GPU), statistics, empty_cache, a per-process
+// memory fraction, an emulated CPU memory budget, and the driver's own view (NVML).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "engine/core/device.h"
+#include "engine/memory/caching_allocator.h"
+
+namespace gpulab {
+
+CachingAllocator& allocatorFor(Device device);
+// Page-locked host memory for asynchronous copies to a GPU; throws when no GPU is usable.
+CachingAllocator& pinnedAllocator();
+
+std::int64_t memory_allocated(Device device);
+std::int64_t max_memory_allocated(Device device);
+std::int64_t memory_reserved(Device device);
+std::int64_t max_memory_reserved(Device device);
+void reset_peak_memory_stats(Device device);
+MemoryStats memory_stats(Device device);
+std::string memory_summary(Device device);
+// Returns cached, unused memory to the system (the driver); returns how many bytes that was.
+std::int64_t empty_cache(Device device);
+void set_per_process_memory_fraction(double fraction, Device device);
+// (free, total) bytes as the driver reports them; on the CPU with a budget: what the budget leaves.
+std::pair<std::int64_t, std::int64_t> mem_get_info(Device device);
+
+// The emulated CPU memory budget (0: none): CPU allocations beyond it raise OutOfMemoryError,
+// labelled as emulated, so the out-of-memory lesson runs without a GPU.
+void set_cpu_memory_budget(std::int64_t bytes);
+std::int64_t cpu_memory_budget();
+
+// What the driver (nvidia-smi) sees: the whole device's used memory and this process's share, which
+// includes the CUDA context and the libraries' workspaces that GPU Lab's allocator does not count.
+struct DriverMemoryInfo {
+  bool available = false;
+  std::string reason;  // why not, when not available
+  std::int64_t device_used = 0, device_total = 0;
+  std::optional<std::int64_t> process_used;  // absent when the driver does not list this process
+};
+DriverMemoryInfo driver_memory_info(Device device);
+
+}  // namespace gpulab

@@ -1,0 +1,30 @@
+#pragma once
+// Where a device's memory really comes from: cudaMalloc, cudaHostAlloc, aligned_alloc -- or, in tests,
+// a bounded fake arena. The caching allocator runs over this interface, so its pool logic is the same
+// code on every device and can be tested on a machine without a GPU.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpulab {
+
+struct MemoryCapacity {
+  std::int64_t free = 0;   // bytes the system could still give
+  std::int64_t total = 0;  // the device's capacity (the budget, for an emulated device)
+};
+
+class RawAllocator {
+ public:
+  virtual ~RawAllocator() = default;
+  // nullptr when the system has no memory left (never throws for that).
+  virtual void* rawAllocate(std::size_t bytes) = 0;
+  virtual void rawFree(void* ptr, std::size_t bytes) = 0;
+  virtual MemoryCapacity capacity() const = 0;
+  // "CUDA" / "CPU" for the messages ("CUDA out of memory"), and "GPU 0" / "the CPU" for the device.
+  virtual std::string kindName() const = 0;
+  virtual std::string deviceName() const = 0;
+  // Called with a cached block before it is handed out again (pinned memory waits for async copies).
+  virtual void beforeReuse(void* /*ptr*/, std::size_t /*bytes*/) {}
+};
+
+}  // namespace gpulab
