@@ -73,7 +73,7 @@ class CliSink final : public lab::MetricSink {
     }
     out_ << QString("%1  %2  %3  %4  %5\n")
                 .arg(m.epoch, 5).arg(m.train_loss, 10, 'f', 4).arg(m.eval_loss, 10, 'f', 4)
-                .arg(m.test_accuracy ? QString::number(*m.test_accuracy, 'f', 4) : QString("-"), 8).arg(m.seconds, 7, 'f', 2);
+                .arg(m.test_accuracy ? QString::number(*m.test_accuracy, 'f', 4) : QString("-"), 8).arg(m.seconds, 7, 'f', 3);
     out_.flush();
   }
 

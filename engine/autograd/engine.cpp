@@ -3,6 +3,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
+#include "engine/memory/memory_events.h"
 #include "engine/ops/ops.h"
 
 namespace gpulab {
@@ -94,6 +95,7 @@ void runBackward(const Tensor& root, const Tensor& grad) {
   pending[rootNode.get()] = grad;
   std::vector<std::shared_ptr<Node>> ready{rootNode};
   NoGradGuard noGrad;  // backward itself records nothing (no double backward yet)
+  MemoryCategoryScope tag(MemoryCategory::Gradient);
   while (!ready.empty()) {
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();

@@ -8,6 +8,7 @@
 
 #include "engine/backend/functors.h"
 #include "engine/core/errors.h"
+#include "engine/memory/memory_events.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab::data {
@@ -65,6 +66,7 @@ class DataLoader::EpochRun {
     Shape in = dataset_->inputShape(), tg = dataset_->targetShape();
     in.insert(in.begin(), end - begin);
     tg.insert(tg.begin(), end - begin);
+    MemoryCategoryScope tag(MemoryCategory::InputBatch);
     Batch batch{Tensor::empty(in, kFloat32, kCPU, pin_), Tensor::empty(tg, dataset_->targetDType(), kCPU, pin_), b};
     dataset_->gather(indices, batch.inputs, batch.targets);
     return batch;

@@ -5,6 +5,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
+#include "engine/memory/memory_events.h"
 
 namespace gpulab::nn {
 
@@ -15,6 +16,7 @@ Linear::Linear(std::int64_t in, std::int64_t out, bool withBias, Generator& gen)
   }
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
   NoGradGuard noGrad;
+  MemoryCategoryScope tag(MemoryCategory::Parameter);
   weight = register_parameter("weight", rand({out, in}, gen) * (2.0 * bound) - bound);
   if (withBias) bias = register_parameter("bias", rand({out}, gen) * (2.0 * bound) - bound);
 }

@@ -5,11 +5,15 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
+#include "engine/memory/memory_events.h"
 
 namespace gpulab::nn {
 
 Tensor Module::operator()(const Tensor& input) {
   ModuleContext context(*this);
+  // What a forward pass allocates is activations (unless a caller tagged it otherwise).
+  const MemoryCategory category = MemoryCategoryScope::current();
+  MemoryCategoryScope tag(category == MemoryCategory::Other ? MemoryCategory::Activation : category);
   return forward(input);
 }
 
@@ -28,6 +32,7 @@ std::string Module::repr() const {
 }
 
 Tensor& Module::register_parameter(std::string name, Tensor value) {
+  // (Parameters are created before they are registered: layers tag them with MemoryCategory::Parameter.)
   value.requires_grad_(true);
   params_.emplace_back(std::move(name), std::move(value));
   return params_.back().second;
@@ -65,6 +70,7 @@ Module& Module::train(bool mode) {
 
 Module& Module::to(Device device) {
   NoGradGuard noGrad;
+  MemoryCategoryScope tag(MemoryCategory::Parameter);
   for (Tensor& p : parameters()) {
     if (p.device() == device) continue;
     // Move the storage under the same handle, like param.data = param.data.to(device).

@@ -5,6 +5,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/backend/backend.h"
 #include "engine/core/errors.h"
+#include "engine/memory/memory_events.h"
 #include "engine/ops/ops.h"
 
 namespace gpulab::optim {
@@ -31,6 +32,7 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
 
 void Optimizer::step() {
   NoGradGuard noGrad;
+  MemoryCategoryScope tag(MemoryCategory::OptimizerState);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();

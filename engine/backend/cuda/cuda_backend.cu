@@ -19,6 +19,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_context.h"
 #include "engine/core/errors.h"
+#include "engine/memory/memory_events.h"
 
 namespace gpulab {
 namespace {
@@ -477,7 +478,11 @@ class CudaBackend final : public Backend {
   void nllLoss(const Tensor& out, const Tensor& logp, const Tensor& target, std::int64_t rows, std::int64_t cols,
                float scale) override {
     auto& c = ctx();
-    Tensor flag = Tensor::empty({1}, kInt64, Device(DeviceType::CUDA, device_));
+    Tensor flag;
+    {
+      MemoryCategoryScope tag(MemoryCategory::Workspace);
+      flag = Tensor::empty({1}, kInt64, Device(DeviceType::CUDA, device_));
+    }
     int* badTarget = reinterpret_cast<int*>(flag.data_ptr());
     GPULAB_CUDA_CHECK(cudaMemsetAsync(badTarget, 0, sizeof(int), c.computeStream()));
     nllKernel<<<1, 1024, 0, c.computeStream()>>>(out.data<float>(), logp.data<float>(), target.data<std::int64_t>(), rows, cols,
