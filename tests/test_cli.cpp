@@ -108,6 +108,24 @@ class TestCli : public QObject {
     QCOMPARE(r.events.last()["type"].toString(), QString("IOError"));
   }
 
+  void memorySweepReportsOomAndRecovery() {
+    Run r = cli({"memory", "--oom-sweep", "--dataset", "regression", "--device", "cpu", "--cap-mb", "4", "--json"});
+    QCOMPARE(r.exitCode, 0);
+    QStringList kinds;
+    for (const QJsonObject& e : r.events) kinds << e["event"].toString();
+    QVERIFY(kinds.contains("memory"));
+    const int oom = kinds.indexOf("oom"), recovered = kinds.indexOf("recovered");
+    QVERIFY(oom >= 0 && recovered > oom);
+    QVERIFY(r.events[oom]["message"].toString().startsWith("CPU out of memory (emulated"));
+    QVERIFY(r.events[oom]["batch_size"].toInteger() > 0);
+    QCOMPARE(r.events[recovered]["effective_batch"].toInteger(), r.events[oom]["batch_size"].toInteger());
+    QCOMPARE(kinds.last(), QString("done"));
+    Run report = cli({"memory", "--report", "--dataset", "regression", "--device", "cpu"});
+    QCOMPARE(report.exitCode, 0);
+    QVERIFY(report.out.contains("after empty_cache()"));
+    QVERIFY(report.out.contains("GPU Lab CPU memory summary"));
+  }
+
   void cudaWithoutAGpuExplainsWhy() {
     if (gpulab::test::cudaUsable()) QSKIP("a GPU is usable here");
     Run r = cli({"train", "--device", "cuda", "--json"});

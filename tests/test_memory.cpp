@@ -286,6 +286,83 @@ class TestMemory : public QObject {
     QVERIFY(memory_stats(kCPU).num_ooms >= 1);
   }
 
+  void oomSweepHitsTheLimitAndRecovers() {
+    struct Sink final : lab::MetricSink {
+      std::vector<lab::OutOfMemoryReport> ooms;
+      std::vector<lab::RecoveryReport> recoveries;
+      std::vector<lab::MemorySample> samples;
+      void onOutOfMemory(const lab::OutOfMemoryReport& r) override { ooms.push_back(r); }
+      void onRecovered(const lab::RecoveryReport& r) override { recoveries.push_back(r); }
+      void onMemory(const lab::MemorySample& m) override { samples.push_back(m); }
+    } sink;
+    auto memoryLab = labs::makeLab("memory");
+    lab::Params p = memoryLab->defaults();
+    p.set("device", "cpu");
+    p.set("dataset", "regression");
+    p.set("cap_mb", "4");
+    lab::StopToken stop;
+    memoryLab->run(p, sink, stop);
+    QVERIFY(!sink.ooms.empty());
+    const auto& oom = sink.ooms.front();
+    QVERIFY2(oom.message.starts_with("CPU out of memory (emulated"), oom.message.c_str());
+    QCOMPARE(oom.allocated_after_bytes, oom.baseline_bytes);  // the failed step's tensors are all gone
+    QCOMPARE(static_cast<int>(sink.recoveries.size()), 1);
+    const auto& rec = sink.recoveries.front();
+    QCOMPARE(rec.effective_batch, sink.ooms.back().batch_size * sink.ooms.back().accumulate);
+    QVERIFY(rec.accumulate >= 2);
+    QVERIFY(std::isfinite(rec.loss));
+    QCOMPARE(cpu_memory_budget(), qint64(0));  // the lab put the budget back
+    // Per-step summaries attribute memory to categories.
+    const auto& first = sink.samples.front();
+    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::Parameter)] > 0);
+    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::Activation)] > 0);
+    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::Gradient)] > 0);
+    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::OptimizerState)] > 0);
+    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::InputBatch)] > 0);
+  }
+
+  void reportShowsWhatEmptyCacheReturns() {
+    struct Sink final : lab::MetricSink {
+      std::optional<lab::MemoryReport> report;
+      void onMemoryReport(const lab::MemoryReport& r) override { report = r; }
+    } sink;
+    auto memoryLab = labs::makeLab("memory");
+    lab::Params p = memoryLab->defaults();
+    p.set("device", "cpu");
+    p.set("dataset", "regression");
+    p.set("mode", "report");
+    lab::StopToken stop;
+    memoryLab->run(p, sink, stop);
+    QVERIFY(sink.report.has_value());
+    const auto& r = *sink.report;
+    QCOMPARE(r.after.allocated_bytes, r.before.allocated_bytes);  // empty_cache frees no live tensor
+    QVERIFY(r.released_bytes > 0);
+    QCOMPARE(r.after.reserved_bytes, r.before.reserved_bytes - r.released_bytes);
+    QVERIFY(!r.driver_note.empty());  // no driver view for the CPU
+  }
+
+  void gradientAccumulationMatchesTheLargerBatch() {
+    auto run = [](const char* batch, const char* accumulate) {
+      struct Sink final : lab::MetricSink {
+        std::optional<lab::RunSummary> done;
+        void onDone(const lab::RunSummary& s) override { done = s; }
+      } sink;
+      auto trainLab = labs::makeLab("train");
+      lab::Params p = trainLab->defaults();
+      p.set("device", "cpu");
+      p.set("epochs", "3");
+      p.set("batch_size", batch);
+      p.set("accumulate", accumulate);
+      lab::StopToken stop;
+      trainLab->run(p, sink, stop);
+      return sink.done;
+    };
+    const auto big = run("64", "1"), accumulated = run("16", "4"), small = run("16", "1");
+    QCOMPARE(accumulated->steps, big->steps);
+    QVERIFY(std::abs(*accumulated->train_loss - *big->train_loss) < 1e-4 * *big->train_loss);
+    QVERIFY(std::abs(*small->train_loss - *big->train_loss) > 1e-3);  // without accumulation it differs
+  }
+
   // After the second step a training loop only reuses cached blocks: no new segments, no system calls.
   void steadyStateTrainingMakesNoRawAllocations() {
     class Probe final : public lab::MetricSink {

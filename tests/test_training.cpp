@@ -79,8 +79,8 @@ class TestTraining : public QObject {
     auto a = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "7"}});
     auto b = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "7"}, {"workers", "2"}});
     auto c = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "8"}});
-    QCOMPARE(a.done->train_loss, b.done->train_loss);
-    QVERIFY(a.done->train_loss != c.done->train_loss);
+    QCOMPARE(*a.done->train_loss, *b.done->train_loss);
+    QVERIFY(*a.done->train_loss != *c.done->train_loss);
   }
 
   void sgdAlsoConverges() {

@@ -4,6 +4,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <atomic>
+#include <map>
 #include <cstdio>
 #include <unistd.h>
 
@@ -79,19 +80,92 @@ class CliSink final : public lab::MetricSink {
 
   void onDone(const lab::RunSummary& s) override {
     if (json_) {
-      QJsonObject o{{"event", "done"}, {"train_loss", s.train_loss}, {"eval_loss", s.eval_loss}, {"seconds", s.seconds},
+      QJsonObject o{{"event", "done"}, {"seconds", s.seconds},
                     {"steps", qint64(s.steps)}, {"device", QString::fromStdString(s.device)}, {"stopped", s.stopped},
                     {"peak_allocated_bytes", qint64(s.peak_allocated_bytes)}, {"peak_reserved_bytes", qint64(s.peak_reserved_bytes)}};
+      if (s.train_loss) o["train_loss"] = *s.train_loss;
+      if (s.eval_loss) o["eval_loss"] = *s.eval_loss;
       if (s.test_accuracy) o["test_accuracy"] = *s.test_accuracy;
       out_ << line(o) << "\n";
     } else {
-      out_ << QString("%1 %2 steps on %3 in %4 s; final train loss %5, eval loss %6")
-                  .arg(s.stopped ? "Stopped after" : "Done:").arg(s.steps).arg(QString::fromStdString(s.device))
-                  .arg(s.seconds, 0, 'f', 2).arg(s.train_loss, 0, 'f', 4).arg(s.eval_loss, 0, 'f', 4);
+      out_ << QString("%1 %2 steps on %3 in %4 s").arg(s.stopped ? "Stopped after" : "Done:").arg(s.steps)
+                  .arg(QString::fromStdString(s.device)).arg(s.seconds, 0, 'f', 2);
+      if (s.train_loss) out_ << QString("; final train loss %1").arg(*s.train_loss, 0, 'f', 4);
+      if (s.eval_loss) out_ << QString(", eval loss %1").arg(*s.eval_loss, 0, 'f', 4);
       if (s.test_accuracy) out_ << QString(", test accuracy %1").arg(*s.test_accuracy, 0, 'f', 4);
       out_ << "; peak memory " << QString::fromStdString(formatBytes(s.peak_allocated_bytes)) << " allocated, "
            << QString::fromStdString(formatBytes(s.peak_reserved_bytes)) << " reserved\n";
     }
+    out_.flush();
+  }
+
+  void onMemory(const lab::MemorySample& m) override {
+    if (!json_) return;
+    QJsonObject byCategory;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+      if (m.allocated_by_category[c]) byCategory[memoryCategoryName(static_cast<MemoryCategory>(c))] = qint64(m.allocated_by_category[c]);
+    }
+    out_ << line({{"event", "memory"}, {"step", qint64(m.step)}, {"allocated_bytes", qint64(m.allocated_bytes)},
+                  {"reserved_bytes", qint64(m.reserved_bytes)}, {"peak_allocated_bytes", qint64(m.peak_allocated_bytes)},
+                  {"allocs", qint64(m.allocs)}, {"frees", qint64(m.frees)}, {"segments_reserved", qint64(m.segments_reserved)},
+                  {"segments_released", qint64(m.segments_released)}, {"allocated_by_category", byCategory}})
+         << "\n";
+    out_.flush();
+  }
+
+  void onOutOfMemory(const lab::OutOfMemoryReport& r) override {
+    if (json_) {
+      out_ << line({{"event", "oom"}, {"batch_size", qint64(r.batch_size)}, {"width", qint64(r.width)}, {"accumulate", r.accumulate},
+                    {"message", QString::fromStdString(r.message)}, {"allocated_after_bytes", qint64(r.allocated_after_bytes)},
+                    {"baseline_bytes", qint64(r.baseline_bytes)}})
+           << "\n";
+    } else {
+      out_ << "\nOut of memory at batch " << r.batch_size << (r.width ? QString(", width %1").arg(r.width) : QString())
+           << (r.accumulate > 1 ? QString(", accumulate %1").arg(r.accumulate) : QString()) << ":\n  "
+           << QString::fromStdString(r.message) << "\nAllocated after the failed step: "
+           << QString::fromStdString(formatBytes(r.allocated_after_bytes)) << " (before it: "
+           << QString::fromStdString(formatBytes(r.baseline_bytes)) << ")\n\n";
+    }
+    out_.flush();
+  }
+
+  void onRecovered(const lab::RecoveryReport& r) override {
+    if (json_) {
+      out_ << line({{"event", "recovered"}, {"batch_size", qint64(r.batch_size)}, {"width", qint64(r.width)}, {"accumulate", r.accumulate},
+                    {"effective_batch", qint64(r.effective_batch)}, {"loss", r.loss}})
+           << "\n";
+    } else {
+      out_ << QString("Recovered: batch %1 x %2 accumulation step(s) = effective batch %3%4, loss %5\n")
+                  .arg(r.batch_size).arg(r.accumulate).arg(r.effective_batch)
+                  .arg(r.width ? QString(", width %1").arg(r.width) : QString()).arg(r.loss, 0, 'f', 4);
+    }
+    out_.flush();
+  }
+
+  void onMemoryReport(const lab::MemoryReport& r) override {
+    auto snap = [](const lab::MemoryReport::Snapshot& s) {
+      QJsonObject o{{"allocated_bytes", qint64(s.allocated_bytes)}, {"reserved_bytes", qint64(s.reserved_bytes)}};
+      if (s.driver_process_bytes) o["driver_process_bytes"] = qint64(*s.driver_process_bytes);
+      if (s.driver_device_bytes) o["driver_device_bytes"] = qint64(*s.driver_device_bytes);
+      return o;
+    };
+    if (json_) {
+      QJsonObject o{{"event", "report"}, {"device", QString::fromStdString(r.device)}, {"before", snap(r.before)},
+                    {"after", snap(r.after)}, {"released_bytes", qint64(r.released_bytes)}};
+      if (!r.driver_note.empty()) o["driver_note"] = QString::fromStdString(r.driver_note);
+      out_ << line(o) << "\n";
+      out_.flush();
+      return;
+    }
+    auto fmt = [](std::optional<std::int64_t> v) { return v ? QString::fromStdString(formatBytes(*v)) : QString("n/a"); };
+    out_ << QString("%1  %2  %3  %4  %5\n").arg("", 22).arg("allocated", 12).arg("reserved", 12).arg("driver: process", 16).arg("driver: device", 15);
+    for (const auto& [name, s] : {std::pair{"before empty_cache()", r.before}, std::pair{"after empty_cache()", r.after}}) {
+      out_ << QString("%1  %2  %3  %4  %5\n").arg(name, 22)
+                  .arg(QString::fromStdString(formatBytes(s.allocated_bytes)), 12).arg(QString::fromStdString(formatBytes(s.reserved_bytes)), 12)
+                  .arg(fmt(s.driver_process_bytes), 16).arg(fmt(s.driver_device_bytes), 15);
+    }
+    out_ << "empty_cache() returned " << QString::fromStdString(formatBytes(r.released_bytes)) << " to the system.\n";
+    if (!r.driver_note.empty()) out_ << "Driver view: " << QString::fromStdString(r.driver_note) << "\n";
     out_.flush();
   }
 
@@ -179,15 +253,23 @@ int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) 
   return 0;
 }
 
-int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
-  bool json = args.contains("--json");
+namespace {
+
+// Runs lab `labId` with options mapped onto its parameters: --batch-size 64 sets batch_size, a bare
+// flag sets a bool, and `aliases` turn flags like --oom-sweep into settings (mode=oom-sweep).
+int labCommand(const std::string& labId, const QStringList& args, QTextStream& out, QTextStream& err,
+               const std::map<QString, std::pair<std::string, std::string>>& aliases = {}) {
+  const bool json = args.contains("--json");
   try {
-    auto trainLab = labs::makeLab("train");
-    lab::Params params = trainLab->defaults();
-    // Options map onto the lab's parameters: --batch-size 64 sets batch_size; a bare flag sets a bool.
+    auto theLab = labs::makeLab(labId);
+    lab::Params params = theLab->defaults();
     for (int i = 0; i < args.size(); ++i) {
       const QString& a = args[i];
       if (a == "--json") continue;
+      if (auto alias = aliases.find(a); alias != aliases.end()) {
+        params.set(alias->second.first, alias->second.second);
+        continue;
+      }
       if (!a.startsWith("--")) throw ValueError("unexpected argument '" + a.toStdString() + "' (options start with --)");
       const std::string name = a.mid(2).replace('-', '_').toStdString();
       const lab::ParamSpec& spec = params.spec(name);
@@ -198,15 +280,21 @@ int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
       if (i + 1 >= args.size()) throw ValueError("option '" + a.toStdString() + "' needs a value");
       params.set(name, args[++i].toStdString());
     }
-    const std::int64_t batch = params.getInt("batch_size");
-    const std::int64_t samples = params.getString("dataset") == "fashion-mnist" ? 60000 : params.getInt("samples");
-    const std::int64_t subset = params.getInt("train_subset");
-    const std::int64_t n = subset > 0 ? std::min(subset, samples) : samples;
-    CliSink sink(out, err, json, static_cast<int>(params.getInt("epochs")), (n + batch - 1) / batch);
+    int epochs = 0;
+    std::int64_t stepsPerEpoch = 0;
+    if (labId == "train") {  // for the progress bar
+      const std::int64_t batch = params.getInt("batch_size") * params.getInt("accumulate");
+      const std::int64_t samples = params.getString("dataset") == "fashion-mnist" ? 60000 : params.getInt("samples");
+      const std::int64_t subset = params.getInt("train_subset");
+      const std::int64_t n = subset > 0 ? std::min(subset, samples) : samples;
+      epochs = static_cast<int>(params.getInt("epochs"));
+      stepsPerEpoch = (n + batch - 1) / batch;
+    }
+    CliSink sink(out, err, json, epochs, stepsPerEpoch);
     lab::StopToken stop;
     gActiveStop = &stop;
     if (gStopRequested.load()) stop.requestStop();
-    trainLab->run(params, sink, stop);
+    theLab->run(params, sink, stop);
     gActiveStop = nullptr;
     return 0;
   } catch (const ValueError& e) {
@@ -217,6 +305,14 @@ int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
     gActiveStop = nullptr;
     return fail(out, err, json, e);
   }
+}
+
+}  // namespace
+
+int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) { return labCommand("train", args, out, err); }
+
+int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
+  return labCommand("memory", args, out, err, {{"--oom-sweep", {"mode", "oom-sweep"}}, {"--report", {"mode", "report"}}});
 }
 
 }  // namespace gpulab::cli

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, onSignal);
   if (command == "devices") return gpulab::cli::devicesCommand(args, out, err);
   if (command == "train") return gpulab::cli::trainCommand(args, out, err);
+  if (command == "memory") return gpulab::cli::memoryCommand(args, out, err);
   err << "gpulab-cli: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

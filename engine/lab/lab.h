@@ -12,6 +12,8 @@
 #include <variant>
 #include <vector>
 
+#include "engine/memory/memory_events.h"
+
 namespace gpulab::lab {
 
 enum class ParamType { Int, Float, Bool, Choice, Text };
@@ -72,13 +74,48 @@ struct EpochMetrics {
 };
 
 struct RunSummary {
-  double train_loss = 0, eval_loss = 0;
+  std::optional<double> train_loss, eval_loss;  // labs that train and evaluate
   std::optional<double> test_accuracy;
   double seconds = 0;  // training time, evaluation excluded
   std::int64_t steps = 0;
   std::string device;
   bool stopped = false;  // ended early by the StopToken
   std::int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+};
+
+// Memory over one training step, summarised from the allocator's event stream.
+struct MemorySample {
+  std::int64_t step = 0;
+  std::int64_t allocated_bytes = 0, reserved_bytes = 0, peak_allocated_bytes = 0;
+  std::int64_t allocs = 0, frees = 0, segments_reserved = 0, segments_released = 0;
+  std::int64_t allocated_by_category[kMemoryCategoryCount] = {};  // bytes of the step's allocations
+};
+
+struct OutOfMemoryReport {
+  std::int64_t batch_size = 0, width = 0;
+  int accumulate = 1;
+  std::string message;                // the OutOfMemoryError's full text
+  std::int64_t allocated_after_bytes = 0;  // once the failed step's tensors are gone
+  std::int64_t baseline_bytes = 0;         // allocated before the attempt
+};
+
+struct RecoveryReport {
+  std::int64_t batch_size = 0, width = 0;
+  int accumulate = 1;
+  std::int64_t effective_batch = 0;
+  double loss = 0;
+};
+
+// Allocated vs reserved vs what the driver reports, before and after empty_cache().
+struct MemoryReport {
+  struct Snapshot {
+    std::int64_t allocated_bytes = 0, reserved_bytes = 0;
+    std::optional<std::int64_t> driver_process_bytes, driver_device_bytes;
+  };
+  std::string device;
+  Snapshot before, after;
+  std::int64_t released_bytes = 0;
+  std::string driver_note;  // why there is no driver view, when there is none
 };
 
 enum class MessageKind { Info, Warning };
@@ -90,6 +127,10 @@ class MetricSink {
   virtual void onEpoch(const EpochMetrics&) {}
   virtual void onDone(const RunSummary&) {}
   virtual void onMessage(MessageKind, const std::string&) {}
+  virtual void onMemory(const MemorySample&) {}
+  virtual void onOutOfMemory(const OutOfMemoryReport&) {}
+  virtual void onRecovered(const RecoveryReport&) {}
+  virtual void onMemoryReport(const MemoryReport&) {}
 };
 
 class StopToken {

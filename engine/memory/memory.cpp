@@ -55,7 +55,7 @@ void set_cpu_memory_budget(std::int64_t bytes) { allocatorFor(kCPU).setLimitByte
 std::int64_t cpu_memory_budget() { return allocatorFor(kCPU).limitBytes(); }
 
 DriverMemoryInfo driver_memory_info(Device d) {
-  if (d.isCpu()) return {false, "the driver view exists for GPUs only", 0, 0, std::nullopt};
+  if (d.isCpu()) return {false, "not available on the CPU (nvidia-smi's view exists for GPUs only)", 0, 0, std::nullopt};
   return cuda::driverMemoryInfo(d.index());
 }
 

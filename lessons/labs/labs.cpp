@@ -1,6 +1,7 @@
 #include "lessons/labs/labs.h"
 
 #include "engine/core/errors.h"
+#include "lessons/labs/memory_lab.h"
 #include "lessons/labs/train_lab.h"
 
 namespace gpulab::labs {
@@ -8,6 +9,7 @@ namespace gpulab::labs {
 std::vector<std::unique_ptr<lab::Lab>> makeBuiltinLabs() {
   std::vector<std::unique_ptr<lab::Lab>> all;
   all.push_back(std::make_unique<TrainLab>());
+  all.push_back(std::make_unique<MemoryLab>());
   return all;
 }
 
