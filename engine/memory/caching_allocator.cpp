@@ -265,7 +265,11 @@ std::string CachingAllocator::summary() const {
     return "| " + line + " |\n";
   };
   os << "|" << rule << "|\n" << centred(title) << "|" << thin << "|\n" << centred(counters);
-  if (const std::int64_t cap = effectiveCap(); cap > 0) os << centred("reserved memory is capped at " + formatBytes(cap));
+  {
+    std::lock_guard lock(mutex_);
+    if (limitBytes_ > 0) os << centred("emulated memory budget: " + formatBytes(limitBytes_));
+    if (fractionCapBytes_ > 0) os << centred("per-process memory fraction cap: " + formatBytes(fractionCapBytes_));
+  }
   os << "|" << rule << "|\n";
   os << "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n|" << thin << "|\n";
   os << row("Allocated memory", s.allocated_bytes, true) << row("Reserved memory", s.reserved_bytes, true)
