@@ -11,6 +11,8 @@
 
 namespace {
 
+void* volatile gEscape = nullptr;  // keeps the compiler from eliding the malloc/free pair
+
 using Clock = std::chrono::steady_clock;
 
 template <class F>
@@ -38,10 +40,9 @@ int main() {
   for (std::size_t s : sizes) {
     cpu.free(cpu.allocate(s));  // warm: the block is now cached
     const double ours = medianNanosPerPair([&](int) { cpu.free(cpu.allocate(s)); });
-    static void* volatile escape = nullptr;  // keeps the compiler from eliding the malloc/free pair
     const double libc = medianNanosPerPair([&](int) {
       void* p = std::malloc(s);
-      escape = p;
+      gEscape = p;
       std::free(p);
     });
     worst = std::max(worst, ours);
