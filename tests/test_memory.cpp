@@ -6,7 +6,7 @@
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "fake_arena.h"
-#include "lessons/labs/labs.h"
+#include "lab_runner.h"
 #include "test_util.h"
 
 using namespace gpulab;
@@ -295,13 +295,7 @@ class TestMemory : public QObject {
       void onRecovered(const lab::RecoveryReport& r) override { recoveries.push_back(r); }
       void onMemory(const lab::MemorySample& m) override { samples.push_back(m); }
     } sink;
-    auto memoryLab = labs::makeLab("memory");
-    lab::Params p = memoryLab->defaults();
-    p.set("device", "cpu");
-    p.set("dataset", "regression");
-    p.set("cap_mb", "4");
-    lab::StopToken stop;
-    memoryLab->run(p, sink, stop);
+    test::runLab("memory", {{"device", "cpu"}, {"dataset", "regression"}, {"cap_mb", "4"}}, sink);
     QVERIFY(!sink.ooms.empty());
     const auto& oom = sink.ooms.front();
     QVERIFY2(oom.message.starts_with("CPU out of memory (emulated"), oom.message.c_str());
@@ -326,13 +320,7 @@ class TestMemory : public QObject {
       std::optional<lab::MemoryReport> report;
       void onMemoryReport(const lab::MemoryReport& r) override { report = r; }
     } sink;
-    auto memoryLab = labs::makeLab("memory");
-    lab::Params p = memoryLab->defaults();
-    p.set("device", "cpu");
-    p.set("dataset", "regression");
-    p.set("mode", "report");
-    lab::StopToken stop;
-    memoryLab->run(p, sink, stop);
+    test::runLab("memory", {{"device", "cpu"}, {"dataset", "regression"}, {"mode", "report"}}, sink);
     QVERIFY(sink.report.has_value());
     const auto& r = *sink.report;
     QCOMPARE(r.after.allocated_bytes, r.before.allocated_bytes);  // empty_cache frees no live tensor
@@ -347,14 +335,7 @@ class TestMemory : public QObject {
         std::optional<lab::RunSummary> done;
         void onDone(const lab::RunSummary& s) override { done = s; }
       } sink;
-      auto trainLab = labs::makeLab("train");
-      lab::Params p = trainLab->defaults();
-      p.set("device", "cpu");
-      p.set("epochs", "3");
-      p.set("batch_size", batch);
-      p.set("accumulate", accumulate);
-      lab::StopToken stop;
-      trainLab->run(p, sink, stop);
+      test::runLab("train", {{"device", "cpu"}, {"epochs", "3"}, {"batch_size", batch}, {"accumulate", accumulate}}, sink);
       return sink.done;
     };
     const auto big = run("64", "1"), accumulated = run("16", "4"), small = run("16", "1");
@@ -370,14 +351,7 @@ class TestMemory : public QObject {
       std::vector<std::int64_t> segmentsAt;  // total segments ever reserved, at each step
       void onStep(const lab::StepMetrics&) override { segmentsAt.push_back(memory_stats(kCPU).segments.allocated); }
     } probe;
-    auto trainLab = labs::makeLab("train");
-    lab::Params p = trainLab->defaults();
-    p.set("device", "cpu");
-    p.set("samples", "4096");
-    p.set("epochs", "3");
-    p.set("log_every", "1");
-    lab::StopToken stop;
-    trainLab->run(p, probe, stop);
+    test::runLab("train", {{"device", "cpu"}, {"samples", "4096"}, {"epochs", "3"}, {"log_every", "1"}}, probe);
     QCOMPARE(static_cast<int>(probe.segmentsAt.size()), 3 * 64);
     const std::int64_t afterStep2 = probe.segmentsAt[1];
     const std::int64_t epoch1End = probe.segmentsAt[63];

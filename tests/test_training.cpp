@@ -5,7 +5,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/data/dataset.h"
-#include "lessons/labs/labs.h"
+#include "lab_runner.h"
 #include "test_util.h"
 
 using namespace gpulab;
@@ -28,13 +28,9 @@ class RecordingSink final : public lab::MetricSink {
   void onMessage(lab::MessageKind, const std::string& text) override { messages.push_back(text); }
 };
 
-RecordingSink runTrain(const std::map<std::string, std::string>& settings, lab::StopToken* stop = nullptr) {
-  auto trainLab = labs::makeLab("train");
-  lab::Params params = trainLab->defaults();
-  for (const auto& [k, v] : settings) params.set(k, v);
+RecordingSink runTrain(const std::map<std::string, std::string>& settings) {
   RecordingSink sink;
-  lab::StopToken localStop;
-  trainLab->run(params, sink, stop ? *stop : localStop);
+  test::runLab("train", settings, sink);
   return sink;
 }
 
@@ -103,17 +99,12 @@ class TestTraining : public QObject {
   void stopEndsTheRunWithinAStep() {
     lab::StopToken stop;
     int stepsAfterStop = -1;
-    auto trainLab = labs::makeLab("train");
-    lab::Params params = trainLab->defaults();
-    params.set("device", "cpu");
-    params.set("epochs", "1000");
-    params.set("log_every", "1");
     RecordingSink sink;
     sink.onEachStep = [&] {
       if (sink.steps.size() == 30) stop.requestStop();
       if (stop.stopRequested()) ++stepsAfterStop;
     };
-    trainLab->run(params, sink, stop);
+    test::runLab("train", {{"device", "cpu"}, {"epochs", "1000"}, {"log_every", "1"}}, sink, &stop);
     QVERIFY(sink.done->stopped);
     QCOMPARE(stepsAfterStop, 0);  // no step ran after the request
     QCOMPARE(sink.done->steps, 30);

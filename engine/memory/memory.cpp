@@ -14,15 +14,17 @@ class CpuRawAllocator final : public RawAllocator {
  public:
   void* rawAllocate(std::size_t bytes) override { return std::aligned_alloc(64, bytes); }
   void rawFree(void* ptr, std::size_t) override { std::free(ptr); }
-  MemoryCapacity capacity() const override {
-    const auto page = static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
-    return {static_cast<std::int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page, static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * page};
-  }
+  MemoryCapacity capacity() const override { return hostMemoryCapacity(); }
   std::string kindName() const override { return "CPU"; }
   std::string deviceName() const override { return "CPU"; }
 };
 
 }  // namespace
+
+MemoryCapacity hostMemoryCapacity() {
+  const auto page = static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+  return {static_cast<std::int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page, static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * page};
+}
 
 CachingAllocator& allocatorFor(Device device) {
   if (device.isCuda()) return cuda::deviceAllocator(device.index());

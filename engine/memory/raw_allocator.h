@@ -13,6 +13,9 @@ struct MemoryCapacity {
   std::int64_t total = 0;  // the device's capacity (the budget, for an emulated device)
 };
 
+// The host's physical memory: what is free now and the total.
+MemoryCapacity hostMemoryCapacity();
+
 class RawAllocator {
  public:
   virtual ~RawAllocator() = default;

@@ -167,10 +167,7 @@ class PinnedRawAllocator final : public RawAllocator {
     return ptr;
   }
   void rawFree(void* ptr, std::size_t) override { cudaFreeHost(ptr); }
-  MemoryCapacity capacity() const override {
-    const auto page = static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
-    return {static_cast<std::int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page, static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * page};
-  }
+  MemoryCapacity capacity() const override { return hostMemoryCapacity(); }
   std::string kindName() const override { return "Pinned host memory"; }
   std::string deviceName() const override { return "The host"; }
   void beforeReuse(void* ptr, std::size_t bytes) override { waitForCopiesFrom(ptr, bytes); }
