@@ -16,10 +16,25 @@ bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) co
 CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device) : raw_(std::move(raw)), device_(device) {}
 
 CachingAllocator::~CachingAllocator() {
-  std::lock_guard lock(mutex_);
-  releaseCachedLocked();
-  // Blocks still handed out belong to tensors that outlive the allocator (static destruction order):
-  // their segments are left to the operating system.
+  // Every segment goes back, blocks still handed out included: nothing may use memory from an
+  // allocator that is gone. (The engine's per-device allocators live until the process ends.)
+  std::vector<Block*> heads;
+  for (Pool* pool : {&smallPool_, &largePool_})
+    for (Block* b : *pool)
+      if (!b->prev) heads.push_back(b);
+  for (const auto& [ptr, b] : active_)
+    if (!b->prev) heads.push_back(b);
+  for (Block* head : heads) {
+    char* base = head->ptr;
+    std::size_t total = 0;
+    for (Block* b = head; b;) {
+      Block* next = b->next;
+      total += b->size;
+      delete b;
+      b = next;
+    }
+    raw_->rawFree(base, total);
+  }
 }
 
 std::size_t CachingAllocator::roundSize(std::size_t bytes) {

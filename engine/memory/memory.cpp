@@ -28,8 +28,9 @@ MemoryCapacity hostMemoryCapacity() {
 
 CachingAllocator& allocatorFor(Device device) {
   if (device.isCuda()) return cuda::deviceAllocator(device.index());
-  static CachingAllocator cpu(std::make_unique<CpuRawAllocator>(), kCPU);
-  return cpu;
+  // Never destroyed: tensors in static storage may still free into it while the process ends.
+  static CachingAllocator* cpu = new CachingAllocator(std::make_unique<CpuRawAllocator>(), kCPU);
+  return *cpu;
 }
 
 CachingAllocator& pinnedAllocator() { return cuda::pinnedHostAllocator(); }
