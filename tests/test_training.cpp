@@ -18,14 +18,20 @@ class RecordingSink final : public lab::MetricSink {
   std::vector<lab::EpochMetrics> epochs;
   std::optional<lab::RunSummary> done;
   std::vector<std::string> messages;
+  std::vector<std::pair<lab::MessageKind, std::string>> kinds;
+  std::map<std::string, double> measured;
   std::function<void()> onEachStep;
+  void onMeasurement(const lab::Measurement& m) override { measured[m.name] = m.value; }
   void onStep(const lab::StepMetrics& m) override {
     steps.push_back(m);
     if (onEachStep) onEachStep();
   }
   void onEpoch(const lab::EpochMetrics& m) override { epochs.push_back(m); }
   void onDone(const lab::RunSummary& s) override { done = s; }
-  void onMessage(lab::MessageKind, const std::string& text) override { messages.push_back(text); }
+  void onMessage(lab::MessageKind kind, const std::string& text) override {
+    messages.push_back(text);
+    kinds.emplace_back(kind, text);
+  }
 };
 
 RecordingSink runTrain(const std::map<std::string, std::string>& settings) {
@@ -108,6 +114,36 @@ class TestTraining : public QObject {
     QVERIFY(sink.done->stopped);
     QCOMPARE(stepsAfterStop, 0);  // no step ran after the request
     QCOMPARE(sink.done->steps, 30);
+  }
+
+  // The lessons' claims, measured during the run; these tests assert their direction.
+  void noGradEvaluationClaimIsMeasured() {
+    RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "1"}, {"hidden", "256,256"}});
+    QVERIFY(sink.measured.count("evaluation peak under no-grad"));
+    const double noGrad = sink.measured["evaluation peak under no-grad"], withGraph = sink.measured["evaluation peak with the graph recorded"];
+    qInfo("evaluation peak: %.0f bytes with the graph, %.0f under no-grad", withGraph, noGrad);
+    QVERIFY(noGrad < withGraph);
+    QVERIFY(sink.measured["device capacity"] > 0);
+  }
+
+  void devicesLabMeasuresMatmul() {
+    RecordingSink sink;
+    test::runLab("devices", {{"size", "256"}, {"repeats", "3"}}, sink);
+    QVERIFY(sink.measured["matmul on cpu"] > 0.1);  // GFLOP/s
+    if (test::cudaUsable()) QVERIFY(sink.measured["speed-up of cuda:0 over cpu"] > 1.0);
+    QVERIFY(std::any_of(sink.messages.begin(), sink.messages.end(), [](const std::string& m) { return m.starts_with("device = "); }));
+  }
+
+  void deviceRuleLabShowsTheRealErrorOrLabelsTheEmulation() {
+    RecordingSink sink;
+    test::runLab("device-rule", {}, sink);
+    std::vector<std::string> errors;
+    for (const auto& [kind, text] : sink.kinds)
+      if (kind == lab::MessageKind::EngineError) errors.push_back(text);
+    QVERIFY(!errors.empty());
+    for (const auto& e : errors) QVERIFY2(e.find("Expected all tensors to be on the same device") != std::string::npos, e.c_str());
+    if (test::cudaUsable()) QCOMPARE(static_cast<int>(errors.size()), 2);
+    else QVERIFY(errors.front().starts_with("[emulated cuda:0 -- no GPU on this machine]"));
   }
 
   void badParametersAreRejectedWithTheirName() {

@@ -99,6 +99,17 @@ class CliSink final : public lab::MetricSink {
     out_.flush();
   }
 
+  void onMeasurement(const lab::Measurement& m) override {
+    if (json_) {
+      out_ << line({{"event", "measurement"}, {"name", QString::fromStdString(m.name)}, {"value", m.value},
+                    {"unit", QString::fromStdString(m.unit)}})
+           << "\n";
+    } else {
+      out_ << "measured: " << QString::fromStdString(m.name) << " = " << m.value << " " << QString::fromStdString(m.unit) << "\n";
+    }
+    out_.flush();
+  }
+
   void onMemory(const lab::MemorySample& m) override {
     if (!json_) return;
     QJsonObject byCategory;
@@ -171,13 +182,13 @@ class CliSink final : public lab::MetricSink {
 
   void onMessage(lab::MessageKind kind, const std::string& text) override {
     if (json_) {
-      out_ << line({{"event", "message"}, {"level", kind == lab::MessageKind::Warning ? "warning" : "info"},
-                    {"text", QString::fromStdString(text)}})
-           << "\n";
+      const char* level = kind == lab::MessageKind::Warning ? "warning" : kind == lab::MessageKind::EngineError ? "engine_error" : "info";
+      out_ << line({{"event", "message"}, {"level", level}, {"text", QString::fromStdString(text)}}) << "\n";
       out_.flush();
+    } else if (kind == lab::MessageKind::Warning) {
+      err_ << "warning: " << QString::fromStdString(text) << "\n";
     } else {
-      (kind == lab::MessageKind::Warning ? err_ : out_) << (kind == lab::MessageKind::Warning ? "warning: " : "")
-                                                         << QString::fromStdString(text) << "\n";
+      out_ << (kind == lab::MessageKind::EngineError ? "engine error (shown on purpose):\n  " : "") << QString::fromStdString(text) << "\n";
     }
   }
 

@@ -64,6 +64,7 @@ struct StepMetrics {
   double samples_per_s = 0;       // over the same window
   std::int64_t allocated_bytes = 0, reserved_bytes = 0;  // the training device's allocator
   double elapsed_s = 0;
+  std::optional<std::int64_t> driver_used_bytes;  // this process as the driver (nvidia-smi) sees it
 };
 
 struct EpochMetrics {
@@ -86,6 +87,7 @@ struct RunSummary {
 // Memory over one training step, summarised from the allocator's event stream.
 struct MemorySample {
   std::int64_t step = 0;
+  double time_s = 0;  // memoryClockSeconds() when the step ended
   std::int64_t allocated_bytes = 0, reserved_bytes = 0, peak_allocated_bytes = 0;
   std::int64_t allocs = 0, frees = 0, segments_reserved = 0, segments_released = 0;
   std::int64_t allocated_by_category[kMemoryCategoryCount] = {};  // bytes of the step's allocations
@@ -118,7 +120,16 @@ struct MemoryReport {
   std::string driver_note;  // why there is no driver view, when there is none
 };
 
-enum class MessageKind { Info, Warning };
+// A number a lesson's claim rests on, measured during the run ("eval peak under no-grad", bytes).
+struct Measurement {
+  std::string name;
+  double value = 0;
+  std::string unit;
+};
+
+// EngineError: an error the engine raised that the lesson shows on purpose (the device-mismatch
+// error, say) -- reported, not fatal to the run.
+enum class MessageKind { Info, Warning, EngineError };
 
 class MetricSink {
  public:
@@ -131,6 +142,7 @@ class MetricSink {
   virtual void onOutOfMemory(const OutOfMemoryReport&) {}
   virtual void onRecovered(const RecoveryReport&) {}
   virtual void onMemoryReport(const MemoryReport&) {}
+  virtual void onMeasurement(const Measurement&) {}
 };
 
 class StopToken {
@@ -148,6 +160,8 @@ class Lab {
   virtual ~Lab() = default;
   virtual std::string id() const = 0;     // "train"
   virtual std::string title() const = 0;
+  // The lab's source file, relative to lessons/ ("labs/train_lab.cpp"): the code panel shows it.
+  virtual std::string sourcePath() const = 0;
   virtual std::vector<ParamSpec> params() const = 0;
   Params defaults() const { return Params(params()); }
   // Runs to completion or until `stop` is requested; errors are thrown (the engine's exceptions).

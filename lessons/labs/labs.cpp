@@ -1,6 +1,7 @@
 #include "lessons/labs/labs.h"
 
 #include "engine/core/errors.h"
+#include "lessons/labs/devices_lab.h"
 #include "lessons/labs/memory_lab.h"
 #include "lessons/labs/train_lab.h"
 
@@ -8,6 +9,8 @@ namespace gpulab::labs {
 
 std::vector<std::unique_ptr<lab::Lab>> makeBuiltinLabs() {
   std::vector<std::unique_ptr<lab::Lab>> all;
+  all.push_back(std::make_unique<DevicesLab>());
+  all.push_back(std::make_unique<DeviceRuleLab>());
   all.push_back(std::make_unique<TrainLab>());
   all.push_back(std::make_unique<MemoryLab>());
   return all;

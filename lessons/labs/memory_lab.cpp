@@ -110,6 +110,7 @@ class Session {
   lab::MemorySample summarise(const std::vector<MemoryEvent>& events) const {
     lab::MemorySample m;
     m.step = steps_;
+    m.time_s = memoryClockSeconds();
     const MemoryStats s = memory_stats(device_);
     m.allocated_bytes = s.allocated_bytes.current;
     m.reserved_bytes = s.reserved_bytes.current;

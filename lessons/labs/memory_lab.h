@@ -12,6 +12,7 @@ class MemoryLab final : public lab::Lab {
  public:
   std::string id() const override { return "memory"; }
   std::string title() const override { return "GPU memory: out of memory and recovery"; }
+  std::string sourcePath() const override { return "labs/memory_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
