@@ -126,6 +126,22 @@ class TestCli : public QObject {
     QVERIFY(report.out.contains("GPU Lab CPU memory summary"));
   }
 
+  void lessonsAreListedAndRunHeadless() {
+    Run list = cli({"lessons"});
+    QCOMPARE(list.exitCode, 0);
+    const QStringList lines = list.out.split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 3);
+    QVERIFY(lines[0].startsWith("device-setup\t"));
+    QVERIFY(lines[0].endsWith("\tok"));
+    Run lesson = cli({"lesson", "same-device-rule", "--quick", "--json"});
+    QCOMPARE(lesson.exitCode, 0);
+    QStringList levels;
+    for (const QJsonObject& e : lesson.events)
+      if (e["event"] == "message") levels << e["level"].toString();
+    QVERIFY(levels.contains("engine_error"));  // the device-mismatch error, shown on purpose
+    QCOMPARE(cli({"lesson", "no-such-lesson"}).exitCode, 2);
+  }
+
   void cudaWithoutAGpuExplainsWhy() {
     if (gpulab::test::cudaUsable()) QSKIP("a GPU is usable here");
     Run r = cli({"train", "--device", "cuda", "--json"});

@@ -1,5 +1,6 @@
 #include "app/cli/cli_commands.h"
 
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -11,6 +12,7 @@
 #include "engine/memory/memory.h"
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "app/course/course.h"
 #include "lessons/labs/labs.h"
 
 namespace gpulab::cli {
@@ -321,6 +323,71 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
 }  // namespace
 
 int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) { return labCommand("train", args, out, err); }
+
+namespace {
+// Takes "--lessons DIR" out of args; the embedded lessons otherwise.
+course::Course courseFrom(QStringList& args) {
+  const int at = args.indexOf("--lessons");
+  if (at < 0) return course::loadCourse();
+  if (at + 1 >= args.size()) throw ValueError("--lessons needs a folder");
+  const QString dir = args[at + 1];
+  args.remove(at, 2);
+  if (!QFileInfo(dir).isDir()) throw ValueError("--lessons: '" + dir.toStdString() + "' is not a folder");
+  return course::loadCourse(dir);
+}
+}  // namespace
+
+int lessonsCommand(QStringList args, QTextStream& out, QTextStream& err) {
+  try {
+    const course::Course c = courseFrom(args);
+    if (!args.isEmpty()) throw ValueError("unexpected argument '" + args.first().toStdString() + "'");
+    bool allOk = true;
+    for (const course::Lesson& l : c.lessons) {
+      out << l.id << "\t" << l.title << "\t" << (l.ok() ? QString("ok") : "broken: " + l.error) << "\n";
+      allOk = allOk && l.ok();
+    }
+    return allOk ? 0 : 1;
+  } catch (const std::exception& e) {
+    err << "gpulab-cli: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
+  const bool json = args.contains("--json");
+  try {
+    const course::Course c = courseFrom(args);
+    const bool quick = args.removeAll("--quick") > 0;
+    args.removeAll("--json");
+    if (args.size() != 1) throw ValueError("usage: gpulab-cli lesson ID [--quick] [--json] [--lessons DIR]");
+    const course::Lesson* lesson = c.find(args.first());
+    if (!lesson) throw ValueError("no lesson with id '" + args.first().toStdString() + "' (gpulab-cli lessons lists them)");
+    if (!lesson->ok()) throw Error("lesson '" + lesson->id.toStdString() + "' is broken: " + lesson->error.toStdString());
+    // Every run block, as the player runs them: the lab with the block's presets (and --quick's).
+    for (int i = 0; i < lesson->runs.size(); ++i) {
+      const course::RunBlock& run = lesson->runs[i];
+      QStringList labArgs;
+      auto settings = run.params;
+      if (quick)
+        for (const auto& [k, v] : run.quick) settings[k] = v;
+      for (const auto& [k, v] : settings) labArgs << "--" + QString::fromStdString(k) << QString::fromStdString(v);
+      if (json) {
+        labArgs << "--json";
+        out << line({{"event", "run"}, {"index", i + 1}, {"lab", run.lab}, {"title", run.title}}) << "\n";
+      } else {
+        out << "== Run " << i + 1 << ": " << run.title << " (" << run.lab << ")\n";
+      }
+      out.flush();
+      if (const int rc = labCommand(run.lab.toStdString(), labArgs, out, err); rc != 0) return rc;
+    }
+    return 0;
+  } catch (const ValueError& e) {
+    fail(out, err, json, e);
+    return 2;
+  } catch (const std::exception& e) {
+    return fail(out, err, json, e);
+  }
+}
 
 int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
   return labCommand("memory", args, out, err, {{"--oom-sweep", {"mode", "oom-sweep"}}, {"--report", {"mode", "report"}}});

@@ -9,6 +9,8 @@ namespace gpulab::cli {
 int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err);
+int lessonsCommand(QStringList args, QTextStream& out, QTextStream& err);
+int lessonCommand(QStringList args, QTextStream& out, QTextStream& err);
 // Asks a running train command to stop after its current step (safe from a signal handler).
 void requestStop();
 

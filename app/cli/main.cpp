@@ -15,7 +15,16 @@ const char* kUsage =
     "      --dataset regression|fashion-mnist   --model mlp   --hidden W[,W...]\n"
     "      --optimizer sgd|adam|adamw   --lr X   --momentum X   --weight-decay X\n"
     "      --batch-size N   --epochs N   --device auto|cpu|cuda[:N]   --seed N\n"
-    "      [--workers N] [--pin-memory] [--samples N] [--train-subset N] [--log-every N]\n";
+    "      [--accumulate N] [--workers N] [--pin-memory] [--samples N] [--train-subset N] [--log-every N]\n"
+    "  memory --oom-sweep|--report [options] [--json]\n"
+    "                               run out of memory on purpose and recover; or allocated vs reserved\n"
+    "                               vs driver-used memory before and after empty_cache()\n"
+    "      --dataset regression|fashion-mnist   --grow batch|width   --start-batch N   --start-width N\n"
+    "      --steps N   --accumulate true|false   --cap-mb N   --budget BYTES (CPU)   --fraction F (CUDA)\n"
+    "      --device auto|cpu|cuda[:N]   --seed N\n"
+    "  lessons [--lessons DIR]      the lessons, one a line: id, title, whether it loaded cleanly\n"
+    "  lesson ID [--quick] [--json] [--lessons DIR]\n"
+    "                               runs every run block of a lesson (short variants with --quick)\n";
 
 void onSignal(int) { gpulab::cli::requestStop(); }
 
@@ -36,6 +45,8 @@ int main(int argc, char** argv) {
   if (command == "devices") return gpulab::cli::devicesCommand(args, out, err);
   if (command == "train") return gpulab::cli::trainCommand(args, out, err);
   if (command == "memory") return gpulab::cli::memoryCommand(args, out, err);
+  if (command == "lessons") return gpulab::cli::lessonsCommand(args, out, err);
+  if (command == "lesson") return gpulab::cli::lessonCommand(args, out, err);
   err << "gpulab-cli: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

@@ -1,0 +1,24 @@
+#pragma once
+// The set of lessons: embedded in the binary (":/lessons", from the lessons/ folder at build time)
+// or, for authors, read from a folder given with --lessons DIR.
+#include <QString>
+#include <QVector>
+
+#include "app/course/lesson.h"
+
+namespace gpulab::course {
+
+inline const char* kEmbeddedRoot = ":/lessons";
+
+struct Course {
+  QString root;
+  QVector<Lesson> lessons;  // in folder order
+  const Lesson* find(const QString& id) const;
+  // The source of a built-in lab (what the code panel shows); empty if the file is not there.
+  QString labSource(const QString& labId) const;
+};
+
+// Every subfolder of `root` holding lesson.md (the folder "labs" holds lab code, not a lesson).
+Course loadCourse(const QString& root = kEmbeddedRoot);
+
+}  // namespace gpulab::course
