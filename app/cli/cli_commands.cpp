@@ -63,7 +63,7 @@ class CliSink final : public lab::MetricSink {
 
   void onEpoch(const lab::EpochMetrics& m) override {
     if (json_) {
-      QJsonObject o{{"event", "epoch"}, {"epoch", m.epoch}, {"train_loss", m.train_loss}, {"eval_loss", m.eval_loss}, {"seconds", m.seconds}};
+      QJsonObject o{{"event", "epoch"}, {"epoch", m.epoch}, {"step", qint64(m.step)}, {"train_loss", m.train_loss}, {"eval_loss", m.eval_loss}, {"seconds", m.seconds}};
       if (m.test_accuracy) o["test_accuracy"] = *m.test_accuracy;
       out_ << line(o) << "\n";
       out_.flush();

@@ -1,68 +1,237 @@
 #include "app/gui/main_window.h"
 
+#include <QCloseEvent>
+#include <QFontDatabase>
+#include <QHeaderView>
 #include <QLabel>
+#include <QPlainTextEdit>
+#include <QShortcut>
+#include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTextBrowser>
-#include <QThread>
-#include <QVBoxLayout>
+#include <QTreeWidget>
 
-#include "engine/memory/memory.h"
+#include "app/gui/plot_panel.h"
+#include "app/gui/quiz_widget.h"
+#include "app/gui/run_panel.h"
+#include "engine/memory/caching_allocator.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab::app {
 
 namespace {
 
-QString versionStr(int v) { return v ? QString("%1.%2").arg(v / 1000).arg((v % 1000) / 10) : QString("none"); }
-QString bytes(std::size_t b) { return QString::fromStdString(formatBytes(static_cast<std::int64_t>(b))); }
-
-QString statusText(const cuda::Availability& a) {
+QString deviceStatus() {
+  const cuda::Availability a = cuda::availability();
   if (!a.usable) return QString("CPU — no usable GPU: %1").arg(QString::fromStdString(a.reason));
   const auto& d = a.devices.front();
-  return QString("GPU cuda:0 — %1, %2").arg(QString::fromStdString(d.name), bytes(d.total_memory));
+  return QString("GPU cuda:0 — %1, %2").arg(QString::fromStdString(d.name),
+                                             QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.total_memory))));
 }
 
-// What the engine found, as the first lesson will explain it: the devices, and why not a GPU.
-QString devicesHtml(const cuda::Availability& a) {
-  QString html = "<h2>Devices</h2><table cellpadding='4'>";
-  html += QString("<tr><td><b>cpu</b></td><td>%1 cores — always available</td></tr>").arg(QThread::idealThreadCount());
-  for (const auto& d : a.devices) {
-    html += QString("<tr><td><b>cuda:%1</b></td><td>%2 — compute capability %3.%4, %5 SMs, %6 memory (%7 free)</td></tr>")
-                .arg(d.index).arg(QString::fromStdString(d.name).toHtmlEscaped()).arg(d.major).arg(d.minor)
-                .arg(d.multiprocessor_count).arg(bytes(d.total_memory), bytes(d.free_memory));
-  }
-  html += "</table>";
-  if (a.compiled) {
-    html += QString("<p>CUDA driver %1, runtime %2, cuBLAS %3, cuDNN %4; CUDA_VISIBLE_DEVICES %5</p>")
-                .arg(versionStr(a.driver_version), versionStr(a.runtime_version)).arg(a.cublas_version).arg(a.cudnn_version)
-                .arg(QString::fromStdString(a.cuda_visible_devices).toHtmlEscaped());
-  }
-  if (!a.usable) {
-    html += QString("<p><b>No usable GPU:</b> %1.<br>Every lesson runs on the CPU backend instead, and says so.</p>")
-                .arg(QString::fromStdString(a.reason).toHtmlEscaped());
-  }
-  html += QString("<p>Default device: <code>%1</code> — what <code>torch.device('cuda' if torch.cuda.is_available() else 'cpu')</code> "
-                  "would pick.</p>").arg(QString::fromStdString(defaultDevice().str()));
-  return html;
-}
+constexpr int kLessonIdRole = Qt::UserRole + 1;
 
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, QWidget* parent)
+    : QMainWindow(parent), root_(lessonsRoot), progress_(progressPath) {
   setWindowTitle("GPU Lab");
-  const cuda::Availability a = cuda::availability();
-  auto* page = new QWidget(this);
-  auto* layout = new QVBoxLayout(page);
-  auto* title = new QLabel("<h1>GPU Lab</h1><p>Guided lessons on GPU acceleration for deep learning, run for real on "
-                           "GPU Lab's own CUDA engine — or on its CPU backend when there is no GPU.</p>", page);
-  title->setWordWrap(true);
-  layout->addWidget(title);
-  auto* devices = new QTextBrowser(page);
-  devices->setHtml(devicesHtml(a));
-  layout->addWidget(devices, 1);
-  setCentralWidget(page);
-  statusBar()->showMessage(statusText(a));
+  navigator_ = new QTreeWidget;
+  navigator_->setHeaderHidden(true);
+  navigator_->setMinimumWidth(200);
+
+  pageTabs_ = new QTabWidget;
+  lessonView_ = new QTextBrowser;
+  lessonView_->setOpenExternalLinks(true);
+  codeView_ = new QPlainTextEdit;
+  codeView_->setReadOnly(true);
+  codeView_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  codeView_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  quiz_ = new QuizWidget(progress_);
+  pageTabs_->addTab(lessonView_, "Lesson");
+  pageTabs_->addTab(codeView_, "Engine code");
+  pageTabs_->addTab(quiz_, "Quiz");
+
+  runPanel_ = new RunPanel;
+  plots_ = new PlotPanel;
+  auto* right = new QSplitter(Qt::Vertical);
+  right->addWidget(plots_);
+  right->addWidget(runPanel_);
+  right->setStretchFactor(0, 3);
+  right->setStretchFactor(1, 2);
+
+  auto* main = new QSplitter(Qt::Horizontal);
+  main->addWidget(navigator_);
+  main->addWidget(pageTabs_);
+  main->addWidget(right);
+  main->setSizes({220, 500, 560});
+  setCentralWidget(main);
+
+  runState_ = new QLabel("idle");
+  statusBar()->addPermanentWidget(runState_);
+  statusBar()->showMessage(deviceStatus());
+
+  connect(navigator_, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) {
+    if (item && item->data(0, kLessonIdRole).isValid()) showLesson(course_.find(item->data(0, kLessonIdRole).toString()));
+  });
+  connect(runPanel_, &RunPanel::runClicked, this, &MainWindow::startRun);
+  connect(runPanel_, &RunPanel::stopClicked, this, &MainWindow::stopRun);
+  connect(runPanel_, &RunPanel::pauseClicked, this, [this] {
+    runner_.pause(!runner_.paused());
+    runPanel_->setRunning(runner_.running(), runner_.paused());
+    runState_->setText(runner_.paused() ? "paused" : "running");
+  });
+  connect(runPanel_, &RunPanel::resetClicked, this, [this] { plots_->beginRun("run"); });
+  connect(runPanel_, &RunPanel::runSelected, this, &MainWindow::showRunSource);
+  connect(&runner_, &LabRunner::batchReady, this, [this](const MetricBatch& b) {
+    plots_->addBatch(b);
+    runPanel_->appendBatch(b);
+  });
+  connect(&runner_, &LabRunner::finished, this, [this](const QString& error) {
+    runPanel_->setRunning(false, false);
+    runState_->setText(error.isEmpty() ? "idle" : "failed");
+    if (!error.isEmpty()) runPanel_->appendError(error);
+    emit runFinished(error);
+  });
+  connect(quiz_, &QuizWidget::answered, this, &MainWindow::onAnswered);
+
+  // Navigation shortcuts (the run controls have theirs on the buttons).
+  connect(new QShortcut(QKeySequence("Alt+Down"), this), &QShortcut::activated, this, [this] { stepLesson(1); });
+  connect(new QShortcut(QKeySequence("Alt+Up"), this), &QShortcut::activated, this, [this] { stepLesson(-1); });
+
+  // Authors' mode: a lessons folder is reloaded when its files change.
+  reloadDelay_.setSingleShot(true);
+  reloadDelay_.setInterval(200);
+  connect(&reloadDelay_, &QTimer::timeout, this, [this] {
+    const QString keep = currentId_;
+    loadCourse();
+    if (!selectLesson(keep) && !course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
+  });
+  connect(&watcher_, &QFileSystemWatcher::fileChanged, &reloadDelay_, qOverload<>(&QTimer::start));
+  connect(&watcher_, &QFileSystemWatcher::directoryChanged, &reloadDelay_, qOverload<>(&QTimer::start));
+
+  loadCourse();
+  if (!course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
   resize(1280, 800);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  runner_.stop();  // the runner's destructor joins the worker once the lab has stopped
+  QMainWindow::closeEvent(event);
+}
+
+void MainWindow::loadCourse() {
+  course_ = course::loadCourse(root_);
+  if (!root_.startsWith(":")) {
+    if (!watcher_.directories().isEmpty()) watcher_.removePaths(watcher_.directories());
+    if (!watcher_.files().isEmpty()) watcher_.removePaths(watcher_.files());
+    watcher_.addPath(root_);
+    for (const course::Lesson& l : course_.lessons) {
+      watcher_.addPath(l.folder);
+      watcher_.addPath(l.folder + "/lesson.md");
+    }
+  }
+  rebuildNavigator();
+}
+
+void MainWindow::rebuildNavigator() {
+  const QSignalBlocker block(navigator_);
+  navigator_->clear();
+  QTreeWidgetItem* chapter = nullptr;
+  for (const course::Lesson& l : course_.lessons) {
+    if (!chapter || chapter->text(0) != l.chapter) {
+      chapter = new QTreeWidgetItem(navigator_, {l.chapter.isEmpty() ? QString("Lessons") : l.chapter});
+      chapter->setFlags(Qt::ItemIsEnabled);
+      chapter->setExpanded(true);
+    }
+    QString label = l.title;
+    if (!l.ok()) label = "⚠ " + label + " (broken)";
+    else if (progress_.isCompleted(l.id)) label = "✓ " + label;
+    auto* item = new QTreeWidgetItem(chapter, {label});
+    item->setData(0, kLessonIdRole, l.id);
+    if (!l.ok()) {
+      item->setForeground(0, QColor(214, 39, 40));
+      item->setToolTip(0, l.error);
+    }
+    if (l.id == currentId_) navigator_->setCurrentItem(item);
+  }
+  navigator_->expandAll();
+}
+
+bool MainWindow::selectLesson(const QString& id) {
+  QTreeWidgetItemIterator it(navigator_);
+  for (; *it; ++it) {
+    if ((*it)->data(0, kLessonIdRole).toString() == id) {
+      navigator_->setCurrentItem(*it);
+      showLesson(course_.find(id));
+      return true;
+    }
+  }
+  return false;
+}
+
+void MainWindow::stepLesson(int delta) {
+  for (int i = 0; i < course_.lessons.size(); ++i) {
+    if (course_.lessons[i].id != currentId_) continue;
+    const int j = i + delta;
+    if (j >= 0 && j < course_.lessons.size()) selectLesson(course_.lessons[j].id);
+    return;
+  }
+}
+
+void MainWindow::showLesson(const course::Lesson* lesson) {
+  if (!lesson || runner_.running()) return;
+  currentId_ = lesson->id;
+  if (lesson->ok()) {
+    lessonView_->setMarkdown(lesson->markdown);
+  } else {
+    lessonView_->setHtml("<h2>" + lesson->title.toHtmlEscaped() + "</h2><p style='color:#d62728'><b>This lesson could not be loaded:</b><br>" +
+                         lesson->error.toHtmlEscaped() + "</p><p>The other lessons work as usual.</p>");
+  }
+  runPanel_->setLesson(lesson->ok() ? lesson : nullptr);
+  quiz_->setLesson(lesson->ok() ? lesson : nullptr);
+  showRunSource();
+  pageTabs_->setCurrentIndex(0);
+}
+
+void MainWindow::showRunSource() {
+  const course::Lesson* lesson = course_.find(currentId_);
+  const int i = runPanel_->currentRun();
+  if (!lesson || !lesson->ok() || i < 0 || i >= lesson->runs.size()) {
+    codeView_->setPlainText("");
+    return;
+  }
+  const QString source = course_.labSource(lesson->runs[i].lab);
+  codeView_->setPlainText(source.isEmpty() ? "(the source of lab '" + lesson->runs[i].lab + "' is not available)" : source);
+}
+
+void MainWindow::startRun() {
+  const course::Lesson* lesson = course_.find(currentId_);
+  const int i = runPanel_->currentRun();
+  if (!lesson || !lesson->ok() || i < 0 || i >= lesson->runs.size() || runner_.running()) return;
+  const auto settings = runPanel_->settings();
+  QStringList shown;
+  for (const QString& name : lesson->runs[i].expose) {
+    auto it = settings.find(name.toStdString());
+    if (it != settings.end()) shown << name + "=" + QString::fromStdString(it->second);
+  }
+  plots_->beginRun(shown.join(", "));
+  runPanel_->setRunning(true, false);
+  runPanel_->appendInfo("▶ " + lesson->runs[i].title);
+  runState_->setText("running");
+  runner_.start(lesson->runs[i].lab, settings);
+}
+
+void MainWindow::stopRun() { runner_.stop(); }
+
+void MainWindow::onAnswered() {
+  if (quiz_->allCorrect() && !progress_.isCompleted(currentId_)) {
+    progress_.setCompleted(currentId_);
+    rebuildNavigator();
+  }
 }
 
 }  // namespace gpulab::app

@@ -69,6 +69,7 @@ struct StepMetrics {
 
 struct EpochMetrics {
   int epoch = 0;
+  std::int64_t step = 0;  // the global step at the epoch's end
   double train_loss = 0, eval_loss = 0;
   std::optional<double> test_accuracy;  // classification only
   double seconds = 0;

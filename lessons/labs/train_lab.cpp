@@ -202,7 +202,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
       correct = static_cast<std::int64_t>(correctSum.item());
     }
     // MSE with Reduction::Sum sums over every output element; regression has one output per example.
-    lab::EpochMetrics em{epoch, epochLoss.item() / static_cast<double>(epochSteps), evalSum / static_cast<double>(evalCount), {}, 0};
+    lab::EpochMetrics em{epoch, summary.steps, epochLoss.item() / static_cast<double>(epochSteps),
+                         evalSum / static_cast<double>(evalCount), {}, 0};
     if (classification) em.test_accuracy = static_cast<double>(correct) / static_cast<double>(evalCount);
     em.seconds = secondsSince(epochStart);
     sink.onEpoch(em);

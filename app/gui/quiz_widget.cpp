@@ -1,0 +1,85 @@
+#include "app/gui/quiz_widget.h"
+
+#include <QButtonGroup>
+#include <QGroupBox>
+#include <QLabel>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+namespace gpulab::app {
+
+QuizWidget::QuizWidget(course::ProgressStore& progress, QWidget* parent) : QWidget(parent), progress_(progress) {
+  layout_ = new QVBoxLayout(this);
+}
+
+void QuizWidget::setLesson(const course::Lesson* lesson) {
+  lesson_ = lesson;
+  delete content_;
+  content_ = new QWidget(this);
+  groups_.clear();
+  feedback_.clear();
+  auto* v = new QVBoxLayout(content_);
+  if (!lesson || lesson->quizzes.isEmpty()) v->addWidget(new QLabel("This lesson has no quiz.", content_));
+  for (int q = 0; lesson && q < lesson->quizzes.size(); ++q) {
+    const course::Quiz& quiz = lesson->quizzes[q];
+    auto* box = new QGroupBox(QString("Question %1").arg(q + 1), content_);
+    auto* bv = new QVBoxLayout(box);
+    auto* question = new QLabel(quiz.question, box);
+    question->setWordWrap(true);
+    question->setTextFormat(Qt::PlainText);
+    bv->addWidget(question);
+    auto* group = new QButtonGroup(box);
+    for (int a = 0; a < quiz.answers.size(); ++a) {
+      auto* rb = new QRadioButton(quiz.answers[a].text, box);
+      group->addButton(rb, a);
+      bv->addWidget(rb);
+    }
+    auto* check = new QPushButton("Check", box);
+    bv->addWidget(check, 0, Qt::AlignLeft);
+    auto* fb = new QLabel(box);
+    fb->setWordWrap(true);
+    bv->addWidget(fb);
+    connect(check, &QPushButton::clicked, this, [this, q, group] {
+      if (group->checkedId() >= 0) answer(q, group->checkedId());
+    });
+    groups_ << group;
+    feedback_ << fb;
+    v->addWidget(box);
+    if (const int saved = progress_.answer(lesson->id, q); saved >= 0 && saved < quiz.answers.size()) {
+      group->button(saved)->setChecked(true);
+      showFeedback(q, saved);
+    }
+  }
+  v->addStretch();
+  layout_->addWidget(content_);
+}
+
+void QuizWidget::answer(int quiz, int answerIndex) {
+  if (!lesson_ || quiz < 0 || quiz >= groups_.size()) return;
+  if (answerIndex < 0 || answerIndex >= lesson_->quizzes[quiz].answers.size()) return;
+  groups_[quiz]->button(answerIndex)->setChecked(true);
+  progress_.setAnswer(lesson_->id, quiz, answerIndex);
+  showFeedback(quiz, answerIndex);
+  emit answered(quiz, lesson_->quizzes[quiz].answers[answerIndex].correct);
+}
+
+void QuizWidget::showFeedback(int quiz, int answerIndex) {
+  const course::QuizAnswer& a = lesson_->quizzes[quiz].answers[answerIndex];
+  feedback_[quiz]->setText((a.correct ? "<b style='color:#2ca02c'>Correct.</b> " : "<b style='color:#d62728'>Not quite.</b> ") +
+                           a.explanation.toHtmlEscaped());
+}
+
+QString QuizWidget::feedback(int quiz) const { return quiz >= 0 && quiz < feedback_.size() ? feedback_[quiz]->text() : QString(); }
+
+bool QuizWidget::allCorrect() const {
+  if (!lesson_ || lesson_->quizzes.isEmpty()) return false;
+  for (int q = 0; q < lesson_->quizzes.size(); ++q) {
+    const int a = progress_.answer(lesson_->id, q);
+    if (a < 0 || !lesson_->quizzes[q].answers[a].correct) return false;
+  }
+  return true;
+}
+
+}  // namespace gpulab::app

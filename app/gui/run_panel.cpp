@@ -1,0 +1,251 @@
+#include "app/gui/run_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTextEdit>
+#include <QVBoxLayout>
+#include <climits>
+
+#include "engine/memory/caching_allocator.h"
+#include "lessons/labs/labs.h"
+
+namespace gpulab::app {
+
+namespace {
+
+QString html(const QString& text) { return text.toHtmlEscaped().replace('\n', "<br>"); }
+
+QString formatMeasurement(const lab::Measurement& m) {
+  if (m.unit == "bytes") return QString::fromStdString(m.name) + " = " + QString::fromStdString(formatBytes(static_cast<std::int64_t>(m.value)));
+  return QString("%1 = %2 %3").arg(QString::fromStdString(m.name)).arg(m.value, 0, 'g', 4).arg(QString::fromStdString(m.unit));
+}
+
+}  // namespace
+
+RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* top = new QHBoxLayout;
+  runs_ = new QComboBox(this);
+  runs_->setToolTip("The lesson's runs");
+  top->addWidget(new QLabel("Run:", this));
+  top->addWidget(runs_, 1);
+  run_ = new QPushButton("Run", this);
+  pause_ = new QPushButton("Pause", this);
+  stop_ = new QPushButton("Stop", this);
+  reset_ = new QPushButton("Reset", this);
+  run_->setShortcut(QKeySequence("Ctrl+R"));
+  pause_->setShortcut(QKeySequence("Ctrl+P"));
+  stop_->setShortcut(QKeySequence("Ctrl+."));
+  reset_->setShortcut(QKeySequence("Ctrl+Shift+R"));
+  run_->setToolTip("Run (Ctrl+R)");
+  pause_->setToolTip("Pause / resume (Ctrl+P)");
+  stop_->setToolTip("Stop (Ctrl+.)");
+  reset_->setToolTip("Reset the parameters and clear the plots (Ctrl+Shift+R)");
+  for (QPushButton* b : {run_, pause_, stop_, reset_}) top->addWidget(b);
+  layout->addLayout(top);
+  formHost_ = new QWidget(this);
+  form_ = new QFormLayout(formHost_);
+  form_->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(formHost_);
+  hint_ = new QLabel(this);
+  hint_->setWordWrap(true);
+  layout->addWidget(hint_);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 100);
+  progress_->setValue(0);
+  layout->addWidget(progress_);
+  console_ = new QTextEdit(this);
+  console_->setReadOnly(true);
+  console_->setPlaceholderText("Output of the run appears here; the engine's errors in red.");
+  layout->addWidget(console_, 1);
+  connect(run_, &QPushButton::clicked, this, &RunPanel::runClicked);
+  connect(pause_, &QPushButton::clicked, this, &RunPanel::pauseClicked);
+  connect(stop_, &QPushButton::clicked, this, &RunPanel::stopClicked);
+  connect(reset_, &QPushButton::clicked, this, [this] {
+    rebuildControls();
+    emit resetClicked();
+  });
+  connect(runs_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    rebuildControls();
+    emit runSelected(i);
+  });
+  setRunning(false, false);
+}
+
+void RunPanel::setLesson(const course::Lesson* lesson) {
+  lesson_ = lesson;
+  const QSignalBlocker block(runs_);
+  runs_->clear();
+  if (lesson)
+    for (const course::RunBlock& r : lesson->runs) runs_->addItem(r.title);
+  rebuildControls();
+  console_->clear();
+  progress_->setValue(0);
+  setRunning(false, false);
+}
+
+int RunPanel::currentRun() const { return runs_->currentIndex(); }
+void RunPanel::selectRun(int index) { runs_->setCurrentIndex(index); }
+
+void RunPanel::rebuildControls() {
+  while (form_->rowCount() > 0) form_->removeRow(0);
+  controls_.clear();
+  hint_->clear();
+  const int i = runs_->currentIndex();
+  if (!lesson_ || i < 0 || i >= lesson_->runs.size()) return;
+  const course::RunBlock& run = lesson_->runs[i];
+  const auto theLab = labs::makeLab(run.lab.toStdString());
+  lab::Params params = theLab->defaults();
+  for (const auto& [k, v] : run.params) params.set(k, v);
+  for (const QString& name : run.expose) {
+    const lab::ParamSpec& spec = params.spec(name.toStdString());
+    QWidget* w = nullptr;
+    switch (spec.type) {
+      case lab::ParamType::Int: {
+        auto* sb = new QSpinBox;
+        sb->setRange(static_cast<int>(spec.min), static_cast<int>(std::min<double>(spec.max, INT_MAX)));
+        sb->setValue(static_cast<int>(params.getInt(spec.name)));
+        w = sb;
+        break;
+      }
+      case lab::ParamType::Float: {
+        auto* sb = new QDoubleSpinBox;
+        sb->setDecimals(6);
+        sb->setRange(spec.min, spec.max);
+        sb->setSingleStep(spec.max <= 1.0 ? 0.0001 : 0.1);
+        sb->setValue(params.getFloat(spec.name));
+        w = sb;
+        break;
+      }
+      case lab::ParamType::Bool: {
+        auto* cb = new QCheckBox;
+        cb->setChecked(params.getBool(spec.name));
+        w = cb;
+        break;
+      }
+      case lab::ParamType::Choice: {
+        auto* cb = new QComboBox;
+        for (const auto& c : spec.choices) cb->addItem(QString::fromStdString(c));
+        cb->setCurrentText(QString::fromStdString(params.getString(spec.name)));
+        w = cb;
+        break;
+      }
+      case lab::ParamType::Text: {
+        auto* le = new QLineEdit(QString::fromStdString(params.getString(spec.name)));
+        w = le;
+        break;
+      }
+    }
+    w->setToolTip(QString::fromStdString(spec.description));
+    form_->addRow(QString::fromStdString(spec.name), w);
+    controls_[name] = w;
+  }
+  hint_->setText(QString("Lab <b>%1</b>: %2").arg(run.lab, QString::fromStdString(theLab->title())));
+}
+
+std::map<std::string, std::string> RunPanel::settings() const {
+  std::map<std::string, std::string> out;
+  const int i = runs_->currentIndex();
+  if (!lesson_ || i < 0 || i >= lesson_->runs.size()) return out;
+  out = lesson_->runs[i].params;
+  for (const auto& [name, w] : controls_) {
+    std::string v;
+    if (auto* sb = qobject_cast<QSpinBox*>(w)) v = std::to_string(sb->value());
+    else if (auto* db = qobject_cast<QDoubleSpinBox*>(w)) v = QString::number(db->value(), 'g', 10).toStdString();
+    else if (auto* cb = qobject_cast<QCheckBox*>(w)) v = cb->isChecked() ? "true" : "false";
+    else if (auto* combo = qobject_cast<QComboBox*>(w)) v = combo->currentText().toStdString();
+    else if (auto* le = qobject_cast<QLineEdit*>(w)) v = le->text().trimmed().toStdString();
+    out[name.toStdString()] = v;
+  }
+  return out;
+}
+
+bool RunPanel::setParameter(const QString& name, const QString& value) {
+  auto it = controls_.find(name);
+  if (it == controls_.end()) return false;
+  QWidget* w = it->second;
+  if (auto* sb = qobject_cast<QSpinBox*>(w)) sb->setValue(value.toInt());
+  else if (auto* db = qobject_cast<QDoubleSpinBox*>(w)) db->setValue(value.toDouble());
+  else if (auto* cb = qobject_cast<QCheckBox*>(w)) cb->setChecked(value == "true");
+  else if (auto* combo = qobject_cast<QComboBox*>(w)) combo->setCurrentText(value);
+  else if (auto* le = qobject_cast<QLineEdit*>(w)) le->setText(value);
+  return true;
+}
+
+void RunPanel::setRunning(bool running, bool paused) {
+  const bool hasRun = lesson_ && !lesson_->runs.isEmpty();
+  run_->setEnabled(!running && hasRun);
+  pause_->setEnabled(running);
+  pause_->setText(paused ? "Resume" : "Pause");
+  stop_->setEnabled(running);
+  reset_->setEnabled(!running && hasRun);
+  runs_->setEnabled(!running);
+  formHost_->setEnabled(!running);
+  if (running && !paused) {
+    // Training runs know their length; other labs show a busy bar.
+    const auto s = settings();
+    expectedSteps_ = 0;
+    if (s.count("epochs")) {
+      const auto num = [&](const char* k, std::int64_t def) -> std::int64_t { return s.count(k) ? std::stoll(s.at(k)) : def; };
+      const bool fashion = s.count("dataset") && s.at("dataset") == "fashion-mnist";
+      std::int64_t n = fashion ? 60000 : num("samples", 1024);
+      if (num("train_subset", 0) > 0) n = std::min(n, num("train_subset", 0));
+      const std::int64_t batch = num("batch_size", 64) * num("accumulate", 1);
+      expectedSteps_ = num("epochs", 1) * ((n + batch - 1) / batch);
+    }
+    progress_->setRange(0, expectedSteps_ > 0 ? 1000 : 0);
+    progress_->setValue(0);
+  } else if (!running) {
+    progress_->setRange(0, 1000);
+  }
+}
+
+void RunPanel::appendBatch(const MetricBatch& b) {
+  for (const auto& [kind, text] : b.messages) {
+    if (kind == lab::MessageKind::EngineError) {
+      console_->append("<span style='color:#d62728'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>");
+    } else if (kind == lab::MessageKind::Warning) {
+      console_->append("<span style='color:#e6550d'>warning: " + html(text) + "</span>");
+    } else {
+      console_->append("<span style='white-space:pre'>" + html(text) + "</span>");
+    }
+  }
+  for (const auto& m : b.measurements) console_->append("<i>measured: " + html(formatMeasurement(m)) + "</i>");
+  for (const auto& e : b.epochs) {
+    QString line = QString("epoch %1: train loss %2, eval loss %3").arg(e.epoch).arg(e.train_loss, 0, 'f', 4).arg(e.eval_loss, 0, 'f', 4);
+    if (e.test_accuracy) line += QString(", test accuracy %1").arg(*e.test_accuracy, 0, 'f', 4);
+    console_->append(line);
+  }
+  for (const auto& o : b.ooms) {
+    console_->append("<span style='color:#d62728'><b>OutOfMemoryError at batch " + QString::number(o.batch_size) + ":</b><br>" +
+                     html(QString::fromStdString(o.message)) + "</span>");
+  }
+  for (const auto& r : b.recoveries) {
+    console_->append(QString("Recovered: batch %1 × %2 accumulation steps = effective batch %3").arg(r.batch_size).arg(r.accumulate).arg(r.effective_batch));
+  }
+  if (!b.steps.isEmpty() && expectedSteps_ > 0) {
+    progress_->setValue(static_cast<int>(std::min<std::int64_t>(1000, b.steps.back().step * 1000 / expectedSteps_)));
+  }
+  if (b.done) {
+    progress_->setRange(0, 1000);
+    progress_->setValue(b.done->stopped ? progress_->value() : 1000);
+    console_->append(b.done->stopped ? "<b>Stopped.</b>" : "<b>Done.</b>");
+  }
+}
+
+void RunPanel::appendError(const QString& text) {
+  console_->append("<span style='color:#d62728'><b>The run failed:</b><br>" + html(text) + "</span>");
+}
+void RunPanel::appendInfo(const QString& text) { console_->append(html(text)); }
+QString RunPanel::consoleText() const { return console_->toPlainText(); }
+int RunPanel::progressValue() const { return progress_->value(); }
+
+}  // namespace gpulab::app

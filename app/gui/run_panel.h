@@ -1,0 +1,68 @@
+#pragma once
+// The run area: which run block of the lesson, the parameters it exposes as proper controls (with
+// the lab's allowed ranges), Run / Pause / Stop / Reset, a progress bar, and the console, where the
+// engine's errors (shown on purpose, or a failed run) stand out from normal output.
+#include <QWidget>
+#include <map>
+#include <string>
+
+#include "app/course/lesson.h"
+#include "app/gui/lab_runner.h"
+
+class QComboBox;
+class QFormLayout;
+class QProgressBar;
+class QPushButton;
+class QTextEdit;
+class QLabel;
+
+namespace gpulab::app {
+
+class RunPanel final : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunPanel(QWidget* parent = nullptr);
+
+  void setLesson(const course::Lesson* lesson);
+  int currentRun() const;
+  void selectRun(int index);
+  // The settings of the selected run block: its presets, overridden by the controls.
+  std::map<std::string, std::string> settings() const;
+  // Sets an exposed parameter's control (what a learner would type); false if not exposed.
+  bool setParameter(const QString& name, const QString& value);
+
+  void setRunning(bool running, bool paused);
+  void appendBatch(const MetricBatch& batch);
+  void appendError(const QString& text);
+  void appendInfo(const QString& text);
+  QString consoleText() const;
+  int progressValue() const;
+
+  QPushButton* runButton() const { return run_; }
+  QPushButton* pauseButton() const { return pause_; }
+  QPushButton* stopButton() const { return stop_; }
+  QPushButton* resetButton() const { return reset_; }
+
+ signals:
+  void runClicked();
+  void pauseClicked();
+  void stopClicked();
+  void resetClicked();
+  void runSelected(int index);
+
+ private:
+  void rebuildControls();
+  const course::Lesson* lesson_ = nullptr;
+  QComboBox* runs_;
+  QFormLayout* form_;
+  QWidget* formHost_;
+  QPushButton *run_, *pause_, *stop_, *reset_;
+  QProgressBar* progress_;
+  QTextEdit* console_;
+  QLabel* hint_;
+  std::map<QString, QWidget*> controls_;
+  std::int64_t expectedSteps_ = 0;
+};
+
+}  // namespace gpulab::app
