@@ -65,6 +65,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   console_ = new QTextEdit(this);
   console_->setReadOnly(true);
   console_->setPlaceholderText("Output of the run appears here; the engine's errors in red.");
+  console_->document()->setMaximumBlockCount(5000);  // a long run keeps its recent output
   layout->addWidget(console_, 1);
   connect(run_, &QPushButton::clicked, this, &RunPanel::runClicked);
   connect(pause_, &QPushButton::clicked, this, &RunPanel::pauseClicked);
@@ -209,27 +210,30 @@ void RunPanel::setRunning(bool running, bool paused) {
 }
 
 void RunPanel::appendBatch(const MetricBatch& b) {
+  // One append per batch: a fast run reports dozens of epochs per batch, and appending them one by
+  // one would keep the GUI thread busy long enough to delay everything else.
+  QStringList lines;
   for (const auto& [kind, text] : b.messages) {
     if (kind == lab::MessageKind::EngineError) {
-      console_->append("<span style='color:#d62728'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>");
+      lines << "<span style='color:#d62728'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>";
     } else if (kind == lab::MessageKind::Warning) {
-      console_->append("<span style='color:#e6550d'>warning: " + html(text) + "</span>");
+      lines << "<span style='color:#e6550d'>warning: " + html(text) + "</span>";
     } else {
-      console_->append("<span style='white-space:pre'>" + html(text) + "</span>");
+      lines << "<span style='white-space:pre'>" + html(text) + "</span>";
     }
   }
-  for (const auto& m : b.measurements) console_->append("<i>measured: " + html(formatMeasurement(m)) + "</i>");
+  for (const auto& m : b.measurements) lines << "<i>measured: " + html(formatMeasurement(m)) + "</i>";
   for (const auto& e : b.epochs) {
     QString line = QString("epoch %1: train loss %2, eval loss %3").arg(e.epoch).arg(e.train_loss, 0, 'f', 4).arg(e.eval_loss, 0, 'f', 4);
     if (e.test_accuracy) line += QString(", test accuracy %1").arg(*e.test_accuracy, 0, 'f', 4);
-    console_->append(line);
+    lines << line;
   }
   for (const auto& o : b.ooms) {
-    console_->append("<span style='color:#d62728'><b>OutOfMemoryError at batch " + QString::number(o.batch_size) + ":</b><br>" +
-                     html(QString::fromStdString(o.message)) + "</span>");
+    lines << "<span style='color:#d62728'><b>OutOfMemoryError at batch " + QString::number(o.batch_size) + ":</b><br>" +
+                 html(QString::fromStdString(o.message)) + "</span>";
   }
   for (const auto& r : b.recoveries) {
-    console_->append(QString("Recovered: batch %1 × %2 accumulation steps = effective batch %3").arg(r.batch_size).arg(r.accumulate).arg(r.effective_batch));
+    lines << QString("Recovered: batch %1 × %2 accumulation steps = effective batch %3").arg(r.batch_size).arg(r.accumulate).arg(r.effective_batch);
   }
   if (!b.steps.isEmpty() && expectedSteps_ > 0) {
     progress_->setValue(static_cast<int>(std::min<std::int64_t>(1000, b.steps.back().step * 1000 / expectedSteps_)));
@@ -237,8 +241,9 @@ void RunPanel::appendBatch(const MetricBatch& b) {
   if (b.done) {
     progress_->setRange(0, 1000);
     progress_->setValue(b.done->stopped ? progress_->value() : 1000);
-    console_->append(b.done->stopped ? "<b>Stopped.</b>" : "<b>Done.</b>");
+    lines << (b.done->stopped ? "<b>Stopped.</b>" : "<b>Done.</b>");
   }
+  if (!lines.isEmpty()) console_->append(lines.join("<br>"));
 }
 
 void RunPanel::appendError(const QString& text) {
