@@ -1,10 +1,12 @@
 // gpulab: the desktop app. Options: --lessons DIR (read lessons from a folder and reload them on
-// change), --open ID (start on a lesson), --run (start its first run at once; for screenshots).
+// change), --open ID (start on a lesson), --run (start its first run at once; for screenshots),
+// --quit-when-shown (for timing start-up).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QTimer>
 
 #include "app/gui/main_window.h"
+#include "app/gui/run_panel.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -15,12 +17,17 @@ int main(int argc, char** argv) {
   parser.addHelpOption();
   QCommandLineOption lessons("lessons", "Read the lessons from DIR (reloaded when they change).", "DIR");
   QCommandLineOption open("open", "Open the lesson with this id.", "ID");
-  QCommandLineOption run("run", "Start the lesson's first run at once.");
-  parser.addOptions({lessons, open, run});
+  QCommandLineOption run("run", "Start the lesson's run at once (the first, or the one --run-index names).");
+  QCommandLineOption runIndex("run-index", "Select the lesson's run number N (1, 2, ...).", "N");
+  QCommandLineOption quitWhenShown("quit-when-shown", "Quit as soon as the first lesson is on screen (to time start-up).");
+  parser.addOptions({lessons, open, run, runIndex, quitWhenShown});
   parser.process(app);
   gpulab::app::MainWindow window(parser.isSet(lessons) ? parser.value(lessons) : QString(gpulab::course::kEmbeddedRoot));
   if (parser.isSet(open)) window.selectLesson(parser.value(open));
+  if (parser.isSet(runIndex)) window.runPanel()->selectRun(parser.value(runIndex).toInt() - 1);
   window.show();
   if (parser.isSet(run)) QTimer::singleShot(0, &window, &gpulab::app::MainWindow::startRun);
+  // A zero timer fires once the window's first show and paint events have been handled.
+  if (parser.isSet(quitWhenShown)) QTimer::singleShot(0, &app, &QApplication::quit);
   return QApplication::exec();
 }

@@ -39,7 +39,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   setWindowTitle("GPU Lab");
   navigator_ = new QTreeWidget;
   navigator_->setHeaderHidden(true);
-  navigator_->setMinimumWidth(200);
+  navigator_->setMinimumWidth(230);
 
   pageTabs_ = new QTabWidget;
   lessonView_ = new QTextBrowser;
@@ -65,7 +65,9 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   main->addWidget(navigator_);
   main->addWidget(pageTabs_);
   main->addWidget(right);
-  main->setSizes({220, 500, 560});
+  main->setSizes({230, 460, 580});
+  main->setStretchFactor(1, 1);
+  main->setStretchFactor(2, 1);
   setCentralWidget(main);
 
   runState_ = new QLabel("idle");

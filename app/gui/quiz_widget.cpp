@@ -2,6 +2,7 @@
 
 #include <QButtonGroup>
 #include <QGroupBox>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
 #include <QRadioButton>
@@ -32,9 +33,17 @@ void QuizWidget::setLesson(const course::Lesson* lesson) {
     bv->addWidget(question);
     auto* group = new QButtonGroup(box);
     for (int a = 0; a < quiz.answers.size(); ++a) {
-      auto* rb = new QRadioButton(quiz.answers[a].text, box);
+      // A short radio label and the answer in a wrapping label: long answers must not widen the page.
+      auto* row = new QHBoxLayout;
+      auto* rb = new QRadioButton(QString(QChar('A' + a)) + ")", box);
+      auto* text = new QLabel(quiz.answers[a].text, box);
+      text->setWordWrap(true);
+      text->setTextFormat(Qt::PlainText);
+      text->setBuddy(rb);
+      row->addWidget(rb, 0, Qt::AlignTop);
+      row->addWidget(text, 1);
       group->addButton(rb, a);
-      bv->addWidget(rb);
+      bv->addLayout(row);
     }
     auto* check = new QPushButton("Check", box);
     bv->addWidget(check, 0, Qt::AlignLeft);

@@ -66,6 +66,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   console_->setReadOnly(true);
   console_->setPlaceholderText("Output of the run appears here; the engine's errors in red.");
   console_->document()->setMaximumBlockCount(5000);  // a long run keeps its recent output
+  console_->setMinimumHeight(110);
   layout->addWidget(console_, 1);
   connect(run_, &QPushButton::clicked, this, &RunPanel::runClicked);
   connect(pause_, &QPushButton::clicked, this, &RunPanel::pauseClicked);

@@ -1,0 +1,88 @@
+// Responsiveness benchmark: while a lab streams metrics as fast as it can (a step report every
+// step), how late does the GUI thread serve its events, and how much training throughput does the
+// GUI cost? Prints the GUI event latency p50/p99 (target p99 < 16 ms) and the ratio of training
+// throughput in the window to the same run headless, as gpulab-cli runs it (target >= 95%).
+// Run: QT_QPA_PLATFORM=offscreen build/bin/gpulab-bench-gui
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QDir>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "app/gui/main_window.h"
+#include "app/gui/run_panel.h"
+#include "lessons/labs/labs.h"
+
+namespace {
+
+const std::map<std::string, std::string> kSettings = {
+    {"dataset", "regression"}, {"samples", "65536"}, {"hidden", "64"}, {"batch_size", "64"},
+    {"epochs", "40"},          {"device", "cpu"},    {"log_every", "1"}};
+
+struct Done final : gpulab::lab::MetricSink {
+  gpulab::lab::RunSummary summary;
+  void onDone(const gpulab::lab::RunSummary& s) override { summary = s; }
+};
+
+double headlessStepsPerSecond() {
+  auto lab = gpulab::labs::makeLab("train");
+  auto params = lab->defaults();
+  for (const auto& [k, v] : kSettings) params.set(k, v);
+  Done sink;
+  gpulab::lab::StopToken stop;
+  lab->run(params, sink, stop);
+  return static_cast<double>(sink.summary.steps) / sink.summary.seconds;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QTemporaryDir tmp;
+  gpulab::app::MainWindow window(gpulab::course::kEmbeddedRoot, QDir::temp().filePath("gpulab-bench-progress.json"));
+  window.show();
+  window.selectLesson("training-loop");
+
+  const double headless = headlessStepsPerSecond();
+
+  // The GUI thread's lateness: a 2 ms timer whose intervals are recorded while the run streams.
+  std::vector<double> lateness;
+  QElapsedTimer clock;
+  QTimer probe;
+  probe.setTimerType(Qt::PreciseTimer);
+  probe.setInterval(2);
+  qint64 last = -1;
+  QObject::connect(&probe, &QTimer::timeout, [&] {
+    const qint64 now = clock.nsecsElapsed();
+    if (last >= 0) lateness.push_back(std::max(0.0, (now - last) / 1e6 - 2.0));
+    last = now;
+  });
+
+  gpulab::lab::RunSummary inWindow;
+  QObject::connect(&window.runner(), &gpulab::app::LabRunner::batchReady, [&](const gpulab::app::MetricBatch& b) {
+    if (b.done) inWindow = *b.done;
+  });
+  QSignalSpy finished(&window, &gpulab::app::MainWindow::runFinished);
+  clock.start();
+  probe.start();
+  window.runner().start("train", kSettings);
+  finished.wait(600000);
+  probe.stop();
+  const double gui = static_cast<double>(inWindow.steps) / inWindow.seconds;
+
+  const double p50 = percentile(lateness, 0.5), p99 = percentile(lateness, 0.99);
+  std::printf("GUI event latency while streaming (%zu samples): p50 %.2f ms, p99 %.2f ms (target p99 < 16 ms) -> %s\n",
+              lateness.size(), p50, p99, p99 < 16 ? "OK" : "TOO SLOW");
+  std::printf("training throughput: in the window %.0f steps/s, headless %.0f steps/s, ratio %.1f%% (target >= 95%%) -> %s\n", gui,
+              headless, 100 * gui / headless, gui >= 0.95 * headless ? "OK" : "TOO SLOW");
+  return p99 < 16 && gui >= 0.95 * headless ? 0 : 1;
+}
