@@ -14,12 +14,6 @@ namespace {
 
 const char* kHeader = "---\nid: sample\ntitle: Sample\nchapter: Tests\n---\n# Text\n";
 
-void writeFile(const QString& path, const QByteArray& text) {
-  QDir().mkpath(QFileInfo(path).absolutePath());
-  QFile f(path);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(text);
-}
 
 }  // namespace
 
@@ -84,8 +78,8 @@ class TestCourse : public QObject {
 
   void aBrokenLessonLeavesTheOthersUsable() {
     QTemporaryDir dir;
-    writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + "```run\n{\"lab\": \"devices\"}\n```\n");
-    writeFile(dir.filePath("02-bad/lesson.md"), "---\nid: bad\ntitle: Bad\nchapter: Tests\n---\n```run\n{\"lab\": \"rm -rf\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + "```run\n{\"lab\": \"devices\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("02-bad/lesson.md"), "---\nid: bad\ntitle: Bad\nchapter: Tests\n---\n```run\n{\"lab\": \"rm -rf\"}\n```\n");
     QDir().mkpath(dir.filePath("03-empty"));
     const Course c = loadCourse(dir.path());
     QCOMPARE(c.lessons.size(), 3);
@@ -115,7 +109,7 @@ class TestCourse : public QObject {
   void corruptProgressIsKeptAsideNotFatal() {
     QTemporaryDir dir;
     const QString path = dir.filePath("progress.json");
-    writeFile(path, "{ not json");
+    gpulab::test::writeFile(path, "{ not json");
     ProgressStore store(path);
     QVERIFY(store.lastError().contains("corrupt"));
     QVERIFY(QFile::exists(path + ".corrupt"));

@@ -30,12 +30,6 @@ QString navigatorLabel(MainWindow& w, const QString& id) {
   return {};
 }
 
-void writeFile(const QString& path, const QByteArray& text) {
-  QDir().mkpath(QFileInfo(path).absolutePath());
-  QFile f(path);
-  QVERIFY(f.open(QIODevice::WriteOnly));
-  f.write(text);
-}
 
 }  // namespace
 
@@ -138,9 +132,9 @@ class TestGui : public QObject {
 
   void aMalformedLessonShowsItsErrorAndTheOthersWork() {
     QTemporaryDir lessons;
-    writeFile(lessons.filePath("01-good/lesson.md"),
+    gpulab::test::writeFile(lessons.filePath("01-good/lesson.md"),
               "---\nid: good\ntitle: Good lesson\nchapter: Tests\n---\n# Good\n```run\n{\"lab\": \"devices\", \"params\": {\"size\": 32, \"repeats\": 1}}\n```\n");
-    writeFile(lessons.filePath("02-bad/lesson.md"),
+    gpulab::test::writeFile(lessons.filePath("02-bad/lesson.md"),
               "---\nid: bad\ntitle: Bad lesson\nchapter: Tests\n---\n```run\n{\"lab\": \"train\", \"params\": {\"epochs\": 0}}\n```\n");
     MainWindow w(lessons.path(), progressPath());
     QVERIFY(navigatorLabel(w, "bad").contains("broken"));
@@ -159,10 +153,10 @@ class TestGui : public QObject {
   void authorsSeeEditsWithoutRestarting() {
     QTemporaryDir lessons;
     const QString path = lessons.filePath("01-draft/lesson.md");
-    writeFile(path, "---\nid: draft\ntitle: First title\nchapter: Drafts\n---\nText\n");
+    gpulab::test::writeFile(path, "---\nid: draft\ntitle: First title\nchapter: Drafts\n---\nText\n");
     MainWindow w(lessons.path(), progressPath());
     QVERIFY(navigatorLabel(w, "draft").contains("First title"));
-    writeFile(path, "---\nid: draft\ntitle: Second title\nchapter: Drafts\n---\nText\n");
+    gpulab::test::writeFile(path, "---\nid: draft\ntitle: Second title\nchapter: Drafts\n---\nText\n");
     QTRY_VERIFY_WITH_TIMEOUT(navigatorLabel(w, "draft").contains("Second title"), 5000);
   }
 

@@ -15,6 +15,14 @@
 namespace gpulab::test {
 
 inline bool cudaUsable() { return cuda::isAvailable(); }
+
+// Writes `text` to `path`, creating its folders (a test's fixture files).
+inline void writeFile(const QString& path, const QByteArray& text) {
+  QDir().mkpath(QFileInfo(path).absolutePath());
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write(text);
+}
 inline Device cudaDevice() { return Device(DeviceType::CUDA, 0); }
 
 // Largest |a - b| / (atol + rtol * |b|) over all elements; <= 1 means "close".
