@@ -21,6 +21,8 @@ class TestTensor : public QObject {
     QCOMPARE(tensor({1, 2, 3, 4}, {2, 2}).toVector<float>(), (std::vector<float>{1, 2, 3, 4}));
     QVERIFY_THROWS_EXCEPTION(ValueError, tensor({1, 2, 3}, {2, 2}));
     QVERIFY_THROWS_EXCEPTION(ValueError, zeros({2, -1}));
+    QVERIFY_THROWS_EXCEPTION(ValueError, zeros({std::int64_t{1} << 40, std::int64_t{1} << 40}));  // overflows, not UB
+    QVERIFY_THROWS_EXCEPTION(OutOfMemoryError, zeros({std::int64_t{1} << 50}));                   // 4 PiB: refused cleanly
   }
 
   void seededRandomIsReproducibleAndWellDistributed() {

@@ -1,6 +1,7 @@
 #include "engine/core/tensor.h"
 
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "engine/autograd/grad_mode.h"
@@ -39,8 +40,10 @@ std::int64_t wrapDim(std::int64_t dim, std::int64_t ndim) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned) {
   std::int64_t n = 1;
+  const auto maxElements = std::numeric_limits<std::int64_t>::max() / static_cast<std::int64_t>(elementSize(dtype));
   for (std::int64_t s : shape) {
     if (s < 0) throw ValueError("Trying to create tensor with negative dimension " + std::to_string(s) + ": " + shapeStr(shape));
+    if (s != 0 && n > maxElements / s) throw ValueError("Trying to create a tensor of shape " + shapeStr(shape) + ": its size in bytes overflows");
     n *= s;
   }
   if (device.isCuda()) cuda::checkDeviceUsable(device);
