@@ -77,6 +77,9 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     styleFromPalette(pages[i].first);
   }
   layout->addWidget(tabs_, 1);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] {
+    if (stale_.contains(plot(static_cast<Plot>(tabs_->currentIndex())))) markDirty();
+  });
   overlay_ = new QCheckBox("Overlay runs (compare with earlier runs)", this);
   overlay_->setToolTip("Keep the curves of earlier runs to compare, e.g. batch 64 vs 512 or CPU vs GPU");
   layout->addWidget(overlay_);
@@ -188,13 +191,15 @@ void PlotPanel::addBatch(const MetricBatch& b) {
 }
 
 void PlotPanel::replotIfDirty() {
+  // Only the plot on screen is drawn; the others catch up when their tab is shown.
   if (!dirty_) return;
   dirty_ = false;
-  for (QCustomPlot* p : {loss_, memory_, throughput_}) {
-    p->rescaleAxes(true);
-    if (p == memory_) p->yAxis->setRangeLower(0);
-    p->replot(QCustomPlot::rpQueuedReplot);
-  }
+  for (QCustomPlot* p : {loss_, memory_, throughput_}) stale_.insert(p);
+  QCustomPlot* shown = plot(static_cast<Plot>(tabs_->currentIndex()));
+  shown->rescaleAxes(true);
+  if (shown == memory_) shown->yAxis->setRangeLower(0);
+  shown->replot(QCustomPlot::rpQueuedReplot);
+  stale_.remove(shown);
 }
 
 int PlotPanel::pointCount(Plot which) const {
@@ -206,8 +211,21 @@ int PlotPanel::pointCount(Plot which) const {
   return 0;
 }
 
-bool PlotPanel::exportPng(Plot which, const QString& path) const { return plot(which)->savePng(path, 1200, 700); }
-bool PlotPanel::exportPdf(Plot which, const QString& path) const { return plot(which)->savePdf(path, 1200, 700); }
+bool PlotPanel::exportPng(Plot which, const QString& path) const {
+  fitAxes(which);
+  return plot(which)->savePng(path, 1200, 700);
+}
+bool PlotPanel::exportPdf(Plot which, const QString& path) const {
+  fitAxes(which);
+  return plot(which)->savePdf(path, 1200, 700);
+}
+
+void PlotPanel::fitAxes(Plot which) const {
+  QCustomPlot* p = plot(which);
+  if (!stale_.contains(p)) return;  // the learner's zoom stays as it is
+  p->rescaleAxes(true);
+  if (p == memory_) p->yAxis->setRangeLower(0);
+}
 
 bool PlotPanel::exportCsv(Plot which, const QString& path) const {
   QFile f(path);

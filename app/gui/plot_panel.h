@@ -4,6 +4,7 @@
 // against step. Points arrive in batches; the plots replot on a ~30 Hz timer, never per point. Runs
 // can be overlaid to compare them; each plot exports as PNG, PDF and CSV.
 #include <QHash>
+#include <QSet>
 #include <QString>
 #include <QTabWidget>
 #include <QTimer>
@@ -42,6 +43,7 @@ class PlotPanel final : public QWidget {
   void markDirty() { dirty_ = true; }
   void replotIfDirty();
   void styleFromPalette(QCustomPlot* p);
+  void fitAxes(Plot which) const;
   double runSeconds(double absolute);
 
   QTabWidget* tabs_;
@@ -50,6 +52,7 @@ class PlotPanel final : public QWidget {
   RunGraphs current_;
   int runCount_ = 0;
   bool dirty_ = false;
+  QSet<QCustomPlot*> stale_;  // plots with points not drawn yet (their tab is hidden)
   double timeOrigin_ = -1;  // memoryClockSeconds() of the run's first memory sample
   QTimer replot_;
 };
