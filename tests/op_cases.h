@@ -8,6 +8,8 @@
 #include "engine/core/generator.h"
 #include "engine/ops/ops.h"
 
+#include <QtTest>
+
 namespace gpulab::test {
 
 struct OpCase {
@@ -83,6 +85,13 @@ inline std::vector<OpCase> opCases() {
       {"mlp", {{8, 4}, {6, 4}, {6}, {2, 6}, {2}},
        [](V x) { return linear(linear(x[0], x[1], x[2]).tanh(), x[3], x[4]).log_softmax(1); }},
   };
+}
+
+// One data row per case (column "index"), for the suites that walk the table.
+inline void addOpCaseRows() {
+  QTest::addColumn<int>("index");
+  const auto cases = opCases();
+  for (int i = 0; i < static_cast<int>(cases.size()); ++i) QTest::newRow(cases[static_cast<std::size_t>(i)].name.c_str()) << i;
 }
 
 // The case's inputs on the CPU, deterministic for the case.

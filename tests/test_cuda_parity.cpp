@@ -17,9 +17,7 @@ class TestCudaParity : public QObject {
 
  private slots:
   void opsMatchCpu_data() {
-    QTest::addColumn<int>("index");
-    const auto cases = test::opCases();
-    for (int i = 0; i < static_cast<int>(cases.size()); ++i) QTest::newRow(cases[static_cast<std::size_t>(i)].name.c_str()) << i;
+    test::addOpCaseRows();
   }
 
   void opsMatchCpu() {

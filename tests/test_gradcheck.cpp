@@ -22,9 +22,7 @@ class TestGradcheck : public QObject {
 
  private slots:
   void gradientsMatchFiniteDifferences_data() {
-    QTest::addColumn<int>("index");
-    const auto cases = test::opCases();
-    for (int i = 0; i < static_cast<int>(cases.size()); ++i) QTest::newRow(cases[static_cast<std::size_t>(i)].name.c_str()) << i;
+    test::addOpCaseRows();
   }
 
   void gradientsMatchFiniteDifferences() {

@@ -23,7 +23,7 @@ lab::StopToken* gActiveStop = nullptr;
 
 QString line(const QJsonObject& o) { return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)); }
 
-QString versionStr(int v) { return v ? QString("%1.%2").arg(v / 1000).arg((v % 1000) / 10) : QString("none"); }
+QString versionStr(int v) { return QString::fromStdString(cuda::versionString(v)); }
 
 const char* errorType(const std::exception& e) {
   if (dynamic_cast<const DeviceMismatchError*>(&e)) return "DeviceMismatchError";

@@ -3,7 +3,6 @@
 // the device's capacity as a line; OOMs and empty_cache marked) against time, and throughput
 // against step. Points arrive in batches; the plots replot on a ~30 Hz timer, never per point. Runs
 // can be overlaid to compare them; each plot exports as PNG, PDF and CSV.
-#include <QHash>
 #include <QSet>
 #include <QString>
 #include <QTabWidget>

@@ -37,6 +37,11 @@ struct Availability {
   std::vector<DeviceProperties> devices;
 };
 
+// "13.0" for a CUDA version number such as 13000; "none" for 0 (no driver).
+inline std::string versionString(int v) {
+  return v ? std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) : std::string("none");
+}
+
 // Discovery runs once per process (CUDA reads CUDA_VISIBLE_DEVICES only when it initialises), except
 // free memory, which is read anew on every call.
 Availability availability();

@@ -37,7 +37,6 @@ namespace {
 // Compute capability the kernels are compiled for (CMAKE_CUDA_ARCHITECTURES starts at sm_75).
 constexpr int kMinMajor = 7, kMinMinor = 5;
 
-std::string versionStr(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 struct Discovery {
   Availability info;
@@ -67,8 +66,8 @@ Availability discover() {
   if (status == cudaErrorInsufficientDriver || (status != cudaSuccess && a.driver_version == 0)) {
     a.reason = a.driver_version == 0
                    ? "no NVIDIA driver is installed (libcuda.so.1 could not be loaded)"
-                   : "the NVIDIA driver is too old: it supports CUDA " + versionStr(a.driver_version) +
-                         ", GPU Lab was built with CUDA " + versionStr(a.runtime_version) + " (update the driver)";
+                   : "the NVIDIA driver is too old: it supports CUDA " + versionString(a.driver_version) +
+                         ", GPU Lab was built with CUDA " + versionString(a.runtime_version) + " (update the driver)";
     return a;
   }
   if (status == cudaErrorNoDevice || (status == cudaSuccess && count == 0)) {

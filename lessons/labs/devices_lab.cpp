@@ -81,8 +81,7 @@ std::vector<lab::ParamSpec> DeviceRuleLab::params() const {
 }
 
 void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken&) {
-  const std::string wanted = p.getString("device");
-  const Device gpu = wanted == "auto" ? defaultDevice() : resolveDevice(wanted);
+  const Device gpu = resolveDevice(p.getString("device"));
   Tensor cpuTensor = randn({3, 4});
   if (gpu.isCuda()) {
     Tensor gpuTensor = randn({3, 4}).to(gpu);
