@@ -251,6 +251,31 @@ class TestMemory : public QObject {
     QCOMPARE(f.arena->outstanding, qint64(0));
   }
 
+  // The same over real cudaMalloc: a memory fraction makes the device small, 1,000 allocations over
+  // it fail, and afterwards nothing is left allocated and the device still works.
+  void aThousandForcedOomsOnTheGpuReturnToTheBaseline() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    const Device gpu = test::cudaDevice();
+    Tensor keep = ones({1024, 1024}, {.device = gpu});  // 4 MiB that stays allocated throughout
+    const std::int64_t baseline = memory_allocated(gpu);
+    const std::int64_t oomsBefore = memory_stats(gpu).num_ooms;
+    const auto [freeBytes, total] = mem_get_info(gpu);
+    Q_UNUSED(freeBytes);
+    set_per_process_memory_fraction(static_cast<double>(256 * MiB) / static_cast<double>(total), gpu);
+    for (int i = 0; i < 1000; ++i) {
+      try {
+        Tensor big = zeros({512, 1024, 1024}, {.device = gpu});  // 2 GiB, over the 256 MiB cap
+        QFAIL("expected OutOfMemoryError");
+      } catch (const OutOfMemoryError& e) {
+        if (i == 0) QVERIFY2(std::string(e.what()).starts_with("CUDA out of memory. Tried to allocate 2.00 GiB."), e.what());
+      }
+    }
+    set_per_process_memory_fraction(1.0, gpu);
+    QCOMPARE(memory_allocated(gpu), baseline);
+    QCOMPARE(memory_stats(gpu).num_ooms - oomsBefore, qint64(1000));
+    QCOMPARE((keep + keep).sum().item(), 2.0 * 1024 * 1024);
+  }
+
   void freeingAForeignPointerIsAnError() {
     Fixture f;
     int x = 0;
@@ -345,13 +370,24 @@ class TestMemory : public QObject {
   }
 
   // After the second step a training loop only reuses cached blocks: no new segments, no system calls.
+  // The CPU row runs over the host allocator; the CUDA row over real cudaMalloc.
+  void steadyStateTrainingMakesNoRawAllocations_data() {
+    QTest::addColumn<QString>("device");
+    QTest::newRow("cpu") << "cpu";
+    QTest::newRow("cuda") << "cuda:0";
+  }
   void steadyStateTrainingMakesNoRawAllocations() {
+    QFETCH(QString, device);
+    if (device.startsWith("cuda") && !test::cudaUsable()) QSKIP("no CUDA device");
+    const Device dev = Device::parse(device.toStdString());
     class Probe final : public lab::MetricSink {
      public:
+      explicit Probe(Device d) : dev(d) {}
+      Device dev;
       std::vector<std::int64_t> segmentsAt;  // total segments ever reserved, at each step
-      void onStep(const lab::StepMetrics&) override { segmentsAt.push_back(memory_stats(kCPU).segments.allocated); }
-    } probe;
-    test::runLab("train", {{"device", "cpu"}, {"samples", "4096"}, {"epochs", "3"}, {"log_every", "1"}}, probe);
+      void onStep(const lab::StepMetrics&) override { segmentsAt.push_back(memory_stats(dev).segments.allocated); }
+    } probe(dev);
+    test::runLab("train", {{"device", device.toStdString()}, {"samples", "4096"}, {"epochs", "3"}, {"log_every", "1"}}, probe);
     QCOMPARE(static_cast<int>(probe.segmentsAt.size()), 3 * 64);
     const std::int64_t afterStep2 = probe.segmentsAt[1];
     const std::int64_t epoch1End = probe.segmentsAt[63];

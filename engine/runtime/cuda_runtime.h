@@ -2,6 +2,7 @@
 // The engine's door to the CUDA runtime. This header compiles in every build; in a CPU-only build
 // the functions report "built without CUDA" (and anything that needs a GPU throws), so the rest of
 // the engine never needs an #ifdef.
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -49,6 +50,12 @@ bool compiledWithCuda();
 bool isAvailable();   // torch.cuda.is_available()
 int deviceCount();    // torch.cuda.device_count()
 void synchronize(int device = 0);
+
+// torch.backends.cuda.matmul.allow_tf32: float32 matrix products may use TF32 tensor cores (10-bit
+// mantissa inputs, fp32 accumulation). Off by default, as in PyTorch since 1.12.
+inline std::atomic<bool> allowTf32Flag{false};
+inline void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }
+inline bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
 
 // Throws a clear Error when `device` is a CUDA device that cannot be used.
 void checkDeviceUsable(Device device);

@@ -7,6 +7,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -102,6 +104,8 @@ Availability discover() {
   return a;
 }
 
+void releaseAtExit();
+
 Discovery& state() {
   // Deliberately never destroyed: the CUDA runtime may already be torn down during static destruction.
   static Discovery* d = [] {
@@ -109,6 +113,8 @@ Discovery& state() {
     s->info = discover();
     s->contexts.resize(s->info.devices.size(), nullptr);
     s->allocators.resize(s->info.devices.size(), nullptr);
+    // Registered after discovery has initialised the CUDA runtime, so it runs before the runtime's teardown.
+    if (s->info.usable) std::atexit(releaseAtExit);
     return s;
   }();
   return *d;
@@ -199,9 +205,23 @@ DeviceContext::DeviceContext(int device) : device_(device) {
   GPULAB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   GPULAB_CUDA_CHECK(cublasCreate(&cublas_));
   GPULAB_CUDA_CHECK(cublasSetStream(cublas_, compute_));
+  GPULAB_CUDA_CHECK(cudaHostAlloc(&deferredHost_, sizeof(DeferredError), cudaHostAllocMapped));
+  *deferredHost_ = {};
+  GPULAB_CUDA_CHECK(cudaHostGetDevicePointer(&deferredDevice_, deferredHost_, 0));
+}
+
+void DeviceContext::raiseDeferredError() {
+  volatile DeferredError* e = deferredHost_;
+  if (!e->flagged) return;
+  const long long value = e->value, bound = e->bound;
+  e->flagged = 0;
+  throw IndexError("Target " + std::to_string(value) + " is out of bounds: class labels must lie in [0, " + std::to_string(bound) +
+                   ") (found by a kernel on cuda:" + std::to_string(device_) +
+                   "; reported at the next synchronisation, as CUDA reports device-side asserts)");
 }
 
 DeviceContext::~DeviceContext() {
+  if (deferredHost_) cudaFreeHost(deferredHost_);
   if (cudnn_) cudnnDestroy(cudnn_);
   cublasDestroy(cublas_);
   cudaStreamDestroy(copy_);
@@ -253,22 +273,35 @@ void checkDeviceUsable(Device device) {
   }
 }
 
-DeviceContext& context(int device) {
-  checkDeviceUsable(Device(DeviceType::CUDA, device));
+namespace {
+
+// Per-thread cache of what context() found: every kernel launch asks for its device's context, so the
+// common case must cost neither the global lock nor a cudaSetDevice (which is a driver call).
+constexpr int kCachedDevices = 16;
+thread_local DeviceContext* tlsContexts[kCachedDevices] = {};
+std::atomic<std::uint64_t> contextGeneration{1};  // bumped when contexts are released at exit
+thread_local std::uint64_t tlsGeneration = 0;
+
+// At exit, before the CUDA runtime tears itself down (its own atexit handlers were registered
+// earlier, so they run later): return every cached block, destroy the handles and streams. Blocks
+// still in use stay, and are what compute-sanitizer's leak check then reports.
+void releaseAtExit() {
   Discovery& d = state();
   std::lock_guard lock(d.mutex);
-  auto& slot = d.contexts[static_cast<std::size_t>(device)];
-  if (!slot) slot = new DeviceContext(device);
-  GPULAB_CUDA_CHECK(cudaSetDevice(device));
-  return *slot;
+  for (std::size_t i = 0; i < d.contexts.size(); ++i) {
+    if (d.contexts[i]) cudaStreamSynchronize(d.contexts[i]->computeStream());
+    if (d.allocators[i]) d.allocators[i]->emptyCache();
+  }
+  if (d.pinned) d.pinned->emptyCache();
+  for (auto*& ctx : d.contexts) {
+    delete ctx;
+    ctx = nullptr;
+  }
+  contextGeneration.fetch_add(1);
+  cudaGetLastError();
 }
 
-void synchronize(int device) {
-  if (!isAvailable()) return;
-  GPULAB_CUDA_CHECK(cudaStreamSynchronize(context(device).computeStream()));
-}
-
-CachingAllocator& deviceAllocator(int index) {
+CachingAllocator& createAllocator(int index) {
   checkDeviceUsable(Device(DeviceType::CUDA, index));
   Discovery& d = state();
   std::lock_guard lock(d.mutex);
@@ -276,6 +309,53 @@ CachingAllocator& deviceAllocator(int index) {
   if (!slot) slot = new CachingAllocator(std::make_unique<CudaRawAllocator>(index), Device(DeviceType::CUDA, index));
   return *slot;
 }
+
+DeviceContext& createContext(int device) {
+  checkDeviceUsable(Device(DeviceType::CUDA, device));
+  Discovery& d = state();
+  std::lock_guard lock(d.mutex);
+  auto& slot = d.contexts[static_cast<std::size_t>(device)];
+  if (!slot) slot = new DeviceContext(device);
+  return *slot;
+}
+
+}  // namespace
+
+DeviceContext& context(int device) {
+  const std::uint64_t generation = contextGeneration.load(std::memory_order_relaxed);
+  if (tlsGeneration != generation) {
+    std::fill(std::begin(tlsContexts), std::end(tlsContexts), nullptr);
+    tlsGeneration = generation;
+  }
+  DeviceContext* ctx = device >= 0 && device < kCachedDevices ? tlsContexts[device] : nullptr;
+  if (!ctx) {
+    ctx = &createContext(device);
+    if (device < kCachedDevices) tlsContexts[device] = ctx;
+  }
+  // Something else (DeviceGuard, a library) may have changed the current device since; cudaGetDevice
+  // is a cheap thread-local read in the runtime, cudaSetDevice is not.
+  int current = -1;
+  cudaGetDevice(&current);
+  if (current != device) GPULAB_CUDA_CHECK(cudaSetDevice(device));
+  return *ctx;
+}
+
+void synchronize(int device) {
+  if (!isAvailable()) return;
+  DeviceContext& ctx = context(device);
+  GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+  ctx.raiseDeferredError();
+}
+
+CachingAllocator& deviceAllocator(int index) {
+  // Allocators are never destroyed, so a thread may keep the pointer: no lock on every allocation.
+  thread_local CachingAllocator* cached[kCachedDevices] = {};
+  if (index >= 0 && index < kCachedDevices && cached[index]) return *cached[index];
+  CachingAllocator& a = createAllocator(index);
+  if (index >= 0 && index < kCachedDevices) cached[index] = &a;
+  return a;
+}
+
 
 CachingAllocator& pinnedHostAllocator() {
   if (!isAvailable()) throw Error("Cannot allocate pinned memory: no usable GPU: " + state().info.reason);
@@ -314,6 +394,7 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
     DeviceContext& ctx = context(srcDevice.index());
     GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.computeStream()));
     GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+    ctx.raiseDeferredError();
     return;
   }
   if (dstDevice == srcDevice) {

@@ -20,6 +20,7 @@
 #include "engine/backend/cuda/cuda_context.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
+#include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab {
 namespace {
@@ -189,6 +190,28 @@ __global__ void reduceRowsKernel(ReduceOp op, T* out, std::int64_t* indices, con
   }
 }
 
+// Sums over a strided axis when there are too few outputs to fill the GPU with one thread each (a
+// bias gradient: 4096 columns summed over 4096 rows). A block takes 32 neighbouring columns and
+// splits the axis over its 8 rows of threads, which then add their partial sums in a fixed order.
+constexpr int kSplitColumns = 32, kSplitRows = 8;
+template <class T>
+__global__ void sumColumnsSplitKernel(T* out, const T* in, std::int64_t k, std::int64_t inner) {
+  __shared__ T partial[kSplitRows][kSplitColumns + 1];
+  const std::int64_t o = blockIdx.y, x = blockIdx.x * static_cast<std::int64_t>(kSplitColumns) + threadIdx.x;
+  T acc = T(0);
+  if (x < inner) {
+    const T* base = in + o * k * inner + x;
+    for (std::int64_t j = threadIdx.y; j < k; j += kSplitRows) acc += base[j * inner];
+  }
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && x < inner) {
+    T sum = T(0);
+    for (int r = 0; r < kSplitRows; ++r) sum += partial[r][threadIdx.x];
+    out[o * inner + x] = sum;
+  }
+}
+
 // One thread per output element (inner > 1): walks the reduced axis with stride `inner`.
 template <class T>
 __global__ void reduceStridedKernel(ReduceOp op, T* out, std::int64_t* indices, const T* in, std::int64_t outer,
@@ -270,12 +293,15 @@ __global__ void softmaxBackwardKernel(float* gradIn, const float* gradOut, const
 
 // A single block sums the per-row losses, so the result does not depend on scheduling.
 __global__ void nllKernel(float* out, const float* logp, const std::int64_t* target, std::int64_t rows, std::int64_t cols,
-                          float scale, int* badTarget) {
+                          float scale, cuda::DeferredError* error) {
   float acc = 0.0f;
   for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     const std::int64_t t = target[r];
-    if (t < 0 || t >= cols) {
-      *badTarget = 1;
+    if (t < 0 || t >= cols) {  // rare: any one offending thread's report will do
+      error->value = t;
+      error->bound = cols;
+      __threadfence_system();
+      error->flagged = 1;
       continue;
     }
     acc -= logp[r * cols + t];
@@ -436,6 +462,9 @@ class CudaBackend final : public Backend {
         fillKernel<<<blocksFor(outer * inner, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), outer * inner, T(0));
       } else if (inner == 1) {
         reduceRowsKernel<<<static_cast<unsigned>(outer), kThreads, 0, c.computeStream()>>>(op, out.data<T>(), idx, in.data<T>(), k);
+      } else if (op == ReduceOp::Sum && k >= 64 && outer * inner < 4LL * kThreads * c.multiprocessorCount() && outer <= 65535) {
+        const dim3 grid(static_cast<unsigned>((inner + kSplitColumns - 1) / kSplitColumns), static_cast<unsigned>(outer));
+        sumColumnsSplitKernel<<<grid, dim3(kSplitColumns, kSplitRows), 0, c.computeStream()>>>(out.data<T>(), in.data<T>(), k, inner);
       } else {
         reduceStridedKernel<<<blocksFor(outer * inner, c), kThreads, 0, c.computeStream()>>>(op, out.data<T>(), idx, in.data<T>(), outer, k, inner);
       }
@@ -449,6 +478,8 @@ class CudaBackend final : public Backend {
     auto& x = ctx();
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    // TF32 tensor cores only when asked for (torch.backends.cuda.matmul.allow_tf32), as in PyTorch.
+    GPULAB_CUDA_CHECK(cublasSetMathMode(x.cublas(), cuda::allowTf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     if (batch == 1) {
       GPULAB_CUDA_CHECK(cublasSgemm(x.cublas(), opB, opA, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
                                     static_cast<int>(ldb), a, static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
@@ -478,21 +509,12 @@ class CudaBackend final : public Backend {
   void nllLoss(const Tensor& out, const Tensor& logp, const Tensor& target, std::int64_t rows, std::int64_t cols,
                float scale) override {
     auto& c = ctx();
-    Tensor flag;
-    {
-      MemoryCategoryScope tag(MemoryCategory::Workspace);
-      flag = Tensor::empty({1}, kInt64, Device(DeviceType::CUDA, device_));
-    }
-    int* badTarget = reinterpret_cast<int*>(flag.data_ptr());
-    GPULAB_CUDA_CHECK(cudaMemsetAsync(badTarget, 0, sizeof(int), c.computeStream()));
+    // Out-of-range labels must raise, not corrupt memory; the kernel records them without a sync here
+    // (which would stall every training step) and they are raised at the next synchronisation.
+    c.raiseDeferredError();  // one an earlier step's kernel may have found (a host read, no wait)
     nllKernel<<<1, 1024, 0, c.computeStream()>>>(out.data<float>(), logp.data<float>(), target.data<std::int64_t>(), rows, cols,
-                                                 scale, badTarget);
+                                                 scale, c.deferredErrorSlot());
     GPULAB_CUDA_CHECK_LAUNCH();
-    // Out-of-range labels must raise, not corrupt memory: read the flag back (one small sync).
-    int bad = 0;
-    GPULAB_CUDA_CHECK(cudaMemcpyAsync(&bad, badTarget, sizeof(int), cudaMemcpyDeviceToHost, c.computeStream()));
-    GPULAB_CUDA_CHECK(cudaStreamSynchronize(c.computeStream()));
-    if (bad) throw IndexError("Target is out of bounds: class labels must lie in [0, " + std::to_string(cols) + ")");
   }
 
   void nllLossBackward(const Tensor& gradLogp, const Tensor& gradOut, const Tensor& target, std::int64_t rows,

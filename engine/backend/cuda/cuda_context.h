@@ -8,6 +8,17 @@
 
 namespace gpulab::cuda {
 
+// An error a kernel found (an out-of-range class label), written by the kernel straight into mapped
+// host memory so that finding none costs no synchronisation. It is raised at the next point where the
+// host waits for the device anyway -- synchronize(), a copy to the host such as .item() -- as CUDA's
+// device-side asserts are; unlike them it leaves the device usable.
+struct DeferredError {
+  int flagged;
+  int pad;
+  long long value;  // the offending label
+  long long bound;  // the number of classes
+};
+
 class DeviceContext {
  public:
   explicit DeviceContext(int device);
@@ -21,6 +32,10 @@ class DeviceContext {
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn();  // created on first use: cuDNN initialisation is slow and not every run needs it
   int multiprocessorCount() const { return smCount_; }
+  // Where kernels record a DeferredError (a device pointer to mapped host memory).
+  DeferredError* deferredErrorSlot() const { return deferredDevice_; }
+  // Throws the recorded error, if any, and clears it. Call it after the host has waited for the device.
+  void raiseDeferredError();
 
  private:
   int device_;
@@ -29,6 +44,8 @@ class DeviceContext {
   cudaStream_t copy_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  DeferredError* deferredHost_ = nullptr;
+  DeferredError* deferredDevice_ = nullptr;
 };
 
 // The context of `device`; also makes it the current device of the calling thread.

@@ -1,0 +1,177 @@
+// gpulab-bench-gpu: GPU Lab's side of the GPU benchmarks (tests/bench/gpu_bench.py runs it and the same
+// workloads in PyTorch, on the same GPU, and prints the ratios). One JSON object per line, one line per
+// workload; nothing here judges the numbers.
+//
+//   gpulab-bench-gpu [--workload NAME] [--device cuda:0] [--steps N]
+//
+// Workloads (data already on the device; each is warmed up before it is timed, and timed between two
+// synchronisations so queued GPU work is counted):
+//   regression    the seed lessons' loop: 16 -> 64 -> 1 MLP, Adam lr 1e-3, batch 64 (steps/s)
+//   fashion       one epoch of the 784 -> 256 -> 128 -> 100 -> 10 MLP, Adam, batch 128 over 60,000
+//                 Fashion-MNIST-shaped examples (seconds per epoch)
+//   gemm-fp32     a GEMM-bound MLP: 3 x Linear(4096, 4096) + ReLU, batch 4096, SGD (ms/step, TFLOP/s)
+//   gemm-tf32     the same with TF32 tensor cores allowed (torch.backends.cuda.matmul.allow_tf32)
+//   copy          host -> device 256 MiB from pageable and from pinned memory (GB/s), and the
+//                 bandwidth cudaMemcpy reaches for the same pinned buffer
+//   elementwise   a + b over 256 MiB tensors (GB/s moved) and a device-to-device cudaMemcpy (GB/s)
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/core/errors.h"
+#include "engine/memory/memory.h"
+#include "engine/nn/layers.h"
+#include "engine/ops/ops.h"
+#include "engine/optim/optimizer.h"
+#include "engine/runtime/cuda_runtime.h"
+
+using namespace gpulab;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Seconds for `iterations` calls of `body`, after `warmup` untimed ones, with the device idle at both ends.
+double timeIt(Device device, int warmup, int iterations, const std::function<void()>& body) {
+  for (int i = 0; i < warmup; ++i) body();
+  cuda::synchronize(device.index());
+  const auto start = Clock::now();
+  for (int i = 0; i < iterations; ++i) body();
+  cuda::synchronize(device.index());
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::shared_ptr<nn::Sequential> mlp(const std::vector<std::int64_t>& widths, Generator& gen) {
+  auto model = std::make_shared<nn::Sequential>();
+  for (std::size_t i = 0; i + 1 < widths.size(); ++i) {
+    model->push_back(std::make_shared<nn::Linear>(widths[i], widths[i + 1], true, gen));
+    if (i + 2 < widths.size()) model->push_back(std::make_shared<nn::ReLU>());
+  }
+  return model;
+}
+
+// Trains `model` over (x, y) already on `device`, in order, `batch` rows at a time; returns the seconds.
+double trainResident(Device device, nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y,
+                     std::int64_t batch, int warmup, int steps, bool classification) {
+  const std::int64_t batches = x.size(0) / batch;
+  std::int64_t i = 0;
+  auto step = [&] {
+    const std::int64_t b = i++ % batches;
+    Tensor bx = x.slice(0, b * batch, (b + 1) * batch), by = y.slice(0, b * batch, (b + 1) * batch);
+    Tensor out = model(bx);
+    Tensor loss = classification ? cross_entropy(out, by) : mse_loss(out, by);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  return timeIt(device, warmup, steps, step);
+}
+
+void regression(Device device, int steps) {
+  Generator gen(0);
+  Tensor x = randn({1024, 16}, gen).to(device), y = randn({1024, 1}, gen).to(device);
+  auto model = mlp({16, 64, 1}, gen);
+  model->to(device);
+  optim::Adam opt(model->parameters(), {.lr = 1e-3});
+  const double s = trainResident(device, *model, opt, x, y, 64, 200, steps, false);
+  std::printf("{\"workload\":\"regression\",\"steps\":%d,\"seconds\":%.6f,\"steps_per_s\":%.1f}\n", steps, s, steps / s);
+}
+
+void fashion(Device device) {
+  Generator gen(0);
+  Tensor x = randn({60000, 784}, gen).to(device);
+  Tensor y = randint(0, 10, {60000}, gen).to(device);
+  auto model = mlp({784, 256, 128, 100, 10}, gen);
+  model->to(device);
+  optim::Adam opt(model->parameters(), {.lr = 1e-3});
+  const int steps = 60000 / 128;  // 468 full batches
+  const double s = trainResident(device, *model, opt, x, y, 128, 50, steps, true);
+  std::printf("{\"workload\":\"fashion\",\"steps\":%d,\"seconds\":%.6f,\"steps_per_s\":%.1f}\n", steps, s, steps / s);
+}
+
+void gemmMlp(Device device, bool tf32, int steps) {
+  cuda::setAllowTf32(tf32);
+  Generator gen(0);
+  constexpr std::int64_t n = 4096;
+  Tensor x = randn({n, n}, gen).to(device), y = randn({n, n}, gen).to(device);
+  auto model = mlp({n, n, n, n}, gen);
+  model->to(device);
+  optim::SGD opt(model->parameters(), {.lr = 1e-4});
+  const double s = trainResident(device, *model, opt, x, y, n, 3, steps, false);
+  // 3 layers x (forward, grad input, grad weight) x 2 n^3 flops.
+  const double flops = 3.0 * 3.0 * 2.0 * n * n * n * steps;
+  std::printf("{\"workload\":\"gemm-%s\",\"steps\":%d,\"seconds\":%.6f,\"ms_per_step\":%.3f,\"tflops\":%.1f}\n", tf32 ? "tf32" : "fp32",
+              steps, s, 1e3 * s / steps, flops / s / 1e12);
+  cuda::setAllowTf32(false);
+}
+
+void copies(Device device) {
+  constexpr std::int64_t elems = 64LL << 20;  // 256 MiB of float32
+  const double gb = elems * 4.0 / 1e9;
+  Tensor pageable = ones({elems});
+  Tensor pinned = pageable.pin_memory();
+  const int reps = 10;
+  Tensor sink;
+  const double tPageable = timeIt(device, 2, reps, [&] { sink = pageable.to(device); });
+  const double tPinned = timeIt(device, 2, reps, [&] { sink = pinned.to(device, /*non_blocking=*/true); });
+  // The ceiling: the runtime's own copy of the same pinned buffer into a preallocated device buffer.
+  Tensor dst = Tensor::empty(pageable.sizes(), pageable.dtype(), device);
+  const double tRaw = timeIt(device, 2, reps, [&] {
+    cudaMemcpy(dst.data<float>(), pinned.data<float>(), static_cast<std::size_t>(elems) * 4, cudaMemcpyHostToDevice);
+  });
+  std::printf("{\"workload\":\"copy\",\"bytes\":%lld,\"pageable_gbps\":%.2f,\"pinned_gbps\":%.2f,\"cudamemcpy_pinned_gbps\":%.2f}\n",
+              static_cast<long long>(elems * 4), reps * gb / tPageable, reps * gb / tPinned, reps * gb / tRaw);
+}
+
+void elementwise(Device device) {
+  constexpr std::int64_t elems = 64LL << 20;
+  Generator gen(0);
+  Tensor a = randn({elems}, gen).to(device), b = randn({elems}, gen).to(device);
+  Tensor c;
+  const int reps = 50;
+  const double tAdd = timeIt(device, 5, reps, [&] { c = a + b; });
+  Tensor dst = zeros({elems}, {.device = device});
+  // The copies go on the legacy default stream, which timeIt's synchronize() does not wait for.
+  const auto copy = [&] {
+    cudaMemcpyAsync(dst.data<float>(), a.data<float>(), static_cast<std::size_t>(elems) * 4, cudaMemcpyDeviceToDevice, nullptr);
+  };
+  const double tCopy = timeIt(device, 0, reps, [&] {
+    copy();
+    cudaStreamSynchronize(nullptr);
+  });
+  // a + b reads two tensors and writes one; a copy reads one and writes one.
+  std::printf("{\"workload\":\"elementwise\",\"bytes\":%lld,\"add_gbps\":%.1f,\"d2d_copy_gbps\":%.1f}\n", static_cast<long long>(elems * 4),
+              reps * 3.0 * elems * 4 / tAdd / 1e9, reps * 2.0 * elems * 4 / tCopy / 1e9);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only, deviceText = "cuda:0";
+  int steps = 3000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--workload")) only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--device")) deviceText = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+  }
+  try {
+    const Device device = Device::parse(deviceText);
+    cuda::checkDeviceUsable(device);
+    if (!device.isCuda()) throw ValueError("gpulab-bench-gpu measures a GPU: --device must be cuda or cuda:N");
+    const auto want = [&](const char* name) { return only.empty() || only == name; };
+    if (want("regression")) regression(device, steps);
+    if (want("fashion")) fashion(device);
+    if (want("gemm-fp32")) gemmMlp(device, false, 20);
+    if (want("gemm-tf32")) gemmMlp(device, true, 20);
+    if (want("copy")) copies(device);
+    if (want("elementwise")) elementwise(device);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpulab-bench-gpu: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

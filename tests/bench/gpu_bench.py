@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""GPU Lab against PyTorch on the same GPU, in one go: runs gpulab-bench-gpu (GPU Lab's side) and the
+same workloads in PyTorch, and prints both absolute numbers and the ratio for each. PyTorch gets its
+best configuration on each workload (the fastest of eager with the default foreach optimizer, eager
+with the fused optimizer, and the whole training step captured in a CUDA graph); the table says which.
+
+Usage: python3 tests/bench/gpu_bench.py --bench build/bin/gpulab-bench-gpu [--json OUT.json]
+"""
+import argparse
+import json
+import subprocess
+import time
+
+import torch
+from torch import nn
+
+
+def sync():
+    torch.cuda.synchronize()
+
+
+def timed(body, warmup, iterations):
+    for _ in range(warmup):
+        body()
+    sync()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        body()
+    sync()
+    return time.perf_counter() - start
+
+
+def mlp(widths):
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers).cuda()
+
+
+def train_variants(widths, x, y, batch, steps, warmup, classification, make_opt):
+    """Seconds for `steps` training steps over GPU-resident (x, y), per PyTorch configuration."""
+    loss_fn = nn.CrossEntropyLoss() if classification else nn.MSELoss()
+    batches = x.shape[0] // batch
+    results = {}
+    for config in ("eager (foreach)", "eager (fused)", "CUDA graph (fused, capturable)"):
+        torch.manual_seed(0)
+        model = mlp(widths)
+        fused = config != "eager (foreach)"
+        opt = make_opt(model.parameters(), fused, config.startswith("CUDA graph"))
+        counter = [0]
+
+        def step():
+            b = counter[0] % batches
+            counter[0] += 1
+            bx, by = x[b * batch:(b + 1) * batch], y[b * batch:(b + 1) * batch]
+            loss = loss_fn(model(bx), by)
+            opt.zero_grad(set_to_none=False)
+            loss.backward()
+            opt.step()
+
+        if not config.startswith("CUDA graph"):
+            results[config] = timed(step, warmup, steps)
+            continue
+        # Capture one step on static input buffers; replay it with the next batch copied in.
+        static_x, static_y = x[:batch].clone(), y[:batch].clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                loss = loss_fn(model(static_x), static_y)
+                opt.zero_grad(set_to_none=False)
+                loss.backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)  # backward inside the capture then writes fresh gradients each replay
+        with torch.cuda.graph(graph):
+            static_loss = loss_fn(model(static_x), static_y)
+            static_loss.backward()
+            opt.step()
+
+        def replay():
+            b = counter[0] % batches
+            counter[0] += 1
+            static_x.copy_(x[b * batch:(b + 1) * batch])
+            static_y.copy_(y[b * batch:(b + 1) * batch])
+            graph.replay()
+
+        results[config] = timed(replay, warmup, steps)
+    return results
+
+
+def adam(params, fused, capturable):
+    if fused:
+        return torch.optim.Adam(params, lr=1e-3, fused=True, capturable=capturable)
+    return torch.optim.Adam(params, lr=1e-3, foreach=True)
+
+
+def sgd(params, fused, capturable):
+    return torch.optim.SGD(params, lr=1e-4, fused=fused) if fused else torch.optim.SGD(params, lr=1e-4, foreach=True)
+
+
+def ours(bench, workload, extra=()):
+    out = subprocess.run([bench, "--workload", workload, *extra], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def best(results):
+    config = min(results, key=results.get)
+    return config, results[config]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default="build/bin/gpulab-bench-gpu")
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    print(f"GPU {props.name}; PyTorch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
+    rows = []
+
+    def report(name, ours_value, torch_value, unit, higher_is_better, config):
+        ratio = ours_value / torch_value if higher_is_better else torch_value / ours_value
+        rows.append({"workload": name, "gpulab": ours_value, "pytorch": torch_value, "unit": unit, "ratio": ratio,
+                     "pytorch_config": config})
+        print(f"{name:<44} GPU Lab {ours_value:>11,.2f} {unit:<8} PyTorch {torch_value:>11,.2f} {unit:<8} "
+              f"ratio {ratio:5.2f}x  (PyTorch: {config})")
+
+    print("ratio > 1 means GPU Lab is faster")
+    # 1. The seed lessons' regression loop.
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(1024, 16, generator=g).cuda(), torch.randn(1024, 1, generator=g).cuda()
+    r = train_variants([16, 64, 1], x, y, 64, a.steps, 200, False, adam)
+    for config, seconds in r.items():
+        print(f"  PyTorch regression, {config}: {a.steps / seconds:,.0f} steps/s")
+    config, seconds = best(r)
+    o = ours(a.bench, "regression", ["--steps", str(a.steps)])
+    report("regression 16-64-1, Adam, batch 64", o["steps_per_s"], a.steps / seconds, "steps/s", True, config)
+
+    # 2. A Fashion-MNIST-shaped epoch, data on the GPU.
+    xf, yf = torch.randn(60000, 784, generator=g).cuda(), torch.randint(0, 10, (60000,), generator=g).cuda()
+    r = train_variants([784, 256, 128, 100, 10], xf, yf, 128, 468, 50, True, adam)
+    config, seconds = best(r)
+    o = ours(a.bench, "fashion")
+    report("fashion MLP epoch (784-256-128-100-10), on GPU", o["seconds"], seconds, "s", False, config)
+
+    # 3. GEMM-bound MLP, fp32 then TF32.
+    for tf32 in (False, True):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        xg, yg = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
+        r = train_variants([4096] * 4, xg, yg, 4096, 20, 3, False, sgd)
+        config, seconds = best(r)
+        name = "gemm-tf32" if tf32 else "gemm-fp32"
+        o = ours(a.bench, name)
+        torch_tflops = 18.0 * 4096 ** 3 * 20 / seconds / 1e12
+        report(f"{name} MLP 3x4096, batch 4096 (TFLOP/s)", o["tflops"], torch_tflops, "TFLOP/s", True, config)
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    # 4. Host -> device copies.
+    n = 64 << 20
+    pageable = torch.ones(n)
+    pinned = pageable.pin_memory()
+    gb = n * 4 / 1e9
+    t_pageable = timed(lambda: pageable.to("cuda"), 2, 10)
+    t_pinned = timed(lambda: pinned.to("cuda", non_blocking=True), 2, 10)
+    o = ours(a.bench, "copy")
+    report("H2D 256 MiB from pageable memory", o["pageable_gbps"], 10 * gb / t_pageable, "GB/s", True, "tensor.to('cuda')")
+    report("H2D 256 MiB from pinned memory", o["pinned_gbps"], 10 * gb / t_pinned, "GB/s", True, "to('cuda', non_blocking=True)")
+    print(f"  cudaMemcpy from the same pinned buffer reaches {o['cudamemcpy_pinned_gbps']:.2f} GB/s "
+          f"(GPU Lab pinned copies reach {o['pinned_gbps'] / o['cudamemcpy_pinned_gbps']:.0%} of it)")
+
+    # 5. Elementwise against the device's copy bandwidth.
+    ea, eb = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    t_add = timed(lambda: ea + eb, 5, 50)
+    o = ours(a.bench, "elementwise")
+    report("a + b over 256 MiB tensors (GB/s moved)", o["add_gbps"], 50 * 3 * n * 4 / t_add / 1e9, "GB/s", True, "a + b")
+    print(f"  device-to-device cudaMemcpy reaches {o['d2d_copy_gbps']:.0f} GB/s "
+          f"(GPU Lab's a + b reaches {o['add_gbps'] / o['d2d_copy_gbps']:.0%} of it)")
+
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"gpu": props.name, "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
