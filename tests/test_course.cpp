@@ -1,11 +1,13 @@
 // The lesson format: the embedded lessons load cleanly, mistakes are reported with file, line and
-// what is wrong (and leave the other lessons usable), and progress survives a restart.
+// what is wrong (and leave the other lessons usable), progress survives a restart, and reference
+// runs (recorded on a real GPU) load, or are refused with file, line and what is wrong.
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 
 #include "app/course/course.h"
 #include "app/course/progress_store.h"
+#include "app/course/reference_runs.h"
 #include "test_util.h"
 
 using namespace gpulab::course;
@@ -13,6 +15,14 @@ using namespace gpulab::course;
 namespace {
 
 const char* kHeader = "---\nid: sample\ntitle: Sample\nchapter: Tests\n---\n# Text\n";
+
+// A valid reference file for lesson "training-loop" is kRefHeader + kRefRun1 (+ kRefRun2).
+const char* kRefHeader =
+    R"({"event":"reference","lesson":"training-loop","gpu":"NVIDIA H100 80GB HBM3","date":"2026-11-23","command":"test"})" "\n";
+const char* kRefRun1 =
+    R"({"event":"run","index":1,"lab":"train","title":"t"})" "\n"
+    R"({"allocated_bytes":10,"elapsed_s":0.1,"epoch":1,"event":"step","loss":1.0,"reserved_bytes":20,"samples_per_s":5,"step":2})" "\n"
+    R"({"device":"cuda:0","event":"done","peak_allocated_bytes":10,"peak_reserved_bytes":20,"seconds":0.1,"steps":2,"stopped":false})" "\n";
 
 
 }  // namespace
@@ -104,6 +114,165 @@ class TestCourse : public QObject {
     QVERIFY(!again.isCompleted("training-loop"));
     again.setCompleted("device-setup", false);
     QVERIFY(!ProgressStore(path).isCompleted("device-setup"));
+  }
+
+  void referenceRunsLoad() {
+    const Course c = loadCourse();
+    const Lesson* lesson = c.find("training-loop");
+    QVERIFY(lesson);
+    const QString path = QFINDTESTDATA("data/reference-runs/fixture-training-loop.jsonl");
+    QVERIFY2(!path.isEmpty(), "the test fixture is missing");
+    const ReferenceRuns refs = loadReferenceRuns(path, lesson);
+    QVERIFY2(refs.ok(), qPrintable(refs.error));
+    QCOMPARE(refs.header.lesson, QString("training-loop"));
+    QCOMPARE(refs.header.gpu, QString("NVIDIA H100 80GB HBM3"));
+    QCOMPARE(refs.header.date, QString("2026-11-23"));
+    QCOMPARE(refs.header.driver, QString("000.00.00"));
+    QCOMPARE(refs.label(), QString("reference: NVIDIA H100, recorded 2026-11-23 — not your machine"));
+    QVERIFY(refs.details().contains("GPU: NVIDIA H100 80GB HBM3"));
+    QCOMPARE(refs.runs.size(), std::size_t(2));
+    const ReferenceRun* run1 = refs.run(1);
+    QVERIFY(run1);
+    QCOMPARE(run1->lab, QString("train"));
+    QCOMPARE(run1->steps.size(), 4);
+    QCOMPARE(run1->steps[1].step, std::int64_t(4));
+    QCOMPARE(run1->steps[1].loss, 0.8);
+    QCOMPARE(run1->steps[1].elapsed_s, 0.002);
+    QCOMPARE(run1->steps[3].epoch, 2);
+    QCOMPARE(run1->steps[0].allocated_bytes, std::int64_t(1000000));
+    QCOMPARE(run1->epochs.size(), 2);
+    QCOMPARE(run1->epochs[1].eval_loss, 0.5);
+    QCOMPARE(run1->measurements.size(), 3);
+    QCOMPARE(run1->measurements[2].name, std::string("evaluation peak under no-grad"));
+    QCOMPARE(run1->measurements[2].unit, std::string("bytes"));
+    QCOMPARE(run1->messages.size(), 1);
+    QCOMPARE(run1->done.device, std::string("cuda:0"));
+    QCOMPARE(run1->done.steps, std::int64_t(8));
+    QVERIFY(run1->done.train_loss && *run1->done.train_loss == 0.5);
+    QVERIFY(refs.run(2) && refs.run(2)->epochs.front().test_accuracy == 0.5);
+    QVERIFY(!refs.run(3));
+    QVERIFY(!refs.run(0));
+
+    // Found by lesson id in a folder; no file, no reference.
+    QTemporaryDir dir;
+    QVERIFY(QFile::copy(path, dir.filePath("training-loop.jsonl")));
+    const auto found = findReferenceRuns(*lesson, dir.path());
+    QVERIFY(found && found->ok());
+    QCOMPARE(found->path, dir.filePath("training-loop.jsonl"));
+    QVERIFY(!findReferenceRuns(*c.find("device-setup"), dir.path()));
+    const ReferenceRuns missing = loadReferenceRuns(dir.filePath("nothing.jsonl"));
+    QVERIFY(missing.error.startsWith(dir.filePath("nothing.jsonl") + ":0: cannot read"));
+  }
+
+  void referenceRunMistakesNameFileAndLine_data() {
+    QTest::addColumn<QByteArray>("text");
+    QTest::addColumn<QString>("expected");  // after "<file>:"
+    const QByteArray h(kRefHeader), r1(kRefRun1);
+    const QByteArray run2 = R"({"event":"run","index":2,"lab":"train","title":"t2"})" "\n";
+    const QByteArray done = QByteArray(kRefRun1).split('\n')[2] + "\n";
+    QTest::newRow("empty file") << QByteArray() << "1: empty file: expected the header";
+    QTest::newRow("bad JSON") << h + r1.left(40) + "\n" << "2: invalid JSON";
+    QTest::newRow("bad JSON later") << h + r1 + "{\"event\": \"run\",}\n" << "5: invalid JSON";
+    QTest::newRow("not an object") << h + "[1, 2]\n" + r1 << "2: expected a JSON object";
+    QTest::newRow("missing header") << r1 << "1: expected the header first";
+    QTest::newRow("header without gpu")
+        << QByteArray(R"({"event":"reference","lesson":"training-loop","date":"2026-11-23"})" "\n") + r1
+        << "1: \"reference\" event: missing field \"gpu\"";
+    QTest::newRow("header with a bad date")
+        << QByteArray(R"({"event":"reference","lesson":"training-loop","gpu":"G","date":"23.11.2026"})" "\n") + r1
+        << "1: \"reference\" event: field \"date\" must be a date like 2026-11-23 (found \"23.11.2026\")";
+    QTest::newRow("header for another lesson")
+        << QByteArray(R"({"event":"reference","lesson":"device-setup","gpu":"G","date":"2026-11-23"})" "\n") + r1
+        << "1: \"reference\" event: recorded for lesson \"device-setup\", but this file is for lesson \"training-loop\"";
+    QTest::newRow("a second header") << h + r1 + h << "5: a second header";
+    QTest::newRow("event without a name") << h + "{\"step\": 1}\n" << "2: missing field \"event\"";
+    QTest::newRow("step without loss")
+        << h + r1.left(r1.indexOf("\"loss\":1.0,")) + r1.mid(r1.indexOf("\"loss\":1.0,") + 11)
+        << "3: \"step\" event: missing field \"loss\"";
+    QTest::newRow("loss is a string")
+        << QByteArray(r1).replace("\"loss\":1.0", "\"loss\":\"1.0\"").prepend(h)
+        << "3: \"step\" event: field \"loss\" must be a number";
+    QTest::newRow("measurement without unit")
+        << h + r1.left(r1.lastIndexOf("{\"device\"")) + "{\"event\":\"measurement\",\"name\":\"x\",\"value\":1}\n" + done
+        << "4: \"measurement\" event: missing field \"unit\"";
+    QTest::newRow("run index that does not exist")
+        << h + QByteArray(r1).replace("\"index\":1", "\"index\":3")
+        << "2: \"run\" event: run index 3 does not exist (lesson \"training-loop\" has 2 run block(s))";
+    QTest::newRow("run index 0") << h + QByteArray(r1).replace("\"index\":1", "\"index\":0")
+                                 << "2: \"run\" event: field \"index\" must be a whole number >= 1";
+    QTest::newRow("another lab") << h + QByteArray(r1).replace("\"lab\":\"train\"", "\"lab\":\"devices\"")
+                                 << "2: \"run\" event: run 1 was recorded with lab \"devices\", but the lesson's run 1 uses lab \"train\"";
+    QTest::newRow("a run twice") << h + r1 + r1 << "5: \"run\" event: run 1 is recorded twice";
+    QTest::newRow("event before any run") << h + r1.mid(r1.indexOf('\n') + 1) << "2: a \"step\" event before the first \"run\" event";
+    QTest::newRow("event after done") << h + r1 + done << "5: a \"done\" event after run 1's \"done\" event";
+    QTest::newRow("unknown event") << h + "{\"event\":\"run\",\"index\":1,\"lab\":\"train\",\"title\":\"t\"}\n{\"event\":\"stepp\"}\n"
+                                   << "3: unknown event \"stepp\"";
+    QTest::newRow("a failed run") << h + r1.left(r1.indexOf('\n') + 1) + "{\"event\":\"error\",\"type\":\"CudaError\",\"message\":\"boom\"}\n"
+                                  << "3: the recorded run failed (CudaError: boom)";
+    QTest::newRow("run without done") << h + r1.left(r1.lastIndexOf("{\"device\"")) << "3: run 1 has no \"done\" event (was the recording cut short?)";
+    QTest::newRow("next run before done") << h + r1.left(r1.lastIndexOf("{\"device\"")) + run2 << "4: run 1 has no \"done\" event before the next run starts";
+    QTest::newRow("no run") << h << "1: no run recorded";
+  }
+
+  void referenceRunMistakesNameFileAndLine() {
+    QFETCH(QByteArray, text);
+    QFETCH(QString, expected);
+    const Course c = loadCourse();
+    QTemporaryDir dir;
+    const QString path = dir.filePath("training-loop.jsonl");
+    gpulab::test::writeFile(path, text);
+    const ReferenceRuns refs = loadReferenceRuns(path, c.find("training-loop"));
+    QVERIFY2(!refs.ok(), "the file was accepted");
+    QVERIFY2(refs.error.startsWith(path + ":" + expected), qPrintable(refs.error));
+    QVERIFY(refs.runs.empty());
+    QVERIFY(!refs.run(1));  // nothing of a refused file is shown
+  }
+
+  void aValidReferenceSnippetLoads() {
+    // The snippet the mistakes above are made from is valid, so each row fails for its own reason.
+    const Course c = loadCourse();
+    const ReferenceRuns refs = parseReferenceRuns(QByteArray(kRefHeader) + kRefRun1, "x.jsonl", c.find("training-loop"));
+    QVERIFY2(refs.ok(), qPrintable(refs.error));
+    QCOMPARE(refs.run(1)->steps.size(), 1);
+    // Blank lines are skipped and line numbers still count them.
+    const ReferenceRuns blank = parseReferenceRuns(QByteArray(kRefHeader) + "\n" + kRefRun1 + "\n{]\n", "x.jsonl");
+    QVERIFY2(blank.error.startsWith("x.jsonl:7: invalid JSON"), qPrintable(blank.error));
+  }
+
+  void gpuNamesAreShortenedGenerically_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("H100 SXM") << "NVIDIA H100 80GB HBM3" << "NVIDIA H100";
+    QTest::newRow("A100 SXM4") << "NVIDIA A100-SXM4-80GB" << "NVIDIA A100";
+    QTest::newRow("A100 PCIe") << "NVIDIA A100-PCIE-40GB" << "NVIDIA A100";
+    QTest::newRow("V100") << "Tesla V100-SXM2-16GB" << "Tesla V100";
+    QTest::newRow("GH200") << "NVIDIA GH200 480GB" << "NVIDIA GH200";
+    QTest::newRow("H100 PCIe") << "NVIDIA H100 PCIe" << "NVIDIA H100 PCIe";
+    QTest::newRow("H100 NVL") << "NVIDIA H100 NVL" << "NVIDIA H100 NVL";
+    QTest::newRow("GeForce") << "NVIDIA GeForce RTX 4090" << "NVIDIA GeForce RTX 4090";
+    QTest::newRow("H200") << "NVIDIA H200" << "NVIDIA H200";
+    QTest::newRow("only a size") << "80GB" << "80GB";
+  }
+
+  void gpuNamesAreShortenedGenerically() {
+    QFETCH(QString, name);
+    QFETCH(QString, expected);
+    QCOMPARE(shortGpuName(name), expected);
+  }
+
+  void embeddedReferenceRunsLoad() {
+    // Every recording shipped in resources/reference-runs/ belongs to a lesson and loads cleanly.
+    const Course c = loadCourse();
+    const QStringList files = QDir(kEmbeddedReferenceRoot).entryList({"*.jsonl"}, QDir::Files);
+    if (files.isEmpty()) qInfo("no reference runs are embedded (resources/reference-runs/ has no .jsonl file)");
+    for (const QString& file : files) {
+      const Lesson* lesson = c.find(QFileInfo(file).completeBaseName());
+      QVERIFY2(lesson, qPrintable(file + ": no lesson has this id"));
+      const auto refs = findReferenceRuns(*lesson);
+      QVERIFY(refs);
+      QVERIFY2(refs->ok(), qPrintable(refs->error));
+      QVERIFY2(refs->run(1), qPrintable(file + ": run 1 is not recorded"));
+    }
   }
 
   void corruptProgressIsKeptAsideNotFatal() {

@@ -85,7 +85,10 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
     runState_->setText(runner_.paused() ? "paused" : "running");
   });
   connect(runPanel_, &RunPanel::resetClicked, this, [this] { plots_->beginRun("run"); });
-  connect(runPanel_, &RunPanel::runSelected, this, &MainWindow::showRunSource);
+  connect(runPanel_, &RunPanel::runSelected, this, [this] {
+    showRunSource();
+    showReference();
+  });
   connect(&runner_, &LabRunner::batchReady, this, [this](const MetricBatch& b) {
     plots_->addBatch(b);
     runPanel_->appendBatch(b);
@@ -127,6 +130,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 
 void MainWindow::loadCourse() {
   course_ = course::loadCourse(root_);
+  references_.clear();  // an author's edit may have changed a lesson's run blocks
   if (!root_.startsWith(":")) {
     if (!watcher_.directories().isEmpty()) watcher_.removePaths(watcher_.directories());
     if (!watcher_.files().isEmpty()) watcher_.removePaths(watcher_.files());
@@ -196,7 +200,32 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
   runPanel_->setLesson(lesson->ok() ? lesson : nullptr);
   quiz_->setLesson(lesson->ok() ? lesson : nullptr);
   showRunSource();
+  showReference();
   pageTabs_->setCurrentIndex(0);
+}
+
+void MainWindow::setReferenceRunsRoot(const QString& root) {
+  referenceRoot_ = root;
+  references_.clear();
+  showReference();
+}
+
+const course::ReferenceRuns* MainWindow::referenceRuns(const course::Lesson& lesson) {
+  auto it = references_.find(lesson.id);
+  if (it == references_.end()) {
+    it = references_.emplace(lesson.id, course::findReferenceRuns(lesson, referenceRoot_)).first;
+    if (it->second && !it->second->ok()) qWarning("reference run not shown: %s", qPrintable(it->second->error));
+  }
+  return it->second ? &*it->second : nullptr;
+}
+
+void MainWindow::showReference() {
+  const course::Lesson* lesson = course_.find(currentId_);
+  if (!lesson || !lesson->ok()) {
+    plots_->setReference(nullptr, 0);
+    return;
+  }
+  plots_->setReference(referenceRuns(*lesson), runPanel_->currentRun() + 1);
 }
 
 void MainWindow::showRunSource() {

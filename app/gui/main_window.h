@@ -4,10 +4,13 @@
 #include <QFileSystemWatcher>
 #include <QMainWindow>
 #include <QTimer>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "app/course/course.h"
 #include "app/course/progress_store.h"
+#include "app/course/reference_runs.h"
 #include "app/gui/lab_runner.h"
 
 class QTreeWidget;
@@ -41,6 +44,9 @@ class MainWindow final : public QMainWindow {
   QPlainTextEdit* codeView() const { return codeView_; }
   QTreeWidget* navigator() const { return navigator_; }
   LabRunner& runner() { return runner_; }
+  // Where the lessons' reference runs (recorded on a real GPU) are read from: the embedded ones by
+  // default, a folder of <lesson-id>.jsonl files for tests and for checking a new recording.
+  void setReferenceRunsRoot(const QString& root);
   void startRun();
   void stopRun();
 
@@ -57,6 +63,8 @@ class MainWindow final : public QMainWindow {
   void showRunSource();
   void stepLesson(int delta);
   void onAnswered();
+  void showReference();  // offers the recording of the selected run block, if there is one
+  const course::ReferenceRuns* referenceRuns(const course::Lesson& lesson);
 
   QString root_;
   course::Course course_;
@@ -73,6 +81,8 @@ class MainWindow final : public QMainWindow {
   LabRunner runner_;
   QFileSystemWatcher watcher_;
   QTimer reloadDelay_;
+  QString referenceRoot_ = course::kEmbeddedReferenceRoot;
+  std::map<QString, std::optional<course::ReferenceRuns>> references_;  // by lesson id, read once
 };
 
 }  // namespace gpulab::app
