@@ -105,6 +105,37 @@ class TestAutograd : public QObject {
     QVERIFY(noGrad < withGrad);
     QVERIFY(noGrad > 0);
   }
+
+  // Issue 8, defect 3: a graph far deeper than the stack (a 200,000-op chain; 88,000 layers once
+  // overflowed it) is walked by backward and freed without recursion.
+  void deepGraphsAreFreedAndWalkedIteratively_data() {
+    QTest::addColumn<bool>("backward");
+    QTest::addColumn<bool>("twoEdges");  // each node reached twice: (y + y) * 0.5
+    QTest::newRow("dropped without backward") << false << false;
+    QTest::newRow("dropped after backward") << true << false;
+    QTest::newRow("two edges per node, dropped") << false << true;
+    QTest::newRow("two edges per node, after backward") << true << true;
+  }
+  void deepGraphsAreFreedAndWalkedIteratively() {
+    QFETCH(bool, backward);
+    QFETCH(bool, twoEdges);
+    constexpr int kDepth = 200000;
+    const std::int64_t baseline = memory_allocated(kCPU);
+    Tensor x = tensor({3}, {1}, {.requires_grad = true});
+    {
+      Tensor y = x;
+      for (int i = 0; i < kDepth; ++i) y = twoEdges ? (y + y) * 0.5 : y * 1.0;
+      QVERIFY(y.grad_fn() != nullptr);
+      if (backward) {
+        y.sum().backward();
+        QCOMPARE(x.grad().item(), 1.0);  // d/dx of x * 1 * 1 * ... (or of ((x + x) / 2) ...)
+      }
+    }  // the whole graph is released here
+    x.set_grad(Tensor());
+    QCOMPARE(memory_allocated(kCPU), baseline + static_cast<std::int64_t>(CachingAllocator::kMinBlockSize));  // x alone
+    (x * 2.0).sum().backward();  // the engine goes on working
+    QCOMPARE(x.grad().item(), 2.0);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestAutograd)

@@ -3,6 +3,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
+#include <clocale>
 
 #include "test_util.h"
 
@@ -26,6 +28,27 @@ Run cli(const QStringList& args, const QProcessEnvironment& env = QProcessEnviro
   }
   return r;
 }
+
+// The environment of a learner whose desktop speaks `locale` (LANG and LC_ALL both set).
+QProcessEnvironment localeEnv(const QByteArray& locale) {
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("LANG", locale);
+  env.insert("LC_ALL", locale);
+  env.remove("LANGUAGE");
+  return env;
+}
+
+// Whether this machine has `locale` (setlocale succeeds); the test's locale is put back.
+bool haveLocale(const QByteArray& locale) {
+  const std::string previous = std::setlocale(LC_ALL, nullptr);
+  const bool ok = std::setlocale(LC_ALL, locale.constData()) != nullptr;
+  std::setlocale(LC_ALL, previous.c_str());
+  return ok;
+}
+
+const char* kLocaleHint =
+    "is not installed here; on Debian: apt-get install locales && "
+    "sed -i -E 's/^# *((de_DE|fr_FR|es_ES|ru_RU)\\.UTF-8)/\\1/' /etc/locale.gen && locale-gen";
 
 }  // namespace
 
@@ -145,8 +168,107 @@ class TestCli : public QObject {
   void cudaWithoutAGpuExplainsWhy() {
     if (gpulab::test::cudaUsable()) QSKIP("a GPU is usable here");
     Run r = cli({"train", "--device", "cuda", "--json"});
-    QCOMPARE(r.exitCode, 1);
+    QCOMPARE(r.exitCode, 2);  // an unusable device is an invalid value, like any other
     QVERIFY(r.err.contains("no usable GPU"));
+    QVERIFY(r.err.contains("'device'"));
+    QCOMPARE(r.events.last()["event"].toString(), QString("error"));
+  }
+
+  // Comma-decimal locales (QCoreApplication calls setlocale(LC_ALL, "")) read and write numbers as
+  // everywhere else: lesson files load, --lr 0.001 works, messages say 0.001 and 1.50 MiB.
+  void numbersDoNotDependOnTheLocale_data() {
+    QTest::addColumn<QByteArray>("locale");
+    for (const char* l : {"C.UTF-8", "de_DE.UTF-8", "fr_FR.UTF-8", "es_ES.UTF-8", "ru_RU.UTF-8"}) QTest::newRow(l) << QByteArray(l);
+  }
+  void numbersDoNotDependOnTheLocale() {
+    QFETCH(QByteArray, locale);
+    if (!haveLocale(locale)) QSKIP(qPrintable("locale " + locale + " " + kLocaleHint));
+    const QProcessEnvironment env = localeEnv(locale);
+    Run list = cli({"lessons"}, env);
+    QVERIFY2(list.exitCode == 0, qPrintable(list.out + list.err));
+    for (const QString& l : list.out.split('\n', Qt::SkipEmptyParts)) QVERIFY2(l.endsWith("\tok"), qPrintable(l));
+
+    Run train = cli({"train", "--lr", "0.001", "--epochs", "1", "--device", "cpu"}, env);
+    QVERIFY2(train.exitCode == 0, qPrintable(train.err));
+    QVERIFY(train.out.contains("Done: 16 steps on cpu"));
+
+    Run bad = cli({"train", "--lr", "20"}, env);
+    QCOMPARE(bad.exitCode, 2);
+    QVERIFY2(bad.err.contains("invalid value '20' for parameter 'lr': expected a number in [1e-07, 10]"), qPrintable(bad.err));
+    Run comma = cli({"train", "--lr", "0,001"}, env);
+    QCOMPARE(comma.exitCode, 2);
+
+    const QRegularExpression localeDecimal("\\d,\\d\\d [KMG]iB");
+    Run sweep = cli({"memory", "--oom-sweep", "--dataset", "regression", "--device", "cpu", "--cap-mb", "4"}, env);
+    QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.err));
+    QVERIFY2(QRegularExpression("Tried to allocate \\d+\\.\\d\\d [KMG]iB").match(sweep.out).hasMatch(), qPrintable(sweep.out));
+    QVERIFY2(!localeDecimal.match(sweep.out).hasMatch(), qPrintable(sweep.out));
+    Run help = cli({"train", "--help"}, env);
+    QVERIFY2(help.out.contains("0.001"), qPrintable(help.out));
+  }
+
+  void numbersThatDoNotFitAreNamedAsWritten() {
+    Run r = cli({"train", "--lr", "1e-400"});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains("invalid value '1e-400' for parameter 'lr': out of range"), qPrintable(r.err));
+  }
+
+  void everyCommandHasHelp_data() {
+    QTest::addColumn<QString>("command");
+    QTest::addColumn<QStringList>("expected");
+    QTest::newRow("train") << "train"
+                           << QStringList{"--lr", "float", "default 0.001", "[1e-07, 10]", "Learning rate", "--hidden", "--pin-memory", "--seed",
+                                          "[0, 2147483647]", "sgd, adam, adamw"};
+    QTest::newRow("memory") << "memory" << QStringList{"--oom-sweep", "--report", "--cap-mb", "--fraction", "Emulated CPU memory budget"};
+    QTest::newRow("devices") << "devices" << QStringList{"--json"};
+    QTest::newRow("lessons") << "lessons" << QStringList{"--lessons"};
+    QTest::newRow("lesson") << "lesson" << QStringList{"--quick"};
+  }
+  void everyCommandHasHelp() {
+    QFETCH(QString, command);
+    QFETCH(QStringList, expected);
+    for (const char* flag : {"--help", "-h"}) {
+      Run r = cli({command, flag});
+      QCOMPARE(r.exitCode, 0);
+      QVERIFY2(r.err.isEmpty(), qPrintable(r.err));
+      QVERIFY2(r.out.contains("usage: gpulab-cli " + command), qPrintable(r.out));
+      for (const QString& e : expected) QVERIFY2(r.out.contains(e), qPrintable(e + " in:\n" + r.out));
+      QVERIFY2(r.out.contains("exit status"), qPrintable(r.out));
+    }
+  }
+
+  void versionAndExitStatusAreDocumented() {
+    Run v = cli({"--version"});
+    QCOMPARE(v.exitCode, 0);
+    QCOMPARE(v.out, QString("gpulab-cli " GPULAB_VERSION "\n"));
+    Run help = cli({"--help"});
+    QCOMPARE(help.exitCode, 0);
+    for (const char* e : {"exit status", "0 ", "1 ", "2 ", "--version"}) QVERIFY2(help.out.contains(e), e);
+  }
+
+  // 2: the arguments (a value, an option, a device this machine cannot use); 1: a run that failed.
+  void exitStatusSaysWhoseFaultItIs_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("exitCode");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("device syntax") << QStringList{"train", "--device", "gpu"} << 2
+                                   << "invalid value 'gpu' for parameter 'device': Expected one of cpu, cuda device type at start of device string: gpu";
+    QTest::newRow("missing GPU") << QStringList{"train", "--device", "cuda:99"} << 2 << "cuda:99";
+    QTest::newRow("missing GPU, memory") << QStringList{"memory", "--report", "--device", "cuda:99"} << 2 << "cuda:99";
+    QTest::newRow("hidden trailing comma") << QStringList{"train", "--hidden", "8,"} << 2 << "invalid value '8,' for parameter 'hidden'";
+    QTest::newRow("hidden too wide") << QStringList{"train", "--hidden", "100000,100000"} << 2 << "invalid value '100000,100000' for parameter 'hidden'";
+    QTest::newRow("missing value") << QStringList{"train", "--lr"} << 2 << "needs a value";
+    QTest::newRow("unknown option, devices") << QStringList{"devices", "--jsno"} << 2 << "unknown option";
+    QTest::newRow("unknown option, lessons") << QStringList{"lessons", "--all"} << 2 << "unexpected argument";
+  }
+  void exitStatusSaysWhoseFaultItIs() {
+    QFETCH(QStringList, args);
+    QFETCH(int, exitCode);
+    QFETCH(QString, expected);
+    Run r = cli(args);
+    QCOMPARE(r.exitCode, exitCode);
+    QVERIFY2(r.err.contains(expected), qPrintable(r.err));
+    QCOMPARE(r.err.count('\n'), 1);
   }
 };
 

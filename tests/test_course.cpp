@@ -1,14 +1,21 @@
 // The lesson format: the embedded lessons load cleanly, mistakes are reported with file, line and
 // what is wrong (and leave the other lessons usable), progress survives a restart, and reference
-// runs (recorded on a real GPU) load, or are refused with file, line and what is wrong.
+// runs (recorded on a real GPU) load, or are refused with file, line and what is wrong. Lesson files
+// are capped in size and paragraph length, values of the wrong type and ids outside the grammar are
+// mistakes, a broken lesson cannot take a valid one's id, and progress problems keep every copy.
 #include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "app/course/course.h"
 #include "app/course/progress_store.h"
 #include "app/course/reference_runs.h"
 #include "test_util.h"
+#include <cstring>
 
 using namespace gpulab::course;
 
@@ -24,6 +31,32 @@ const char* kRefRun1 =
     R"({"allocated_bytes":10,"elapsed_s":0.1,"epoch":1,"event":"step","loss":1.0,"reserved_bytes":20,"samples_per_s":5,"step":2})" "\n"
     R"({"device":"cuda:0","event":"done","peak_allocated_bytes":10,"peak_reserved_bytes":20,"seconds":0.1,"steps":2,"stopped":false})" "\n";
 
+
+// Two valid answers for quiz rows; `first` replaces the first answer's object.
+QByteArray quiz(const QByteArray& first, const QByteArray& extra = {}) {
+  return "```quiz\n{\"question\": \"Q?\", " + extra + "\"answers\": [" + first +
+         ", {\"text\": \"b\", \"explanation\": \"y\"}]}\n```\n";
+}
+
+// A Unix socket at `path`: a file that exists but that even root cannot open for reading, while the
+// folder stays writable -- the "unreadable but writable" progress file.
+bool makeSocket(const QString& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const QByteArray p = QFile::encodeName(path);
+  if (p.size() >= static_cast<int>(sizeof(addr.sun_path))) return false;
+  std::memcpy(addr.sun_path, p.constData(), static_cast<std::size_t>(p.size()));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool isSocket(const QString& path) {
+  struct stat st{};
+  return ::lstat(QFile::encodeName(path).constData(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
 
 }  // namespace
 
@@ -281,9 +314,194 @@ class TestCourse : public QObject {
     gpulab::test::writeFile(path, "{ not json");
     ProgressStore store(path);
     QVERIFY(store.lastError().contains("corrupt"));
-    QVERIFY(QFile::exists(path + ".corrupt"));
+    QCOMPARE(QDir(dir.path()).entryList({"progress.json.corrupt*"}, QDir::Files).size(), 1);  // kept under a name of its own
     store.setCompleted("x");
     QVERIFY(ProgressStore(path).isCompleted("x"));
+  }
+
+  // Issue 8, defect 6: a lesson file is capped in size and paragraph length (Qt's Markdown import is
+  // quadratic in a paragraph's length), with errors naming the file, its size and the limit.
+  void lessonFilesAndParagraphsAreCapped() {
+    QTemporaryDir dir;
+    QByteArray huge(kHeader);
+    huge += QByteArray(3355444 - huge.size(), 'x');  // 3.2 MiB
+    gpulab::test::writeFile(dir.filePath("01-huge/lesson.md"), huge);
+    QByteArray longParagraph(kHeader);
+    for (int i = 0; i < 40; ++i) longParagraph += "A line of prose with `code` and **bold** text in it, eighty wide.\n";
+    gpulab::test::writeFile(dir.filePath("02-long/lesson.md"), longParagraph);
+    QByteArray atTheCaps(kHeader);  // paragraphs just under the limit, up to just under the file's
+    const QByteArray line = "Prose with `code`, **bold** and *emphasis*, as lessons are written.\n";  // 68 bytes
+    const QByteArray code = "```python\n" + QByteArray("x = torch.randn(3, 4, device=device)  # a code line\n").repeated(60) + "```\n";
+    while (atTheCaps.size() + 30 * line.size() + 1 + code.size() <= 64 * 1024) atTheCaps += line.repeated(30) + "\n";
+    atTheCaps += code;
+    QVERIFY(atTheCaps.size() > 60 * 1024);
+    QVERIFY(atTheCaps.size() <= 64 * 1024);
+    gpulab::test::writeFile(dir.filePath("03-at-the-caps/lesson.md"), atTheCaps.replace("id: sample", "id: at-the-caps"));
+    const Course c = loadCourse(dir.path());
+    QCOMPARE(c.lessons.size(), 3);
+    QVERIFY2(c.lessons[0].error.startsWith(dir.filePath("01-huge/lesson.md") + ":0: lesson.md is 3.2 MiB; lessons may be at most 64 KiB"),
+             qPrintable(c.lessons[0].error));
+    QVERIFY2(c.lessons[1].error.startsWith(dir.filePath("02-long/lesson.md") + ":7: a paragraph is longer than 2048 characters; split it with a blank line"),
+             qPrintable(c.lessons[1].error));
+    QVERIFY2(c.lessons[2].ok(), qPrintable(c.lessons[2].error));
+  }
+
+  // Issue 8, defect 8: values of the wrong type, unknown keys and values the lab refuses are mistakes,
+  // never silently read as something else.
+  void invalidValuesAreNotLoaded_data() {
+    QTest::addColumn<QByteArray>("body");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("expose as a string") << QByteArray("```run\n{\"lab\": \"train\", \"expose\": \"lr\"}\n```\n")
+                                        << "lesson.md:7: run block: \"expose\" must be a list of parameter names, like [\"lr\"] (found a string)";
+    QTest::newRow("expose with a number") << QByteArray("```run\n{\"lab\": \"train\", \"expose\": [\"lr\", 3]}\n```\n")
+                                          << "lesson.md:7: run block: expose: each entry must be a parameter name in quotes (found 3)";
+    QTest::newRow("lab as a number") << QByteArray("```run\n{\"lab\": 5}\n```\n") << "lesson.md:7: run block: \"lab\" must be a string (found 5)";
+    QTest::newRow("title as a list") << QByteArray("```run\n{\"lab\": \"train\", \"title\": [\"x\"]}\n```\n")
+                                     << "lesson.md:7: run block: \"title\" must be a string (found a list)";
+    QTest::newRow("text value the lab refuses") << QByteArray("```run\n{\"lab\": \"train\", \"params\": {\"hidden\": \"64,,32\"}}\n```\n")
+                                                << "lesson.md:7: run block: invalid value '64,,32' for parameter 'hidden'";
+    QTest::newRow("device the lab refuses") << QByteArray("```run\n{\"lab\": \"train\", \"quick\": {\"device\": \"gpu\"}}\n```\n")
+                                            << "lesson.md:7: run block: invalid value 'gpu' for parameter 'device'";
+    QTest::newRow("correct is 1") << quiz("{\"text\": \"a\", \"correct\": 1, \"explanation\": \"x\"}")
+                                  << "lesson.md:7: quiz: \"correct\" of the answer \"a\" must be true or false (found 1)";
+    QTest::newRow("correct is \"true\"") << quiz("{\"text\": \"a\", \"correct\": \"true\", \"explanation\": \"x\"}")
+                                         << "lesson.md:7: quiz: \"correct\" of the answer \"a\" must be true or false (found a string)";
+    QTest::newRow("unknown quiz key") << quiz("{\"text\": \"a\", \"correct\": true, \"explanation\": \"x\"}", "\"hint\": \"h\", ")
+                                      << "lesson.md:7: quiz: unknown key \"hint\" (question, answers)";
+    QTest::newRow("unknown answer key") << quiz("{\"text\": \"a\", \"correct\": true, \"explanation\": \"x\", \"why\": \"?\"}")
+                                        << "lesson.md:7: quiz: answer: unknown key \"why\" (text, correct, explanation)";
+    QTest::newRow("answers as an object") << QByteArray("```quiz\n{\"question\": \"Q?\", \"answers\": {\"text\": \"a\"}}\n```\n")
+                                          << "lesson.md:7: quiz: \"answers\" must be a list of answers (found an object)";
+    QTest::newRow("question as a number") << QByteArray("```quiz\n{\"question\": 42, \"answers\": []}\n```\n")
+                                          << "lesson.md:7: quiz: \"question\" must be a string (found 42)";
+    QTest::newRow("explanation as a number") << quiz("{\"text\": \"a\", \"correct\": true, \"explanation\": 7}")
+                                             << "lesson.md:7: quiz: answer: \"explanation\" must be a string (found 7)";
+    QTest::newRow("unclosed code block") << QByteArray("```python\nx = 1\n```run\n{\"lab\": \"train\"}\n```\n\n~~~\nnever closed\n")
+                                         << "lesson.md:13: code block is not closed by ~~~";
+    QTest::newRow("NUL in the text") << QByteArray("Text\nwith a ") + QByteArray(1, '\0') + " NUL\n" << "lesson.md:8: the file contains a NUL character";
+  }
+
+  void invalidValuesAreNotLoaded() {
+    QFETCH(QByteArray, body);
+    QFETCH(QString, expected);
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md");
+    QVERIFY2(!l.ok(), "loaded as ok");
+    QVERIFY2(l.error.startsWith("lessons/09-sample/" + expected), qPrintable(l.error));
+  }
+
+  // An id names files and progress keys: [a-z0-9][a-z0-9-]{0,63}, nothing else.
+  void idsFollowTheGrammar_data() {
+    QTest::addColumn<QByteArray>("id");
+    QTest::addColumn<bool>("valid");
+    QTest::newRow("simple") << QByteArray("device-setup") << true;
+    QTest::newRow("digits") << QByteArray("0-intro") << true;
+    QTest::newRow("64 characters") << QByteArray(64, 'a') << true;
+    QTest::newRow("65 characters") << QByteArray(65, 'a') << false;
+    QTest::newRow("parent folder") << QByteArray("../x") << false;
+    QTest::newRow("slash") << QByteArray("a/b") << false;
+    QTest::newRow("space") << QByteArray("has space") << false;
+    QTest::newRow("upper case") << QByteArray("Intro") << false;
+    QTest::newRow("leading dash") << QByteArray("-x") << false;
+    QTest::newRow("NUL") << QByteArray("a\0b", 3) << false;
+    QTest::newRow("tab") << QByteArray("a\tb") << false;
+    QTest::newRow("non-ASCII") << QByteArray("caf\xc3\xa9") << false;
+  }
+
+  void idsFollowTheGrammar() {
+    QFETCH(QByteArray, id);
+    QFETCH(bool, valid);
+    const QByteArray text = "---\nid: " + id + "\ntitle: T\nchapter: C\n---\nText\n";
+    const Lesson l = parseLesson(QString::fromUtf8(text), "lessons/09-folder/lesson.md");
+    QCOMPARE(l.ok(), valid);
+    if (valid) return;
+    QVERIFY2(l.error.startsWith("lessons/09-folder/lesson.md:2: "), qPrintable(l.error));
+    QCOMPARE(l.id, QString("09-folder"));  // the invalid id is not kept
+  }
+
+  // A ```run or ```quiz line inside a code block is code (a lesson showing the format), not a directive.
+  void directivesInsideCodeBlocksAreCode() {
+    const QByteArray shown = "```python\n```run\n{\"lab\": \"no-such-lab\"}\n```\n\n"
+                             "````markdown\n```quiz\n{}\n```\n````\n\n"
+                             "~~~\n```run\n~~~\n\n"
+                             "```run\n{\"lab\": \"train\"}\n```\n";
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + shown), "x/lesson.md");
+    QVERIFY2(l.ok(), qPrintable(l.error));
+    QCOMPARE(l.runs.size(), 1);  // only the last block, outside any code block
+    QCOMPARE(l.quizzes.size(), 0);
+    QVERIFY(l.markdown.contains("```run\n{\"lab\": \"no-such-lab\"}"));
+    QVERIFY(!l.markdown.contains("{\"lab\": \"train\"}"));
+  }
+
+  void nonUtf8LessonsAreRefused() {
+    QTemporaryDir dir;
+    gpulab::test::writeFile(dir.filePath("01-latin1/lesson.md"), QByteArray(kHeader) + "Caf\xe9 au lait\n");
+    gpulab::test::writeFile(dir.filePath("02-overlong/lesson.md"), QByteArray(kHeader).replace("sample", "two") + "\n\xc0\xaf\n");
+    const Course c = loadCourse(dir.path());
+    QVERIFY2(c.lessons[0].error.startsWith(dir.filePath("01-latin1/lesson.md") + ":7: lesson.md is not valid UTF-8 (byte 0xe9 at offset 58)"),
+             qPrintable(c.lessons[0].error));
+    QVERIFY2(c.lessons[1].error.startsWith(dir.filePath("02-overlong/lesson.md") + ":8: lesson.md is not valid UTF-8 (byte 0xc0"),
+             qPrintable(c.lessons[1].error));
+  }
+
+  // A broken lesson (a draft, a copy) never takes a valid lesson's id away, whatever the folder order.
+  void aBrokenLessonCannotTakeAValidLessonsId() {
+    QTemporaryDir dir;
+    const QByteArray header = "---\nid: shared\ntitle: T\nchapter: C\n---\n";
+    gpulab::test::writeFile(dir.filePath("01-draft/lesson.md"), header + "```run\n{\"lab\": \"trian\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("02-real/lesson.md"), header + "```run\n{\"lab\": \"devices\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("03-copy/lesson.md"), header + "Text\n");
+    const Course c = loadCourse(dir.path());
+    QCOMPARE(c.lessons.size(), 3);
+    const Lesson* real = c.find("shared");
+    QVERIFY(real);
+    QVERIFY2(real->ok(), qPrintable(real->error));
+    QCOMPARE(real->folder, dir.filePath("02-real"));
+    const QString also = "duplicate id \"shared\", also used by " + dir.filePath("02-real/lesson.md");
+    QVERIFY2(c.lessons[0].error.contains("unknown lab 'trian'") && c.lessons[0].error.contains(also), qPrintable(c.lessons[0].error));
+    QVERIFY2(c.lessons[2].error.startsWith(dir.filePath("03-copy/lesson.md") + ":2: " + also), qPrintable(c.lessons[2].error));
+    // Each lesson keeps an id of its own, so each can be selected and shows its own error.
+    QStringList ids;
+    for (const Lesson& l : c.lessons) ids << l.id;
+    QCOMPARE(ids, (QStringList{"01-draft", "shared", "03-copy"}));
+  }
+
+  // Issue 8, defect 7: every corrupt file is kept (none deleted), and the message names the copy.
+  void everyCorruptProgressFileIsKept() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("progress.json");
+    QStringList messages;
+    for (const QByteArray& text : {QByteArray("{ not json"), QByteArray("[\"second\"]"), QByteArray("{\"third\": ")}) {
+      gpulab::test::writeFile(path, text);
+      ProgressStore store(path);
+      messages << store.lastError();
+      store.setAnswer("device-setup", 0, 1);  // progress goes on in a fresh file
+      QVERIFY2(store.lastError().isEmpty(), qPrintable(store.lastError()));
+    }
+    const QStringList copies = QDir(dir.path()).entryList({"progress.json.corrupt*"}, QDir::Files, QDir::Name);
+    QCOMPARE(copies.size(), 3);
+    QStringList contents;
+    for (const QString& copy : copies) {
+      QFile f(dir.filePath(copy));
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      contents << QString::fromUtf8(f.readAll());
+    }
+    QCOMPARE(contents, (QStringList{"{ not json", "[\"second\"]", "{\"third\": "}));
+    for (int i = 0; i < 3; ++i) QVERIFY2(messages[i].contains("kept as " + dir.filePath(copies[i])), qPrintable(messages[i]));
+    QCOMPARE(ProgressStore(path).answer("device-setup", 0), 1);
+  }
+
+  // An unreadable file is never written over: progress is read-only for the session, and says so.
+  void unreadableProgressIsNeverOverwritten() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("progress.json");
+    QVERIFY(makeSocket(path));
+    ProgressStore store(path);
+    QVERIFY2(store.lastError().contains("cannot be read") && store.lastError().contains("read-only for this session"), qPrintable(store.lastError()));
+    store.setAnswer("device-setup", 0, 2);
+    store.setCompleted("device-setup");
+    QVERIFY2(isSocket(path), "the unreadable file was replaced");
+    QCOMPARE(store.answer("device-setup", 0), 2);  // kept for the session
+    QVERIFY2(store.lastError().contains("read-only"), qPrintable(store.lastError()));
   }
 };
 

@@ -4,10 +4,14 @@
 //
 // Tolerances (float32): absolute 1e-4 + relative 1e-4 for elementwise results; GEMM-based and
 // reduction results use 1e-3 because cuBLAS and tree reductions sum in a different order.
+#include <limits>
+
 #include "engine/backend/backend.h"
 #include "engine/core/errors.h"
+#include "engine/memory/memory.h"
 #include "engine/optim/optimizer.h"
 #include "op_cases.h"
+#include "lab_runner.h"
 #include "test_util.h"
 
 using namespace gpulab;
@@ -116,6 +120,84 @@ class TestCudaParity : public QObject {
     GPULAB_COMPARE_TENSORS(x.cuda().sum(1).cpu(), x.sum(1), 1e-3, 1e-4);
     Tensor ints = randint(-5, 5, {outer, k, inner}, gen);
     GPULAB_COMPARE_TENSORS(ints.cuda().sum(1).cpu(), ints.sum(1), 0, 0);
+  }
+
+  // Pinned, non-blocking batch copies must not race the kernels still reading the previous batch's
+  // memory (issue 9, item 1): the loss curve is bitwise the same with pin_memory on and off.
+  void pinnedCopiesGiveTheSameLossCurve() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    struct Curve final : lab::MetricSink {
+      std::vector<double> losses;
+      void onStep(const lab::StepMetrics& m) override { losses.push_back(m.loss); }
+    };
+    Curve pageable, pinned;
+    const std::map<std::string, std::string> base{{"device", "cuda:0"}, {"dataset", "regression"}, {"samples", "4096"},
+                                                  {"epochs", "3"}, {"log_every", "1"}, {"workers", "2"}};
+    auto with = [&](const char* pin) {
+      auto s = base;
+      s["pin_memory"] = pin;
+      return s;
+    };
+    test::runLab("train", with("false"), pageable);
+    test::runLab("train", with("true"), pinned);
+    QCOMPARE(pinned.losses.size(), std::size_t{3 * 64});
+    QCOMPARE(pinned.losses, pageable.losses);
+  }
+
+  // More rows than gridDim.x can hold (issue 9, item 5): every row is still computed.
+  void moreThanTwoToTheThirtyOneRows() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    const std::int64_t rows = (std::int64_t{1} << 31) + 5;
+    if (mem_get_info(test::cudaDevice()).first < 24LL << 30) QSKIP("needs 24 GiB of free GPU memory");
+    Tensor x = ones({rows, 1}, {.device = test::cudaDevice()});
+    Tensor s = x.sum(1);
+    QVERIFY(std::abs(s.sum().item() / static_cast<double>(rows) - 1.0) < 1e-5);  // a float32 total
+    QCOMPARE(s.slice(0, rows - 3, rows).cpu().toVector<float>(), (std::vector<float>{1, 1, 1}));
+    s = Tensor();
+    Tensor p = softmax(x, 1);  // one column: every row is exactly 1
+    QCOMPARE(p.slice(0, rows - 3, rows).cpu().toVector<float>(), (std::vector<float>{1, 1, 1}));
+    QVERIFY(std::abs(p.sum().item() / static_cast<double>(rows) - 1.0) < 1e-5);
+  }
+
+  // More than 8 dimensions work on the GPU as on the CPU (issue 9, item 8).
+  void tenDimensionalTensorsMatchCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    Generator gen(11);
+    Tensor a = randn(Shape(10, 2), gen), b = randn(Shape(10, 2), gen);
+    GPULAB_COMPARE_TENSORS((a.cuda() + b.cuda()).cpu(), a + b, 0, 0);
+    GPULAB_COMPARE_TENSORS(a.cuda().transpose(0, 9).contiguous().cpu(), a.transpose(0, 9).contiguous(), 0, 0);
+    GPULAB_COMPARE_TENSORS((a.cuda().transpose(0, 9) * b.cuda()).cpu(), a.transpose(0, 9) * b, 0, 0);
+    GPULAB_COMPARE_TENSORS(relu(a.cuda()).cpu(), relu(a), 0, 0);
+  }
+
+  // Bit-for-bit where the CPU is the reference (issue 9, item 7): no FMA contraction on either side,
+  // one conversion function.
+  void arangeAndConversionsAreBitExact() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    const Device gpu = test::cudaDevice();
+    GPULAB_COMPARE_TENSORS(arange(0.0, 100.0, 0.1, {.dtype = kInt64, .device = gpu}).cpu(), arange(0.0, 100.0, 0.1, {.dtype = kInt64}), 0, 0);
+    GPULAB_COMPARE_TENSORS(arange(-3.0, 7.0, 0.013, {.device = gpu}).cpu(), arange(-3.0, 7.0, 0.013), 0, 0);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Tensor f = tensor({nan, 1e30f, -2.7f, 2.7f}, {4});
+    QCOMPARE(f.cuda().to(kInt64).cpu().toVector<std::int64_t>(), f.to(kInt64).toVector<std::int64_t>());
+    Generator g1(4), g2(4);
+    GPULAB_COMPARE_TENSORS(rand({4096}, g1, {.device = gpu}).cpu(), rand({4096}, g2), 0, 0);
+  }
+
+  // Large whole-tensor reductions and losses are split over many blocks, then summed.
+  void largeReductionsAndLossesMatchCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    Generator gen(12);
+    Tensor a = randn({700001}, gen), b = randn({700001}, gen);
+    GPULAB_COMPARE_TENSORS(mse_loss(a.cuda(), b.cuda()).cpu(), mse_loss(a, b), 1e-5, 1e-4);
+    GPULAB_COMPARE_TENSORS(l1_loss(a.cuda(), b.cuda(), Reduction::Sum).cpu(), l1_loss(a, b, Reduction::Sum), 1e-2, 1e-4);
+    GPULAB_COMPARE_TENSORS(a.cuda().sum().cpu(), a.sum(), 1e-2, 1e-4);
+    Tensor rows = a.slice(0, 0, 700000).reshape({7, 100000});  // 7 long rows: split, then reduced again
+    auto [gv, gi] = max(rows.cuda(), 1);
+    auto [cv, ci] = max(rows, 1);
+    GPULAB_COMPARE_TENSORS(gv.cpu(), cv, 0, 0);
+    QCOMPARE(gi.cpu().toVector<std::int64_t>(), ci.toVector<std::int64_t>());
+    GPULAB_COMPARE_TENSORS(a.cuda().max().cpu(), a.max(), 0, 0);
   }
 
   void outOfRangeLabelRaisesOnGpu() {

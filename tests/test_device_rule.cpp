@@ -77,6 +77,37 @@ class TestDeviceRule : public QObject {
     QCOMPARE((gpu * scalar_tensor(2.0)).sum().item(), 24.0);
   }
 
+  // Every op that admits the 0-dim CPU scalar must bring it to the GPU before a kernel reads it, on
+  // either side of the op (issue 9, item 2: mse_loss/l1_loss read a pointer on the wrong side).
+  void everyOpThatAdmitsACpuScalarComputesWithIt() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    const Tensor s = scalar_tensor(3.0);                    // 0-dim, CPU
+    const Tensor g = full({}, 2.0, {.device = kCuda0});     // 0-dim, GPU
+    const Tensor v = full({4}, 2.0, {.device = kCuda0});    // 1-D, GPU
+    QCOMPARE((v + s).sum().item(), 20.0);
+    QCOMPARE((s - v).sum().item(), 4.0);
+    QCOMPARE((v * s).sum().item(), 24.0);
+    QCOMPARE((s / g).item(), 1.5);
+    QCOMPARE(maximum(s, v).sum().item(), 12.0);
+    QCOMPARE(mse_loss(g, s).item(), 1.0);
+    QCOMPARE(mse_loss(s, g).item(), 1.0);
+    QCOMPARE(l1_loss(g, s).item(), 1.0);
+    QCOMPARE(l1_loss(s, g).item(), 1.0);
+    QCOMPARE(mse_loss(s, g).device(), kCuda0);
+    // Gradients go back to each operand's own device.
+    Tensor a = full({}, 2.0, {.device = kCuda0, .requires_grad = true});
+    Tensor b = full({}, 3.0, {.requires_grad = true});
+    mse_loss(a, b).backward();
+    QCOMPARE(a.grad().device(), kCuda0);
+    QCOMPARE(b.grad().device(), kCPU);
+    QCOMPARE(a.grad().item(), -2.0);
+    QCOMPARE(b.grad().item(), 2.0);
+    nn::Linear layer(4, 2);
+    layer.to(kCuda0);
+    // linear admits the scalar under the device rule, then refuses its shape before touching it.
+    QVERIFY_THROWS_EXCEPTION(ValueError, linear(v.reshape({1, 4}), layer.weight, s));
+  }
+
   void modelOnGpuWithCpuInputThrows() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
     auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{

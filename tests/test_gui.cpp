@@ -1,13 +1,19 @@
 // The player as a learner uses it (offscreen): every lesson opens, lesson 3 runs with live plots,
 // Stop ends a run within 200 ms, Pause holds it, quiz answers are graded and survive a restart,
 // a malformed lesson shows its error while the others work, plots export, runs overlay, a recorded
-// reference run overlays with its label (and nothing shows without one), and closing the window
-// mid-run shuts down cleanly.
+// reference run overlays with its label (and nothing shows without one), closing the window
+// mid-run shuts down cleanly, the largest allowed lesson shows without freezing the window, progress
+// problems are shown in a banner, Help > About lists the versions, and gpulab --help/--version work.
+#include <QAction>
 #include <QCheckBox>
+#include <QDialog>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QLabel>
 #include <QPlainTextEdit>
+#include <QProcess>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -20,6 +26,10 @@
 #include "app/gui/quiz_widget.h"
 #include "app/gui/run_panel.h"
 #include "test_util.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 using gpulab::app::MainWindow;
 using Plot = gpulab::app::PlotPanel::Plot;
@@ -353,6 +363,163 @@ class TestGui : public QObject {
     w->close();
     delete w;
     QVERIFY(t.elapsed() < 2000);
+  }
+  // Issue 8, defect 6: the largest lesson the caps allow shows within a frame budget (the bound here
+  // is generous: a loaded 2-core machine); one over the caps is listed as broken at once.
+  void theLargestAllowedLessonShowsQuickly() {
+    QTemporaryDir lessons;
+    QByteArray big = "---\nid: big\ntitle: Big\nchapter: Tests\n---\n";
+    const QByteArray line = "Prose with `code`, **bold** and *emphasis*, as lessons are written.\n";  // 68 bytes
+    for (int p = 0; big.size() + 30 * line.size() + 40 <= 64 * 1024; ++p) big += "Paragraph " + QByteArray::number(p) + ".\n" + line.repeated(29) + "\n";
+    big += "The end.\n";
+    QVERIFY(big.size() > 60 * 1024 && big.size() <= 64 * 1024);
+    gpulab::test::writeFile(lessons.filePath("01-big/lesson.md"), big);
+    // One 256 KiB paragraph of short lines: 14 s on the GUI thread before the caps.
+    gpulab::test::writeFile(lessons.filePath("02-huge/lesson.md"),
+                            "---\nid: huge\ntitle: Huge\nchapter: Tests\n---\n" + line.repeated(256 * 1024 / line.size()));
+    QElapsedTimer t;
+    t.start();
+    MainWindow w(lessons.path(), progressPath());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    // Refused unread, so listed under its folder's name.
+    QVERIFY2(navigatorLabel(w, "02-huge").contains("broken"), qPrintable(navigatorLabel(w, "02-huge")));
+    QVERIFY(w.selectLesson("02-huge"));
+    QVERIFY2(w.lessonView()->toPlainText().contains("lessons may be at most 64 KiB"), qPrintable(w.lessonView()->toPlainText()));
+    // The GUI thread is busy for at most about a frame budget; the text follows when it is ready.
+    QSignalSpy shown(&w, &MainWindow::lessonTextShown);
+    t.restart();
+    QVERIFY(w.selectLesson("big"));
+    const qint64 blocked = t.elapsed();
+    QTRY_VERIFY_WITH_TIMEOUT(w.lessonView()->toPlainText().contains("The end."), 10000);
+    QVERIFY(!w.lessonLoading());
+    QCOMPARE(shown.size(), 1);
+    QCOMPARE(shown.front().front().toString(), QString("big"));
+    QElapsedTimer layout;
+    layout.start();
+    w.lessonView()->verticalScrollBar()->setValue(w.lessonView()->verticalScrollBar()->maximum());
+    w.lessonView()->repaint();  // laid out and painted, not only parsed
+    const qint64 laidOut = layout.elapsed();
+    qInfo("the largest allowed lesson (%lld bytes): GUI thread busy %lld ms selecting it, %lld ms laying it out; on screen after %lld ms",
+          static_cast<long long>(big.size()), static_cast<long long>(blocked), static_cast<long long>(laidOut), static_cast<long long>(t.elapsed()));
+    QVERIFY2(blocked < 1000, qPrintable(QString("selecting took %1 ms").arg(blocked)));
+    QVERIFY2(laidOut < 1000, qPrintable(QString("layout took %1 ms").arg(laidOut)));
+    // Selecting another lesson while one is loading: the late text is dropped, not shown.
+    QVERIFY(w.selectLesson("big"));
+    QVERIFY(w.selectLesson("02-huge"));
+    QTest::qWait(1500);
+    QVERIFY(w.lessonView()->toPlainText().contains("lessons may be at most 64 KiB"));
+  }
+
+  // Issue 8, defect 7: a problem with the progress file is shown to the learner, with the path of
+  // the copy that was kept; an unreadable file makes progress read-only, and the banner says so.
+  void progressProblemsAreShown() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("progress.json");
+    gpulab::test::writeFile(path, "{ not json");
+    {
+      MainWindow w(gpulab::course::kEmbeddedRoot, path);
+      w.show();
+      auto* notice = w.findChild<QLabel*>("progressNotice");
+      QVERIFY2(notice, "no progress notice");
+      QVERIFY(notice->isVisible());
+      const QStringList copies = QDir(dir.path()).entryList({"progress.json.corrupt*"}, QDir::Files);
+      QCOMPARE(copies.size(), 1);
+      QVERIFY2(notice->text().contains("was corrupt") && notice->text().contains("kept as " + dir.filePath(copies.front())), qPrintable(notice->text()));
+    }
+    {  // A clean start: no banner.
+      MainWindow w(gpulab::course::kEmbeddedRoot, path);
+      w.show();
+      QVERIFY(!w.findChild<QLabel*>("progressNotice")->isVisible());
+    }
+    // A file that exists but cannot be read (a socket: even root cannot open it).
+    const QString unreadable = dir.filePath("unreadable.json");
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    qstrncpy(addr.sun_path, QFile::encodeName(unreadable).constData(), sizeof(addr.sun_path));
+    QVERIFY(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    ::close(fd);
+    MainWindow w(gpulab::course::kEmbeddedRoot, unreadable);
+    w.show();
+    auto* notice = w.findChild<QLabel*>("progressNotice");
+    QVERIFY(notice && notice->isVisible());
+    QVERIFY2(notice->text().contains(unreadable + " cannot be read") && notice->text().contains("read-only for this session"), qPrintable(notice->text()));
+    QVERIFY(w.selectLesson("device-setup"));
+    w.quiz()->answer(0, 0);
+    QVERIFY(w.quiz()->feedback(0).contains("Correct"));  // the quiz works for the session
+    QVERIFY2(notice->text().contains("Your last answer was not saved: progress is read-only for this session"), qPrintable(notice->text()));
+    QVERIFY(!QFileInfo(unreadable).isFile());  // still the socket: not written over
+  }
+
+  // Issue 8, defect 9: Help > About shows the versions of GPU Lab, Qt, and CUDA as the engine sees it.
+  void aboutShowsTheVersions() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    auto* action = w.findChild<QAction*>("aboutAction");
+    QVERIFY2(action, "no Help > About action");
+    action->trigger();
+    auto* dialog = w.findChild<QDialog*>("aboutDialog");
+    QVERIFY(dialog);
+    QVERIFY(dialog->isVisible());
+    QString text;
+    for (QLabel* label : dialog->findChildren<QLabel*>()) text += label->text() + "\n";
+    QVERIFY2(text.contains("GPU Lab " GPULAB_VERSION), qPrintable(text));
+    QVERIFY2(text.contains(QString("Qt ") + qVersion()), qPrintable(text));
+    const auto a = gpulab::cuda::availability();
+    if (!a.compiled) {
+      QVERIFY2(text.contains("CUDA: not built with CUDA"), qPrintable(text));
+    } else {
+      QVERIFY2(text.contains("CUDA runtime: ") && text.contains("CUDA driver: ") && text.contains("cuBLAS: ") && text.contains("cuDNN: "), qPrintable(text));
+      QVERIFY2(text.contains(a.usable ? "GPU cuda:0: " : "no GPU: " + QString::fromStdString(a.reason)), qPrintable(text));
+    }
+    dialog->close();
+  }
+
+  // Issue 8, defect 9: gpulab --version, --help (no display needed), and usage mistakes exit 2.
+  void commandLineHelpAndVersion_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("exitCode");
+    QTest::addColumn<QString>("out");  // in stdout
+    QTest::addColumn<QString>("err");  // in stderr
+    QTest::newRow("--version") << QStringList{"--version"} << 0 << "GPU Lab " GPULAB_VERSION "\n" << "";
+    QTest::newRow("-v") << QStringList{"-v"} << 0 << "GPU Lab " GPULAB_VERSION "\n" << "";
+    QTest::newRow("--help") << QStringList{"--help"} << 0 << "--lessons <DIR>" << "";
+    QTest::newRow("unknown option") << QStringList{"--bogus"} << 2 << "" << "Unknown option 'bogus'";
+    QTest::newRow("missing value") << QStringList{"--lessons"} << 2 << "" << "Missing value after '--lessons'";
+    QTest::newRow("bad run index") << QStringList{"--run-index", "0"} << 2 << "" << "--run-index expects a run number";
+    QTest::newRow("stray argument") << QStringList{"lesson.md"} << 2 << "" << "unexpected argument 'lesson.md'";
+  }
+
+  void commandLineHelpAndVersion() {
+    QFETCH(QStringList, args);
+    QFETCH(int, exitCode);
+    QFETCH(QString, out);
+    QFETCH(QString, err);
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("DISPLAY");
+    env.remove("WAYLAND_DISPLAY");
+    env.insert("QT_QPA_PLATFORM", exitCode == 0 ? "xcb" : "offscreen");  // --help and --version need no display
+    p.setProcessEnvironment(env);
+    p.start(GPULAB_GUI_PATH, args);
+    QVERIFY(p.waitForFinished(20000));
+    const QString stdOut = QString::fromLocal8Bit(p.readAllStandardOutput()), stdErr = QString::fromLocal8Bit(p.readAllStandardError());
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QVERIFY2(p.exitCode() == exitCode, qPrintable(QString("exit %1\nstdout: %2\nstderr: %3").arg(p.exitCode()).arg(stdOut, stdErr)));
+    if (exitCode == 0) {
+      QVERIFY2(stdOut.contains(out), qPrintable(stdOut));
+      QVERIFY2(stdErr.isEmpty(), qPrintable(stdErr));
+    } else {
+      QVERIFY2(stdOut.isEmpty(), qPrintable(stdOut));
+      QVERIFY2(stdErr.contains(err), qPrintable(stdErr));
+      QVERIFY2(stdErr.contains("--lessons"), qPrintable(stdErr));  // with the usage
+    }
+    if (args == QStringList{"--help"}) {
+      for (const char* option : {"--open <ID>", "--run", "--run-index <N>", "--reference-runs <DIR>", "--compare", "--quit-when-shown", "--version"})
+        QVERIFY2(stdOut.contains(option), option);
+      QVERIFY(!stdOut.contains("platformtheme"));  // Qt's own options are accepted, not listed
+    }
   }
 };
 

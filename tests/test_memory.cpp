@@ -1,6 +1,8 @@
 // The memory system: the caching allocator's policy over a bounded fake arena (so it is tested
 // without a GPU), its statistics and event stream, the CPU's emulated budget, out-of-memory errors
 // and recovery, and the steady state of a training loop.
+#include <unistd.h>
+
 #include <random>
 
 #include "engine/core/errors.h"
@@ -396,6 +398,65 @@ class TestMemory : public QObject {
     QCOMPARE(epoch1End, afterStep2);
     // Epoch 2 onwards, after the first evaluation pass has also been cached:
     QCOMPARE(probe.segmentsAt.back(), probe.segmentsAt[64]);
+  }
+
+  // Issue 8, defect 5: without an emulated budget the CPU still has one, derived from the memory the
+  // system reports available, so a request the machine cannot hold raises OutOfMemoryError (Linux
+  // would otherwise hand out the address space and run out of memory while the pages are touched).
+  void cpuDefaultBudgetRefusesWhatTheSystemCannotHold() {
+    const std::int64_t page = sysconf(_SC_PAGESIZE);
+    const std::int64_t physical = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * page;
+    const std::int64_t availableNow = static_cast<std::int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page;
+    const auto [freeBytes, budget] = mem_get_info(kCPU);
+    qInfo("CPU default budget %s (%s free of it), physical memory %s", formatBytes(budget).c_str(), formatBytes(freeBytes).c_str(),
+          formatBytes(physical).c_str());
+    QVERIFY(budget > 0);
+    QVERIFY(budget < physical);
+    QVERIFY(freeBytes >= 0 && freeBytes <= budget);
+    QVERIFY2(QString::fromStdString(memory_summary(kCPU)).contains("default memory budget: " + QString::fromStdString(formatBytes(budget))),
+             memory_summary(kCPU).c_str());
+
+    const std::int64_t baseline = memory_allocated(kCPU), oomsBefore = memory_stats(kCPU).num_ooms;
+    const std::int64_t request = std::max(budget, std::max(availableNow, physical)) + (1LL << 30);  // bytes
+    for (int i = 0; i < 3; ++i) {
+      try {
+        Tensor t = Tensor::empty({request / 4});
+        QFAIL("expected OutOfMemoryError");
+      } catch (const OutOfMemoryError& e) {
+        QVERIFY2(std::string(e.what()).starts_with("CPU out of memory. Tried to allocate "), e.what());
+      }
+    }
+    QCOMPARE(memory_allocated(kCPU), baseline);
+    QCOMPARE(memory_stats(kCPU).num_ooms - oomsBefore, qint64(3));
+    // Requests each smaller than the machine that add up to more than the budget (what
+    // `train --hidden 65536,65536` makes): the one that would pass the budget fails.
+    {
+      std::vector<Tensor> held;
+      bool refused = false;
+      const std::int64_t chunk = budget / 3 + static_cast<std::int64_t>(MiB);  // bytes
+      for (int i = 0; i < 6 && !refused; ++i) {
+        try {
+          held.push_back(Tensor::empty({chunk / 4}));
+        } catch (const OutOfMemoryError&) {
+          refused = true;
+        }
+      }
+      QVERIFY(refused);
+      QCOMPARE(static_cast<int>(held.size()), 2);
+      QVERIFY(memory_reserved(kCPU) <= budget);
+    }
+    empty_cache(kCPU);
+    Tensor fits = ones({1024, 1024});  // the engine goes on working
+    QCOMPARE(fits.sum().item(), 1024.0 * 1024.0);
+
+    // The OOM lesson's emulated budget still applies on top, and 0 restores the default budget.
+    set_cpu_memory_budget(memory_reserved(kCPU) + 16 * static_cast<std::int64_t>(MiB));
+    QCOMPARE(mem_get_info(kCPU).second, cpu_memory_budget());
+    QVERIFY_THROWS_EXCEPTION(OutOfMemoryError, zeros({64, 1024, 1024}));
+    set_cpu_memory_budget(0);
+    QCOMPARE(mem_get_info(kCPU).second, budget);
+    QVERIFY_THROWS_EXCEPTION(OutOfMemoryError, Tensor::empty({request / 4}));
+    QCOMPARE(memory_allocated(kCPU), baseline + static_cast<std::int64_t>(4 * MiB));
   }
 };
 

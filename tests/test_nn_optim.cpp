@@ -1,11 +1,15 @@
 // nn modules and optimizers: structure, printing, train/eval, state dicts on disk, and every
 // optimizer's update against its formula computed here in double precision.
+#include <QRegularExpression>
 #include <QTemporaryDir>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "engine/core/errors.h"
 #include "engine/nn/layers.h"
+#include "engine/nn/state_dict.h"
 #include "engine/optim/optimizer.h"
 #include "test_util.h"
 
@@ -180,6 +184,149 @@ class TestNnOptim : public QObject {
     QCOMPARE(p.grad().sum().item(), 0.0);
     opt.zero_grad();
     QVERIFY(!p.grad().defined());
+  }
+
+  // --- State-dict files: format v2 (CRC-32C), issue 8 ---------------------------------------------
+
+  void crc32cMatchesTheCastagnoliCheckValue() {
+    const std::string check = "123456789";
+    QCOMPARE(nn::crc32c(check.data(), check.size()), 0xE3069283u);
+    QCOMPARE(nn::crc32c(check.data() + 4, 5, nn::crc32c(check.data(), 4)), 0xE3069283u);  // chained
+    QCOMPARE(nn::crc32c(nullptr, 0), 0u);
+  }
+
+  // Every single-byte corruption (one flipped bit, and all eight bits inverted) of a small saved
+  // file, every truncation and trailing garbage must fail with an IOError naming the file, and the
+  // model that would have received the dict keeps its parameters.
+  void everyCorruptionOfASavedFileFailsAndChangesNothing() {
+    QTemporaryDir dir;
+    const std::string good = dir.filePath("small.gpulab").toStdString();
+    const std::string bad = dir.filePath("damaged.gpulab").toStdString();
+    Generator g1(1), g2(2);
+    nn::Linear saved(3, 2, true, g1), target(3, 2, true, g2);
+    nn::save(saved.state_dict(), good);
+    std::string bytes;
+    {
+      std::ifstream is(good, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>());
+    }
+    QVERIFY(bytes.size() > 40);
+    std::vector<std::vector<float>> before;
+    for (auto& [n, p] : target.named_parameters()) before.push_back(p.toVector<float>());
+    auto unchanged = [&] {
+      std::size_t i = 0;
+      for (auto& [n, p] : target.named_parameters())
+        if (p.toVector<float>() != before[i++]) return false;
+      return true;
+    };
+    auto expectFailure = [&](const std::string& damaged, const QByteArray& what) {
+      { std::ofstream(bad, std::ios::binary | std::ios::trunc).write(damaged.data(), static_cast<std::streamsize>(damaged.size())); }
+      try {
+        target.load_state_dict(nn::load(bad));
+        QFAIL(("loaded silently: " + what).constData());
+      } catch (const IOError& e) {
+        const std::string msg = e.what();
+        QVERIFY2(msg.find(bad) != std::string::npos, (what + ": " + msg.c_str()).constData());
+        QVERIFY2(msg.find("is corrupt") != std::string::npos || msg.find("format version") != std::string::npos ||
+                     msg.find("truncated") != std::string::npos || msg.find("bad magic") != std::string::npos,
+                 (what + ": " + msg.c_str()).constData());
+      }
+      QVERIFY2(unchanged(), ("parameters changed: " + what).constData());
+    };
+    for (std::size_t at = 0; at < bytes.size(); ++at) {
+      for (unsigned char mask : {static_cast<unsigned char>(1u << (at % 8)), static_cast<unsigned char>(0xFF)}) {
+        std::string damaged = bytes;
+        damaged[at] = static_cast<char>(damaged[at] ^ mask);
+        expectFailure(damaged, QByteArray("byte ") + QByteArray::number(qulonglong(at)) + " ^ " + QByteArray::number(mask));
+        if (QTest::currentTestFailed()) return;
+      }
+    }
+    for (std::size_t len = 0; len < bytes.size(); ++len) {
+      expectFailure(bytes.substr(0, len), "truncated to " + QByteArray::number(qulonglong(len)));
+      if (QTest::currentTestFailed()) return;
+    }
+    for (const std::string& tail : {std::string(1, '\0'), std::string("garbage"), bytes}) {
+      expectFailure(bytes + tail, "trailing " + QByteArray::number(qulonglong(tail.size())) + " bytes");
+      if (QTest::currentTestFailed()) return;
+    }
+    // The undamaged file still loads.
+    target.load_state_dict(nn::load(good));
+    QCOMPARE(target.named_parameters()[0].second.toVector<float>(), saved.named_parameters()[0].second.toVector<float>());
+  }
+
+  void corruptPayloadNamesTheChecksums() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("flipped.gpulab").toStdString();
+    Generator g(1);
+    nn::Linear model(3, 2, true, g);
+    std::string bytes = nn::serializeStateDict(model.state_dict());
+    bytes[bytes.size() - 10] ^= 0x04;  // inside the bias values
+    { std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size())); }
+    try {
+      nn::load(path);
+      QFAIL("a flipped payload bit loaded silently");
+    } catch (const IOError& e) {
+      const QString msg = e.what();
+      QVERIFY2(msg.contains(QRegularExpression("^'.*flipped\\.gpulab' is corrupt: checksum mismatch \\(expected 0x[0-9a-f]{8}, found 0x[0-9a-f]{8}\\)$")),
+               e.what());
+    }
+  }
+
+  // Files written before issue 8 (format v1: no body length, no checksum) still load.
+  void formatVersion1FilesStillLoad() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("v1.gpulab").toStdString();
+    std::string v1 = std::string("GPULABSD", 8);
+    auto put32 = [&](std::uint32_t v) { v1.append(reinterpret_cast<const char*>(&v), 4); };
+    auto put64 = [&](std::int64_t v) { v1.append(reinterpret_cast<const char*>(&v), 8); };
+    put32(1);  // version
+    put32(1);  // entries
+    put32(6);
+    v1 += "weight";
+    v1 += static_cast<char>(DType::Float32);
+    put32(2);
+    put64(1);
+    put64(3);
+    for (float f : {1.5f, -2.0f, 0.25f}) v1.append(reinterpret_cast<const char*>(&f), 4);
+    { std::ofstream(path, std::ios::binary).write(v1.data(), static_cast<std::streamsize>(v1.size())); }
+    const nn::StateDict sd = nn::load(path);
+    QCOMPARE(sd.size(), std::size_t{1});
+    QCOMPARE(sd[0].first, std::string("weight"));
+    QCOMPARE(sd[0].second.sizes(), (Shape{1, 3}));
+    QCOMPARE(sd[0].second.toVector<float>(), (std::vector<float>{1.5f, -2.0f, 0.25f}));
+    // v1 has no checksum, but trailing bytes are still refused.
+    { std::ofstream(path, std::ios::binary | std::ios::app) << "x"; }
+    QVERIFY_THROWS_EXCEPTION(IOError, nn::load(path));
+  }
+
+  void saveWritesVersion2() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("v2.gpulab").toStdString();
+    Generator g(1);
+    nn::save(mlp(g)->state_dict(), path);
+    std::ifstream is(path, std::ios::binary);
+    char header[12];
+    QVERIFY(is.read(header, sizeof header));
+    std::uint32_t version = 0;
+    std::memcpy(&version, header + 8, 4);
+    QCOMPARE(version, 2u);
+  }
+
+  // Found by fuzz_state_dict: a dict with an empty bfloat16 entry of shape [2, 0, 3] loaded but could
+  // not be saved again ("copy is not implemented for dtype bfloat16").
+  void emptyEntriesOfEveryDtypeRoundTrip() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("empty.gpulab").toStdString();
+    nn::StateDict sd;
+    for (DType dt : {kFloat32, kInt64, kFloat16, kBFloat16}) sd.emplace_back("e" + std::to_string(int(dt)), Tensor::empty({2, 0, 3}, dt));
+    nn::save(sd, path);
+    const nn::StateDict back = nn::load(path);
+    QCOMPARE(back.size(), sd.size());
+    for (std::size_t i = 0; i < sd.size(); ++i) {
+      QCOMPARE(back[i].first, sd[i].first);
+      QCOMPARE(back[i].second.sizes(), (Shape{2, 0, 3}));
+      QCOMPARE(back[i].second.dtype(), sd[i].second.dtype());
+    }
   }
 };
 

@@ -1,5 +1,9 @@
 // Tensors: shapes and strides, views that share storage, factories, broadcasting, dtype moves,
 // reductions, and the errors PyTorch users know.
+#include <limits>
+#include <set>
+
+#include "engine/backend/functors.h"
 #include "engine/core/errors.h"
 #include "test_util.h"
 
@@ -97,6 +101,42 @@ class TestTensor : public QObject {
     } catch (const ValueError& e) {
       QVERIFY2(std::string(e.what()).starts_with("The size of tensor a (4) must match the size of tensor b (3) at non-singleton dimension 1"), e.what());
     }
+  }
+
+  // A normal draw takes two counters per element, so what is drawn after it uses fresh bits.
+  void drawsAfterANormalDrawDoNotReuseItsBits() {
+    Generator g(5);
+    Tensor normals = randn({1000}, g);
+    Tensor uniforms = rand({1000}, g);
+    std::set<float> usedByNormals;
+    for (std::uint64_t k = 0; k < 2000; ++k) usedByNormals.insert(fn::uniform01(5, k));
+    int reused = 0;
+    for (float u : uniforms.toVector<float>()) reused += usedByNormals.count(u) ? 1 : 0;
+    QVERIFY2(reused < 5, qPrintable(QString("%1 of 1000 uniforms repeat the normal draw's bits").arg(reused)));  // chance: ~0.1
+    QCOMPARE(normals.numel(), 1000);
+  }
+
+  // NaN and out-of-range floats become INT64_MIN, as on PyTorch's CPU (and on our GPU: same function).
+  void floatToInt64ConversionIsDefined() {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Tensor t = tensor({nan, 1e30f, -1e30f, -2.7f, 2.7f}, {5}).to(kInt64);
+    const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+    QCOMPARE(t.toVector<std::int64_t>(), (std::vector<std::int64_t>{lowest, lowest, lowest, -2, 2}));
+  }
+
+  void int64SumsAreExact() {
+    const std::int64_t big = (std::int64_t{1} << 53) + 1;  // not a double
+    Tensor t = tensor(std::vector<std::int64_t>{big, 2, -1}, {3});
+    QCOMPARE(t.sum().toVector<std::int64_t>(), (std::vector<std::int64_t>{big + 1}));
+  }
+
+  // PyTorch propagates NaN through relu and maximum, whichever argument holds it.
+  void nanPropagatesLikePyTorch() {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    QVERIFY(std::isnan(relu(tensor({nan}, {1})).item()));
+    QVERIFY(std::isnan(maximum(tensor({nan}, {1}), tensor({1}, {1})).item()));
+    QVERIFY(std::isnan(maximum(tensor({1}, {1}), tensor({nan}, {1})).item()));
+    QCOMPARE(maximum(tensor({1, 3}, {2}), tensor({2, 2}, {2})).toVector<float>(), (std::vector<float>{2, 3}));
   }
 
   void reductionsAndArgmax() {

@@ -1,5 +1,6 @@
 // Training end to end through the "train" lab: the seed lessons' regression loop converges, a
 // Fashion-MNIST subset learns, metrics arrive as the protocol promises, and Stop ends a run.
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -116,6 +117,21 @@ class TestTraining : public QObject {
     QCOMPARE(sink.done->steps, 30);
   }
 
+  // Stop during the evaluation pass ends it too (a batch at a time), with no metrics from a part of it.
+  void stopAlsoEndsTheEvaluationPass() {
+    lab::StopToken stop;
+    RecordingSink sink;
+    sink.onEachStep = [&] {
+      if (sink.steps.size() == 16) stop.requestStop();  // the last step of epoch 1: evaluation comes next
+    };
+    test::runLab("train", {{"device", "cpu"}, {"epochs", "3"}, {"log_every", "1"}, {"samples", "1024"}}, sink, &stop);
+    QVERIFY(sink.done.has_value());
+    QVERIFY(sink.done->stopped);
+    QCOMPARE(sink.done->steps, 16);
+    QVERIFY(sink.epochs.empty());
+    QVERIFY(!sink.done->eval_loss.has_value());
+  }
+
   // The lessons' claims, measured during the run; these tests assert their direction.
   void noGradEvaluationClaimIsMeasured() {
     RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "1"}, {"hidden", "256,256"}});
@@ -132,6 +148,45 @@ class TestTraining : public QObject {
     QVERIFY(sink.measured["matmul on cpu"] > 0.1);  // GFLOP/s
     if (test::cudaUsable()) QVERIFY(sink.measured["speed-up of cuda:0 over cpu"] > 1.0);
     QVERIFY(std::any_of(sink.messages.begin(), sink.messages.end(), [](const std::string& m) { return m.starts_with("device = "); }));
+  }
+
+  // Issue 8, defect 4: Stop ends the devices lab within 2 s, between products and within one
+  // product too large to run between two checks (it once ran on for 26 s).
+  void devicesLabStopsWithinTwoSeconds_data() {
+    QTest::addColumn<QString>("size");
+    QTest::addColumn<QString>("repeats");
+    QTest::newRow("many products") << "2048" << "100";
+    QTest::newRow("one huge product") << "8192" << "1";
+  }
+  void devicesLabStopsWithinTwoSeconds() {
+    QFETCH(QString, size);
+    QFETCH(QString, repeats);
+    using Clock = std::chrono::steady_clock;
+    lab::StopToken stop;
+    RecordingSink sink;
+    std::atomic<bool> running{true};
+    std::string error;
+    std::thread worker([&] {
+      try {
+        test::runLab("devices", {{"size", size.toStdString()}, {"repeats", repeats.toStdString()}}, sink, &stop);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      running = false;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const bool ranUntilStop = running;
+    const auto requested = Clock::now();
+    stop.requestStop();
+    worker.join();
+    const double took = std::chrono::duration<double>(Clock::now() - requested).count();
+    qInfo("devices lab, size %s, repeats %s: returned %.3f s after Stop", qPrintable(size), qPrintable(repeats), took);
+    QVERIFY2(error.empty(), error.c_str());
+    QVERIFY(ranUntilStop);
+    QVERIFY2(took < 2.0, qPrintable(QString("Stop took %1 s").arg(took)));
+    QVERIFY(sink.done.has_value());
+    QVERIFY(sink.done->stopped);
+    QVERIFY(!sink.measured.count("matmul on cpu"));  // no number from a timing cut short
   }
 
   void deviceRuleLabShowsTheRealErrorOrLabelsTheEmulation() {

@@ -6,11 +6,14 @@
 #include <QJsonObject>
 #include <atomic>
 #include <map>
+#include <memory>
+#include <optional>
 #include <cstdio>
 #include <unistd.h>
 
 #include "engine/memory/memory.h"
 #include "engine/core/errors.h"
+#include "engine/core/number_format.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "app/course/course.h"
 #include "lessons/labs/labs.h"
@@ -213,10 +216,19 @@ int fail(QTextStream& out, QTextStream& err, bool json, const std::exception& e)
   // One line on stderr: the first line of the message (the whole message is in the JSON event).
   err << "gpulab-cli: " << errorType(e) << ": " << msg.section('\n', 0, 0) << "\n";
   err.flush();
-  return 1;
+  return kExitFailed;
 }
 
+bool wantsHelp(const QStringList& args) { return args.contains("--help") || args.contains("-h"); }
+
 }  // namespace
+
+const char* const kExitStatusHelp =
+    "exit status:\n"
+    "  0  done\n"
+    "  1  the run failed (an error the engine raised, a missing data set, ...)\n"
+    "  2  invalid arguments: an unknown command or option, a malformed or out-of-range value, or a\n"
+    "     device this machine cannot use\n";
 
 void requestStop() {
   gStopRequested.store(true);
@@ -224,12 +236,20 @@ void requestStop() {
 }
 
 int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
+  if (wantsHelp(args)) {
+    out << "usage: gpulab-cli devices [--json]\n\n"
+           "What devices exist, and why no GPU is usable if none is.\n\n"
+           "  --json        one JSON object instead of text\n"
+           "  --help, -h    this help\n\n"
+        << kExitStatusHelp;
+    return kExitOk;
+  }
   bool json = false;
   for (const QString& a : args) {
     if (a == "--json") json = true;
     else {
       err << "gpulab-cli devices: unknown option '" << a << "'\n";
-      return 2;
+      return kExitUsage;
     }
   }
   const cuda::Availability a = cuda::availability();
@@ -248,7 +268,7 @@ int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) 
                   {"cuda_visible_devices", QString::fromStdString(a.cuda_visible_devices)}, {"devices", devices}};
     if (!a.usable) o["reason"] = QString::fromStdString(a.reason);
     out << line(o) << "\n";
-    return 0;
+    return kExitOk;
   }
   out << "cpu: available (" << QString::number(sysconf(_SC_NPROCESSORS_ONLN)) << " cores)\n";
   if (a.compiled) {
@@ -263,18 +283,92 @@ int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) 
   }
   if (!a.usable) out << "No usable GPU: " << QString::fromStdString(a.reason) << ". Lessons run on the CPU.\n";
   out << "default device: " << defaultDev << "\n";
-  return 0;
+  return kExitOk;
 }
 
 namespace {
 
+// Where the command line names a device, this machine must have it: "cuda" without a GPU, or
+// "cuda:99", is a bad argument here (exit 2) -- while a lesson file that says cuda still loads.
+void requireUsableDevice(const lab::Params& params) {
+  for (const lab::ParamSpec& s : params.specs()) {
+    if (s.name != "device" || s.type != lab::ParamType::Text) continue;
+    const std::string& text = params.getString(s.name);
+    if (text == "auto") return;
+    try {
+      cuda::checkDeviceUsable(Device::parse(text));
+    } catch (const Error& e) {
+      throw ValueError("invalid value '" + text + "' for parameter 'device': " + e.what());
+    }
+  }
+}
+
+// One option of a lab's --help: "  --lr X   float in [1e-07, 10]; default 0.001" and the description.
+QString optionHelp(const lab::ParamSpec& s) {
+  QString flag = "--" + QString::fromStdString(s.name).replace('_', '-');
+  std::string what, def;
+  switch (s.type) {
+    case lab::ParamType::Int:
+      flag += " N";
+      what = "integer in [" + formatNumber(static_cast<std::int64_t>(s.min)) + ", " + formatNumber(static_cast<std::int64_t>(s.max)) + "]";
+      def = formatNumber(std::get<std::int64_t>(s.defaultValue));
+      break;
+    case lab::ParamType::Float:
+      flag += " X";
+      what = "float in [" + formatNumber(s.min) + ", " + formatNumber(s.max) + "]";
+      def = formatNumber(std::get<double>(s.defaultValue));
+      break;
+    case lab::ParamType::Bool:
+      flag += " [true|false]";
+      what = "bool (the flag alone means true)";
+      def = std::get<bool>(s.defaultValue) ? "true" : "false";
+      break;
+    case lab::ParamType::Choice:
+      flag += " NAME";
+      what = lab::describeRange(s);
+      def = std::get<std::string>(s.defaultValue);
+      break;
+    case lab::ParamType::Text:
+      flag += " TEXT";
+      what = "text";
+      def = std::get<std::string>(s.defaultValue);
+      break;
+  }
+  return QString("  %1  %2; default %3\n      %4\n")
+      .arg(flag, -26).arg(QString::fromStdString(what), QString::fromStdString(def), QString::fromStdString(s.description));
+}
+
+using Aliases = std::map<QString, std::pair<std::string, std::string>>;
+
+// A lab command's --help, generated from the lab's parameters: what --help says is what set() checks.
+QString labHelp(const std::string& labId, const QString& command, const Aliases& aliases) {
+  auto theLab = labs::makeLab(labId);
+  QString text = "usage: gpulab-cli " + command + (aliases.empty() ? QString() : " [--" + QString::fromStdString(aliases.begin()->second.first) + " NAME]") +
+                 " [--OPTION VALUE]... [--json]\n\n" + QString::fromStdString(theLab->title()) + " (the '" +
+                 QString::fromStdString(labId) + "' lab, " + QString::fromStdString(theLab->sourcePath()) + ").\n\noptions:\n";
+  for (const auto& [flag, setting] : aliases) {
+    text += QString("  %1  same as --%2 %3\n").arg(flag, -26).arg(QString::fromStdString(setting.first).replace('_', '-'), QString::fromStdString(setting.second));
+  }
+  for (const lab::ParamSpec& s : theLab->params()) text += optionHelp(s);
+  text += QString("  %1  one JSON object per line (events: step, epoch, memory, message, done, error, ...)\n").arg("--json", -26);
+  text += QString("  %1  this help\n\n").arg("--help, -h", -26);
+  return text + kExitStatusHelp;
+}
+
 // Runs lab `labId` with options mapped onto its parameters: --batch-size 64 sets batch_size, a bare
 // flag sets a bool, and `aliases` turn flags like --oom-sweep into settings (mode=oom-sweep).
+// Exit status: 2 when the arguments are wrong (checked before the run starts; `userArgs` also
+// requires the device to be usable here), 1 when the run throws.
 int labCommand(const std::string& labId, const QStringList& args, QTextStream& out, QTextStream& err,
-               const std::map<QString, std::pair<std::string, std::string>>& aliases = {}) {
+               const Aliases& aliases = {}, bool userArgs = true) {
   const bool json = args.contains("--json");
+  std::unique_ptr<lab::Lab> theLab;
+  std::optional<lab::Params> parsed;
+  int epochs = 0;
+  std::int64_t stepsPerEpoch = 0;
+  // 1. The arguments.
   try {
-    auto theLab = labs::makeLab(labId);
+    theLab = labs::makeLab(labId);
     lab::Params params = theLab->defaults();
     for (int i = 0; i < args.size(); ++i) {
       const QString& a = args[i];
@@ -293,8 +387,7 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       if (i + 1 >= args.size()) throw ValueError("option '" + a.toStdString() + "' needs a value");
       params.set(name, args[++i].toStdString());
     }
-    int epochs = 0;
-    std::int64_t stepsPerEpoch = 0;
+    if (userArgs) requireUsableDevice(params);
     if (labId == "train") {  // for the progress bar
       const std::int64_t batch = params.getInt("batch_size") * params.getInt("accumulate");
       const std::int64_t samples = params.getString("dataset") == "fashion-mnist" ? 60000 : params.getInt("samples");
@@ -303,26 +396,38 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       epochs = static_cast<int>(params.getInt("epochs"));
       stepsPerEpoch = (n + batch - 1) / batch;
     }
+    parsed.emplace(std::move(params));
+  } catch (const std::exception& e) {
+    fail(out, err, json, e);
+    return kExitUsage;
+  }
+  // 2. The run.
+  try {
     CliSink sink(out, err, json, epochs, stepsPerEpoch);
     lab::StopToken stop;
     gActiveStop = &stop;
     if (gStopRequested.load()) stop.requestStop();
-    theLab->run(params, sink, stop);
+    theLab->run(*parsed, sink, stop);
     gActiveStop = nullptr;
-    return 0;
-  } catch (const ValueError& e) {
-    gActiveStop = nullptr;
-    fail(out, err, json, e);
-    return 2;
+    return kExitOk;
   } catch (const std::exception& e) {
     gActiveStop = nullptr;
-    return fail(out, err, json, e);
+    fail(out, err, json, e);
+    return kExitFailed;
   }
 }
 
+const Aliases kMemoryAliases{{"--oom-sweep", {"mode", "oom-sweep"}}, {"--report", {"mode", "report"}}};
+
 }  // namespace
 
-int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) { return labCommand("train", args, out, err); }
+int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
+  if (wantsHelp(args)) {
+    out << labHelp("train", "train", {});
+    return kExitOk;
+  }
+  return labCommand("train", args, out, err);
+}
 
 namespace {
 // Takes "--lessons DIR" out of args; the embedded lessons otherwise.
@@ -338,6 +443,14 @@ course::Course courseFrom(QStringList& args) {
 }  // namespace
 
 int lessonsCommand(QStringList args, QTextStream& out, QTextStream& err) {
+  if (wantsHelp(args)) {
+    out << "usage: gpulab-cli lessons [--lessons DIR]\n\n"
+           "The lessons, one a line: id, title, and 'ok' or why the lesson is broken.\n\n"
+           "  --lessons DIR   lessons from this folder instead of the built-in ones\n"
+           "  --help, -h      this help\n\n"
+           "exit status:\n  0  every lesson loaded\n  1  a lesson is broken\n  2  invalid arguments\n";
+    return kExitOk;
+  }
   try {
     const course::Course c = courseFrom(args);
     if (!args.isEmpty()) throw ValueError("unexpected argument '" + args.first().toStdString() + "'");
@@ -346,14 +459,24 @@ int lessonsCommand(QStringList args, QTextStream& out, QTextStream& err) {
       out << l.id << "\t" << l.title << "\t" << (l.ok() ? QString("ok") : "broken: " + l.error) << "\n";
       allOk = allOk && l.ok();
     }
-    return allOk ? 0 : 1;
+    return allOk ? kExitOk : kExitFailed;
   } catch (const std::exception& e) {
     err << "gpulab-cli: " << e.what() << "\n";
-    return 2;
+    return kExitUsage;
   }
 }
 
 int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
+  if (wantsHelp(args)) {
+    out << "usage: gpulab-cli lesson ID [--quick] [--json] [--lessons DIR]\n\n"
+           "Runs every run block of a lesson, as the player does (gpulab-cli lessons lists the ids).\n\n"
+           "  --quick         the short variants the lesson gives its runs\n"
+           "  --json          one JSON object per line (a 'run' event before each run)\n"
+           "  --lessons DIR   lessons from this folder instead of the built-in ones\n"
+           "  --help, -h      this help\n\n"
+        << kExitStatusHelp;
+    return kExitOk;
+  }
   const bool json = args.contains("--json");
   try {
     const course::Course c = courseFrom(args);
@@ -378,19 +501,25 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
         out << "== Run " << i + 1 << ": " << run.title << " (" << run.lab << ")\n";
       }
       out.flush();
-      if (const int rc = labCommand(run.lab.toStdString(), labArgs, out, err); rc != 0) return rc;
+      // The device a lesson names is checked when it runs (a lesson that says cuda loads anywhere).
+      if (const int rc = labCommand(run.lab.toStdString(), labArgs, out, err, {}, /*userArgs=*/false); rc != kExitOk) return rc;
     }
-    return 0;
+    return kExitOk;
   } catch (const ValueError& e) {
     fail(out, err, json, e);
-    return 2;
+    return kExitUsage;
   } catch (const std::exception& e) {
-    return fail(out, err, json, e);
+    fail(out, err, json, e);
+    return kExitFailed;
   }
 }
 
 int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
-  return labCommand("memory", args, out, err, {{"--oom-sweep", {"mode", "oom-sweep"}}, {"--report", {"mode", "report"}}});
+  if (wantsHelp(args)) {
+    out << labHelp("memory", "memory", kMemoryAliases);
+    return kExitOk;
+  }
+  return labCommand("memory", args, out, err, kMemoryAliases);
 }
 
 }  // namespace gpulab::cli

@@ -1,10 +1,19 @@
 #pragma once
 // The commands of gpulab-cli, callable from tests: each takes the arguments after the command name,
-// writes to the given streams and returns the process exit code (0 ok, 1 failed, 2 bad usage).
+// writes to the given streams and returns the process exit status (below). Each answers --help.
 #include <QStringList>
 #include <QTextStream>
 
 namespace gpulab::cli {
+
+// The exit status of every command, as kExitStatusHelp documents it. Arguments are checked before a
+// run starts, so 2 always means "fix the command line" and 1 "the run itself failed".
+enum ExitStatus : int {
+  kExitOk = 0,
+  kExitFailed = 1,  // the run failed: an error the engine raised, a missing data set, a broken lesson
+  kExitUsage = 2,   // invalid arguments: unknown command/option, bad value, a device this machine cannot use
+};
+extern const char* const kExitStatusHelp;
 
 int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err);

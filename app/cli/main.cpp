@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "app/cli/cli_commands.h"
+#include "engine/core/version.h"
 
 namespace {
 
@@ -24,7 +25,11 @@ const char* kUsage =
     "      --device auto|cpu|cuda[:N]   --seed N\n"
     "  lessons [--lessons DIR]      the lessons, one a line: id, title, whether it loaded cleanly\n"
     "  lesson ID [--quick] [--json] [--lessons DIR]\n"
-    "                               runs every run block of a lesson (short variants with --quick)\n";
+    "                               runs every run block of a lesson (short variants with --quick)\n"
+    "\n"
+    "gpulab-cli COMMAND --help      the command's options: type, range, default and what each does\n"
+    "gpulab-cli --version           the version\n"
+    "\n";
 
 void onSignal(int) { gpulab::cli::requestStop(); }
 
@@ -35,18 +40,23 @@ int main(int argc, char** argv) {
   QCoreApplication::setApplicationName("gpulab-cli");
   QTextStream out(stdout), err(stderr);
   QStringList args = app.arguments().mid(1);
+  using namespace gpulab::cli;
   if (args.isEmpty() || args.first() == "--help" || args.first() == "-h" || args.first() == "help") {
-    (args.isEmpty() ? err : out) << kUsage;
-    return args.isEmpty() ? 2 : 0;
+    (args.isEmpty() ? err : out) << kUsage << kExitStatusHelp;
+    return args.isEmpty() ? kExitUsage : kExitOk;
+  }
+  if (args.first() == "--version") {
+    out << "gpulab-cli " << gpulab::version() << "\n";
+    return kExitOk;
   }
   const QString command = args.takeFirst();
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
-  if (command == "devices") return gpulab::cli::devicesCommand(args, out, err);
-  if (command == "train") return gpulab::cli::trainCommand(args, out, err);
-  if (command == "memory") return gpulab::cli::memoryCommand(args, out, err);
-  if (command == "lessons") return gpulab::cli::lessonsCommand(args, out, err);
-  if (command == "lesson") return gpulab::cli::lessonCommand(args, out, err);
-  err << "gpulab-cli: unknown command '" << command << "'\n" << kUsage;
-  return 2;
+  if (command == "devices") return devicesCommand(args, out, err);
+  if (command == "train") return trainCommand(args, out, err);
+  if (command == "memory") return memoryCommand(args, out, err);
+  if (command == "lessons") return lessonsCommand(args, out, err);
+  if (command == "lesson") return lessonCommand(args, out, err);
+  err << "gpulab-cli: unknown command '" << command << "'\n" << kUsage << kExitStatusHelp;
+  return kExitUsage;
 }

@@ -2,7 +2,9 @@
 
 #include <QDir>
 #include <QFile>
-#include <set>
+#include <algorithm>
+#include <map>
+#include <vector>
 
 #include "engine/core/errors.h"
 #include "lessons/labs/labs.h"
@@ -27,7 +29,6 @@ QString Course::labSource(const QString& labId) const {
 Course loadCourse(const QString& root) {
   Course course;
   course.root = root;
-  std::set<QString> ids;
   const QDir dir(root);
   for (const QString& folder : dir.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
     if (folder == "labs") continue;
@@ -40,10 +41,35 @@ Course loadCourse(const QString& root) {
       lesson.folder = root + "/" + folder;
       lesson.error = path + ":0: cannot read lesson.md";
     } else {
-      lesson = parseLesson(QString::fromUtf8(f.readAll()), path);
+      // Never more than the cap is read: a huge (or endless) file costs neither memory nor time.
+      const QByteArray bytes = f.read(kMaxLessonBytes + 1);
+      lesson = parseLessonFile(bytes, path, std::max<qint64>(f.size(), bytes.size()));
     }
-    if (!ids.insert(lesson.id).second && lesson.ok()) lesson.error = path + ":1: duplicate lesson id \"" + lesson.id + "\"";
     course.lessons << lesson;
+  }
+
+  // Ids are unique. A lesson that loads cleanly keeps its id whatever the folder order, so a broken
+  // draft (or a copy) can never take it away; among clean lessons, the first folder keeps it. The
+  // other one is listed as broken, under an id of its own (its folder's name, made unique).
+  std::map<QString, QString> owner;  // id -> the file that holds it
+  std::vector<bool> loadedCleanly;
+  for (const Lesson& l : course.lessons) loadedCleanly.push_back(l.ok());
+  for (const bool clean : {true, false}) {
+    for (qsizetype i = 0; i < course.lessons.size(); ++i) {
+      Lesson& l = course.lessons[i];
+      if (loadedCleanly[static_cast<std::size_t>(i)] != clean) continue;
+      if (!owner.count(l.id)) {
+        owner[l.id] = l.folder + "/lesson.md";
+        continue;
+      }
+      const QString path = l.folder + "/lesson.md";
+      const QString reason = QString("duplicate id \"%1\", also used by %2").arg(l.id, owner[l.id]);
+      l.error = l.ok() ? QString("%1:%2: %3").arg(path).arg(l.idLine).arg(reason) : l.error + " (and " + reason + ")";
+      QString id = l.folder.section('/', -1);
+      for (int n = 2; owner.count(id); ++n) id = l.folder.section('/', -1) + "-" + QString::number(n);
+      l.id = id;
+      owner[id] = path;
+    }
   }
   return course;
 }

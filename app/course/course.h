@@ -19,6 +19,9 @@ struct Course {
 };
 
 // Every subfolder of `root` holding lesson.md (the folder "labs" holds lab code, not a lesson).
+// Ids are unique: a lesson that loads cleanly keeps its id even when a broken one (a draft, a copy)
+// in an earlier folder claims it; the other is listed as broken ("duplicate id "x", also used by
+// <file>") under its folder's name.
 Course loadCourse(const QString& root = kEmbeddedRoot);
 
 }  // namespace gpulab::course

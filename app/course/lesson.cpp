@@ -3,6 +3,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <optional>
 #include <set>
 
 #include "engine/core/errors.h"
@@ -38,11 +39,39 @@ std::map<std::string, std::string> settings(const QJsonObject& o, const char* ke
   return out;
 }
 
+// JSON's type names, for "must be a string (found a number)".
+QString jsonType(const QJsonValue& v) {
+  switch (v.type()) {
+    case QJsonValue::Null: return "null";
+    case QJsonValue::Bool: return v.toBool() ? "true" : "false";
+    case QJsonValue::Double: return QString::number(v.toDouble(), 'g', 17);
+    case QJsonValue::String: return "a string";
+    case QJsonValue::Array: return "a list";
+    case QJsonValue::Object: return "an object";
+    case QJsonValue::Undefined: break;
+  }
+  return "nothing";
+}
+
+// The string at `key`, or `fallback` when it is absent; anything but a string is a mistake (toString()
+// would silently make it "").
+QString stringField(const QJsonObject& o, const char* key, const QString& what, int line, const QString& fallback = {}) {
+  const QJsonValue v = o.value(key);
+  if (v.isUndefined()) return fallback;
+  if (!v.isString()) throw LessonError{line, QString("%1: \"%2\" must be a string (found %3)").arg(what, key, jsonType(v))};
+  return v.toString();
+}
+
+void checkKeys(const QJsonObject& o, const std::set<QString>& known, const QString& what, const QString& list, int line) {
+  for (const QString& k : o.keys())
+    if (!known.count(k)) throw LessonError{line, QString("%1: unknown key \"%2\" (%3)").arg(what, k, list)};
+}
+
 RunBlock parseRun(const QJsonObject& o, int line) {
   RunBlock r;
   r.line = line;
-  r.lab = o.value("lab").toString();
-  r.title = o.value("title").toString(r.lab);
+  r.lab = stringField(o, "lab", "run block", line);
+  r.title = stringField(o, "title", "run block", line, r.lab);
   if (r.lab.isEmpty()) throw LessonError{line, "run block: missing \"lab\""};
   std::unique_ptr<lab::Lab> theLab;
   try {
@@ -63,7 +92,12 @@ RunBlock parseRun(const QJsonObject& o, int line) {
       }
     }
   }
-  for (const QJsonValue& v : o.value("expose").toArray()) {
+  const QJsonValue expose = o.value("expose");
+  if (!expose.isUndefined() && !expose.isArray()) {
+    throw LessonError{line, QString("run block: \"expose\" must be a list of parameter names, like [\"lr\"] (found %1)").arg(jsonType(expose))};
+  }
+  for (const QJsonValue& v : expose.toArray()) {
+    if (!v.isString()) throw LessonError{line, QString("run block: expose: each entry must be a parameter name in quotes (found %1)").arg(jsonType(v))};
     try {
       params.spec(v.toString().toStdString());
     } catch (const Error& e) {
@@ -80,15 +114,27 @@ RunBlock parseRun(const QJsonObject& o, int line) {
 Quiz parseQuiz(const QJsonObject& o, int line) {
   Quiz q;
   q.line = line;
-  q.question = o.value("question").toString();
+  checkKeys(o, {"question", "answers"}, "quiz", "question, answers", line);
+  q.question = stringField(o, "question", "quiz", line);
   if (q.question.trimmed().isEmpty()) throw LessonError{line, "quiz: missing \"question\""};
-  const QJsonArray answers = o.value("answers").toArray();
+  const QJsonValue answersValue = o.value("answers");
+  if (!answersValue.isUndefined() && !answersValue.isArray()) {
+    throw LessonError{line, QString("quiz: \"answers\" must be a list of answers (found %1)").arg(jsonType(answersValue))};
+  }
+  const QJsonArray answers = answersValue.toArray();
   if (answers.size() < 2) throw LessonError{line, "quiz: needs at least two \"answers\""};
   int correct = 0;
   for (const QJsonValue& v : answers) {
+    if (!v.isObject()) throw LessonError{line, QString("quiz: each answer must be an object {\"text\": ..., \"explanation\": ...} (found %1)").arg(jsonType(v))};
     const QJsonObject a = v.toObject();
-    QuizAnswer ans{a.value("text").toString(), a.value("correct").toBool(false), a.value("explanation").toString()};
+    checkKeys(a, {"text", "correct", "explanation"}, "quiz: answer", "text, correct, explanation", line);
+    QuizAnswer ans{stringField(a, "text", "quiz: answer", line), false, stringField(a, "explanation", "quiz: answer", line)};
     if (ans.text.trimmed().isEmpty()) throw LessonError{line, "quiz: an answer has no \"text\""};
+    if (const QJsonValue c = a.value("correct"); !c.isUndefined()) {
+      // toBool() would read 1 or "true" as false: only JSON's true and false are accepted.
+      if (!c.isBool()) throw LessonError{line, QString("quiz: \"correct\" of the answer \"%1\" must be true or false (found %2)").arg(ans.text, jsonType(c))};
+      ans.correct = c.toBool();
+    }
     if (ans.explanation.trimmed().isEmpty()) {
       throw LessonError{line, QString("quiz: the answer \"%1\" has no \"explanation\" (every answer explains why it is right or wrong)").arg(ans.text)};
     }
@@ -110,13 +156,145 @@ QJsonObject parseJson(const QString& body, int line, const char* what) {
   return doc.object();
 }
 
+// An open code fence (CommonMark): up to three spaces, then three or more ` or ~. Inside one, a
+// "```run" line is code that a lesson shows, not a directive.
+struct CodeFence {
+  QChar ch;
+  int length = 0;
+  int line = 0;
+};
+
+std::optional<CodeFence> openingFence(const QString& l, int line) {
+  int i = 0;
+  while (i < l.size() && i < 4 && l[i] == ' ') ++i;
+  if (i > 3 || i >= l.size() || (l[i] != '`' && l[i] != '~')) return std::nullopt;
+  const QChar ch = l[i];
+  int n = 0;
+  while (i + n < l.size() && l[i + n] == ch) ++n;
+  if (n < 3) return std::nullopt;
+  if (ch == '`' && l.mid(i + n).contains('`')) return std::nullopt;  // an inline code span, not a fence
+  return CodeFence{ch, n, line};
+}
+
+bool closesFence(const QString& l, const CodeFence& f) {
+  int i = 0;
+  while (i < l.size() && i < 4 && l[i] == ' ') ++i;
+  if (i > 3) return false;
+  int n = 0;
+  while (i + n < l.size() && l[i + n] == f.ch) ++n;
+  return n >= f.length && l.mid(i + n).trimmed().isEmpty();
+}
+
+// A line that ends a paragraph for the length limit: empty, or only quote markers.
+bool isBlank(const QString& l) {
+  for (QChar c : l)
+    if (!c.isSpace() && c != '>') return false;
+  return true;
+}
+
+// Where a line's text starts, after indentation and quote markers.
+qsizetype contentStart(const QString& l) {
+  qsizetype i = 0;
+  while (i < l.size() && (l[i].isSpace() || l[i] == '>')) ++i;
+  return i;
+}
+
+bool isHeading(const QString& l) {
+  const qsizetype i = contentStart(l);
+  qsizetype n = 0;
+  while (i + n < l.size() && l[i + n] == '#') ++n;
+  return n >= 1 && n <= 6 && (i + n == l.size() || l[i + n].isSpace());
+}
+
+// A line that starts a text block of its own in the rendered document (a heading, a list item, a
+// table row), so it starts a new count for the paragraph limit.
+bool startsBlock(const QString& l) {
+  if (isHeading(l)) return true;
+  const qsizetype i = contentStart(l);
+  if (i >= l.size()) return false;
+  if (l[i] == '|') return true;
+  if (l[i] == '-' || l[i] == '*' || l[i] == '+') return i + 1 < l.size() && l[i + 1].isSpace();
+  qsizetype j = i;
+  while (j < l.size() && l[j].isDigit()) ++j;
+  return j > i && j - i <= 9 && j + 1 < l.size() && (l[j] == '.' || l[j] == ')') && l[j + 1].isSpace();
+}
+
+// The offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and code
+// points above U+10FFFF included), or -1.
+qsizetype invalidUtf8At(const QByteArray& b) {
+  const auto* p = reinterpret_cast<const unsigned char*>(b.constData());
+  const qsizetype n = b.size();
+  for (qsizetype i = 0; i < n;) {
+    const unsigned c = p[i];
+    int len = 0;
+    unsigned cp = 0, min = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; min = 0x80; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; min = 0x800; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; min = 0x10000; }
+    else return i;
+    if (i + len > n) return i;
+    for (int k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return -1;
+}
+
 }  // namespace
+
+bool isValidLessonId(const QString& id) {
+  if (id.isEmpty() || id.size() > 64) return false;
+  for (qsizetype i = 0; i < id.size(); ++i) {
+    const QChar c = id[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || c != '-')) return false;
+  }
+  return true;
+}
+
+QString formatSize(qint64 bytes) {
+  if (bytes >= 1024 * 1024) return QString("%1 MiB").arg(static_cast<double>(bytes) / (1024.0 * 1024.0), 0, 'f', 1);
+  if (bytes >= 1024 && bytes % 1024 == 0) return QString("%1 KiB").arg(bytes / 1024);
+  if (bytes >= 1024) return QString("%1 KiB").arg(static_cast<double>(bytes) / 1024.0, 0, 'f', 1);
+  return QString("%1 bytes").arg(bytes);
+}
+
+Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 fileSize) {
+  const qint64 size = fileSize >= 0 ? fileSize : bytes.size();
+  const QString name = path.section('/', -1);
+  auto refused = [&](const QString& error) {
+    Lesson lesson;
+    lesson.folder = path.section('/', 0, -2);
+    lesson.id = lesson.title = lesson.folder.section('/', -1);
+    lesson.error = error;
+    return lesson;
+  };
+  if (size > kMaxLessonBytes) {
+    return refused(QString("%1:0: %2 is %3; lessons may be at most %4 (split it into several lessons)")
+                       .arg(path, name, formatSize(size), formatSize(kMaxLessonBytes)));
+  }
+  if (const qsizetype at = invalidUtf8At(bytes); at >= 0) {
+    const auto line = bytes.left(at).count('\n') + 1;
+    return refused(QString("%1:%2: %3 is not valid UTF-8 (byte 0x%4 at offset %5); save it as UTF-8")
+                       .arg(path).arg(line).arg(name).arg(static_cast<unsigned char>(bytes[at]), 2, 16, QChar('0')).arg(at));
+  }
+  QString text = QString::fromUtf8(bytes);
+  if (text.startsWith(QChar(0xFEFF))) text.remove(0, 1);  // a byte-order mark some editors write
+  return parseLesson(text, path);
+}
 
 Lesson parseLesson(const QString& text, const QString& path) {
   Lesson lesson;
   lesson.folder = path.section('/', 0, -2);
   const QStringList lines = text.split('\n');
   try {
+    if (const qsizetype nul = text.indexOf(QChar(0)); nul >= 0) {
+      throw LessonError{static_cast<int>(text.left(nul).count('\n')) + 1, "the file contains a NUL character"};
+    }
     int i = 0;
     // Front matter: "---", then "key: value" lines, then "---".
     if (lines.value(0).trimmed() != "---") throw LessonError{1, "expected front matter (a line \"---\", id:, title:, chapter:, \"---\")"};
@@ -125,8 +303,15 @@ Lesson parseLesson(const QString& text, const QString& path) {
       const int colon = l.indexOf(':');
       if (colon <= 0) throw LessonError{i + 1, "front matter: expected \"key: value\""};
       const QString key = l.left(colon).trimmed(), value = l.mid(colon + 1).trimmed();
-      if (key == "id") lesson.id = value;
-      else if (key == "title") lesson.title = value;
+      for (QChar c : value)
+        if (c.category() == QChar::Other_Control) throw LessonError{i + 1, QString("front matter: \"%1\" contains a control character (U+%2)").arg(key).arg(c.unicode(), 4, 16, QChar('0'))};
+      if (key == "id") {
+        if (!isValidLessonId(value)) {
+          throw LessonError{i + 1, QString("front matter: id \"%1\" is not a valid lesson id (1 to 64 of a-z, 0-9 and '-', starting with a letter or digit)").arg(value)};
+        }
+        lesson.id = value;
+        lesson.idLine = i + 1;
+      } else if (key == "title") lesson.title = value;
       else if (key == "chapter") lesson.chapter = value;
       else throw LessonError{i + 1, QString("front matter: unknown key \"%1\" (id, title, chapter)").arg(key)};
     }
@@ -134,11 +319,33 @@ Lesson parseLesson(const QString& text, const QString& path) {
     if (lesson.id.isEmpty() || lesson.title.isEmpty() || lesson.chapter.isEmpty()) {
       throw LessonError{1, "front matter needs id, title and chapter"};
     }
-    // The body: Markdown, with ```run and ```quiz blocks taken out.
+    // The body: Markdown, with ```run and ```quiz blocks taken out (but not from code blocks, where
+    // they are examples).
     QStringList body;
+    std::optional<CodeFence> code;
+    int paragraphStart = 0, paragraphChars = 0;
+    auto countLine = [&](const QString& l, int lineNo, bool inCode) {
+      // A code block's lines are each a block of their own; a paragraph's lines are one block.
+      if (inCode || isBlank(l) || startsBlock(l)) paragraphChars = 0;
+      if (isBlank(l)) return;
+      if (paragraphChars == 0) paragraphStart = lineNo;
+      paragraphChars += static_cast<int>(l.size()) + 1;
+      if (paragraphChars - 1 > kMaxParagraphChars) {
+        throw LessonError{paragraphStart, QString("%1 is longer than %2 characters; split it with a blank line (long paragraphs make the lesson slow to show)")
+                                              .arg(inCode ? "a line of code" : "a paragraph").arg(kMaxParagraphChars)};
+      }
+      if (isHeading(l)) paragraphChars = 0;  // a heading is one line
+    };
     for (++i; i < lines.size(); ++i) {
+      if (code) {
+        if (closesFence(lines[i], *code)) code.reset();
+        else countLine(lines[i], i + 1, true);
+        body << lines[i];
+        continue;
+      }
       const QString fence = lines[i].trimmed();
       if (fence == "```run" || fence == "```quiz") {
+        paragraphChars = 0;
         const int start = i + 1;
         QStringList block;
         for (++i; i < lines.size() && lines[i].trimmed() != "```"; ++i) block << lines[i];
@@ -153,7 +360,13 @@ Lesson parseLesson(const QString& text, const QString& path) {
         }
         continue;
       }
+      if ((code = openingFence(lines[i], i + 1))) paragraphChars = 0;
+      else countLine(lines[i], i + 1, false);
       body << lines[i];
+    }
+    if (code) {
+      throw LessonError{code->line, QString("code block is not closed by %1 (everything after it, run and quiz blocks included, would be code)")
+                                        .arg(QString(code->length, code->ch))};
     }
     lesson.markdown = body.join('\n');
   } catch (const LessonError& e) {

@@ -3,6 +3,7 @@
 // is documented in lessons/README.md) and validated against the labs built into the program. A
 // lesson that fails validation keeps its error (file, line, what is wrong) and is shown as broken;
 // nothing in a lesson file can run code beyond those labs.
+#include <QByteArray>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -41,10 +42,33 @@ struct Lesson {
   QVector<RunBlock> runs;
   QVector<Quiz> quizzes;
   QString error;     // empty when the lesson loaded cleanly
+  int idLine = 0;    // the front-matter line of "id:" (0 when there is none)
   bool ok() const { return error.isEmpty(); }
 };
 
+// Limits on a lesson file. Qt's Markdown import (QTextDocument::setMarkdown, Qt 6.4) costs time
+// proportional to a paragraph's length for every piece of text it inserts into it (each soft line
+// break, each `code` or **bold** span), so a paragraph's cost grows with the square of its length: a
+// 256 KiB paragraph took 14 s on the GUI thread. Paragraphs of at most kMaxParagraphChars and files of
+// at most kMaxLessonBytes keep the largest allowed lesson within a frame budget (see
+// MainWindow::showLesson and tests/test_gui.cpp); the largest shipped lesson is under 5 KiB and its
+// longest paragraph under 1 KiB.
+inline constexpr qint64 kMaxLessonBytes = 64 * 1024;
+inline constexpr int kMaxParagraphChars = 2048;
+
+// A lesson id: [a-z0-9][a-z0-9-]{0,63}. Ids name files (reference runs are <id>.jsonl) and keys in
+// the progress file, so nothing else is allowed: no spaces, no '/', no '..', no control characters.
+bool isValidLessonId(const QString& id);
+
 // Parses and validates one lesson file's text; `path` names it in errors ("lessons/02-x/lesson.md").
 Lesson parseLesson(const QString& text, const QString& path);
+
+// Parses a lesson file's bytes, as loadCourse reads them: refuses a file larger than kMaxLessonBytes
+// or one that is not UTF-8 (naming the line), then parseLesson. `fileSize`: the file's size when
+// `bytes` holds only its start (a file too large to read), else -1.
+Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 fileSize = -1);
+
+// "3.2 MiB", "64 KiB", "812 bytes": sizes in lesson errors.
+QString formatSize(qint64 bytes);
 
 }  // namespace gpulab::course

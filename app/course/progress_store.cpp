@@ -1,5 +1,6 @@
 #include "app/course/progress_store.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -18,24 +19,45 @@ ProgressStore::ProgressStore(QString path) : path_(std::move(path)) {
 void ProgressStore::load() {
   QFile f(path_);
   if (!f.exists()) return;
-  if (!f.open(QIODevice::ReadOnly)) {
-    error_ = "cannot read " + path_ + ": " + f.errorString();
+  QByteArray bytes;
+  if (f.open(QIODevice::ReadOnly)) bytes = f.readAll();
+  if (!f.isOpen() || f.error() != QFileDevice::NoError) {
+    // Whatever is in it, it is not ours to overwrite: progress is read-only until the next start.
+    readOnly_ = true;
+    error_ = loadProblem_ = "Your progress file " + path_ + " cannot be read (" + f.errorString() +
+                            "). Progress is read-only for this session: answers are not saved, and the file is left as it is.";
     return;
   }
+  f.close();
   QJsonParseError err{};
-  const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &err);
-  if (err.error != QJsonParseError::NoError || !doc.isObject()) {
-    // Keep the unreadable file for the curious, and start afresh rather than refuse to run.
-    error_ = path_ + " is corrupt (" + err.errorString() + "); it was kept as " + path_ + ".corrupt";
-    f.close();
-    QFile::remove(path_ + ".corrupt");
-    QFile::rename(path_, path_ + ".corrupt");
+  const QJsonDocument doc = QJsonDocument::fromJson(bytes, &err);
+  if (err.error == QJsonParseError::NoError && doc.isObject()) {
+    data_ = doc.object();
     return;
   }
-  data_ = doc.object();
+  const QString why = err.error != QJsonParseError::NoError
+                          ? QString("%1 at byte %2").arg(err.errorString()).arg(err.offset)
+                          : QString("not a JSON object");
+  // Keep the file under a name of its own -- never over an earlier copy -- and start afresh.
+  const QString stem = path_ + ".corrupt-" + QDateTime::currentDateTimeUtc().toString("yyyyMMdd-HHmmss");
+  QString copy = stem;
+  for (int n = 2; QFileInfo::exists(copy) || QFileInfo(copy).isSymLink(); ++n) copy = stem + "-" + QString::number(n);
+  if (QFile::rename(path_, copy) || QFile::copy(path_, copy)) {
+    keptCopy_ = copy;
+    error_ = loadProblem_ = "Your progress file " + path_ + " was corrupt (" + why + "). It was kept as " + copy +
+                            " and progress starts afresh.";
+  } else {
+    readOnly_ = true;
+    error_ = loadProblem_ = "Your progress file " + path_ + " is corrupt (" + why + ") and could not be kept aside as " + copy +
+                            ". Progress is read-only for this session: the file is left as it is.";
+  }
 }
 
 void ProgressStore::save() {
+  if (readOnly_) {
+    error_ = "not saved: progress is read-only for this session (" + path_ + " could not be read, so it is not overwritten)";
+    return;
+  }
   QDir().mkpath(QFileInfo(path_).absolutePath());
   QSaveFile f(path_);
   if (!f.open(QIODevice::WriteOnly)) {

@@ -1,6 +1,10 @@
 #pragma once
 // The learner's progress: completed lessons and quiz answers, kept in a JSON file under the app data
 // location and written with QSaveFile, so a crash mid-write never leaves a half-written file.
+// Nothing the learner did is ever lost without a word: a file that is not valid JSON is kept under a
+// new name (progress.json.corrupt-<UTC time>[-N], never overwritten or deleted) and progress starts
+// afresh; a file that cannot be read is never written over -- progress is read-only for the session.
+// loadProblem() says which, in words for the learner (the GUI shows it).
 #include <QJsonObject>
 #include <QString>
 
@@ -19,6 +23,13 @@ class ProgressStore {
   const QString& path() const { return path_; }
   // Why the last load or save failed (empty when it worked).
   const QString& lastError() const { return error_; }
+  // What went wrong when the file was loaded, for the learner (empty when it loaded or did not exist).
+  // Unlike lastError() it stays for the whole session.
+  const QString& loadProblem() const { return loadProblem_; }
+  // Where a corrupt file was kept (empty when none was).
+  const QString& keptCopy() const { return keptCopy_; }
+  // True when the file exists but could not be read: answers are kept for the session only.
+  bool readOnly() const { return readOnly_; }
 
  private:
   void load();
@@ -26,6 +37,9 @@ class ProgressStore {
   QString path_;
   QJsonObject data_;
   QString error_;
+  QString loadProblem_;
+  QString keptCopy_;
+  bool readOnly_ = false;
 };
 
 }  // namespace gpulab::course

@@ -2,22 +2,40 @@
 // change), --open ID (start on a lesson), --run (start its first run at once; for screenshots),
 // --quit-when-shown (for timing start-up), --reference-runs DIR (read the reference runs from a
 // folder of <lesson-id>.jsonl files, to check a recording before it is embedded), --compare (check
-// "Compare with a real GPU" where a reference run exists; for screenshots).
+// "Compare with a real GPU" where a reference run exists; for screenshots), --help, --version.
+//
+// The command line is read before the QApplication exists, so --help and --version work without a
+// display (over ssh, in a package check). Qt's own options (-platform, -style, ...) are accepted and
+// passed on to QApplication. Exit status: 0 for --help and --version, 2 for a usage mistake (usage on
+// stderr), else the application's.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QTimer>
+#include <cstdio>
 
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/run_panel.h"
 
+namespace {
+
+void print(std::FILE* to, const QString& text) {
+  std::fputs(text.toLocal8Bit().constData(), to);
+  std::fflush(to);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setApplicationName("GPU Lab");
-  QApplication::setOrganizationName("GPU Lab");
+  QStringList arguments;
+  for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
+
   QCommandLineParser parser;
-  parser.setApplicationDescription("Interactive lessons on GPU acceleration for deep learning");
-  parser.addHelpOption();
+  parser.setApplicationDescription("GPU Lab " GPULAB_VERSION ": interactive lessons on GPU acceleration for deep learning");
+  // Qt's options are single-dash words (-platform offscreen): read "-x" as the long option x.
+  parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
+  const QCommandLineOption help = parser.addHelpOption();
+  const QCommandLineOption version = parser.addVersionOption();
   QCommandLineOption lessons("lessons", "Read the lessons from DIR (reloaded when they change).", "DIR");
   QCommandLineOption open("open", "Open the lesson with this id.", "ID");
   QCommandLineOption run("run", "Start the lesson's run at once (the first, or the one --run-index names).");
@@ -26,11 +44,48 @@ int main(int argc, char** argv) {
   QCommandLineOption compare("compare", "Check \"Compare with a real GPU\" (shown where a lesson's run has a reference run).");
   QCommandLineOption quitWhenShown("quit-when-shown", "Quit as soon as the first lesson is on screen (to time start-up).");
   parser.addOptions({lessons, open, run, runIndex, referenceRuns, compare, quitWhenShown});
-  parser.process(app);
+  // QApplication's own options (see QGuiApplication and QApplication): accepted, not listed.
+  for (const auto& [name, takesValue] : std::initializer_list<std::pair<const char*, bool>>{
+           {"platform", true}, {"platformpluginpath", true}, {"platformtheme", true}, {"plugin", true},
+           {"qwindowgeometry", true}, {"qwindowicon", true}, {"qwindowtitle", true}, {"geometry", true},
+           {"display", true}, {"style", true}, {"stylesheet", true}, {"session", true}, {"reverse", false},
+           {"widgetcount", false}, {"nograb", false}, {"dograb", false}, {"sync", false}, {"qmljsdebugger", true}}) {
+    QCommandLineOption qt(name, "Qt's option", takesValue ? "VALUE" : QString());
+    qt.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOption(qt);
+  }
+
+  auto usageError = [&parser](const QString& what) {
+    print(stderr, "gpulab: " + what + "\n\n" + parser.helpText());
+    return 2;
+  };
+  if (!parser.parse(arguments)) return usageError(parser.errorText());
+  if (parser.isSet(help) || parser.isSet("help-all")) {
+    print(stdout, parser.helpText());
+    return 0;
+  }
+  if (parser.isSet(version)) {
+    print(stdout, "GPU Lab " GPULAB_VERSION "\n");
+    return 0;
+  }
+  if (!parser.positionalArguments().isEmpty()) return usageError("unexpected argument '" + parser.positionalArguments().front() + "'");
+  int runNumber = 0;
+  if (parser.isSet(runIndex)) {
+    bool ok = false;
+    runNumber = parser.value(runIndex).toInt(&ok);
+    if (!ok || runNumber < 1) return usageError("--run-index expects a run number 1, 2, ... (got '" + parser.value(runIndex) + "')");
+  }
+
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("GPU Lab");
+  QApplication::setApplicationVersion(GPULAB_VERSION);
+  QApplication::setOrganizationName("GPU Lab");
   gpulab::app::MainWindow window(parser.isSet(lessons) ? parser.value(lessons) : QString(gpulab::course::kEmbeddedRoot));
   if (parser.isSet(referenceRuns)) window.setReferenceRunsRoot(parser.value(referenceRuns));
-  if (parser.isSet(open)) window.selectLesson(parser.value(open));
-  if (parser.isSet(runIndex)) window.runPanel()->selectRun(parser.value(runIndex).toInt() - 1);
+  if (parser.isSet(open) && !window.selectLesson(parser.value(open))) {
+    print(stderr, "gpulab: no lesson has the id '" + parser.value(open) + "'; showing the first one\n");
+  }
+  if (runNumber > 0) window.runPanel()->selectRun(runNumber - 1);
   if (parser.isSet(compare)) window.plotPanel()->setShowReference(true);
   window.show();
   if (parser.isSet(run)) QTimer::singleShot(0, &window, &gpulab::app::MainWindow::startRun);

@@ -1,16 +1,28 @@
 #include "app/gui/main_window.h"
 
 #include <QCloseEvent>
+#include <QDeadlineTimer>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QFontDatabase>
+#include <QFrame>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
 #include <QPlainTextEdit>
 #include <QShortcut>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTextBrowser>
+#include <QTextDocument>
+#include <QThread>
+#include <QToolButton>
 #include <QTreeWidget>
+#include <QVBoxLayout>
+#include <algorithm>
 
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
@@ -31,6 +43,15 @@ QString deviceStatus() {
 }
 
 constexpr int kLessonIdRole = Qt::UserRole + 1;
+
+// cuBLAS reports major*10000 + minor*100 + patch (as the engine stores it); cuDNN 9 does the same,
+// cuDNN 8 and older major*1000 + minor*100 + patch.
+QString threePart(int v, int major) { return QString("%1.%2.%3").arg(v / major).arg((v % major) / 100).arg(v % 100); }
+QString cudnnVersion(int v) { return threePart(v, v >= 90000 ? 10000 : 1000); }
+
+#ifndef GPULAB_VERSION
+#error "GPULAB_VERSION (the project() version) must be defined by the build"
+#endif
 
 }  // namespace
 
@@ -61,9 +82,36 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   right->setStretchFactor(0, 3);
   right->setStretchFactor(1, 2);
 
+  // A banner above the lesson for problems with the progress file: the learner must see them.
+  progressBanner_ = new QFrame;
+  progressBanner_->setObjectName("progressBanner");
+  progressBanner_->setStyleSheet("#progressBanner { background: #fff4ce; border: 1px solid #e0b000; border-radius: 3px; }");
+  progressNotice_ = new QLabel;
+  progressNotice_->setObjectName("progressNotice");
+  progressNotice_->setWordWrap(true);
+  progressNotice_->setTextFormat(Qt::PlainText);
+  progressNotice_->setTextInteractionFlags(Qt::TextSelectableByMouse);  // the path can be copied
+  auto* dismiss = new QToolButton;
+  dismiss->setText("✕");
+  dismiss->setToolTip("Hide this message");
+  dismiss->setAutoRaise(true);
+  auto* bannerLayout = new QHBoxLayout(progressBanner_);
+  bannerLayout->setContentsMargins(8, 4, 4, 4);
+  bannerLayout->addWidget(new QLabel("⚠"), 0, Qt::AlignTop);
+  bannerLayout->addWidget(progressNotice_, 1);
+  bannerLayout->addWidget(dismiss, 0, Qt::AlignTop);
+  progressBanner_->hide();
+  connect(dismiss, &QToolButton::clicked, progressBanner_, &QWidget::hide);
+  auto* page = new QWidget;
+  auto* pageLayout = new QVBoxLayout(page);
+  pageLayout->setContentsMargins(0, 0, 0, 0);
+  pageLayout->setSpacing(4);
+  pageLayout->addWidget(progressBanner_);
+  pageLayout->addWidget(pageTabs_, 1);
+
   auto* main = new QSplitter(Qt::Horizontal);
   main->addWidget(navigator_);
-  main->addWidget(pageTabs_);
+  main->addWidget(page);
   main->addWidget(right);
   main->setSizes({230, 460, 580});
   main->setStretchFactor(1, 1);
@@ -72,7 +120,15 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
 
   runState_ = new QLabel("idle");
   statusBar()->addPermanentWidget(runState_);
-  statusBar()->showMessage(deviceStatus());
+  // A widget, not showMessage(): a temporary message is cleared by any status tip (hovering the menu).
+  auto* device = new QLabel(deviceStatus());
+  device->setObjectName("deviceStatus");
+  statusBar()->addWidget(device, 1);
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  QAction* about = help->addAction("&About GPU Lab", this, &MainWindow::showAbout);
+  about->setObjectName("aboutAction");
+  about->setMenuRole(QAction::AboutRole);
 
   connect(navigator_, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) {
     if (item && item->data(0, kLessonIdRole).isValid()) showLesson(course_.find(item->data(0, kLessonIdRole).toString()));
@@ -118,10 +174,14 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
 
   loadCourse();
   if (!course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
+  showProgressProblem();
   resize(1280, 800);
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  for (const QPointer<QThread>& t : textThreads_)
+    if (t) t->wait();  // a parse is bounded by the lesson caps (course/lesson.h)
+}
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   runner_.stop();  // the runner's destructor joins the worker once the lab has stopped
@@ -171,7 +231,10 @@ bool MainWindow::selectLesson(const QString& id) {
   QTreeWidgetItemIterator it(navigator_);
   for (; *it; ++it) {
     if ((*it)->data(0, kLessonIdRole).toString() == id) {
-      navigator_->setCurrentItem(*it);
+      {
+        const QSignalBlocker block(navigator_);  // its currentItemChanged would show the lesson a second time
+        navigator_->setCurrentItem(*it);
+      }
       showLesson(course_.find(id));
       return true;
     }
@@ -191,17 +254,70 @@ void MainWindow::stepLesson(int delta) {
 void MainWindow::showLesson(const course::Lesson* lesson) {
   if (!lesson || runner_.running()) return;
   currentId_ = lesson->id;
+  ++textGeneration_;
+  lessonLoading_ = false;
   if (lesson->ok()) {
-    lessonView_->setMarkdown(lesson->markdown);
+    showLessonText(*lesson);
   } else {
     lessonView_->setHtml("<h2>" + lesson->title.toHtmlEscaped() + "</h2><p style='color:#d62728'><b>This lesson could not be loaded:</b><br>" +
                          lesson->error.toHtmlEscaped() + "</p><p>The other lessons work as usual.</p>");
+    emit lessonTextShown(lesson->id);
   }
   runPanel_->setLesson(lesson->ok() ? lesson : nullptr);
   quiz_->setLesson(lesson->ok() ? lesson : nullptr);
   showRunSource();
   showReference();
   pageTabs_->setCurrentIndex(0);
+}
+
+// Qt's Markdown import costs time that grows with the square of a paragraph's length (every piece it
+// inserts -- a soft line break, a `code` or **bold** span -- re-examines the paragraph so far), and
+// on the view's own document it would also lay the paragraph out again each time: a 256 KiB paragraph
+// took 14 s. So: lesson files are capped (course/lesson.h), the text is parsed into a document of its
+// own on a short-lived thread (QTextDocument is reentrant), and the GUI thread only lays it out. It
+// waits for the parse up to half a frame budget, so an ordinary lesson (a few KiB, a few ms) shows at
+// once; a larger one shows "Loading" until it is ready, with the window responsive meanwhile.
+void MainWindow::showLessonText(const course::Lesson& lesson) {
+  constexpr int kWaitMs = 50;  // half a frame budget: the layout that follows needs the rest
+  const int generation = textGeneration_;
+  auto result = std::make_shared<std::unique_ptr<QTextDocument>>();
+  QThread* gui = thread();
+  QThread* worker = QThread::create([result, markdown = lesson.markdown, font = lessonView_->font(),
+                                     margin = lessonView_->document()->documentMargin(), gui] {
+    auto doc = std::make_unique<QTextDocument>();
+    doc->setDefaultFont(font);
+    doc->setDocumentMargin(margin);
+    doc->setMarkdown(markdown);
+    doc->moveToThread(gui);
+    *result = std::move(doc);
+  });
+  worker->setParent(this);
+  textThreads_.erase(std::remove_if(textThreads_.begin(), textThreads_.end(), [](const QPointer<QThread>& t) { return t.isNull(); }),
+                     textThreads_.end());
+  textThreads_.emplace_back(worker);
+  const QString id = lesson.id;
+  connect(worker, &QThread::finished, this, [this, worker, result, generation, id] {
+    worker->deleteLater();
+    if (*result && generation == textGeneration_) {
+      installLessonText(result->release());
+      emit lessonTextShown(id);
+    }
+    result->reset();  // a result nobody wants any more is deleted here, on the GUI thread
+  });
+  worker->start();
+  if (worker->wait(QDeadlineTimer(kWaitMs)) && *result) {
+    installLessonText(result->release());
+    emit lessonTextShown(id);
+    return;
+  }
+  lessonLoading_ = true;
+  lessonView_->setHtml("<h2>" + lesson.title.toHtmlEscaped() + "</h2><p><i>Loading the lesson…</i></p>");
+}
+
+void MainWindow::installLessonText(QTextDocument* doc) {
+  doc->setParent(lessonView_);  // the view deletes a document it parents when it is replaced
+  lessonView_->setDocument(doc);
+  lessonLoading_ = false;
 }
 
 void MainWindow::setReferenceRunsRoot(const QString& root) {
@@ -263,6 +379,76 @@ void MainWindow::onAnswered() {
     progress_.setCompleted(currentId_);
     rebuildNavigator();
   }
+  showProgressProblem();
+}
+
+void MainWindow::showProgressProblem() {
+  // What went wrong at load time stays said; a failed save is added to it (and goes once one works).
+  QStringList lines;
+  if (!progress_.loadProblem().isEmpty()) lines << progress_.loadProblem();
+  if (!progress_.lastError().isEmpty() && progress_.lastError() != progress_.loadProblem()) {
+    lines << (progress_.readOnly() ? "Your last answer was " + progress_.lastError() + "." : "Your progress was not saved: " + progress_.lastError() + ".");
+  }
+  const QString text = lines.join('\n');
+  if (text.isEmpty()) {
+    progressBanner_->hide();
+  } else if (text != progressNotice_->text()) {  // a new problem shows again, even after "✕"
+    progressBanner_->show();
+  }
+  progressNotice_->setText(text);
+}
+
+QStringList MainWindow::versionReport() {
+  QStringList lines{QString("GPU Lab %1").arg(GPULAB_VERSION), QString("Qt %1 (built with %2)").arg(qVersion(), QT_VERSION_STR)};
+  const cuda::Availability a = cuda::availability();
+  if (!a.compiled) {
+    lines << "CUDA: not built with CUDA (this build runs on the CPU)";
+    return lines;
+  }
+  auto version = [](int v, const QString& text) { return v ? text : QString("not available"); };
+  lines << "CUDA runtime: " + version(a.runtime_version, QString::fromStdString(cuda::versionString(a.runtime_version)))
+        << "CUDA driver: " + version(a.driver_version, QString::fromStdString(cuda::versionString(a.driver_version)))
+        << "cuBLAS: " + version(a.cublas_version, threePart(a.cublas_version, 10000))
+        << "cuDNN: " + version(a.cudnn_version, cudnnVersion(a.cudnn_version));
+  if (!a.usable) {
+    lines << "GPU: no GPU: " + QString::fromStdString(a.reason);
+  } else {
+    for (const auto& d : a.devices) {
+      lines << QString("GPU cuda:%1: %2 (compute capability %3.%4, %5)")
+                   .arg(d.index)
+                   .arg(QString::fromStdString(d.name))
+                   .arg(d.major)
+                   .arg(d.minor)
+                   .arg(QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.total_memory))));
+    }
+  }
+  return lines;
+}
+
+QDialog* MainWindow::showAbout() {
+  if (!about_) {
+    about_ = new QDialog(this);
+    about_->setObjectName("aboutDialog");
+    about_->setWindowTitle("About GPU Lab");
+    auto* v = new QVBoxLayout(about_);
+    auto* title = new QLabel("<h2>GPU Lab</h2><p>Interactive lessons on GPU acceleration for deep learning.</p>", about_);
+    v->addWidget(title);
+    auto* versions = new QLabel(about_);
+    versions->setObjectName("aboutVersions");
+    versions->setTextFormat(Qt::PlainText);
+    versions->setTextInteractionFlags(Qt::TextSelectableByMouse);  // for bug reports
+    versions->setWordWrap(true);
+    v->addWidget(versions);
+    v->addWidget(new QLabel("Licensed under the GNU GPL, version 3 or later.", about_));
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, about_);
+    connect(buttons, &QDialogButtonBox::rejected, about_, &QDialog::close);
+    v->addWidget(buttons);
+  }
+  about_->findChild<QLabel*>("aboutVersions")->setText(versionReport().join('\n'));
+  about_->show();
+  about_->raise();
+  about_->activateWindow();
+  return about_;
 }
 
 }  // namespace gpulab::app

@@ -3,10 +3,12 @@
 // (the text with its PyTorch code, the lab's real source, the quiz), the run area, and live plots.
 #include <QFileSystemWatcher>
 #include <QMainWindow>
+#include <QPointer>
 #include <QTimer>
 #include <map>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "app/course/course.h"
 #include "app/course/progress_store.h"
@@ -18,6 +20,10 @@ class QTextBrowser;
 class QPlainTextEdit;
 class QTabWidget;
 class QLabel;
+class QDialog;
+class QFrame;
+class QTextDocument;
+class QThread;
 
 namespace gpulab::app {
 
@@ -36,6 +42,8 @@ class MainWindow final : public QMainWindow {
 
   bool selectLesson(const QString& id);
   QString currentLessonId() const { return currentId_; }
+  // True while the selected lesson's text is still being prepared (a large lesson; see showLesson).
+  bool lessonLoading() const { return lessonLoading_; }
   const course::Course& course() const { return course_; }
   RunPanel* runPanel() const { return runPanel_; }
   PlotPanel* plotPanel() const { return plots_; }
@@ -49,9 +57,19 @@ class MainWindow final : public QMainWindow {
   void setReferenceRunsRoot(const QString& root);
   void startRun();
   void stopRun();
+  // Help > About: GPU Lab's version and the versions of what it runs on (Qt, CUDA runtime and driver,
+  // cuBLAS, cuDNN, as the engine reports them), or why there is no GPU. Non-modal; returns the dialog.
+  QDialog* showAbout();
+  // The lines the About dialog shows, as plain text ("GPU Lab 0.1.0", "Qt 6.4.2", "CUDA: ...").
+  static QStringList versionReport();
+  // The banner above the lesson that tells the learner about a problem with the progress file (a
+  // corrupt file kept aside, an unreadable one, a failed save); hidden when there is none.
+  QLabel* progressNotice() const { return progressNotice_; }
 
  signals:
   void runFinished(const QString& error);
+  // The selected lesson's text is in the lesson view.
+  void lessonTextShown(const QString& id);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -60,9 +78,12 @@ class MainWindow final : public QMainWindow {
   void loadCourse();
   void rebuildNavigator();
   void showLesson(const course::Lesson* lesson);
+  void showLessonText(const course::Lesson& lesson);
+  void installLessonText(QTextDocument* doc);
   void showRunSource();
   void stepLesson(int delta);
   void onAnswered();
+  void showProgressProblem();
   void showReference();  // offers the recording of the selected run block, if there is one
   const course::ReferenceRuns* referenceRuns(const course::Lesson& lesson);
 
@@ -78,6 +99,12 @@ class MainWindow final : public QMainWindow {
   RunPanel* runPanel_;
   PlotPanel* plots_;
   QLabel* runState_;
+  QFrame* progressBanner_;
+  QLabel* progressNotice_;
+  QDialog* about_ = nullptr;
+  std::vector<QPointer<QThread>> textThreads_;  // lesson texts being parsed; joined on destruction
+  int textGeneration_ = 0;                      // the newest request; older results are dropped
+  bool lessonLoading_ = false;
   LabRunner runner_;
   QFileSystemWatcher watcher_;
   QTimer reloadDelay_;

@@ -16,6 +16,27 @@ void setGradEnabled(bool enabled) { gGradEnabled = enabled; }
 
 namespace autograd {
 
+Node::~Node() {
+  // By the time this runs a FunctionNode has already destroyed its saved tensors, while `next` still
+  // held their grad_fns, so none of those cascaded. Now take over the edges: a node whose last owner
+  // is the stack below is emptied (saved tensors first, then its edges move onto the stack) before it
+  // is destroyed, so every destructor that runs here has nothing left to free recursively. A node
+  // reached twice is kept alive by its other edge until that one is popped too.
+  std::vector<std::shared_ptr<Node>> stack;
+  for (auto& edge : next)
+    if (edge) stack.push_back(std::move(edge));
+  next.clear();
+  while (!stack.empty()) {
+    std::shared_ptr<Node> node = std::move(stack.back());
+    stack.pop_back();
+    if (node.use_count() != 1) continue;  // someone else (a tensor, another edge) still owns it
+    node->release();
+    for (auto& edge : node->next)
+      if (edge) stack.push_back(std::move(edge));
+    node->next.clear();
+  }  // `node` is destroyed at the end of each iteration, with no edges and no saved tensors left
+}
+
 std::vector<Tensor> FunctionNode::apply(const Tensor& gradOutput) {
   if (!backward_) {
     throw Error("Trying to backward through the graph a second time (or directly access saved tensors after they "

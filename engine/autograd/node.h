@@ -14,10 +14,14 @@ namespace gpulab::autograd {
 
 class Node {
  public:
-  virtual ~Node() = default;
+  // Frees the part of the graph only this node keeps alive without recursion, as PyTorch's
+  // deleteNode does: a graph of 200,000 ops would otherwise overflow the stack, each node's
+  // destructor releasing the next through its shared_ptr edges.
+  virtual ~Node();
   // Gradients for each edge, given the gradient of this node's output (undefined = no gradient).
   virtual std::vector<Tensor> apply(const Tensor& gradOutput) = 0;
   virtual std::string name() const = 0;
+  // Drops what the node saved for backward (after backward, and before the graph is freed).
   virtual void release() {}
 
   std::vector<std::shared_ptr<Node>> next;  // one per input; nullptr when that input needs no grad

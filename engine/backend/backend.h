@@ -7,6 +7,7 @@
 // primitive says it takes strided views; all tensors passed to one call live on this backend's
 // device; float32 unless a primitive says otherwise.
 #include <cstdint>
+#include <vector>
 
 #include "engine/backend/functors.h"
 #include "engine/core/tensor.h"
@@ -66,10 +67,22 @@ class Backend {
   virtual void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
                        std::uint64_t offset) = 0;
 
-  // Fused optimizer updates, in place, one launch per parameter tensor.
+  // Fused optimizer updates, in place: one parameter tensor...
   virtual void sgdStep(const Tensor& param, const Tensor& grad, const Tensor* momentumBuffer, const SgdHyper& h) = 0;
   virtual void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq,
                         const AdamHyper& h) = 0;
+  // ... or all of a model's at once (PyTorch's foreach/fused optimizers): the CUDA backend updates many
+  // small tensors in one launch, where launch overhead would otherwise dominate. By default, one by one.
+  struct AdamTensors {
+    const Tensor* param;
+    const Tensor* grad;
+    const Tensor* expAvg;
+    const Tensor* expAvgSq;
+    AdamHyper hyper;
+  };
+  virtual void adamSteps(const std::vector<AdamTensors>& items) {
+    for (const AdamTensors& t : items) adamStep(*t.param, *t.grad, *t.expAvg, *t.expAvgSq, t.hyper);
+  }
 };
 
 Backend& cpuBackend();

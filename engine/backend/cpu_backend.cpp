@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -51,14 +52,14 @@ class CpuBackend final : public Backend {
         D* d = dst.data<D>();
         const S* s = src.data<S>();
         if (isContiguous(dst) && isContiguous(src)) {
-          for (std::int64_t i = 0, n = dst.numel(); i < n; ++i) d[i] = static_cast<D>(s[i]);
+          for (std::int64_t i = 0, n = dst.numel(); i < n; ++i) d[i] = fn::convertElement<D>(s[i]);
           return;
         }
         detail::forEachRun<2>(dst.sizes(), {dst.strides().data(), src.strides().data()},
                               [&](const auto& off, std::int64_t count, const auto& inner) {
                                 D* dp = d + off[0];
                                 const S* sp = s + off[1];
-                                for (std::int64_t i = 0; i < count; ++i) dp[i * inner[0]] = static_cast<D>(sp[i * inner[1]]);
+                                for (std::int64_t i = 0; i < count; ++i) dp[i * inner[0]] = fn::convertElement<D>(sp[i * inner[1]]);
                               });
       });
     });
@@ -135,9 +136,11 @@ class CpuBackend final : public Backend {
         std::int64_t* ib = idx ? idx + a * inner : nullptr;
         if (op == ReduceOp::Sum) {
           if (inner == 1) {
-            // Accumulate in double for an exact-as-possible reference (the GPU uses a tree in float).
-            double acc = 0.0;
-            for (std::int64_t j = 0; j < k; ++j) acc += static_cast<double>(base[j]);
+            // Floats accumulate in double for an exact-as-possible reference (the GPU uses a tree in
+            // float); integers in their own type, which is exact (double is not above 2^53).
+            using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+            Acc acc = 0;
+            for (std::int64_t j = 0; j < k; ++j) acc += static_cast<Acc>(base[j]);
             ob[0] = static_cast<T>(acc);
           } else {
             std::fill_n(ob, inner, T(0));
@@ -276,7 +279,7 @@ class CpuBackend final : public Backend {
   void normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) override {
     float* o = out.data<float>();
     for (std::int64_t i = 0, n = out.numel(); i < n; ++i)
-      o[i] = static_cast<float>(mean) + static_cast<float>(stddev) * fn::standardNormal(seed, offset + i);
+      o[i] = static_cast<float>(mean) + static_cast<float>(stddev) * fn::standardNormal(seed, offset + 2 * i);
   }
 
   void randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed,

@@ -3,6 +3,7 @@
 // plain C++ elsewhere, so the CPU tests cover the math and the GPU tests cover only the launch.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define GPULAB_HD __host__ __device__ __forceinline__
@@ -59,11 +60,26 @@ GPULAB_HD std::uint64_t randomBits(std::uint64_t seed, std::uint64_t counter) {
 GPULAB_HD float uniform01(std::uint64_t seed, std::uint64_t counter) {
   return static_cast<float>(randomBits(seed, counter) >> 40) * (1.0f / 16777216.0f);
 }
-// Standard normal by Box-Muller from two independent uniforms of the element's own counter pair.
-GPULAB_HD float standardNormal(std::uint64_t seed, std::uint64_t counter) {
-  const float u1 = 1.0f - uniform01(seed, 2 * counter);  // (0, 1]: log stays finite
-  const float u2 = uniform01(seed, 2 * counter + 1);
+// Standard normal by Box-Muller from two uniforms: counters `first` and `first + 1`. A normal draw
+// of n elements therefore takes 2n counters from its generator (kCountersPerNormal), so the draws
+// that follow it never reuse its bits.
+constexpr std::uint64_t kCountersPerNormal = 2;
+GPULAB_HD float standardNormal(std::uint64_t seed, std::uint64_t first) {
+  const float u1 = 1.0f - uniform01(seed, first);  // (0, 1]: log stays finite
+  const float u2 = uniform01(seed, first + 1);
   return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2);
+}
+
+// Element type conversion, the same on both backends. Float to int64 truncates; NaN and values out of
+// int64's range become INT64_MIN, as on PyTorch's CPU (a plain cast is undefined there and gives 0 on
+// the GPU but INT64_MIN on x86).
+template <class D, class S>
+GPULAB_HD D convertElement(S v) {
+  if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+    const double x = static_cast<double>(v);
+    if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return static_cast<D>(-9223372036854775807LL - 1);
+  }
+  return static_cast<D>(v);
 }
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
@@ -92,7 +108,7 @@ GPULAB_UNARY(Exp, expf(x))
 GPULAB_UNARY(Log, logf(x))
 GPULAB_UNARY(Sqrt, sqrtf(x))
 GPULAB_UNARY(Abs, x < T(0) ? -x : x)
-GPULAB_UNARY(Relu, x > T(0) ? x : T(0))
+GPULAB_UNARY(Relu, x > T(0) || x != x ? x : T(0))  // NaN stays NaN, as in PyTorch
 GPULAB_UNARY(Sigmoid, sigmoid(x))
 GPULAB_UNARY(Tanh, tanhf(x))
 GPULAB_UNARY(Gelu, gelu(x))
@@ -110,14 +126,15 @@ GPULAB_BINARY(Add, a + b)
 GPULAB_BINARY(Sub, a - b)
 GPULAB_BINARY(Mul, a * b)
 GPULAB_BINARY(Div, a / b)
-GPULAB_BINARY(Maximum, a > b ? a : b)
-GPULAB_BINARY(Minimum, a < b ? a : b)
+// PyTorch's maximum/minimum propagate NaN whichever side it is on.
+GPULAB_BINARY(Maximum, a != a ? a : (b != b ? b : (a > b ? a : b)))
+GPULAB_BINARY(Minimum, a != a ? a : (b != b ? b : (a < b ? a : b)))
 GPULAB_BINARY(Pow, T(powf(float(a), float(b))))
 GPULAB_BINARY(Eq, T(a == b))
 GPULAB_BINARY(Ne, T(a != b))
 GPULAB_BINARY(Lt, T(a < b))
 GPULAB_BINARY(Gt, T(a > b))
-GPULAB_BINARY(ReluBackward, b > T(0) ? a : T(0))          // a = grad, b = input
+GPULAB_BINARY(ReluBackward, b <= T(0) ? T(0) : a)         // a = grad, b = input (NaN input passes grad, as PyTorch's threshold_backward)
 GPULAB_BINARY(SigmoidBackward, a * b * (T(1) - b))        // b = output
 GPULAB_BINARY(TanhBackward, a * (T(1) - b * b))           // b = output
 GPULAB_BINARY(GeluBackward, T(a * geluGrad(float(b))))    // b = input

@@ -1,6 +1,7 @@
 #pragma once
 // Walking N tensors of one shape with different strides, the innermost dimension as a tight loop.
-// Used by the CPU backend for copies and broadcasting; the CUDA backend has its own offset calculator.
+// Used by the CPU backend for copies and broadcasting; the CUDA backend has its own offset calculator
+// (over coalesceDims below).
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -37,6 +38,35 @@ void forEachRun(const std::vector<std::int64_t>& sizes, const std::array<const s
       index[d] = 0;
     }
   }
+}
+
+// The same walk over fewer dimensions: neighbouring dimensions that both stride lists step through as
+// one (stride[d] == stride[d+1] * size[d+1] in each) are merged, and size-1 dimensions dropped. A
+// contiguous tensor of any rank becomes one dimension, so index math (and the CUDA kernels' limit of
+// 8 dimensions) only sees what really is strided.
+struct CoalescedDims {
+  std::vector<std::int64_t> sizes;
+  std::array<std::vector<std::int64_t>, 2> strides;
+};
+inline CoalescedDims coalesceDims(const std::vector<std::int64_t>& sizes, const std::vector<std::int64_t>& s0,
+                                  const std::vector<std::int64_t>& s1) {
+  CoalescedDims c;
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    if (!c.sizes.empty()) {
+      const std::int64_t size = sizes[d];
+      if (c.strides[0].back() == s0[d] * size && c.strides[1].back() == s1[d] * size) {
+        c.sizes.back() *= size;
+        c.strides[0].back() = s0[d];
+        c.strides[1].back() = s1[d];
+        continue;
+      }
+    }
+    c.sizes.push_back(sizes[d]);
+    c.strides[0].push_back(s0[d]);
+    c.strides[1].push_back(s1[d]);
+  }
+  return c;
 }
 
 }  // namespace gpulab::detail

@@ -17,6 +17,8 @@ Device Device::parse(std::string_view text) {
     const char* last = text.data() + text.size();
     auto [ptr, ec] = std::from_chars(first, last, index);
     if (ec == std::errc() && ptr == last && index >= 0) return Device(DeviceType::CUDA, index);
+    if (ec == std::errc() && ptr == last) throw ValueError("Device index must not be negative");
+    throw ValueError("Invalid device string: '" + std::string(text) + "'");  // PyTorch's words, for "cuda:x"
   }
   throw ValueError("Expected one of cpu, cuda device type at start of device string: " + std::string(text));
 }

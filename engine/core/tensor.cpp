@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <locale>
 #include <sstream>
 
 #include "engine/autograd/grad_mode.h"
@@ -116,6 +117,7 @@ double Tensor::item() const {
 
 std::string Tensor::toString() const {
   std::ostringstream os;
+  os.imbue(std::locale::classic());  // 0.5, not 0,5, whatever std::locale::global says
   os << "tensor(";
   if (numel() <= 64) {
     auto v = toVector<double>();

@@ -5,6 +5,7 @@
 // within one step. The GUI and gpulab-cli run exactly the same labs; neither knows what a lab does.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,6 +21,12 @@ enum class ParamType { Int, Float, Bool, Choice, Text };
 
 using ParamValue = std::variant<std::int64_t, double, bool, std::string>;
 
+// Checks a Text parameter's value where it is set (a lesson file at load, a command line, a form):
+// throws ValueError saying what is wrong and what is allowed, without the value or the parameter's
+// name ("Expected one of cpu, cuda device type at start of device string: gpu"); Params adds
+// "invalid value 'gpu' for parameter 'device': " in front.
+using TextValidator = std::function<void(const std::string&)>;
+
 struct ParamSpec {
   std::string name;         // "batch_size"
   ParamType type = ParamType::Int;
@@ -27,6 +34,7 @@ struct ParamSpec {
   std::string description;
   double min = 0, max = 0;               // Int and Float
   std::vector<std::string> choices;      // Choice
+  TextValidator validate;                // Text; none: any text
 };
 
 // Spec builders, so a lab's parameter list reads as a table.
@@ -34,15 +42,19 @@ ParamSpec intParam(std::string name, std::int64_t def, std::int64_t min, std::in
 ParamSpec floatParam(std::string name, double def, double min, double max, std::string description);
 ParamSpec boolParam(std::string name, bool def, std::string description);
 ParamSpec choiceParam(std::string name, std::string def, std::vector<std::string> choices, std::string description);
-ParamSpec textParam(std::string name, std::string def, std::string description);
+ParamSpec textParam(std::string name, std::string def, std::string description, TextValidator validate = {});
+// What a spec allows, as messages and help texts say it: "a number in [1e-07, 10]", "one of sgd, adam".
+std::string describeRange(const ParamSpec& spec);
 
 // Values for a lab's parameters, validated against its specs. Unset parameters take their default.
 class Params {
  public:
   explicit Params(std::vector<ParamSpec> specs);
-  // Parses `text` for parameter `name` ("64", "1e-3", "true", "adam"); throws ValueError naming the
-  // parameter, the value and what is allowed.
+  // Parses `text` for parameter `name` ("64", "1e-3", "true", "adam"; numbers always with a '.',
+  // whatever the locale) and checks it (range, choices, the spec's validator); throws ValueError
+  // naming the parameter, the value as written and what is allowed.
   void set(const std::string& name, const std::string& text);
+  // The same checks for a value that is already typed.
   void setValue(const std::string& name, const ParamValue& value);
   std::int64_t getInt(const std::string& name) const;
   double getFloat(const std::string& name) const;
@@ -52,6 +64,8 @@ class Params {
   const ParamSpec& spec(const std::string& name) const;
 
  private:
+  // Checks `value` against `s` and stores it; `shown` is how errors quote it.
+  void check(const ParamSpec& s, const ParamValue& value, const std::string& shown);
   const ParamValue& value(const std::string& name) const;
   std::vector<ParamSpec> specs_;
   std::map<std::string, ParamValue> values_;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/core/errors.h"
+#include "engine/core/number_format.h"
 
 namespace gpulab {
 
@@ -168,8 +169,9 @@ std::int64_t CachingAllocator::releaseCachedLocked() {
         ++it;
         continue;
       }
-      it = pool->erase(it);
+      // Freed first: if the system refuses (a sticky CUDA error), the block stays cached and counted.
       raw_->rawFree(b->ptr, b->size);
+      it = pool->erase(it);
       update(stats_.reserved_bytes, -static_cast<std::int64_t>(b->size));
       update(stats_.segments, -1);
       publish(MemoryEventKind::SegmentRelease, static_cast<std::int64_t>(b->size), b->ptr, b->stream, MemoryCategory::Other);
@@ -199,7 +201,7 @@ void CachingAllocator::resetPeakStats() {
 
 void CachingAllocator::setMemoryFraction(double fraction) {
   if (!(fraction > 0.0 && fraction <= 1.0)) {
-    throw ValueError("Invalid fraction value: " + std::to_string(fraction) + ". Allowed range: 0~1");
+    throw ValueError("Invalid fraction value: " + formatNumber(fraction) + ". Allowed range: 0~1");
   }
   const std::int64_t total = raw_->capacity().total;
   std::lock_guard lock(mutex_);
@@ -246,9 +248,7 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
                     " is allocated by GPU Lab, and " + formatBytes(stats_.reserved_bytes.current - stats_.allocated_bytes.current) +
                     " is reserved by GPU Lab but unallocated.";
   if (fractionCapBytes_ > 0) {
-    char frac[32];
-    std::snprintf(frac, sizeof frac, "%.2f", fraction_);
-    msg += std::string(" This process may use at most a fraction of ") + frac + " of it (" + formatBytes(fractionCapBytes_) +
+    msg += " This process may use at most a fraction of " + formatFixed(fraction_, 2) + " of it (" + formatBytes(fractionCapBytes_) +
            ", set_per_process_memory_fraction).";
   }
   msg += " If reserved but unallocated memory is large, fragmentation may be the cause (empty_cache() returns cached "
@@ -301,10 +301,8 @@ std::string formatBytes(std::int64_t bytes) {
     value /= 1024.0;
     ++unit;
   }
-  char buf[64];
-  if (unit == 0) std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
-  else std::snprintf(buf, sizeof buf, "%.2f %s", value, units[unit]);
-  return buf;
+  // Not printf's "%.2f": it writes "1,50 MiB" under a comma-decimal locale.
+  return unit == 0 ? formatNumber(bytes) + " bytes" : formatFixed(value, 2) + " " + units[unit];
 }
 
 }  // namespace gpulab

@@ -12,6 +12,12 @@
 //   that belongs to the same stream; a block is reused only on the stream it was freed on, which is
 //   what keeps reuse safe without synchronisation. The fit is split when the rest is worth keeping
 //   (>= 512 bytes in the small pool, > 1 MiB in the large pool).
+// - Stream safety, the rule the callers keep: a block is written and read only on the stream it was
+//   allocated for. Then a block freed on the host while kernels queued earlier still read it can be
+//   handed out at once: whatever the new owner queues on that stream runs after those kernels. The
+//   CUDA backend keeps the rule by running every kernel and every copy into device memory on the
+//   device's one compute stream (engine/backend/cuda/cuda_context.h); work on another stream would
+//   first have to make that stream wait for the block's last use (PyTorch's record_stream).
 // - Freed blocks merge with free neighbours of their segment (coalescing), so a segment whose blocks
 //   are all free is one free block again and can be returned by empty_cache().
 // - When the system refuses a segment (or the memory fraction / CPU budget would be exceeded), every

@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_runtime.h"
@@ -10,26 +14,113 @@
 namespace gpulab {
 namespace {
 
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+
+// A number from a "key: value kB" line of /proc/meminfo (bytes), or -1.
+std::int64_t meminfoBytes(const char* key) {
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
+  if (!f) return -1;
+  char line[256];
+  std::int64_t result = -1;
+  const std::size_t keyLength = std::strlen(key);
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, key, keyLength) == 0 && line[keyLength] == ':') {
+      long long kb = 0;
+      if (std::sscanf(line + keyLength + 1, "%lld", &kb) == 1) result = kb * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return result;
+}
+
+// One number from a cgroup v2 file of this process's cgroup ("max" or absent: -1).
+std::int64_t cgroupBytes(const char* file) {
+  std::FILE* f = std::fopen((std::string("/sys/fs/cgroup/") + file).c_str(), "re");
+  if (!f) return -1;
+  long long value = -1;
+  if (std::fscanf(f, "%lld", &value) != 1) value = -1;
+  std::fclose(f);
+  return value;
+}
+
+// What the system could give this process now: MemAvailable (free memory plus the page cache it can
+// reclaim; sysconf(_SC_AVPHYS_PAGES) counts free pages only and would understate it), and no more
+// than what is left under a cgroup (container) limit.
+std::int64_t availableHostBytes() {
+  std::int64_t available = meminfoBytes("MemAvailable");
+  if (available < 0) available = static_cast<std::int64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
+  const std::int64_t limit = cgroupBytes("memory.max"), used = cgroupBytes("memory.current");
+  if (limit > 0 && used >= 0) available = std::min(available, std::max<std::int64_t>(0, limit - used));
+  return std::max<std::int64_t>(0, available);
+}
+
+// The CPU's default budget: the memory available when the CPU allocator is first used, less a
+// safety margin. Linux overcommits, so malloc/aligned_alloc hardly ever return nullptr: a model too
+// large for the machine would get its address space, then swap or meet the OOM killer while its
+// pages are touched, instead of raising OutOfMemoryError as the GPU's allocator does when cudaMalloc
+// fails. The margin (1/8 of what is available, at least 512 MiB; half when less than 1 GiB is
+// available) is left for what this allocator does not count -- the data set being read, BLAS and
+// thread stacks, the GUI and its plots -- and for the system and other programs, whose own use of
+// memory keeps changing after the budget is fixed.
+std::int64_t defaultCpuBudget() {
+  const std::int64_t available = availableHostBytes();
+  const std::int64_t margin = std::max<std::int64_t>(512 * kMiB, available / 8);
+  return available >= 2 * margin ? available - margin : std::max<std::int64_t>(64 * kMiB, available / 2);
+}
+
+// aligned_alloc under the default budget: a segment that would take reserved memory past it is
+// refused (nullptr), so the caching allocator releases its cache, retries, and then raises
+// "CPU out of memory" with its statistics. The emulated budget (set_cpu_memory_budget) is the
+// caching allocator's cap, on top of this one.
 class CpuRawAllocator final : public RawAllocator {
  public:
-  void* rawAllocate(std::size_t bytes) override { return std::aligned_alloc(64, bytes); }
-  void rawFree(void* ptr, std::size_t) override { std::free(ptr); }
-  MemoryCapacity capacity() const override { return hostMemoryCapacity(); }
+  CpuRawAllocator() : budget_(defaultCpuBudget()) {}
+  void* rawAllocate(std::size_t bytes) override {
+    const auto size = static_cast<std::int64_t>(bytes);
+    std::int64_t reserved = reserved_.load(std::memory_order_relaxed);
+    do {
+      if (size > budget_ - reserved) return nullptr;
+    } while (!reserved_.compare_exchange_weak(reserved, reserved + size, std::memory_order_relaxed));
+    void* ptr = std::aligned_alloc(64, bytes);
+    if (!ptr) reserved_.fetch_sub(size, std::memory_order_relaxed);
+    return ptr;
+  }
+  void rawFree(void* ptr, std::size_t bytes) override {
+    std::free(ptr);
+    reserved_.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  }
+  // The budget is the CPU's capacity; free is what it leaves, and never more than the system has now.
+  MemoryCapacity capacity() const override {
+    const std::int64_t left = std::max<std::int64_t>(0, budget_ - reserved_.load(std::memory_order_relaxed));
+    return {std::min(left, availableHostBytes()), budget_};
+  }
   std::string kindName() const override { return "CPU"; }
   std::string deviceName() const override { return "CPU"; }
+  std::int64_t budget() const { return budget_; }
+
+ private:
+  const std::int64_t budget_;
+  std::atomic<std::int64_t> reserved_{0};
 };
+
+CpuRawAllocator* gCpuRaw = nullptr;  // set once, with the CPU allocator that owns it
 
 }  // namespace
 
 MemoryCapacity hostMemoryCapacity() {
   const auto page = static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
-  return {static_cast<std::int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page, static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * page};
+  return {availableHostBytes(), static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * page};
 }
 
 CachingAllocator& allocatorFor(Device device) {
   if (device.isCuda()) return cuda::deviceAllocator(device.index());
   // Never destroyed: tensors in static storage may still free into it while the process ends.
-  static CachingAllocator* cpu = new CachingAllocator(std::make_unique<CpuRawAllocator>(), kCPU);
+  static CachingAllocator* cpu = [] {
+    auto raw = std::make_unique<CpuRawAllocator>();
+    gCpuRaw = raw.get();
+    return new CachingAllocator(std::move(raw), kCPU);
+  }();
   return *cpu;
 }
 
@@ -41,7 +132,11 @@ std::int64_t memory_reserved(Device d) { return allocatorFor(d).stats().reserved
 std::int64_t max_memory_reserved(Device d) { return allocatorFor(d).stats().reserved_bytes.peak; }
 void reset_peak_memory_stats(Device d) { allocatorFor(d).resetPeakStats(); }
 MemoryStats memory_stats(Device d) { return allocatorFor(d).stats(); }
-std::string memory_summary(Device d) { return allocatorFor(d).summary(); }
+std::string memory_summary(Device d) {
+  std::string summary = allocatorFor(d).summary();
+  if (d.isCpu()) summary += "CPU default memory budget: " + formatBytes(cpu_default_memory_budget()) + " (the memory available at first use, less a safety margin)\n";
+  return summary;
+}
 std::int64_t empty_cache(Device d) { return allocatorFor(d).emptyCache(); }
 void set_per_process_memory_fraction(double fraction, Device d) { allocatorFor(d).setMemoryFraction(fraction); }
 
@@ -56,9 +151,17 @@ std::pair<std::int64_t, std::int64_t> mem_get_info(Device d) {
 
 void set_cpu_memory_budget(std::int64_t bytes) { allocatorFor(kCPU).setLimitBytes(bytes); }
 std::int64_t cpu_memory_budget() { return allocatorFor(kCPU).limitBytes(); }
+std::int64_t cpu_default_memory_budget() {
+  (void)allocatorFor(kCPU);
+  return gCpuRaw->budget();
+}
 
 DriverMemoryInfo driver_memory_info(Device d) {
-  if (d.isCpu()) return {false, "not available on the CPU (nvidia-smi's view exists for GPUs only)", 0, 0, std::nullopt};
+  if (d.isCpu()) {
+    DriverMemoryInfo info;
+    info.reason = "not available on the CPU (nvidia-smi's view exists for GPUs only)";
+    return info;
+  }
   return cuda::driverMemoryInfo(d.index());
 }
 

@@ -30,9 +30,15 @@ void set_per_process_memory_fraction(double fraction, Device device);
 std::pair<std::int64_t, std::int64_t> mem_get_info(Device device);
 
 // The emulated CPU memory budget (0: none): CPU allocations beyond it raise OutOfMemoryError,
-// labelled as emulated, so the out-of-memory lesson runs without a GPU.
+// labelled as emulated, so the out-of-memory lesson runs without a GPU. Setting 0 leaves the
+// default budget below in force.
 void set_cpu_memory_budget(std::int64_t bytes);
 std::int64_t cpu_memory_budget();
+// The CPU's default budget, always in force: the memory the system reported available when the CPU
+// allocator was first used, less a safety margin (see memory.cpp). Beyond it CPU allocations raise
+// "CPU out of memory" instead of letting the machine swap or meet the OOM killer. mem_get_info(kCPU)
+// reports it as the total when no emulated budget is set.
+std::int64_t cpu_default_memory_budget();
 
 // What the driver (nvidia-smi) sees: the whole device's used memory and this process's share, which
 // includes the CUDA context and the libraries' workspaces that GPU Lab's allocator does not count.
@@ -41,6 +47,7 @@ struct DriverMemoryInfo {
   std::string reason;  // why not, when not available
   std::int64_t device_used = 0, device_total = 0;
   std::optional<std::int64_t> process_used;  // absent when the driver does not list this process
+  std::string process_reason;                 // why process_used is absent
 };
 DriverMemoryInfo driver_memory_info(Device device);
 

@@ -19,8 +19,10 @@ MemoryCapacity hostMemoryCapacity();
 class RawAllocator {
  public:
   virtual ~RawAllocator() = default;
-  // nullptr when the system has no memory left (never throws for that).
+  // nullptr when the system has no memory left (never throws for that); any other failure (a CUDA
+  // error that is not out-of-memory) throws, so it is reported as itself and not as an OOM.
   virtual void* rawAllocate(std::size_t bytes) = 0;
+  // Throws when the system refuses; the caching allocator then keeps the block cached and counted.
   virtual void rawFree(void* ptr, std::size_t bytes) = 0;
   virtual MemoryCapacity capacity() const = 0;
   // "CUDA" / "CPU" for the messages ("CUDA out of memory"), and "GPU 0" / "the CPU" for the device.

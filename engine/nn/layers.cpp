@@ -1,10 +1,10 @@
 #include "engine/nn/layers.h"
 
 #include <cmath>
-#include <sstream>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
+#include "engine/core/number_format.h"
 #include "engine/memory/memory_events.h"
 
 namespace gpulab::nn {
@@ -29,13 +29,11 @@ std::string Linear::extraRepr() const {
 }
 
 Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen) {
-  if (p < 0.0 || p > 1.0) throw ValueError("dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+  if (p < 0.0 || p > 1.0) throw ValueError("dropout probability has to be between 0 and 1, but got " + formatNumber(p));
 }
 
 std::string Dropout::extraRepr() const {
-  std::ostringstream os;
-  os << "p=" << p_ << ", inplace=False";
-  return os.str();
+  return "p=" + formatNumber(p_) + ", inplace=False";
 }
 
 std::string Flatten::extraRepr() const {

@@ -61,9 +61,12 @@ class Module : public Describable {
   bool training_ = true;
 };
 
-// Saves a state dict to `path` (written to a temporary file and renamed: never half-written).
+// Saves a state dict to `path` in format v2 (CRC-32C checksummed; engine/nn/state_dict.h): written to
+// "<path>.tmp", fsync'ed, renamed over `path`, directory fsync'ed, so never half-written.
 void save(const StateDict& state, const std::string& path);
-// Reads a state dict saved by save(); throws IOError naming the file and what is wrong with it.
+// Reads a state dict saved by save() (format v1 or v2); throws IOError naming the file and what is
+// wrong with it ("... is corrupt: checksum mismatch (expected ..., found ...)") and returns nothing
+// partial, so a model is never loaded from a damaged file.
 StateDict load(const std::string& path);
 
 }  // namespace gpulab::nn

@@ -43,7 +43,7 @@ Tensor arange(double start, double end, double step, const Options& o) {
 Tensor randn(const Shape& shape, Generator& gen, const Options& o) {
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::requireFloat("randn", t);
-  detail::backendOf(t).normal(t, 0.0, 1.0, gen.seed(), gen.advance(static_cast<std::uint64_t>(t.numel())));
+  detail::backendOf(t).normal(t, 0.0, 1.0, gen.seed(), gen.advance(fn::kCountersPerNormal * static_cast<std::uint64_t>(t.numel())));
   return finish(t, o);
 }
 

@@ -1,6 +1,8 @@
 // torch.nn.functional: softmax, losses and dropout, each a fused kernel pair (forward, backward).
 #include "engine/ops/op_util.h"
 
+#include "engine/core/number_format.h"
+
 namespace gpulab {
 
 using detail::Grads;
@@ -38,7 +40,14 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input, const Te
                      " and " + shapeStr(target.sizes()) +
                      " (PyTorch would broadcast them with a warning; that is almost always a bug, so GPU Lab refuses)");
   }
-  Tensor x = input.contiguous(), y = target.to(kFloat32).contiguous();
+  // The same-device rule admits a 0-dim CPU tensor beside a CUDA one (only 0-dim pairs reach here:
+  // the shapes match): it joins the other's device, as in PyTorch, before any kernel reads it.
+  Tensor in = input, tg = target;
+  if (in.device() != tg.device()) {
+    if (in.device().isCpu()) in = in.to(tg.device());
+    else tg = tg.to(in.device());
+  }
+  Tensor x = in.contiguous(), y = tg.to(kFloat32).contiguous();
   const float scale = reduction == Reduction::Mean ? 1.0f / static_cast<float>(std::max<std::int64_t>(x.numel(), 1)) : 1.0f;
   Tensor out = Tensor::empty({}, kFloat32, x.device());
   detail::backendOf(x).pointLoss(kind, out, x, y, scale);
@@ -92,7 +101,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 }
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
-  if (p < 0.0 || p > 1.0) throw ValueError("dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+  if (p < 0.0 || p > 1.0) throw ValueError("dropout probability has to be between 0 and 1, but got " + formatNumber(p));
   if (!training || p == 0.0) return a;
   detail::requireFloat("dropout", a);
   if (p == 1.0) return mul(a, 0.0);

@@ -5,13 +5,15 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/backend/backend.h"
 #include "engine/core/errors.h"
+#include "engine/core/number_format.h"
 #include "engine/memory/memory_events.h"
 #include "engine/ops/ops.h"
 
 namespace gpulab::optim {
 namespace {
+// PyTorch's words: "Invalid learning rate: -0.5", "Invalid momentum value: -0.25".
 void checkRange(const char* what, double v, double lo, double hi) {
-  if (!(v >= lo && v <= hi)) throw ValueError(std::string("Invalid ") + what + " value: " + std::to_string(v));
+  if (!(v >= lo && v <= hi)) throw ValueError(std::string("Invalid ") + what + ": " + formatNumber(v));
 }
 void checkGrad(const Tensor& p, const Tensor& g) {
   if (g.device() != p.device()) {
@@ -33,13 +35,20 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
 void Optimizer::step() {
   NoGradGuard noGrad;
   MemoryCategoryScope tag(MemoryCategory::OptimizerState);
+  std::vector<Pending> pending;
+  pending.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     checkGrad(p, g);
-    update(i, p, g.contiguous());
+    pending.push_back({i, p, g.contiguous()});
   }
+  updateAll(pending);
+}
+
+void Optimizer::updateAll(const std::vector<Pending>& pending) {
+  for (const Pending& u : pending) update(u.index, u.param, u.grad);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -61,8 +70,8 @@ void Optimizer::followDevice(Tensor& state, const Tensor& param) {
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(params)), options_(o) {
   setLearningRate(o.lr);
-  checkRange("momentum", o.momentum, 0.0, 1e6);
-  checkRange("weight_decay", o.weight_decay, 0.0, 1e6);
+  checkRange("momentum value", o.momentum, 0.0, 1e6);
+  checkRange("weight_decay value", o.weight_decay, 0.0, 1e6);
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) throw ValueError("Nesterov momentum requires a momentum and zero dampening");
   momentum_.resize(params_.size());
 }
@@ -83,25 +92,47 @@ void SGD::update(std::size_t i, const Tensor& p, const Tensor& g) {
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(params)), options_(o), decoupled_(decoupled) {
   setLearningRate(o.lr);
-  checkRange("epsilon", o.eps, 0.0, 1e6);
+  checkRange("epsilon value", o.eps, 0.0, 1e6);
   checkRange("beta parameter at index 0", o.beta1, 0.0, 0.999999999);
   checkRange("beta parameter at index 1", o.beta2, 0.0, 0.999999999);
-  checkRange("weight_decay", o.weight_decay, 0.0, 1e6);
+  checkRange("weight_decay value", o.weight_decay, 0.0, 1e6);
   expAvg_.resize(params_.size());
   expAvgSq_.resize(params_.size());
   steps_.assign(params_.size(), 0);
 }
 
-void Adam::update(std::size_t i, const Tensor& p, const Tensor& g) {
+AdamHyper Adam::hyper(std::size_t i) {
+  const Tensor& p = params_[i];
   followDevice(expAvg_[i], p);
   followDevice(expAvgSq_[i], p);
   if (!expAvg_[i].defined()) {
     expAvg_[i] = zeros(p.sizes(), {.device = p.device()});
     expAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
   }
-  AdamHyper h{static_cast<float>(lr_), static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-              static_cast<float>(options_.eps), static_cast<float>(options_.weight_decay), decoupled_, ++steps_[i]};
+  return AdamHyper{static_cast<float>(lr_), static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+                   static_cast<float>(options_.eps), static_cast<float>(options_.weight_decay), decoupled_, ++steps_[i]};
+}
+
+void Adam::update(std::size_t i, const Tensor& p, const Tensor& g) {
+  const AdamHyper h = hyper(i);
   backendFor(p.device()).adamStep(p, g, expAvg_[i], expAvgSq_[i], h);
+}
+
+// All parameters of one device in one call, so the CUDA backend can update them in a few launches.
+void Adam::updateAll(const std::vector<Pending>& pending) {
+  std::vector<Backend::AdamTensors> batch;
+  Device device = kCPU;
+  auto flush = [&] {
+    if (!batch.empty()) backendFor(device).adamSteps(batch);
+    batch.clear();
+  };
+  for (const Pending& u : pending) {
+    if (!batch.empty() && u.param.device() != device) flush();
+    device = u.param.device();
+    const AdamHyper h = hyper(u.index);
+    batch.push_back({&u.param, &u.grad, &expAvg_[u.index], &expAvgSq_[u.index], h});
+  }
+  flush();
 }
 
 }  // namespace gpulab::optim

@@ -24,6 +24,14 @@ class Optimizer {
  protected:
   // One parameter's update; `grad` is contiguous and on the parameter's device.
   virtual void update(std::size_t index, const Tensor& param, const Tensor& grad) = 0;
+  // Every parameter that has a gradient, in order; by default one update() each. Optimizers with a
+  // multi-tensor backend path override it.
+  struct Pending {
+    std::size_t index;
+    const Tensor& param;
+    Tensor grad;
+  };
+  virtual void updateAll(const std::vector<Pending>& pending);
   // State tensors follow their parameter if the model was moved after the optimizer was made.
   static void followDevice(Tensor& state, const Tensor& param);
   std::vector<Tensor> params_;
@@ -55,6 +63,8 @@ class Adam : public Optimizer {
 
  private:
   void update(std::size_t index, const Tensor& param, const Tensor& grad) override;
+  void updateAll(const std::vector<Pending>& pending) override;
+  AdamHyper hyper(std::size_t index);  // creates the state on first use, counts the step
   AdamOptions options_;
   bool decoupled_;
   std::vector<Tensor> expAvg_, expAvgSq_;

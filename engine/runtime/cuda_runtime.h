@@ -2,7 +2,6 @@
 // The engine's door to the CUDA runtime. This header compiles in every build; in a CPU-only build
 // the functions report "built without CUDA" (and anything that needs a GPU throws), so the rest of
 // the engine never needs an #ifdef.
-#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -17,7 +16,8 @@ struct DriverMemoryInfo;
 namespace gpulab::cuda {
 
 struct DeviceProperties {
-  int index = 0;
+  int index = 0;         // the engine's cuda:index
+  int cuda_ordinal = 0;  // the CUDA runtime's ordinal of the same GPU (differs when older GPUs are skipped)
   std::string name;
   int major = 0, minor = 0;  // compute capability
   int multiprocessor_count = 0;
@@ -53,9 +53,8 @@ void synchronize(int device = 0);
 
 // torch.backends.cuda.matmul.allow_tf32: float32 matrix products may use TF32 tensor cores (10-bit
 // mantissa inputs, fp32 accumulation). Off by default, as in PyTorch since 1.12.
-inline std::atomic<bool> allowTf32Flag{false};
-inline void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }
-inline bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
+void setAllowTf32(bool allow);
+bool allowTf32();
 
 // Throws a clear Error when `device` is a CUDA device that cannot be used.
 void checkDeviceUsable(Device device);
@@ -65,9 +64,10 @@ CachingAllocator& pinnedHostAllocator();
 // The driver's view of a GPU's memory through NVML, loaded at run time (see memory.h).
 DriverMemoryInfo driverMemoryInfo(int index);
 
-// Copies `bytes` between any two devices. Host-to-device copies from pinned memory with
-// `nonBlocking` go on the copy stream and the compute stream waits for them; everything else is
-// ordered on the compute stream, and device-to-host copies return when the data is there.
+// Copies `bytes` between any two devices, ordered on the destination's compute stream (see the
+// stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies from pinned memory
+// with `nonBlocking` return at once; from pageable memory once the source has been staged;
+// device-to-host copies return when the data is there.
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes,
                bool nonBlocking, bool srcPinned);
 

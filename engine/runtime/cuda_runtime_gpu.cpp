@@ -1,5 +1,8 @@
-// The CUDA runtime door of a CUDA build: discovery (and why no GPU is usable), per-device contexts and
-// allocators, pinned host memory, and copies between devices.
+// The CUDA module (libgpulab-cuda.so, loaded by engine/runtime/cuda_runtime_loader.cpp): discovery (and
+// why no GPU is usable), per-device contexts and allocators, pinned host memory, and copies between
+// devices. Only this module links the CUDA libraries, so GPU Lab starts where they are missing.
+// The door functions are named *Impl here: the engine's own cuda::availability() etc. forward to them
+// through the ModuleApi table, and calls inside the module stay inside it.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -13,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "engine/backend/backend.h"
@@ -20,7 +24,10 @@
 #include "engine/backend/cuda/cuda_context.h"
 #include "engine/memory/memory.h"
 #include "engine/core/errors.h"
+#include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/device_selection.h"
+#include "engine/runtime/nvml_processes.h"
 
 namespace gpulab {
 Backend& cudaBackend(int device);  // engine/backend/cuda/cuda_backend.cu
@@ -36,8 +43,6 @@ void throwCudaError(const char* call, const char* file, int line, const std::str
 
 namespace {
 
-// Compute capability the kernels are compiled for (CMAKE_CUDA_ARCHITECTURES starts at sm_75).
-constexpr int kMinMajor = 7, kMinMinor = 5;
 
 
 struct Discovery {
@@ -81,26 +86,26 @@ Availability discover() {
     a.reason = std::string("CUDA initialisation failed: ") + cudaGetErrorString(status);
     return a;
   }
-  std::string tooOld;
+  std::vector<DeviceProperties> enumerated;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
     DeviceProperties d;
-    d.index = i;
+    d.cuda_ordinal = i;
     d.name = p.name;
     d.major = p.major;
     d.minor = p.minor;
     d.multiprocessor_count = p.multiProcessorCount;
     d.total_memory = p.totalGlobalMem;
-    if (p.major < kMinMajor || (p.major == kMinMajor && p.minor < kMinMinor)) {
-      tooOld = d.name + " has compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor) +
-               "; GPU Lab's kernels need 7.5 or newer";
-      continue;
-    }
-    a.devices.push_back(d);
+    enumerated.push_back(d);
   }
+  DeviceSelection selection = selectUsableDevices(enumerated);
+  a.devices = std::move(selection.usable);
   a.usable = !a.devices.empty();
-  if (!a.usable) a.reason = tooOld.empty() ? "no GPU could be queried" : tooOld;
+  if (!a.usable) a.reason = selection.skipped.empty() ? "no GPU could be queried" : selection.skipped;
   return a;
 }
 
@@ -122,37 +127,40 @@ Discovery& state() {
 
 class CudaRawAllocator final : public RawAllocator {
  public:
-  explicit CudaRawAllocator(int device) : device_(device) {}
+  explicit CudaRawAllocator(int index) : index_(index), ordinal_(ordinalOf(index)) {}
   void* rawAllocate(std::size_t bytes) override {
-    DeviceGuard guard(device_);
+    DeviceGuard guard(ordinal_);
     void* ptr = nullptr;
-    if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
+    const cudaError_t status = cudaMalloc(&ptr, bytes);
+    if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      return nullptr;
+      return nullptr;  // the caching allocator frees its cache, retries, then raises OutOfMemoryError
     }
+    GPULAB_CUDA_CHECK(status);  // anything else (a sticky error from an earlier kernel) as itself
     return ptr;
   }
   void rawFree(void* ptr, std::size_t) override {
-    DeviceGuard guard(device_);
-    cudaFree(ptr);
+    DeviceGuard guard(ordinal_);
+    GPULAB_CUDA_CHECK(cudaFree(ptr));
   }
   MemoryCapacity capacity() const override {
     std::size_t freeB = 0, totalB = 0;
-    DeviceGuard guard(device_);
+    DeviceGuard guard(ordinal_);
     if (cudaMemGetInfo(&freeB, &totalB) != cudaSuccess) cudaGetLastError();
     return {static_cast<std::int64_t>(freeB), static_cast<std::int64_t>(totalB)};
   }
   std::string kindName() const override { return "CUDA"; }
-  std::string deviceName() const override { return "GPU " + std::to_string(device_); }
+  std::string deviceName() const override { return "GPU " + std::to_string(index_); }
 
  private:
-  int device_;
+  int index_, ordinal_;
 };
 
 // Asynchronous copies that still read pinned host blocks; a block is reused only after its copies end.
 struct PendingCopies {
   std::mutex mutex;
   std::vector<std::pair<const char*, cudaEvent_t>> entries;
+  std::vector<cudaEvent_t> spareEvents;  // recorded events are reused, not created per copy
 };
 PendingCopies& pendingCopies() {
   static auto* p = new PendingCopies;
@@ -165,13 +173,15 @@ class PinnedRawAllocator final : public RawAllocator {
  public:
   void* rawAllocate(std::size_t bytes) override {
     void* ptr = nullptr;
-    if (cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    const cudaError_t status = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);
+    if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       return nullptr;
     }
+    GPULAB_CUDA_CHECK(status);
     return ptr;
   }
-  void rawFree(void* ptr, std::size_t) override { cudaFreeHost(ptr); }
+  void rawFree(void* ptr, std::size_t) override { GPULAB_CUDA_CHECK(cudaFreeHost(ptr)); }
   MemoryCapacity capacity() const override { return hostMemoryCapacity(); }
   std::string kindName() const override { return "Pinned host memory"; }
   std::string deviceName() const override { return "The host"; }
@@ -187,7 +197,7 @@ void waitForCopiesFrom(void* block, std::size_t bytes) {
     const bool inBlock = it->first >= lo && it->first < hi;
     if (inBlock || cudaEventQuery(it->second) == cudaSuccess) {
       if (inBlock) cudaEventSynchronize(it->second);
-      cudaEventDestroy(it->second);
+      p.spareEvents.push_back(it->second);
       it = p.entries.erase(it);
     } else {
       ++it;
@@ -198,11 +208,10 @@ void waitForCopiesFrom(void* block, std::size_t bytes) {
 
 }  // namespace
 
-DeviceContext::DeviceContext(int device) : device_(device) {
-  DeviceGuard guard(device);
-  GPULAB_CUDA_CHECK(cudaDeviceGetAttribute(&smCount_, cudaDevAttrMultiProcessorCount, device));
+DeviceContext::DeviceContext(int device) : device_(device), ordinal_(ordinalOf(device)) {
+  DeviceGuard guard(ordinal_);
+  GPULAB_CUDA_CHECK(cudaDeviceGetAttribute(&smCount_, cudaDevAttrMultiProcessorCount, ordinal_));
   GPULAB_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
-  GPULAB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   GPULAB_CUDA_CHECK(cublasCreate(&cublas_));
   GPULAB_CUDA_CHECK(cublasSetStream(cublas_, compute_));
   GPULAB_CUDA_CHECK(cudaHostAlloc(&deferredHost_, sizeof(DeferredError), cudaHostAllocMapped));
@@ -224,22 +233,21 @@ DeviceContext::~DeviceContext() {
   if (deferredHost_) cudaFreeHost(deferredHost_);
   if (cudnn_) cudnnDestroy(cudnn_);
   cublasDestroy(cublas_);
-  cudaStreamDestroy(copy_);
   cudaStreamDestroy(compute_);
 }
 
 cudnnHandle_t DeviceContext::cudnn() {
   if (!cudnn_) {
-    DeviceGuard guard(device_);
+    DeviceGuard guard(ordinal_);
     GPULAB_CUDA_CHECK(cudnnCreate(&cudnn_));
     GPULAB_CUDA_CHECK(cudnnSetStream(cudnn_, compute_));
   }
   return cudnn_;
 }
 
-DeviceGuard::DeviceGuard(int device) {
+DeviceGuard::DeviceGuard(int ordinal) {
   cudaGetDevice(&previous_);
-  if (previous_ != device) GPULAB_CUDA_CHECK(cudaSetDevice(device));
+  if (previous_ != ordinal) GPULAB_CUDA_CHECK(cudaSetDevice(ordinal));
 }
 DeviceGuard::~DeviceGuard() {
   int now = 0;
@@ -247,23 +255,36 @@ DeviceGuard::~DeviceGuard() {
   if (now != previous_) cudaSetDevice(previous_);
 }
 
-Availability availability() {
+// Free memory of a GPU from NVML, which needs no CUDA context; nothing when NVML cannot say.
+std::optional<std::size_t> nvmlFreeBytes(int ordinal);
+
+Availability availabilityImpl() {
   Discovery& d = state();
   Availability a = d.info;
+  std::vector<bool> inUse(a.devices.size(), false);
+  {
+    std::lock_guard lock(d.mutex);
+    for (std::size_t i = 0; i < a.devices.size(); ++i) inUse[i] = d.contexts[i] != nullptr;
+  }
   for (auto& dev : a.devices) {
+    // cudaMemGetInfo would create a CUDA context (hundreds of MiB) on every GPU just to list them,
+    // so GPUs this process has not used yet are asked through NVML.
+    if (!inUse[static_cast<std::size_t>(dev.index)]) {
+      if (const auto free = nvmlFreeBytes(dev.cuda_ordinal)) dev.free_memory = *free;
+      continue;
+    }
     std::size_t freeB = 0, totalB = 0;
-    DeviceGuard guard(dev.index);
+    DeviceGuard guard(dev.cuda_ordinal);
     if (cudaMemGetInfo(&freeB, &totalB) == cudaSuccess) dev.free_memory = freeB;
     cudaGetLastError();
   }
   return a;
 }
 
-bool compiledWithCuda() { return true; }
-bool isAvailable() { return state().info.usable; }
-int deviceCount() { return static_cast<int>(state().info.devices.size()); }
+bool isAvailableImpl() { return state().info.usable; }
+int deviceCountImpl() { return static_cast<int>(state().info.devices.size()); }
 
-void checkDeviceUsable(Device device) {
+void checkDeviceUsableImpl(Device device) {
   if (!device.isCuda()) return;
   const Availability& a = state().info;
   if (!a.usable) throw Error("Cannot use device " + device.str() + ": no usable GPU: " + a.reason);
@@ -271,6 +292,11 @@ void checkDeviceUsable(Device device) {
     throw Error("CUDA error: invalid device ordinal: " + device.str() + " does not exist (this machine has " +
                 std::to_string(a.devices.size()) + " usable GPU" + (a.devices.size() == 1 ? "" : "s") + ")");
   }
+}
+
+int ordinalOf(int index) {
+  checkDeviceUsableImpl(Device(DeviceType::CUDA, index));
+  return state().info.devices[static_cast<std::size_t>(index)].cuda_ordinal;
 }
 
 namespace {
@@ -286,23 +312,27 @@ thread_local std::uint64_t tlsGeneration = 0;
 // earlier, so they run later): return every cached block, destroy the handles and streams. Blocks
 // still in use stay, and are what compute-sanitizer's leak check then reports.
 void releaseAtExit() {
-  Discovery& d = state();
-  std::lock_guard lock(d.mutex);
-  for (std::size_t i = 0; i < d.contexts.size(); ++i) {
-    if (d.contexts[i]) cudaStreamSynchronize(d.contexts[i]->computeStream());
-    if (d.allocators[i]) d.allocators[i]->emptyCache();
+  try {
+    Discovery& d = state();
+    std::lock_guard lock(d.mutex);
+    for (std::size_t i = 0; i < d.contexts.size(); ++i) {
+      if (d.contexts[i]) cudaStreamSynchronize(d.contexts[i]->computeStream());
+      if (d.allocators[i]) d.allocators[i]->emptyCache();
+    }
+    if (d.pinned) d.pinned->emptyCache();
+    for (auto*& ctx : d.contexts) {
+      delete ctx;
+      ctx = nullptr;
+    }
+    contextGeneration.fetch_add(1);
+    cudaGetLastError();
+  } catch (const std::exception&) {
+    // After a sticky CUDA error nothing can be freed; the process is ending anyway.
   }
-  if (d.pinned) d.pinned->emptyCache();
-  for (auto*& ctx : d.contexts) {
-    delete ctx;
-    ctx = nullptr;
-  }
-  contextGeneration.fetch_add(1);
-  cudaGetLastError();
 }
 
 CachingAllocator& createAllocator(int index) {
-  checkDeviceUsable(Device(DeviceType::CUDA, index));
+  checkDeviceUsableImpl(Device(DeviceType::CUDA, index));
   Discovery& d = state();
   std::lock_guard lock(d.mutex);
   auto& slot = d.allocators[static_cast<std::size_t>(index)];
@@ -311,7 +341,7 @@ CachingAllocator& createAllocator(int index) {
 }
 
 DeviceContext& createContext(int device) {
-  checkDeviceUsable(Device(DeviceType::CUDA, device));
+  checkDeviceUsableImpl(Device(DeviceType::CUDA, device));
   Discovery& d = state();
   std::lock_guard lock(d.mutex);
   auto& slot = d.contexts[static_cast<std::size_t>(device)];
@@ -336,18 +366,18 @@ DeviceContext& context(int device) {
   // is a cheap thread-local read in the runtime, cudaSetDevice is not.
   int current = -1;
   cudaGetDevice(&current);
-  if (current != device) GPULAB_CUDA_CHECK(cudaSetDevice(device));
+  if (current != ctx->ordinal()) GPULAB_CUDA_CHECK(cudaSetDevice(ctx->ordinal()));
   return *ctx;
 }
 
-void synchronize(int device) {
-  if (!isAvailable()) return;
+void synchronizeImpl(int device) {
+  if (!isAvailableImpl()) return;
   DeviceContext& ctx = context(device);
   GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
   ctx.raiseDeferredError();
 }
 
-CachingAllocator& deviceAllocator(int index) {
+CachingAllocator& deviceAllocatorImpl(int index) {
   // Allocators are never destroyed, so a thread may keep the pointer: no lock on every allocation.
   thread_local CachingAllocator* cached[kCachedDevices] = {};
   if (index >= 0 && index < kCachedDevices && cached[index]) return *cached[index];
@@ -357,15 +387,15 @@ CachingAllocator& deviceAllocator(int index) {
 }
 
 
-CachingAllocator& pinnedHostAllocator() {
-  if (!isAvailable()) throw Error("Cannot allocate pinned memory: no usable GPU: " + state().info.reason);
+CachingAllocator& pinnedHostAllocatorImpl() {
+  if (!isAvailableImpl()) throw Error("Cannot allocate pinned memory: no usable GPU: " + state().info.reason);
   Discovery& d = state();
   std::lock_guard lock(d.mutex);
   if (!d.pinned) d.pinned = new CachingAllocator(std::make_unique<PinnedRawAllocator>(), kCPU);
   return *d.pinned;
 }
 
-void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
+void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
                bool srcPinned) {
   if (dstDevice.isCpu() && srcDevice.isCpu()) {
     std::memcpy(dst, src, bytes);
@@ -374,14 +404,21 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
   if (dstDevice.isCuda() && srcDevice.isCpu()) {
     DeviceContext& ctx = context(dstDevice.index());
     if (nonBlocking && srcPinned) {
-      // Overlap: the copy runs on the copy stream; the compute stream waits for it only when it needs it.
-      cudaEvent_t done = nullptr;
-      GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.copyStream()));
-      GPULAB_CUDA_CHECK(cudaEventRecord(done, ctx.copyStream()));
-      GPULAB_CUDA_CHECK(cudaStreamWaitEvent(ctx.computeStream(), done, 0));
+      // As PyTorch does: the copy is queued on the compute stream, so it runs after the kernels that
+      // may still read the destination block's previous contents (a block freed on the host is
+      // reused at once -- on its own stream, which keeps the order), and the host goes on at once.
+      // The pinned source must not be reused before the copy has read it: an event marks that.
+      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.computeStream()));
       auto& p = pendingCopies();
       std::lock_guard lock(p.mutex);
+      cudaEvent_t done = nullptr;
+      if (p.spareEvents.empty()) {
+        GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+      } else {
+        done = p.spareEvents.back();
+        p.spareEvents.pop_back();
+      }
+      GPULAB_CUDA_CHECK(cudaEventRecord(done, ctx.computeStream()));
       p.entries.emplace_back(static_cast<const char*>(src), done);
     } else {
       GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.computeStream()));
@@ -403,7 +440,7 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
     return;
   }
   // Between GPUs: make the source's pending work finish, then a peer copy ordered on the destination.
-  synchronize(srcDevice.index());
+  synchronizeImpl(srcDevice.index());
   DeviceContext& ctx = context(dstDevice.index());
   GPULAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dstDevice.index(), src, srcDevice.index(), bytes, ctx.computeStream()));
   GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
@@ -418,17 +455,14 @@ struct Nvml {
   struct Memory {
     unsigned long long total, free, used;
   };
-  struct ProcessInfo {  // nvmlProcessInfo_t of the _v2/_v3 entry points
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId, computeInstanceId;
-  };
   void* lib = nullptr;
   std::string error;
   Return (*init)() = nullptr;
   Return (*handleByPciBusId)(const char*, void**) = nullptr;
   Return (*memoryInfo)(void*, Memory*) = nullptr;
-  Return (*runningProcesses)(void*, unsigned int*, ProcessInfo*) = nullptr;
+  Return (*runningProcesses)(void*, unsigned int*, void*) = nullptr;  // entries: see nvml_processes.h
+  Return (*driverVersion)(char*, unsigned int) = nullptr;
+  std::size_t processInfoSize = 24;
   const char* (*errorString)(Return) = nullptr;
 };
 
@@ -446,12 +480,20 @@ Nvml& nvml() {
     x->memoryInfo = reinterpret_cast<Nvml::Return (*)(void*, Nvml::Memory*)>(sym("nvmlDeviceGetMemoryInfo"));
     void* procs = sym("nvmlDeviceGetComputeRunningProcesses_v3");
     if (!procs) procs = sym("nvmlDeviceGetComputeRunningProcesses_v2");
-    x->runningProcesses = reinterpret_cast<Nvml::Return (*)(void*, unsigned int*, Nvml::ProcessInfo*)>(procs);
+    x->runningProcesses = reinterpret_cast<Nvml::Return (*)(void*, unsigned int*, void*)>(procs);
+    x->driverVersion = reinterpret_cast<Nvml::Return (*)(char*, unsigned int)>(sym("nvmlSystemGetDriverVersion"));
     x->errorString = reinterpret_cast<const char* (*)(Nvml::Return)>(sym("nvmlErrorString"));
     if (!x->init || !x->handleByPciBusId || !x->memoryInfo) {
       x->error = "NVML is too old (missing entry points)";
     } else if (const Nvml::Return r = x->init(); r != 0) {
       x->error = std::string("nvmlInit failed: ") + (x->errorString ? x->errorString(r) : std::to_string(r));
+    } else {
+      char version[96] = {};
+      if (x->driverVersion && x->driverVersion(version, sizeof version) == 0) {
+        x->processInfoSize = nvmlProcessInfoSize(driverMajorVersion(version));
+      } else if (procs == sym("nvmlDeviceGetComputeRunningProcesses_v3")) {
+        x->runningProcesses = nullptr;  // the _v3 layout depends on the driver version, which is unknown
+      }
     }
     return x;
   }();
@@ -460,13 +502,27 @@ Nvml& nvml() {
 
 }  // namespace
 
-DriverMemoryInfo driverMemoryInfo(int index) {
+std::optional<std::size_t> nvmlFreeBytes(int ordinal) {
+  Nvml& n = nvml();
+  if (!n.error.empty()) return std::nullopt;
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  void* handle = nullptr;
+  Nvml::Memory mem{};
+  if (n.handleByPciBusId(bus, &handle) != 0 || n.memoryInfo(handle, &mem) != 0) return std::nullopt;
+  return static_cast<std::size_t>(mem.free);
+}
+
+DriverMemoryInfo driverMemoryInfoImpl(int index) {
   DriverMemoryInfo info;
-  if (!isAvailable()) {
+  if (!isAvailableImpl()) {
     info.reason = "not available: no usable GPU: " + state().info.reason;
     return info;
   }
-  checkDeviceUsable(Device(DeviceType::CUDA, index));
+  checkDeviceUsableImpl(Device(DeviceType::CUDA, index));
   Nvml& n = nvml();
   if (!n.error.empty()) {
     info.reason = "not available: " + n.error;
@@ -474,7 +530,7 @@ DriverMemoryInfo driverMemoryInfo(int index) {
   }
   // NVML numbers GPUs differently from CUDA under CUDA_VISIBLE_DEVICES: match them by PCI bus id.
   char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) != cudaSuccess) {
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinalOf(index)) != cudaSuccess) {
     cudaGetLastError();
     info.reason = "not available: the PCI bus id of cuda:" + std::to_string(index) + " is unknown";
     return info;
@@ -488,28 +544,47 @@ DriverMemoryInfo driverMemoryInfo(int index) {
   info.available = true;
   info.device_used = static_cast<std::int64_t>(mem.used);
   info.device_total = static_cast<std::int64_t>(mem.total);
-  if (n.runningProcesses) {
-    unsigned int count = 64;
-    std::vector<Nvml::ProcessInfo> procs(count);
-    if (n.runningProcesses(handle, &count, procs.data()) == 0) {
-      const auto self = static_cast<unsigned int>(getpid());
-      for (unsigned int i = 0; i < count; ++i) {
-        if (procs[i].pid == self) info.process_used = static_cast<std::int64_t>(procs[i].usedGpuMemory);
-      }
-    }
+  if (!n.runningProcesses) {
+    info.process_reason = "NVML cannot list processes with this driver";
+    return info;
+  }
+  const NvmlProcessList list = queryNvmlProcesses(
+      [&](unsigned int* count, void* buffer) { return n.runningProcesses(handle, count, buffer); }, n.processInfoSize);
+  if (!list.ok) {
+    info.process_reason = list.error;
+    return info;
+  }
+  const auto self = static_cast<unsigned int>(getpid());
+  for (const NvmlProcess& p : list.processes) {
+    if (p.pid == self) info.process_used = static_cast<std::int64_t>(p.used_bytes);
+  }
+  if (!info.process_used) {
+    // Inside a container NVML reports the host's PIDs, which this process cannot know.
+    info.process_reason = "NVML lists " + std::to_string(list.processes.size()) + " process" +
+                          (list.processes.size() == 1 ? "" : "es") + " on this GPU, none with this process's PID " +
+                          std::to_string(self) + " (in a container, NVML reports host PIDs)";
   }
   return info;
 }
 
 }  // namespace gpulab::cuda
 
-namespace gpulab {
-Device defaultDevice() { return cuda::isAvailable() ? Device(DeviceType::CUDA, 0) : kCPU; }
-Backend& backendFor(Device device) {
-  if (device.isCuda()) {
-    cuda::checkDeviceUsable(device);
-    return cudaBackend(device.index());
-  }
-  return cpuBackend();
+// The module's one entry point: the table the engine's loader (cuda_runtime_loader.cpp) calls through.
+extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion, const char* buildId) {
+  using namespace gpulab::cuda;
+  if (abiVersion != kModuleAbiVersion || std::strcmp(buildId, kModuleBuildId) != 0) return nullptr;
+  static const ModuleApi api{
+      kModuleAbiVersion,
+      availabilityImpl,
+      isAvailableImpl,
+      deviceCountImpl,
+      synchronizeImpl,
+      checkDeviceUsableImpl,
+      deviceAllocatorImpl,
+      pinnedHostAllocatorImpl,
+      driverMemoryInfoImpl,
+      copyBytesImpl,
+      [](int device) -> gpulab::Backend& { return gpulab::cudaBackend(device); },
+  };
+  return &api;
 }
-}  // namespace gpulab

@@ -29,7 +29,7 @@ std::vector<lab::ParamSpec> MemoryLab::params() const {
   return {
       choiceParam("mode", "oom-sweep", {"oom-sweep", "report"}, "Sweep to an out-of-memory error and recover, or report allocated vs reserved vs driver memory"),
       choiceParam("dataset", "fashion-mnist", {"regression", "fashion-mnist"}, "Data set the model trains on"),
-      textParam("hidden", "256,128,100", "Hidden layer widths when the sweep grows the batch"),
+      textParam("hidden", "256,128,100", "Hidden layer widths when the sweep grows the batch", checkHiddenWidths),
       choiceParam("grow", "batch", {"batch", "width"}, "What the sweep doubles: the batch size or the hidden width"),
       intParam("start_batch", 64, 1, 1 << 20, "First batch size of the sweep (and the batch when growing the width)"),
       intParam("start_width", 256, 1, 1 << 16, "First hidden width when growing the width (two hidden layers)"),
@@ -38,7 +38,7 @@ std::vector<lab::ParamSpec> MemoryLab::params() const {
       intParam("cap_mb", 100, 1, 1 << 24, "Memory the sweep may use beyond what is in use when it starts (sets the budget or fraction unless given)"),
       intParam("budget", 0, 0, std::int64_t{1} << 50, "Emulated CPU memory budget in bytes (0: in use + cap_mb)"),
       floatParam("fraction", 0.0, 0.0, 1.0, "CUDA per-process memory fraction (0: from cap_mb)"),
-      textParam("device", "auto", "auto (GPU if usable), cpu, cuda or cuda:N"),
+      textParam("device", "auto", "auto (GPU if usable), cpu, cuda or cuda:N", checkDeviceString),
       intParam("seed", 0, 0, 2147483647, "Seed for data, initialisation and shuffling"),
   };
 }

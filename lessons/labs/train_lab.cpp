@@ -35,7 +35,7 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
   return {
       choiceParam("dataset", "regression", {"regression", "fashion-mnist"}, "Data set: the synthetic regression task or Fashion-MNIST"),
       choiceParam("model", "mlp", {"mlp"}, "Model architecture"),
-      textParam("hidden", "64", "Hidden layer widths, comma-separated (e.g. 256,128,100)"),
+      textParam("hidden", "64", "Hidden layer widths, comma-separated (e.g. 256,128,100)", checkHiddenWidths),
       choiceParam("optimizer", "adam", {"sgd", "adam", "adamw"}, "Optimizer"),
       floatParam("lr", 1e-3, 1e-7, 10.0, "Learning rate"),
       floatParam("momentum", 0.9, 0.0, 0.999, "SGD momentum"),
@@ -43,7 +43,7 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       intParam("batch_size", 64, 1, 65536, "Examples per forward/backward pass (a micro-batch when accumulating)"),
       intParam("accumulate", 1, 1, 1024, "Micro-batches whose gradients add up before each optimizer step"),
       intParam("epochs", 3, 1, 1000, "Passes over the training set"),
-      textParam("device", "auto", "auto (GPU if usable), cpu, cuda or cuda:N"),
+      textParam("device", "auto", "auto (GPU if usable), cpu, cuda or cuda:N", checkDeviceString),
       intParam("seed", 0, 0, 2147483647, "Seed for data, initialisation and shuffling"),
       intParam("workers", 0, 0, 16, "DataLoader worker threads that prefetch batches"),
       boolParam("pin_memory", false, "Page-locked batch buffers and asynchronous copies to the GPU"),
@@ -89,6 +89,11 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     testSet = data::makeRegressionDataset(256, 16, 0.1, seed + 1);
   }
   trainSet = firstN(trainSet, p.getInt("train_subset"));
+  // An empty set would train for 0 steps and "succeed", or evaluate to 0/0.
+  if (trainSet->size() == 0 || testSet->size() == 0) {
+    throw ValueError(std::string("the ") + (trainSet->size() == 0 ? "training" : "test") + " set is empty: nothing to " +
+                     (trainSet->size() == 0 ? "train on" : "evaluate"));
+  }
   const bool pin = p.getBool("pin_memory");
   if (pin && !cuda::isAvailable()) sink.onMessage(lab::MessageKind::Warning, "pin_memory is set but no GPU is usable: batches stay in pageable memory");
   data::DataLoader trainLoader(trainSet, {.batch_size = p.getInt("batch_size"), .shuffle = true, .drop_last = false,
@@ -192,6 +197,10 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
       Tensor lossSum = zeros({}, {.device = device});
       Tensor correctSum = zeros({}, {.dtype = kInt64, .device = device});
       for (const data::Batch& batch : testLoader) {
+        if (stop.stopRequested()) {  // a batch at a time here too: evaluation can be long
+          summary.stopped = true;
+          break;
+        }
         Tensor x = batch.inputs.to(device, pin), y = batch.targets.to(device, pin);
         Tensor out = (*model)(x);
         lossSum = lossSum + (classification ? cross_entropy(out, y, Reduction::Sum) : mse_loss(out, y, Reduction::Sum));
@@ -201,6 +210,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
       evalSum = lossSum.item();
       correct = static_cast<std::int64_t>(correctSum.item());
     }
+    if (summary.stopped) break;  // no metrics from a partial evaluation
     // MSE with Reduction::Sum sums over every output element; regression has one output per example.
     lab::EpochMetrics em{epoch, summary.steps, epochLoss.item() / static_cast<double>(epochSteps),
                          evalSum / static_cast<double>(evalCount), {}, 0};

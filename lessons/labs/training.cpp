@@ -1,29 +1,76 @@
 #include "lessons/labs/training.h"
 
-#include <sstream>
+#include <algorithm>
+#include <string_view>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
+#include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
+#include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_events.h"
+#include "engine/memory/raw_allocator.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab::labs {
 
-std::vector<std::int64_t> parseWidths(const std::string& text) {
+namespace {
+
+constexpr std::int64_t kMaxWidth = 65536;
+constexpr std::size_t kMaxHiddenLayers = 64;
+// What one parameter costs while training, in float32: its value, its gradient and Adam's two moments.
+constexpr std::int64_t kTrainingBytesPerParameter = 16;
+
+// The widths in `text`, or a ValueError saying what is wrong (Params and parseWidths add the value
+// and the parameter's name).
+std::vector<std::int64_t> widthsOf(std::string_view text) {
+  const std::string expected = "expected comma-separated widths from 1 to " + formatNumber(kMaxWidth) + ", e.g. 256,128,100";
+  if (text.empty()) throw ValueError("no widths; " + expected);
+  const std::size_t layers = static_cast<std::size_t>(std::count(text.begin(), text.end(), ',')) + 1;
+  const std::int64_t maxParameters = hostMemoryCapacity().total / kTrainingBytesPerParameter;
+  const std::string fits = "at most " + std::to_string(kMaxHiddenLayers) + " layers and " + formatNumber(maxParameters) +
+                           " parameters fit this machine's " + formatBytes(hostMemoryCapacity().total) + " of memory";
+  if (layers > kMaxHiddenLayers) throw ValueError(std::to_string(layers) + " hidden layers; " + fits);
   std::vector<std::int64_t> widths;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long long w = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || w < 1 || w > 65536) {
-      throw ValueError("invalid value '" + text + "' for parameter 'hidden': expected comma-separated widths from 1 to 65536, e.g. 256,128,100");
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', at);
+    const std::string_view item = text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    if (item.empty()) throw ValueError("an empty width (one comma too many?); " + expected);
+    std::int64_t w = 0;
+    if (item[0] == '+' || parseNumber(item, w) != ParseStatus::Ok || w < 1 || w > kMaxWidth) {
+      throw ValueError("'" + std::string(item) + "' is not a width; " + expected);
     }
     widths.push_back(w);
+    if (comma == std::string_view::npos) break;
+    at = comma + 1;
   }
-  if (widths.empty()) throw ValueError("parameter 'hidden' needs at least one width, e.g. 64");
+  // The weights and biases between the hidden layers; the layers from the input and to the output
+  // depend on the data set and come on top.
+  std::int64_t parameters = 0;
+  for (std::size_t i = 1; i < widths.size(); ++i) parameters += widths[i - 1] * widths[i] + widths[i];
+  if (maxParameters > 0 && parameters > maxParameters) {
+    throw ValueError("the connections between these hidden layers alone have " + formatNumber(parameters) +
+                     " parameters, which would need " + formatBytes(parameters * kTrainingBytesPerParameter) +
+                     " to train (value, gradient and two Adam moments in float32); " + fits);
+  }
   return widths;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> parseWidths(const std::string& text) {
+  try {
+    return widthsOf(text);
+  } catch (const ValueError& e) {
+    throw ValueError("invalid value '" + text + "' for parameter 'hidden': " + e.what());
+  }
+}
+
+void checkHiddenWidths(const std::string& text) { (void)widthsOf(text); }
+
+void checkDeviceString(const std::string& text) {
+  if (text != "auto") (void)Device::parse(text);
 }
 
 Device resolveDevice(const std::string& text) {

@@ -12,10 +12,19 @@
 
 namespace gpulab::labs {
 
-// "256,128,100" -> {256, 128, 100}; throws ValueError naming the parameter.
+// "256,128,100" -> {256, 128, 100}; throws ValueError naming the parameter. At most 64 widths from 1
+// to 65536, and no more parameters between them than this machine's memory can train.
 std::vector<std::int64_t> parseWidths(const std::string& text);
 // "auto" -> the default device; otherwise a device that must be usable.
 Device resolveDevice(const std::string& text);
+
+// The validators of the labs' text parameters (lab::TextValidator): they run where a value is set --
+// a lesson file at load, the command line, the player's form -- with the code the run uses.
+// The hidden widths, as parseWidths reads them.
+void checkHiddenWidths(const std::string& text);
+// "auto", "cpu", "cuda", "cuda:N": the syntax only. Whether this machine has that GPU is the run's
+// business (a lesson that says cuda must still load on a machine without one).
+void checkDeviceString(const std::string& text);
 
 // [Flatten,] Linear, ReLU, ..., Linear: from the data set's input shape to `outputs` values.
 std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::vector<std::int64_t>& hidden,

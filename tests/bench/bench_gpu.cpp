@@ -14,7 +14,10 @@
 //   copy          host -> device 256 MiB from pageable and from pinned memory (GB/s), and the
 //                 bandwidth cudaMemcpy reaches for the same pinned buffer
 //   elementwise   a + b over 256 MiB tensors (GB/s moved) and a device-to-device cudaMemcpy (GB/s)
+//   memory        memory_allocated/memory_reserved after one Adam step of the Fashion-MNIST MLP at
+//                 batch 128, and this process's GPU memory as NVML and nvidia-smi report it
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -148,6 +151,36 @@ void elementwise(Device device) {
               reps * 3.0 * elems * 4 / tAdd / 1e9, reps * 2.0 * elems * 4 / tCopy / 1e9);
 }
 
+// Memory after one Adam step of the Fashion-MNIST MLP at batch 128 (the same in gpu_bench.py's
+// PyTorch side), and this process as NVML (through GPU Lab) and nvidia-smi see it.
+void memory(Device device) {
+  Generator gen(0);
+  auto model = mlp({784, 256, 128, 100, 10}, gen);
+  model->to(device);
+  optim::Adam opt(model->parameters(), {.lr = 1e-3});
+  Tensor x = randn({128, 784}, gen).to(device), y = randint(0, 10, {128}, gen).to(device);
+  Tensor loss = cross_entropy((*model)(x), y);
+  opt.zero_grad();
+  loss.backward();
+  opt.step();
+  cuda::synchronize(device.index());
+  const DriverMemoryInfo driver = driver_memory_info(device);
+  long long smiMiB = -1;
+  const std::string pid = std::to_string(getpid());
+  if (FILE* p = popen("nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, p)) {
+      if (std::strncmp(line, pid.c_str(), pid.size()) == 0 && line[pid.size()] == ',') smiMiB = std::atoll(line + pid.size() + 1);
+    }
+    pclose(p);
+  }
+  std::printf("{\"workload\":\"memory\",\"allocated\":%lld,\"reserved\":%lld,\"nvml_process\":%lld,\"nvidia_smi_process_mib\":%lld,"
+              "\"nvml_reason\":\"%s\"}\n",
+              static_cast<long long>(memory_allocated(device)), static_cast<long long>(memory_reserved(device)),
+              static_cast<long long>(driver.process_used.value_or(-1)), smiMiB,
+              driver.process_used ? "" : (driver.available ? driver.process_reason : driver.reason).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +202,7 @@ int main(int argc, char** argv) {
     if (want("gemm-tf32")) gemmMlp(device, true, 20);
     if (want("copy")) copies(device);
     if (want("elementwise")) elementwise(device);
+    if (want("memory")) memory(device);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpulab-bench-gpu: %s\n", e.what());
     return 1;

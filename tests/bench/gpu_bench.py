@@ -180,6 +180,30 @@ def main():
     print(f"  device-to-device cudaMemcpy reaches {o['d2d_copy_gbps']:.0f} GB/s "
           f"(GPU Lab's a + b reaches {o['add_gbps'] / o['d2d_copy_gbps']:.0%} of it)")
 
+    # 6. Memory: the same model and batch after one Adam step, our allocator next to PyTorch's, and
+    #    our NVML reading of our own process next to nvidia-smi's.
+    torch.manual_seed(0)
+    model = mlp([784, 256, 128, 100, 10])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    del xf, yf, xg, yg, ea, eb, x, y
+    torch.cuda.empty_cache()
+    base_alloc = torch.cuda.memory_allocated()
+    xm, ym = torch.randn(128, 784, device="cuda"), torch.randint(0, 10, (128,), device="cuda")
+    loss = nn.CrossEntropyLoss()(model(xm), ym)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sync()
+    o = ours(a.bench, "memory")
+    print(f"memory after one Adam step (784-256-128-100-10, batch 128): GPU Lab allocated {o['allocated'] / 2**20:.2f} MiB, "
+          f"reserved {o['reserved'] / 2**20:.2f} MiB; PyTorch allocated {(torch.cuda.memory_allocated() - base_alloc) / 2**20:.2f} MiB "
+          f"(model, grads, Adam state, batch), reserved {torch.cuda.memory_reserved() / 2**20:.2f} MiB")
+    if o["nvml_process"] >= 0:
+        print(f"  GPU Lab's process as NVML reports it (through GPU Lab): {o['nvml_process'] / 2**20:.0f} MiB; "
+              f"as nvidia-smi reports it: {o['nvidia_smi_process_mib']} MiB")
+    else:
+        print(f"  NVML's process view: not available ({o['nvml_reason']})")
+
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"gpu": props.name, "torch": torch.__version__, "rows": rows}, f, indent=1)

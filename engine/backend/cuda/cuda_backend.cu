@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/strided.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_context.h"
 #include "engine/core/errors.h"
@@ -31,6 +32,24 @@ constexpr int kMaxDims = 8;
 int blocksFor(std::int64_t n, const cuda::DeviceContext& ctx) {
   const std::int64_t wanted = (n + kThreads - 1) / kThreads;
   return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(wanted, ctx.multiprocessorCount() * 32LL)));
+}
+
+// How many blocks share each of `rows` rows of length k: one, unless the rows are too few to fill the
+// GPU and long enough to split (a whole-tensor reduction), then up to 1024 chunks of >= 8192.
+std::int64_t splitRowsInto(std::int64_t rows, std::int64_t k, const cuda::DeviceContext& ctx) {
+  const std::int64_t wantBlocks = 4LL * ctx.multiprocessorCount();
+  if (rows >= wantBlocks || k < 2 * 8192) return 1;
+  return std::clamp<std::int64_t>(std::min(k / 8192, (wantBlocks + rows - 1) / rows), 1, 1024);
+}
+
+// Row-wise kernels give one block to a row; gridDim.x stops at 2^31 - 1, so more rows than that
+// (8 GiB of one-column floats: an 80 GB card holds it) are launched in chunks of rows.
+constexpr std::int64_t kMaxRowsPerLaunch = std::int64_t{1} << 30;
+template <class Launch>
+void forRowChunks(std::int64_t rows, Launch&& launch) {
+  for (std::int64_t first = 0; first < rows; first += kMaxRowsPerLaunch) {
+    launch(first, static_cast<unsigned>(std::min(kMaxRowsPerLaunch, rows - first)));
+  }
 }
 
 #define GRID_STRIDE(i, n) \
@@ -54,13 +73,18 @@ struct OffsetCalc {
 };
 
 OffsetCalc makeOffsetCalc(const Shape& sizes, const Shape& s0, const Shape& s1) {
-  if (sizes.size() > kMaxDims) throw NotImplementedError("CUDA kernels support at most 8 dimensions");
+  const detail::CoalescedDims dims = detail::coalesceDims(sizes, s0, s1);
+  if (dims.sizes.size() > kMaxDims) {
+    throw NotImplementedError("CUDA kernels support at most " + std::to_string(kMaxDims) +
+                              " strided dimensions that cannot be merged (this view has " + std::to_string(dims.sizes.size()) +
+                              "); call .contiguous() first");
+  }
   OffsetCalc c;
-  c.ndim = static_cast<int>(sizes.size());
+  c.ndim = static_cast<int>(dims.sizes.size());
   for (int d = 0; d < c.ndim; ++d) {
-    c.sizes[d] = sizes[static_cast<std::size_t>(d)];
-    c.strides[0][d] = s0[static_cast<std::size_t>(d)];
-    c.strides[1][d] = s1[static_cast<std::size_t>(d)];
+    c.sizes[d] = dims.sizes[static_cast<std::size_t>(d)];
+    c.strides[0][d] = dims.strides[0][static_cast<std::size_t>(d)];
+    c.strides[1][d] = dims.strides[1][static_cast<std::size_t>(d)];
   }
   return c;
 }
@@ -90,11 +114,11 @@ template <class D, class S>
 __global__ void copyKernel(D* dst, const S* src, std::int64_t n, OffsetCalc calc, bool contiguous) {
   GRID_STRIDE(i, n) {
     if (contiguous) {
-      dst[i] = static_cast<D>(src[i]);
+      dst[i] = fn::convertElement<D>(src[i]);
     } else {
       std::int64_t od, os;
       calc.offsets(i, od, os);
-      dst[od] = static_cast<D>(src[os]);
+      dst[od] = fn::convertElement<D>(src[os]);
     }
   }
 }
@@ -153,23 +177,31 @@ __device__ bool betterMax(T v, std::int64_t j, T best, std::int64_t bestJ) {
   return v > best || (v == best && j < bestJ);
 }
 
-// One block per output row (inner == 1): the block walks the row and reduces.
+// Reductions over a contiguous axis (inner == 1). Block b reduces chunk (b % chunksPerRow) of row
+// (b / chunksPerRow): with one chunk per row a block walks its whole row; a long row with few rows
+// (a whole-tensor sum or max) is split over many blocks, whose partial results a second launch
+// reduces. `inIdx` carries the indices of such partials (null: the position in the row is the index).
 template <class T>
-__global__ void reduceRowsKernel(ReduceOp op, T* out, std::int64_t* indices, const T* in, std::int64_t k) {
-  const T* row = in + blockIdx.x * k;
+__global__ void reduceChunksKernel(ReduceOp op, T* out, std::int64_t* outIdx, const T* in, const std::int64_t* inIdx,
+                                   std::int64_t k, std::int64_t chunk, std::int64_t chunksPerRow) {
+  const std::int64_t row = blockIdx.x / chunksPerRow, part = blockIdx.x % chunksPerRow;
+  const std::int64_t begin = part * chunk, end = min(k, begin + chunk);
+  const T* base = in + row * k;
+  const std::int64_t* baseIdx = inIdx ? inIdx + row * k : nullptr;
   if (op == ReduceOp::Sum) {
     T acc = T(0);
-    for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) acc += row[j];
+    for (std::int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) acc += base[j];
     acc = blockSum(acc);
     if (threadIdx.x == 0) out[blockIdx.x] = acc;
     return;
   }
-  T best = row[0];
-  std::int64_t bestJ = 0;
-  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) {
-    if (betterMax(row[j], j, best, bestJ)) {
-      best = row[j];
-      bestJ = j;
+  T best = base[begin];
+  std::int64_t bestJ = baseIdx ? baseIdx[begin] : begin;
+  for (std::int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const std::int64_t at = baseIdx ? baseIdx[j] : j;
+    if (betterMax(base[j], at, best, bestJ)) {
+      best = base[j];
+      bestJ = at;
     }
   }
   __shared__ T sBest[kThreads];
@@ -186,7 +218,7 @@ __global__ void reduceRowsKernel(ReduceOp op, T* out, std::int64_t* indices, con
   }
   if (threadIdx.x == 0) {
     out[blockIdx.x] = sBest[0];
-    if (indices) indices[blockIdx.x] = sIdx[0];
+    if (outIdx) outIdx[blockIdx.x] = sIdx[0];
   }
 }
 
@@ -318,14 +350,26 @@ __global__ void nllBackwardKernel(float* grad, const float* gradOut, const std::
   }
 }
 
-__global__ void pointLossKernel(PointLoss kind, float* out, const float* a, const float* b, std::int64_t n, float scale) {
+// Block b sums the losses of elements [b * chunk, (b + 1) * chunk) times `scale`: one block for a
+// small batch, many (then summed by sumScaledKernel) for a large one -- a fixed split, so the result
+// does not depend on scheduling.
+__global__ void pointLossKernel(PointLoss kind, float* out, const float* a, const float* b, std::int64_t n, std::int64_t chunk,
+                                float scale) {
+  const std::int64_t begin = blockIdx.x * chunk, end = min(n, begin + chunk);
   float acc = 0.0f;
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float d = a[i] - b[i];
     acc += kind == PointLoss::MSE ? d * d : fabsf(d);
   }
   acc = blockSum(acc);
-  if (threadIdx.x == 0) out[0] = acc * scale;
+  if (threadIdx.x == 0) out[blockIdx.x] = acc * scale;
+}
+
+__global__ void sumScaledKernel(float* out, const float* partial, std::int64_t count) {
+  float acc = 0.0f;
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  acc = blockSum(acc);
+  if (threadIdx.x == 0) out[0] = acc;
 }
 
 __global__ void pointLossBackwardKernel(PointLoss kind, float* grad, const float* gradOut, const float* a, const float* b,
@@ -343,7 +387,7 @@ __global__ void uniformKernel(float* out, std::int64_t n, float low, float span,
   GRID_STRIDE(i, n) out[i] = low + span * fn::uniform01(seed, offset + i);
 }
 __global__ void normalKernel(float* out, std::int64_t n, float mean, float stddev, std::uint64_t seed, std::uint64_t offset) {
-  GRID_STRIDE(i, n) out[i] = mean + stddev * fn::standardNormal(seed, offset + i);
+  GRID_STRIDE(i, n) out[i] = mean + stddev * fn::standardNormal(seed, offset + 2 * i);
 }
 __global__ void randintKernel(std::int64_t* out, std::int64_t n, std::int64_t low, std::uint64_t span, std::uint64_t seed,
                               std::uint64_t offset) {
@@ -363,6 +407,31 @@ __global__ void sgdKernel(fn::SgdUpdate u, float* p, const float* g, float* buf,
 }
 __global__ void adamKernel(fn::AdamUpdate u, float* p, const float* g, float* m, float* v, std::int64_t n) {
   GRID_STRIDE(i, n) u(p[i], g[i], m[i], v[i]);
+}
+
+// Many small tensors in one launch (PyTorch's multi_tensor_apply): the tensors' pointers travel in the
+// kernel's arguments, and block b updates chunk blockChunk[b] of tensor blockTensor[b].
+constexpr int kMultiTensors = 16, kMultiBlocks = 64;
+constexpr std::int64_t kMultiChunk = 8192;  // elements a block updates
+struct MultiAdamArgs {
+  int tensors = 0, blocks = 0;
+  float* p[kMultiTensors];
+  const float* g[kMultiTensors];
+  float* m[kMultiTensors];
+  float* v[kMultiTensors];
+  std::int64_t n[kMultiTensors];
+  fn::AdamUpdate update[kMultiTensors];
+  unsigned char blockTensor[kMultiBlocks];
+  int blockChunk[kMultiBlocks];
+};
+static_assert(sizeof(MultiAdamArgs) < 4000, "kernel arguments are limited to 4 KiB");
+
+__global__ void multiAdamKernel(MultiAdamArgs a) {
+  const int t = a.blockTensor[blockIdx.x];
+  const std::int64_t begin = static_cast<std::int64_t>(a.blockChunk[blockIdx.x]) * kMultiChunk;
+  const std::int64_t end = min(a.n[t], begin + kMultiChunk);
+  const fn::AdamUpdate u = a.update[t];
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) u(a.p[t][i], a.g[t][i], a.m[t][i], a.v[t][i]);
 }
 
 // ---- the backend ---------------------------------------------------------------------------------
@@ -398,7 +467,7 @@ class CudaBackend final : public Backend {
     const std::int64_t n = dst.numel();
     if (n == 0) return;
     const bool contiguous = dst.is_contiguous() && src.is_contiguous();
-    const OffsetCalc calc = makeOffsetCalc(dst.sizes(), dst.strides(), src.strides());
+    const OffsetCalc calc = contiguous ? OffsetCalc{} : makeOffsetCalc(dst.sizes(), dst.strides(), src.strides());
     dispatchDType(dst.dtype(), "copy", [&](auto dz) {
       using D = decltype(dz);
       dispatchDType(src.dtype(), "copy", [&](auto sz) {
@@ -424,7 +493,7 @@ class CudaBackend final : public Backend {
     const std::int64_t n = out.numel();
     if (n == 0) return;
     const bool contiguous = a.is_contiguous() && b.is_contiguous();
-    const OffsetCalc calc = makeOffsetCalc(out.sizes(), a.strides(), b.strides());
+    const OffsetCalc calc = contiguous ? OffsetCalc{} : makeOffsetCalc(out.sizes(), a.strides(), b.strides());
     fn::dispatchBinary(op, [&](auto f) {
       dispatchDType(out.dtype(), "binary op", [&](auto zero) {
         using T = decltype(zero);
@@ -461,7 +530,28 @@ class CudaBackend final : public Backend {
       if (k == 0) {
         fillKernel<<<blocksFor(outer * inner, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), outer * inner, T(0));
       } else if (inner == 1) {
-        reduceRowsKernel<<<static_cast<unsigned>(outer), kThreads, 0, c.computeStream()>>>(op, out.data<T>(), idx, in.data<T>(), k);
+        const std::int64_t chunks = splitRowsInto(outer, k, c);
+        if (chunks == 1) {
+          forRowChunks(outer, [&](std::int64_t first, unsigned count) {
+            reduceChunksKernel<<<count, kThreads, 0, c.computeStream()>>>(op, out.data<T>() + first, idx ? idx + first : nullptr,
+                                                                          in.data<T>() + first * k, nullptr, k, k, 1);
+          });
+        } else {
+          // Few long rows: partial results of `chunks` blocks a row, then one block a row over them.
+          Tensor partial, partialIdx;
+          {
+            MemoryCategoryScope tag(MemoryCategory::Workspace);
+            partial = Tensor::empty({outer * chunks}, in.dtype(), in.device());
+            if (op != ReduceOp::Sum) partialIdx = Tensor::empty({outer * chunks}, kInt64, in.device());
+          }
+          std::int64_t* pIdx = partialIdx.defined() ? partialIdx.data<std::int64_t>() : nullptr;
+          const std::int64_t chunk = (k + chunks - 1) / chunks;
+          reduceChunksKernel<<<static_cast<unsigned>(outer * chunks), kThreads, 0, c.computeStream()>>>(
+              op, partial.data<T>(), pIdx, in.data<T>(), nullptr, k, chunk, chunks);
+          GPULAB_CUDA_CHECK_LAUNCH();
+          reduceChunksKernel<<<static_cast<unsigned>(outer), kThreads, 0, c.computeStream()>>>(
+              op, out.data<T>(), idx, partial.data<T>(), pIdx, chunks, chunks, 1);
+        }
       } else if (op == ReduceOp::Sum && k >= 64 && outer * inner < 4LL * kThreads * c.multiprocessorCount() && outer <= 65535) {
         const dim3 grid(static_cast<unsigned>((inner + kSplitColumns - 1) / kSplitColumns), static_cast<unsigned>(outer));
         sumColumnsSplitKernel<<<grid, dim3(kSplitColumns, kSplitRows), 0, c.computeStream()>>>(out.data<T>(), in.data<T>(), k, inner);
@@ -493,7 +583,10 @@ class CudaBackend final : public Backend {
   void softmax(const Tensor& out, const Tensor& in, std::int64_t rows, std::int64_t cols, bool log) override {
     auto& c = ctx();
     if (rows == 0) return;
-    softmaxKernel<<<static_cast<unsigned>(rows), rowThreads(cols), 0, c.computeStream()>>>(out.data<float>(), in.data<float>(), cols, log);
+    forRowChunks(rows, [&](std::int64_t first, unsigned count) {
+      softmaxKernel<<<count, rowThreads(cols), 0, c.computeStream()>>>(out.data<float>() + first * cols, in.data<float>() + first * cols,
+                                                                       cols, log);
+    });
     GPULAB_CUDA_CHECK_LAUNCH();
   }
 
@@ -501,8 +594,10 @@ class CudaBackend final : public Backend {
                        bool log) override {
     auto& c = ctx();
     if (rows == 0) return;
-    softmaxBackwardKernel<<<static_cast<unsigned>(rows), rowThreads(cols), 0, c.computeStream()>>>(
-        gradIn.data<float>(), gradOut.data<float>(), out.data<float>(), cols, log);
+    forRowChunks(rows, [&](std::int64_t first, unsigned count) {
+      softmaxBackwardKernel<<<count, rowThreads(cols), 0, c.computeStream()>>>(
+          gradIn.data<float>() + first * cols, gradOut.data<float>() + first * cols, out.data<float>() + first * cols, cols, log);
+    });
     GPULAB_CUDA_CHECK_LAUNCH();
   }
 
@@ -528,7 +623,21 @@ class CudaBackend final : public Backend {
 
   void pointLoss(PointLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, float scale) override {
     auto& c = ctx();
-    pointLossKernel<<<1, 1024, 0, c.computeStream()>>>(kind, out.data<float>(), a.data<float>(), b.data<float>(), a.numel(), scale);
+    const std::int64_t n = a.numel(), blocks = splitRowsInto(1, n, c);
+    if (blocks == 1) {
+      pointLossKernel<<<1, 1024, 0, c.computeStream()>>>(kind, out.data<float>(), a.data<float>(), b.data<float>(), n, n, scale);
+      GPULAB_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    Tensor partial;
+    {
+      MemoryCategoryScope tag(MemoryCategory::Workspace);
+      partial = Tensor::empty({blocks}, kFloat32, out.device());
+    }
+    pointLossKernel<<<static_cast<unsigned>(blocks), 1024, 0, c.computeStream()>>>(kind, partial.data<float>(), a.data<float>(),
+                                                                                    b.data<float>(), n, (n + blocks - 1) / blocks, scale);
+    GPULAB_CUDA_CHECK_LAUNCH();
+    sumScaledKernel<<<1, 1024, 0, c.computeStream()>>>(out.data<float>(), partial.data<float>(), blocks);
     GPULAB_CUDA_CHECK_LAUNCH();
   }
 
@@ -587,6 +696,40 @@ class CudaBackend final : public Backend {
     GPULAB_CUDA_CHECK_LAUNCH();
   }
 
+  void adamSteps(const std::vector<AdamTensors>& items) override {
+    auto& c = ctx();
+    MultiAdamArgs args;
+    auto launch = [&] {
+      if (args.blocks == 0) return;
+      multiAdamKernel<<<static_cast<unsigned>(args.blocks), kThreads, 0, c.computeStream()>>>(args);
+      GPULAB_CUDA_CHECK_LAUNCH();
+      args = MultiAdamArgs{};
+    };
+    for (const AdamTensors& t : items) {
+      const std::int64_t n = t.param->numel();
+      const std::int64_t chunks = (n + kMultiChunk - 1) / kMultiChunk;
+      if (n == 0) continue;
+      if (chunks > kMultiBlocks / 4) {  // a big tensor: its own launch costs nothing in comparison
+        adamStep(*t.param, *t.grad, *t.expAvg, *t.expAvgSq, t.hyper);
+        continue;
+      }
+      if (args.tensors == kMultiTensors || args.blocks + chunks > kMultiBlocks) launch();
+      const int k = args.tensors++;
+      args.p[k] = t.param->data<float>();
+      args.g[k] = t.grad->data<float>();
+      args.m[k] = t.expAvg->data<float>();
+      args.v[k] = t.expAvgSq->data<float>();
+      args.n[k] = n;
+      args.update[k] = fn::makeAdamUpdate(t.hyper);
+      for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+        args.blockTensor[args.blocks] = static_cast<unsigned char>(k);
+        args.blockChunk[args.blocks] = static_cast<int>(chunk);
+        ++args.blocks;
+      }
+    }
+    launch();
+  }
+
   void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq, const AdamHyper& h) override {
     auto& c = ctx();
     const std::int64_t n = param.numel();
@@ -609,12 +752,18 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 Backend& cudaBackend(int device) {
+  // Every op asks for its backend: after the first time a thread keeps the pointer (backends live
+  // until the process ends), so the lock is taken once per thread and device, not once per op.
+  constexpr int kCached = 16;
+  thread_local CudaBackend* cached[kCached] = {};
+  if (device >= 0 && device < kCached && cached[device]) return *cached[device];
   static std::mutex mutex;
-  static std::vector<std::unique_ptr<CudaBackend>> backends;
+  static std::vector<std::unique_ptr<CudaBackend>>* backends = new std::vector<std::unique_ptr<CudaBackend>>;
   std::lock_guard lock(mutex);
-  if (static_cast<std::size_t>(device) >= backends.size()) backends.resize(static_cast<std::size_t>(device) + 1);
-  auto& slot = backends[static_cast<std::size_t>(device)];
+  if (static_cast<std::size_t>(device) >= backends->size()) backends->resize(static_cast<std::size_t>(device) + 1);
+  auto& slot = (*backends)[static_cast<std::size_t>(device)];
   if (!slot) slot = std::make_unique<CudaBackend>(device);
+  if (device >= 0 && device < kCached) cached[device] = slot.get();
   return *slot;
 }
 

@@ -12,11 +12,37 @@ namespace gpulab::cuda {
 
 [[noreturn]] void throwCudaError(const char* call, const char* file, int line, const std::string& message, bool outOfMemory);
 
+// Errors after which the CUDA context is unusable for the rest of the process (every later call fails
+// the same way): a kernel faulted. PyTorch says the same; the only remedy is a new process.
+inline bool isStickyError(cudaError_t status) {
+  switch (status) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 inline void check(cudaError_t status, const char* call, const char* file, int line) {
   if (status != cudaSuccess) {
     const bool oom = status == cudaErrorMemoryAllocation;
-    cudaGetLastError();  // clear the sticky-free error state so the engine stays usable
-    throwCudaError(call, file, line, std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status), oom);
+    cudaGetLastError();  // clears a non-sticky error so the engine stays usable
+    std::string message = std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
+    if (isStickyError(status)) {
+      message += "\n  CUDA kernel errors are reported asynchronously, at a later CUDA call, so this call may not be the"
+                 " one that failed. The error is sticky: the GPU's context is lost for this process, and every later"
+                 " CUDA call will fail. Restart GPU Lab to use the GPU again.";
+    }
+    throwCudaError(call, file, line, message, oom);
   }
 }
 inline void check(cublasStatus_t status, const char* call, const char* file, int line) {

@@ -1,7 +1,8 @@
 #pragma once
 // Per-device CUDA state, created on first use and owned here rather than in globals scattered over
-// the code: the compute stream every kernel runs on, a copy stream for asynchronous host-to-device
-// copies, and the cuBLAS and cuDNN handles bound to the compute stream.
+// the code: the compute stream every kernel and every copy into device memory runs on (one stream:
+// a block freed on the host may be reused at once, because all later work is ordered after the
+// kernels that still read it), and the cuBLAS and cuDNN handles bound to it.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -26,9 +27,9 @@ class DeviceContext {
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
 
-  int device() const { return device_; }
+  int device() const { return device_; }    // the engine's cuda:N
+  int ordinal() const { return ordinal_; }  // the CUDA runtime's ordinal of that GPU (see device_selection.h)
   cudaStream_t computeStream() const { return compute_; }
-  cudaStream_t copyStream() const { return copy_; }
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn();  // created on first use: cuDNN initialisation is slow and not every run needs it
   int multiprocessorCount() const { return smCount_; }
@@ -39,9 +40,9 @@ class DeviceContext {
 
  private:
   int device_;
+  int ordinal_;
   int smCount_ = 0;
   cudaStream_t compute_ = nullptr;
-  cudaStream_t copy_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   DeferredError* deferredHost_ = nullptr;
@@ -51,10 +52,13 @@ class DeviceContext {
 // The context of `device`; also makes it the current device of the calling thread.
 DeviceContext& context(int device);
 
-// RAII: makes `device` current for this thread, restores the previous one on exit.
+// The CUDA ordinal of the engine's cuda:index.
+int ordinalOf(int index);
+
+// RAII: makes the GPU with CUDA ordinal `ordinal` current for this thread, restores the previous one.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device);
+  explicit DeviceGuard(int ordinal);
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;

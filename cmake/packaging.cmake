@@ -1,0 +1,233 @@
+# Installing GPU Lab like any desktop application, and packing it as a Debian package (issue 8).
+#
+#   cmake --install build --prefix /usr/local     bin/gpulab, bin/gpulab-cli, the desktop entry,
+#                                                 the icons, the AppStream metainfo, the man pages
+#   cd build && cpack                              gpulab_<version>_<arch>.deb (the CPack DEB generator)
+#
+# Included at the end of the top-level CMakeLists.txt, after every target exists.
+#
+# Layout (GNUInstallDirs; <id> is the application id io.github.gpulab.GpuLab, used as the desktop
+# entry's, the icon's and the metainfo's name so that desktops and software centres tie them up):
+#   bin/gpulab, bin/gpulab-cli
+#   share/applications/<id>.desktop          share/metainfo/<id>.metainfo.xml
+#   share/icons/hicolor/{16x16..256x256}/apps/<id>.png, share/icons/hicolor/scalable/apps/<id>.svg
+#   share/man/man1/{gpulab,gpulab-cli}.1.gz  share/doc/gpulab/{copyright,changelog.Debian.gz}
+#   lib/gpulab/libgpulab-engine.so           when the engine is a shared library
+#   lib/gpulab/libgpulab-cuda.so             when the CUDA backend module (target gpulab_cuda) exists
+#
+# RPATH: the project's shared libraries (the engine, when it is one) and the CUDA module live in a
+# private folder, lib/gpulab, not on the system's library path. The programs reach it through a
+# relative RUNPATH ($ORIGIN/../lib/gpulab), so any prefix works; the module sits beside the engine
+# library, where the engine's loader looks for it, with RUNPATH $ORIGIN. The build tree's RUNPATH
+# (for example OpenBLAS's openblas-pthread folder, which pkg-config names) is dropped on install, so
+# an installed program finds libopenblas.so.0 through Debian's BLAS alternatives like any other.
+#
+# The CUDA backend: CUDA's libraries must never be hard dependencies of the package (most learners
+# have no GPU, and in Debian the CUDA libraries are in non-free). When the engine builds its CUDA
+# backend as the dlopen'ed module target `gpulab_cuda` (libgpulab-cuda.so), that module goes into a
+# second package, gpulab-cuda, which depends only on gpulab and is not scanned by dpkg-shlibdeps;
+# gpulab suggests it. A build that links CUDA into the programs themselves is refused by cpack.
+
+include(GNUInstallDirs)
+
+set(GPULAB_APP_ID "io.github.gpulab.GpuLab")
+set(GPULAB_HOMEPAGE "https://github.com/gpulab/gpulab" CACHE STRING "Project home page, for the package metadata")
+set(GPULAB_PACKAGE_MAINTAINER "GPU Lab developers <gpulab@users.noreply.github.com>"
+    CACHE STRING "Maintainer field of the Debian package (Name <email>)")
+# The private folder of the project's shared libraries and the CUDA module, relative to the prefix.
+set(GPULAB_INSTALL_MODULEDIR "${CMAKE_INSTALL_LIBDIR}/gpulab")
+
+# --- the programs, their shared libraries, the CUDA module -----------------------------------------
+install(TARGETS gpulab gpulab-cli
+  RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}" COMPONENT runtime)
+
+file(RELATIVE_PATH _gpulab_bin_to_private "/${CMAKE_INSTALL_BINDIR}" "/${GPULAB_INSTALL_MODULEDIR}")
+set(_gpulab_private_libs OFF)
+foreach(lib IN ITEMS gpulab_engine gpulab_labs gpulab_course gpulab_player)
+  if(TARGET ${lib})
+    get_target_property(_type ${lib} TYPE)
+    if(_type STREQUAL "SHARED_LIBRARY")
+      # NAMELINK_SKIP: no development symlink for a versioned library (nothing outside GPU Lab
+      # links against it); an unversioned one is installed as it is.
+      install(TARGETS ${lib}
+        LIBRARY DESTINATION "${GPULAB_INSTALL_MODULEDIR}" COMPONENT runtime NAMELINK_SKIP)
+      set(_gpulab_private_libs ON)
+    endif()
+  endif()
+endforeach()
+if(TARGET gpulab_cuda)
+  set_target_properties(gpulab_cuda PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS gpulab_cuda
+    LIBRARY DESTINATION "${GPULAB_INSTALL_MODULEDIR}" COMPONENT cuda)
+  set(_gpulab_private_libs ON)
+endif()
+if(_gpulab_private_libs)
+  set_target_properties(gpulab gpulab-cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_gpulab_bin_to_private}")
+endif()
+
+# --- desktop integration ---------------------------------------------------------------------------
+install(FILES "${PROJECT_SOURCE_DIR}/resources/linux/${GPULAB_APP_ID}.desktop"
+  DESTINATION "${CMAKE_INSTALL_DATADIR}/applications" COMPONENT runtime)
+install(FILES "${PROJECT_SOURCE_DIR}/resources/linux/${GPULAB_APP_ID}.metainfo.xml"
+  DESTINATION "${CMAKE_INSTALL_DATADIR}/metainfo" COMPONENT runtime)
+foreach(size IN ITEMS 16 32 48 64 128 256)
+  install(FILES "${PROJECT_SOURCE_DIR}/resources/icons/${size}x${size}/${GPULAB_APP_ID}.png"
+    DESTINATION "${CMAKE_INSTALL_DATADIR}/icons/hicolor/${size}x${size}/apps" COMPONENT runtime)
+endforeach()
+install(FILES "${PROJECT_SOURCE_DIR}/resources/icons/${GPULAB_APP_ID}.svg"
+  DESTINATION "${CMAKE_INSTALL_DATADIR}/icons/hicolor/scalable/apps" COMPONENT runtime)
+
+# --- documentation ---------------------------------------------------------------------------------
+# Man pages and the Debian changelog are installed gzip-compressed (-n: no name or time stamp, so
+# the package is reproducible), as Debian policy asks; man-db reads them either way.
+find_program(GPULAB_GZIP gzip)
+set(_gpulab_pkgdir "${PROJECT_BINARY_DIR}/packaging")
+# Installs `src` into `destination`, gzip-compressed when gzip is there.
+function(gpulab_install_gzipped src destination)
+  get_filename_component(name "${src}" NAME)
+  if(NOT GPULAB_GZIP)
+    install(FILES "${src}" DESTINATION "${destination}" COMPONENT runtime)
+    return()
+  endif()
+  set(gz "${_gpulab_pkgdir}/${name}.gz")
+  add_custom_command(OUTPUT "${gz}"
+    COMMAND "${GPULAB_GZIP}" -9n -c "${src}" > "${gz}"
+    DEPENDS "${src}"
+    COMMENT "Compressing ${name}"
+    VERBATIM)
+  set_property(GLOBAL APPEND PROPERTY GPULAB_GZ_OUTPUTS "${gz}")
+  install(FILES "${gz}" DESTINATION "${destination}" COMPONENT runtime)
+endfunction()
+foreach(page IN ITEMS gpulab.1 gpulab-cli.1)
+  gpulab_install_gzipped("${PROJECT_SOURCE_DIR}/docs/${page}" "${CMAKE_INSTALL_MANDIR}/man1")
+endforeach()
+
+# Debian's copyright file (machine-readable format) and changelog, in share/doc/gpulab.
+file(WRITE "${_gpulab_pkgdir}/copyright"
+"Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: GPU Lab
+Source: ${GPULAB_HOMEPAGE}
+
+Files: *
+Copyright: 2026 The GPU Lab developers
+License: GPL-3.0-or-later
+ This program is free software: you can redistribute it and/or modify
+ it under the terms of the GNU General Public License as published by
+ the Free Software Foundation, either version 3 of the License, or
+ (at your option) any later version.
+ .
+ This program is distributed in the hope that it will be useful,
+ but WITHOUT ANY WARRANTY; without even the implied warranty of
+ MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.  See the
+ GNU General Public License for more details.
+ .
+ On Debian systems, the complete text of the GNU General Public License
+ version 3 can be found in `/usr/share/common-licenses/GPL-3'.
+")
+install(FILES "${_gpulab_pkgdir}/copyright" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/gpulab" COMPONENT runtime)
+# The package's changelog: one entry per upstream release (the release notes are the AppStream
+# metainfo's <releases>); the date is the release's, so the file does not change between builds.
+set(GPULAB_RELEASE_DATE "Mon, 23 Nov 2026 12:00:00 +0000")
+file(WRITE "${_gpulab_pkgdir}/changelog.Debian"
+"gpulab (${PROJECT_VERSION}-1) unstable; urgency=medium
+
+  * First release, packaged with CPack (cmake/packaging.cmake).
+
+ -- ${GPULAB_PACKAGE_MAINTAINER}  ${GPULAB_RELEASE_DATE}
+")
+gpulab_install_gzipped("${_gpulab_pkgdir}/changelog.Debian" "${CMAKE_INSTALL_DATADIR}/doc/gpulab")
+get_property(_gpulab_gz_outputs GLOBAL PROPERTY GPULAB_GZ_OUTPUTS)
+if(_gpulab_gz_outputs)
+  add_custom_target(gpulab_docs ALL DEPENDS ${_gpulab_gz_outputs})
+endif()
+# The CUDA package carries the same two files, as every Debian package must.
+if(TARGET gpulab_cuda)
+  install(FILES "${_gpulab_pkgdir}/copyright" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/gpulab-cuda" COMPONENT cuda)
+  if(GPULAB_GZIP)
+    install(FILES "${_gpulab_pkgdir}/changelog.Debian.gz" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/gpulab-cuda" COMPONENT cuda)
+  endif()
+endif()
+
+# --- CPack: the Debian package ---------------------------------------------------------------------
+set(CPACK_GENERATOR "DEB")
+set(CPACK_PACKAGE_NAME "gpulab")
+set(CPACK_PACKAGE_VENDOR "The GPU Lab developers")
+set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
+set(CPACK_PACKAGE_CONTACT "${GPULAB_PACKAGE_MAINTAINER}")
+set(CPACK_PACKAGE_HOMEPAGE_URL "${GPULAB_HOMEPAGE}")
+# Each package's description below starts with its own synopsis line. CPack would prepend
+# CPACK_PACKAGE_DESCRIPTION_SUMMARY to every one of them unless it is CPack's own default, so it
+# is set to that default (it shows in no Debian field).
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
+set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
+set(CPACK_PACKAGE_INSTALL_DIRECTORY "gpulab")
+set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
+set(CPACK_STRIP_FILES ON)
+set(CPACK_PACKAGE_CHECKSUM "SHA256")
+set(CPACK_OUTPUT_FILE_PREFIX "${PROJECT_BINARY_DIR}/packages")
+
+# One package per component: gpulab (programs, desktop files, docs) and, with the CUDA module, gpulab-cuda.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL runtime)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME "gpulab")
+set(CPACK_DEBIAN_FILE_NAME "DEB-DEFAULT")  # gpulab_0.1.0-1_amd64.deb
+set(CPACK_DEBIAN_PACKAGE_RELEASE "1")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${GPULAB_PACKAGE_MAINTAINER}")
+set(CPACK_DEBIAN_PACKAGE_SECTION "education")
+set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${GPULAB_HOMEPAGE}")
+# Depends: computed by dpkg-shlibdeps from the programs' shared libraries (Qt 6, QCustomPlot,
+# OpenBLAS, zlib, libstdc++, libc); it finds the package's own libraries through their RUNPATH.
+# Qt loads its platform plugin at run time, which no scan sees; Debian's libqt6gui6 (a dependency
+# the scan finds) carries the xcb and offscreen plugins.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
+# The Fashion-MNIST lessons read Debian's data set; everything else runs without it.
+# qt6-wayland: the native Wayland platform plugin (without it Qt runs through XWayland).
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "dataset-fashion-mnist, qt6-wayland")
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
+"interactive lessons on GPU acceleration for deep learning
+GPU Lab walks a learner through lessons on GPU acceleration for deep
+learning: device setup and CPU fallback, the rule that all tensors of an
+operation live on one device, and GPU-aware training and evaluation loops.
+Every lesson runs for real on GPU Lab's own engine, which speaks PyTorch's
+vocabulary, while loss, memory and throughput are plotted live.
+.
+This package contains the desktop application (gpulab) and the command-line
+runner of the same labs and lessons (gpulab-cli). It runs on the CPU
+(OpenBLAS); the CUDA backend, where it is built, is the package gpulab-cuda.")
+
+if(TARGET gpulab_cuda)
+  list(APPEND CPACK_COMPONENTS_ALL cuda)
+  set(CPACK_DEBIAN_CUDA_PACKAGE_NAME "gpulab-cuda")
+  set(CPACK_DEBIAN_CUDA_PACKAGE_SECTION "contrib/education")
+  # Not scanned: the module needs the CUDA runtime, cuBLAS and cuDNN, which come from NVIDIA's
+  # repositories or Debian's non-free packages under varying names. Without them GPU Lab runs on the
+  # CPU and says why, so they are documented, never depended on.
+  set(CPACK_DEBIAN_CUDA_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS "gpulab (= ${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE})")
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "gpulab-cuda")
+  set(CPACK_DEBIAN_CUDA_DESCRIPTION
+"CUDA backend for GPU Lab
+The module that runs GPU Lab's lessons on an NVIDIA GPU: CUDA kernels, cuBLAS
+and cuDNN. It needs the CUDA runtime, cuBLAS and cuDNN libraries and an
+NVIDIA driver; without them GPU Lab runs on the CPU and says why.")
+elseif(GPULAB_HAS_CUDA)
+  # A CUDA build that links cudart, cuBLAS and cuDNN into the programs themselves: a package made
+  # from it would need them installed. Package a CPU-only build until the backend is a module.
+  set(CPACK_PRE_BUILD_SCRIPTS "${PROJECT_BINARY_DIR}/packaging/refuse_cuda_linked.cmake")
+  file(WRITE "${PROJECT_BINARY_DIR}/packaging/refuse_cuda_linked.cmake"
+    "message(FATAL_ERROR \"This build links the CUDA libraries into gpulab and gpulab-cli, so its \"\n"
+    "  \"package would depend on them. Package a CPU-only build (-DGPULAB_CUDA=OFF) until the CUDA \"\n"
+    "  \"backend is the module target gpulab_cuda.\")\n")
+endif()
+
+include(CPack)
+
+# --- the install test (tests/install/deb_install_test.sh) -------------------------------------------
+# Installs the .deb into a fresh Debian 12 root and runs the programs there. It needs root (chroot,
+# debootstrap) and the network (deb.debian.org), so it is kept out of every default ctest run by a
+# configuration of its own:   ctest --test-dir build -C install -L install --output-on-failure
+add_test(NAME deb_install
+  COMMAND "${PROJECT_SOURCE_DIR}/tests/install/deb_install_test.sh" "${PROJECT_BINARY_DIR}"
+  CONFIGURATIONS install)
+set_tests_properties(deb_install PROPERTIES LABELS "install" TIMEOUT 1800 RUN_SERIAL ON)

@@ -1,0 +1,43 @@
+#pragma once
+// The boundary between the engine and its CUDA module (libgpulab-cuda.so). The engine never links the
+// CUDA libraries: engine/runtime/cuda_runtime_loader.cpp dlopen()s the module on first use and calls
+// it through this table, so a CUDA build of GPU Lab starts -- and runs on the CPU, saying why -- on a
+// machine without the CUDA runtime, cuBLAS, cuDNN or a driver. The module is built from the same tree
+// with the same compiler as the engine, so C++ types cross the boundary; the build id guards that.
+#include <cstddef>
+
+#include "engine/runtime/cuda_runtime.h"
+
+namespace gpulab {
+class Backend;
+struct DriverMemoryInfo;
+}
+
+namespace gpulab::cuda {
+
+constexpr int kModuleAbiVersion = 1;
+// The project version and the table's size: a module from another build is refused, not trusted.
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi1";
+
+struct ModuleApi {
+  int abi_version;
+  Availability (*availability)();
+  bool (*isAvailable)();
+  int (*deviceCount)();
+  void (*synchronize)(int device);
+  void (*checkDeviceUsable)(Device device);
+  CachingAllocator& (*deviceAllocator)(int index);
+  CachingAllocator& (*pinnedHostAllocator)();
+  DriverMemoryInfo (*driverMemoryInfo)(int index);
+  void (*copyBytes)(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
+                    bool srcPinned);
+  Backend& (*backend)(int device);
+};
+
+// The file name the loader looks for next to the engine library (or at $GPULAB_CUDA_MODULE).
+inline constexpr const char* kModuleFileName = "libgpulab-cuda.so";
+
+}  // namespace gpulab::cuda
+
+// The module's only entry point; null when abiVersion/buildId do not match the module's own.
+extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion, const char* buildId);

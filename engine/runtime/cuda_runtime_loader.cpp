@@ -1,0 +1,143 @@
+// The CUDA door on the engine's side, in every build. A CUDA build has a module, libgpulab-cuda.so,
+// that holds the CUDA backend and is the only part linked against the CUDA libraries; it is loaded
+// here on first use. Without it (a CPU-only build), or where it cannot be loaded (no CUDA runtime,
+// cuBLAS or cuDNN on this machine), every query answers why no GPU is usable and the engine runs on
+// the CPU.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "engine/backend/backend.h"
+#include "engine/core/errors.h"
+#include "engine/memory/memory.h"
+#include "engine/runtime/cuda_module.h"
+#include "engine/runtime/cuda_runtime.h"
+
+namespace gpulab::cuda {
+
+namespace {
+
+struct Loaded {
+  const ModuleApi* api = nullptr;
+  std::string reason;  // why there is no module, when api is null
+};
+
+#if GPULAB_CUDA_MODULE
+// Next to the library this function is in (libgpulab-engine.so, wherever it was installed or built).
+std::string moduleBesideEngine() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&moduleBesideEngine), &info) && info.dli_fname) {
+    std::string path = info.dli_fname;
+    const auto slash = path.rfind('/');
+    if (slash != std::string::npos) return path.substr(0, slash + 1) + kModuleFileName;
+  }
+  return kModuleFileName;  // the dynamic loader's search path
+}
+
+Loaded load() {
+  Loaded l;
+  const char* env = std::getenv("GPULAB_CUDA_MODULE");
+  const std::string path = env && *env ? env : moduleBesideEngine();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* err = dlerror();
+    l.reason = "GPU Lab's CUDA module could not be loaded (" + std::string(err ? err : path.c_str()) +
+               "). A GPU needs the NVIDIA driver and the CUDA 13 runtime, cuBLAS and cuDNN 9 libraries";
+    return l;
+  }
+  using Entry = const ModuleApi* (*)(int, const char*);
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, "gpulab_cuda_module_api"));
+  if (!entry) {
+    l.reason = "GPU Lab's CUDA module " + path + " has no entry point (not a GPU Lab module)";
+    return l;
+  }
+  l.api = entry(kModuleAbiVersion, kModuleBuildId);
+  if (!l.api) l.reason = "GPU Lab's CUDA module " + path + " is from another build of GPU Lab (expected " + kModuleBuildId + ")";
+  return l;  // the module stays loaded for the life of the process (it registers an at-exit release)
+}
+#else
+Loaded load() {
+  return {nullptr, "GPU Lab was built without CUDA support (the CUDA toolkit was not found or GPULAB_CUDA=OFF)"};
+}
+#endif
+
+const Loaded& loaded() {
+  static const Loaded l = load();
+  return l;
+}
+
+[[noreturn]] void noCuda(const std::string& what) { throw Error(what + ": no usable GPU: " + loaded().reason); }
+
+std::atomic<bool> allowTf32Flag{false};
+
+}  // namespace
+
+Availability availability() {
+  if (const ModuleApi* m = loaded().api) return m->availability();
+  Availability a;
+  a.compiled = compiledWithCuda();
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  a.cuda_visible_devices = env ? env : "(not set)";
+  a.reason = loaded().reason;
+  return a;
+}
+bool compiledWithCuda() { return GPULAB_CUDA_MODULE != 0; }
+bool isAvailable() {
+  const ModuleApi* m = loaded().api;
+  return m && m->isAvailable();
+}
+int deviceCount() {
+  const ModuleApi* m = loaded().api;
+  return m ? m->deviceCount() : 0;
+}
+void synchronize(int device) {
+  if (const ModuleApi* m = loaded().api) m->synchronize(device);
+}
+void checkDeviceUsable(Device device) {
+  if (!device.isCuda()) return;
+  if (const ModuleApi* m = loaded().api) return m->checkDeviceUsable(device);
+  throw Error("Cannot use device " + device.str() + ": no usable GPU: " + loaded().reason);
+}
+CachingAllocator& deviceAllocator(int index) {
+  if (const ModuleApi* m = loaded().api) return m->deviceAllocator(index);
+  noCuda("Cannot allocate on cuda:" + std::to_string(index));
+}
+CachingAllocator& pinnedHostAllocator() {
+  if (const ModuleApi* m = loaded().api) return m->pinnedHostAllocator();
+  noCuda("Cannot allocate pinned memory");
+}
+DriverMemoryInfo driverMemoryInfo(int index) {
+  if (const ModuleApi* m = loaded().api) return m->driverMemoryInfo(index);
+  DriverMemoryInfo info;
+  info.reason = "not available: " + loaded().reason;
+  return info;
+}
+void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
+               bool srcPinned) {
+  if (dstDevice.isCpu() && srcDevice.isCpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  if (const ModuleApi* m = loaded().api) return m->copyBytes(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned);
+  noCuda("Cannot copy to or from a CUDA device");
+}
+
+void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }
+bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
+
+}  // namespace gpulab::cuda
+
+namespace gpulab {
+Device defaultDevice() { return cuda::isAvailable() ? Device(DeviceType::CUDA, 0) : kCPU; }
+Backend& backendFor(Device device) {
+  if (device.isCuda()) {
+    cuda::checkDeviceUsable(device);
+    return cuda::loaded().api->backend(device.index());
+  }
+  return cpuBackend();
+}
+}  // namespace gpulab
