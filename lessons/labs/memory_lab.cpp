@@ -18,6 +18,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
+#include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
 #include "engine/memory/memory.h"
 #include "lessons/labs/training.h"
@@ -94,11 +95,12 @@ class Session {
       setMemoryStep(++steps_);
       reset_peak_memory_stats(device_);
       double lossSum = 0;
-      for (int a = 0; a < accumulate; ++a) {
+      for (int a = 0; a < accumulate && !stop_.stopRequested(); ++a) {  // Stop within a micro-batch
         if (it == loader.end()) it = loader.begin();
         lossSum += accumulateGradients(*model, classification_, *it, device_, accumulate, false).item();
         ++it;
       }
+      if (stop_.stopRequested()) break;  // a partly accumulated step is not taken
       optimizer->step();
       optimizer->zero_grad();
       lastLoss = lossSum / accumulate;
@@ -160,7 +162,7 @@ void Session::setCap(CachingAllocator& memory) {
     const double fraction = p_.getFloat("fraction") > 0 ? p_.getFloat("fraction")
                                                         : std::min(1.0, static_cast<double>(inUse + cap) / static_cast<double>(total));
     memory.setMemoryFraction(fraction);
-    sink_.onMessage(lab::MessageKind::Info, "set_per_process_memory_fraction(" + std::to_string(fraction) + "): at most " +
+    sink_.onMessage(lab::MessageKind::Info, "set_per_process_memory_fraction(" + formatNumber(fraction) + "): at most " +
                                                 formatBytes(static_cast<std::int64_t>(fraction * static_cast<double>(total))) +
                                                 " of " + device_.str() + "'s " + formatBytes(total));
   }
@@ -244,6 +246,7 @@ void Session::report() {
   r.after = snapshot(device_);
   const DriverMemoryInfo driver = driver_memory_info(device_);
   if (!driver.available) r.driver_note = driver.reason;
+  else if (!driver.process_used) r.driver_note = "this process's own use is not available: " + driver.process_reason;
   sink_.onMemoryReport(r);
   sink_.onMessage(lab::MessageKind::Info, memory_summary(device_));
 }
