@@ -328,6 +328,16 @@ class TestNnOptim : public QObject {
       QCOMPARE(back[i].second.dtype(), sd[i].second.dtype());
     }
   }
+
+  // save() refuses what load() would refuse, instead of writing a file that cannot be read back.
+  void saveRefusesNamesLoadWouldRefuse() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("long.gpulab").toStdString();
+    nn::StateDict sd;
+    sd.emplace_back(std::string(5000, 'w'), zeros({1}));
+    QVERIFY_THROWS_EXCEPTION(IOError, nn::save(sd, path));
+    QVERIFY(!QFile::exists(QString::fromStdString(path)));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestNnOptim)

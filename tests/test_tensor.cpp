@@ -26,6 +26,9 @@ class TestTensor : public QObject {
     QVERIFY_THROWS_EXCEPTION(ValueError, tensor({1, 2, 3}, {2, 2}));
     QVERIFY_THROWS_EXCEPTION(ValueError, zeros({2, -1}));
     QVERIFY_THROWS_EXCEPTION(ValueError, zeros({std::int64_t{1} << 40, std::int64_t{1} << 40}));  // overflows, not UB
+    // Empty, but its strides would overflow (found by fuzzing the IDX reader): refused, not UB.
+    QVERIFY_THROWS_EXCEPTION(ValueError, zeros({0, std::int64_t{1} << 32, std::int64_t{1} << 32}));
+    QCOMPARE(zeros({0, 1 << 20, 1 << 20}).numel(), 0);
     QVERIFY_THROWS_EXCEPTION(OutOfMemoryError, zeros({std::int64_t{1} << 50}));                   // 4 PiB: refused cleanly
   }
 

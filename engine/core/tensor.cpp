@@ -25,7 +25,10 @@ Shape contiguousStrides(const Shape& shape) {
   std::int64_t running = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = running;
-    running *= std::max<std::int64_t>(shape[i], 1);
+    // A shape with a zero size holds nothing, but its strides must still be representable.
+    if (__builtin_mul_overflow(running, std::max<std::int64_t>(shape[i], 1), &running)) {
+      throw ValueError("shape " + shapeStr(shape) + " is too large: its strides overflow int64");
+    }
   }
   return strides;
 }

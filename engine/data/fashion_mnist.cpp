@@ -131,8 +131,17 @@ IdxFile readIdx(const std::string& path, unsigned expectDims) {
     }
   }
   const std::uint64_t expected = headerBytes + total;
-  idx.payload.resize(static_cast<std::size_t>(total));
-  const std::size_t payloadBytes = readBytes(f.get(), path, idx.payload.data(), idx.payload.size());
+  // Grown as the data arrives, not to what the header announces: a tiny file claiming 256 MiB costs
+  // only what it really holds.
+  std::size_t payloadBytes = 0;
+  while (payloadBytes < total) {
+    const std::size_t step = std::min<std::size_t>(static_cast<std::size_t>(total) - payloadBytes, std::size_t{16} << 20);
+    idx.payload.resize(payloadBytes + step);
+    const std::size_t n = readBytes(f.get(), path, idx.payload.data() + payloadBytes, step);
+    payloadBytes += n;
+    if (n < step) break;
+  }
+  idx.payload.resize(payloadBytes);
   if (payloadBytes < total) {
     throw IOError("'" + path + "' has " + std::to_string(headerBytes + payloadBytes) + " bytes, expected " + std::to_string(expected));
   }
