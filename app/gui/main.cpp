@@ -10,6 +10,7 @@
 // stderr), else the application's.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QIcon>
 #include <QTimer>
 #include <cstdio>
 
@@ -55,13 +56,15 @@ int main(int argc, char** argv) {
     parser.addOption(qt);
   }
 
-  auto usageError = [&parser](const QString& what) {
-    print(stderr, "gpulab: " + what + "\n\n" + parser.helpText());
+  // Without a QCoreApplication yet, Qt names the program "<executable_name>" in the usage line.
+  const QString helpText = parser.helpText().replace("<executable_name>", "gpulab");
+  auto usageError = [&helpText](const QString& what) {
+    print(stderr, "gpulab: " + what + "\n\n" + helpText);
     return 2;
   };
   if (!parser.parse(arguments)) return usageError(parser.errorText());
   if (parser.isSet(help) || parser.isSet("help-all")) {
-    print(stdout, parser.helpText());
+    print(stdout, helpText);
     return 0;
   }
   if (parser.isSet(version)) {
@@ -79,6 +82,14 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setApplicationName("GPU Lab");
   QApplication::setApplicationVersion(GPULAB_VERSION);
+  // Desktops match the window to its menu entry (resources/linux/io.github.gpulab.GpuLab.desktop).
+  QGuiApplication::setDesktopFileName("io.github.gpulab.GpuLab");
+  QIcon icon = QIcon::fromTheme("io.github.gpulab.GpuLab");
+  if (icon.isNull()) {
+    icon.addFile(":/icons/48x48/io.github.gpulab.GpuLab.png");
+    icon.addFile(":/icons/256x256/io.github.gpulab.GpuLab.png");
+  }
+  QApplication::setWindowIcon(icon);
   QApplication::setOrganizationName("GPU Lab");
   gpulab::app::MainWindow window(parser.isSet(lessons) ? parser.value(lessons) : QString(gpulab::course::kEmbeddedRoot));
   if (parser.isSet(referenceRuns)) window.setReferenceRunsRoot(parser.value(referenceRuns));
