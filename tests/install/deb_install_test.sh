@@ -58,6 +58,9 @@ if [[ -z $DEB ]]; then
   (cd "$BUILD_DIR" && cpack -G DEB) | sed 's/^/    /'
   DEB=$(find "$BUILD_DIR/packages" -maxdepth 1 -name 'gpulab_*.deb' | head -n1)
 fi
+# A CUDA build also makes gpulab-cuda (the module); it is installed too, into a root that has no
+# CUDA libraries, driver or GPU -- where GPU Lab must start, run on the CPU, and say why.
+CUDA_DEB=$(find "$(dirname "$DEB")" -maxdepth 1 -name "gpulab-cuda_$(dpkg-deb --field "$DEB" Version)_*.deb" | head -n1)
 [[ -f $DEB ]] || { echo "FAIL: no package at '$DEB'"; exit 1; }
 log "Package: $DEB"
 dpkg-deb --field "$DEB" Package Version Architecture Depends Recommends Suggests | sed 's/^/    /'
@@ -112,6 +115,11 @@ printf '#!/bin/sh\nexit 101\n' > "$ROOT/usr/sbin/policy-rc.d"
 chmod +x "$ROOT/usr/sbin/policy-rc.d"
 cp "$DEB" "$ROOT/tmp/"
 PKG=/tmp/$(basename "$DEB")
+CUDA_PKG=()
+if [[ -n $CUDA_DEB ]]; then
+  cp "$CUDA_DEB" "$ROOT/tmp/"
+  CUDA_PKG=("/tmp/$(basename "$CUDA_DEB")")
+fi
 
 in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
@@ -125,7 +133,7 @@ in_root apt-get install -s -q "$PKG" > "$ROOT/tmp/simulate.log" 2>&1 \
 grep -E '^Inst (dataset-fashion-mnist|qt6-wayland) ' "$ROOT/tmp/simulate.log" | sed 's/^/    /' || true
 log "apt-get install --no-install-recommends $PKG"
 t0=$SECONDS
-in_root apt-get install -y -q --no-install-recommends "$PKG" > "$ROOT/tmp/install.log" 2>&1 \
+in_root apt-get install -y -q --no-install-recommends "$PKG" "${CUDA_PKG[@]}" > "$ROOT/tmp/install.log" 2>&1 \
   || { tail -n 30 "$ROOT/tmp/install.log"; echo "FAIL: apt-get install"; exit 1; }
 grep -E '^(Setting up gpulab|[0-9]+ upgraded)' "$ROOT/tmp/install.log" | sed 's/^/    /' || true
 log "  done in $((SECONDS - t0)) s"
@@ -176,6 +184,10 @@ done < <(in_root dpkg -L gpulab | grep -E '^/usr/(bin/|lib/.*\.so)' | while read
 log "gpulab-cli devices"
 check_run "gpulab-cli devices" gpulab-cli devices
 expect "devices names the CPU as the default device" contains "$LAST_OUT" "default device: cpu"
+if [[ -n $CUDA_DEB ]]; then
+  expect "the CUDA build says why it cannot use a GPU here" contains "$LAST_OUT" "CUDA module could not be loaded"
+  expect "... naming the missing CUDA library" contains "$LAST_OUT" "cannot open shared object file"
+fi
 
 log "gpulab-cli lesson device-setup --quick"
 check_run "gpulab-cli lesson device-setup --quick" gpulab-cli lesson device-setup --quick
