@@ -13,6 +13,10 @@
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QProcess>
+#include <QPushButton>
+#include <QScreen>
+#include <QStatusBar>
+#include <QTextEdit>
 #include <QScrollBar>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -520,6 +524,157 @@ class TestGui : public QObject {
         QVERIFY2(stdOut.contains(option), option);
       QVERIFY(!stdOut.contains("platformtheme"));  // Qt's own options are accepted, not listed
     }
+  }
+
+  // Issue 10: Ctrl+P pauses and resumes, again and again (not only once).
+  void ctrlPPausesAndResumesEveryTime() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    w.activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(&w));
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    startRegression(w, 1000);
+    for (int i = 0; i < 4; ++i) {
+      const bool wasPaused = w.runner().paused();
+      QTest::keySequence(&w, QKeySequence("Ctrl+P"));
+      QTRY_COMPARE_WITH_TIMEOUT(w.runner().paused(), !wasPaused, 2000);
+      QCOMPARE(w.runPanel()->pauseButton()->text(), QString(wasPaused ? "Pause" : "Resume"));
+      QCOMPARE(w.runPanel()->pauseButton()->shortcut(), QKeySequence("Ctrl+P"));
+    }
+    w.stopRun();
+    QVERIFY(finished.wait(5000));
+  }
+
+  // Issue 10: at 1280x800 the status bar was off-screen; the window must fit such a screen.
+  void theWindowFitsA1280x800Screen() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    // The window opens at a size that, with a window manager's frame, fits a 1280x800 screen.
+    const QSize opened = MainWindow::initialSize(QSize(1280, 800));
+    QVERIFY(opened.width() + MainWindow::kFrameAllowance.width() <= 1280);
+    QVERIFY(opened.height() + MainWindow::kFrameAllowance.height() <= 800);
+    // Its minimum leaves room to spare: fonts differ between desktops (this runs offscreen).
+    constexpr int kRoom = 150;
+    for (const auto& lesson : w.course().lessons) {
+      QVERIFY(w.selectLesson(lesson.id));
+      for (int r = 0; r < lesson.runs.size(); ++r) {
+        w.runPanel()->selectRun(r);
+        QCoreApplication::processEvents();  // the layouts take in the run's controls
+        const QSize min = w.minimumSizeHint().expandedTo(w.minimumSize());
+        QVERIFY2(min.width() <= opened.width() - kRoom && min.height() <= opened.height() - kRoom,
+                 qPrintable(QString("%1 run %2: minimum %3x%4").arg(lesson.id).arg(r).arg(min.width()).arg(min.height())));
+      }
+    }
+    // On this screen too the window opens within the available area (its status bar on screen).
+    const QRect avail = w.screen()->availableGeometry();
+    const QSize min = w.minimumSizeHint();
+    if (avail.width() >= min.width() + MainWindow::kFrameAllowance.width() && avail.height() >= min.height() + MainWindow::kFrameAllowance.height()) {
+      QVERIFY(w.frameGeometry().width() <= avail.width() && w.frameGeometry().height() <= avail.height());
+    }
+  }
+
+  // Issue 10: an export named without an extension gets the right one, and the status bar says where.
+  void plotExportAddsTheExtensionAndSaysWhere() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    startRegression(w, 1);
+    QVERIFY(finished.wait(20000));
+    QTemporaryDir out;
+    QString typed;
+    w.plotPanel()->setSaveFileNameProvider([&](const QString&) { return typed; });
+    for (const QString kind : {"PNG", "PDF", "CSV"}) {
+      QPushButton* button = nullptr;
+      for (QPushButton* b : w.plotPanel()->findChildren<QPushButton*>())
+        if (b->text() == "Export " + kind && !button) button = b;  // the first: the Loss tab's
+      QVERIFY(button);
+      typed = out.filePath("my plot " + kind);
+      button->click();
+      const QString written = typed + "." + kind.toLower();
+      QVERIFY2(QFileInfo(written).size() > 10, qPrintable(written));
+      QVERIFY(!QFileInfo::exists(typed));
+      QVERIFY2(w.statusBar()->currentMessage().contains(QDir::toNativeSeparators(written)), qPrintable(w.statusBar()->currentMessage()));
+      // A name that has the extension keeps it as it is (in any case).
+      typed = out.filePath("again." + kind);
+      button->click();
+      QVERIFY(QFileInfo::exists(typed));
+      QVERIFY(!QFileInfo::exists(typed + "." + kind.toLower()));
+    }
+  }
+
+  // Issue 10: Reset clears the learner's runs from the plots (overlaid ones too); a reference run
+  // shown with "Compare with a real GPU" stays while its box is checked.
+  void resetClearsTheLearnersRuns() {
+    QTemporaryDir refs;
+    copyFixtures(refs, {"training-loop"});
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.setReferenceRunsRoot(refs.path());
+    w.show();
+    w.plotPanel()->setOverlay(true);
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    startRegression(w, 1);
+    QVERIFY(finished.wait(20000));
+    w.startRun();
+    QVERIFY(finished.wait(20000));
+    QCustomPlot* loss = w.plotPanel()->plot(Plot::Loss);
+    QCOMPARE(loss->graphCount(), 4);
+    QVERIFY(w.plotPanel()->measurementTable()->rowCount() > 0);
+    w.runPanel()->resetButton()->click();
+    for (Plot p : {Plot::Loss, Plot::Memory, Plot::Throughput}) {
+      QCOMPARE(w.plotPanel()->plot(p)->graphCount(), 0);
+      QCOMPARE(w.plotPanel()->pointCount(p), 0);
+    }
+    QCOMPARE(w.plotPanel()->plot(Plot::Memory)->itemCount(), 0);
+    QCOMPARE(w.plotPanel()->measurementTable()->rowCount(), 0);
+    // With the reference shown, Reset keeps it and clears only the learner's curves.
+    w.startRun();
+    QVERIFY(finished.wait(20000));
+    QVERIFY(w.plotPanel()->referenceOffered());
+    w.plotPanel()->referenceCheckBox()->click();
+    const int withReference = loss->graphCount();
+    QVERIFY(withReference > 2);
+    w.runPanel()->resetButton()->click();
+    QCOMPARE(loss->graphCount(), withReference - 2);  // the learner's train and eval curves go
+    for (int g = 0; g < loss->graphCount(); ++g) QVERIFY(loss->graph(g)->name().contains(kReferenceLabel));
+    QVERIFY(w.plotPanel()->referenceCheckBox()->isChecked());
+    // A run after Reset starts a fresh overlay: its curves carry no earlier run.
+    w.startRun();
+    QVERIFY(finished.wait(20000));
+    QCOMPARE(loss->graphCount(), withReference);
+  }
+
+  // Issue 10: a new run's output is followed even if the console was scrolled up in an earlier run;
+  // scrolling up during the run leaves it where the learner put it.
+  void theConsoleFollowsANewRun() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    startRegression(w, 2);
+    QVERIFY(finished.wait(20000));
+    for (int i = 0; i < 200; ++i) w.runPanel()->appendInfo(QString("earlier output %1").arg(i));
+    auto* console = w.runPanel()->findChild<QTextEdit*>();
+    QVERIFY(console);
+    QScrollBar* bar = console->verticalScrollBar();
+    QTRY_VERIFY(bar->maximum() > 0);
+    bar->triggerAction(QAbstractSlider::SliderToMinimum);  // the learner scrolls up to read
+    QCOMPARE(bar->value(), 0);
+    w.startRun();
+    QVERIFY(finished.wait(20000));
+    QTRY_COMPARE(bar->value(), bar->maximum());
+    QVERIFY(bar->maximum() > 0);
+
+    // Scrolled up during the run: the console stays there.
+    QVERIFY(w.runPanel()->setParameter("epochs", "1000"));
+    w.startRun();
+    const QString before = w.runPanel()->consoleText();
+    QTRY_VERIFY_WITH_TIMEOUT(w.runPanel()->consoleText().size() > before.size() + 200, 20000);
+    bar->triggerAction(QAbstractSlider::SliderToMinimum);
+    const QString scrolled = w.runPanel()->consoleText();
+    QTRY_VERIFY_WITH_TIMEOUT(w.runPanel()->consoleText().size() > scrolled.size() + 200, 20000);
+    QCOMPARE(bar->value(), 0);
+    w.stopRun();
+    QVERIFY(finished.wait(5000));
+    QCOMPARE(bar->value(), 0);
   }
 };
 

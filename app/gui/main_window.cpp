@@ -12,6 +12,7 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QPlainTextEdit>
+#include <QScreen>
 #include <QShortcut>
 #include <QSplitter>
 #include <QStatusBar>
@@ -79,8 +80,9 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   auto* right = new QSplitter(Qt::Vertical);
   right->addWidget(plots_);
   right->addWidget(runPanel_);
-  right->setStretchFactor(0, 3);
-  right->setStretchFactor(1, 2);
+  // Half each: in a 1280x800 window the run panel then shows a run's parameters in full.
+  right->setStretchFactor(0, 1);
+  right->setStretchFactor(1, 1);
 
   // A banner above the lesson for problems with the progress file: the learner must see them.
   progressBanner_ = new QFrame;
@@ -140,7 +142,8 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
     runPanel_->setRunning(runner_.running(), runner_.paused());
     runState_->setText(runner_.paused() ? "paused" : "running");
   });
-  connect(runPanel_, &RunPanel::resetClicked, this, [this] { plots_->beginRun("run"); });
+  connect(runPanel_, &RunPanel::resetClicked, plots_, &PlotPanel::clearRuns);
+  connect(plots_, &PlotPanel::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 15000); });
   connect(runPanel_, &RunPanel::runSelected, this, [this] {
     showRunSource();
     showReference();
@@ -175,7 +178,12 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   loadCourse();
   if (!course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
   showProgressProblem();
-  resize(1280, 800);
+  resize(initialSize(screen() ? screen()->availableGeometry().size() : QSize(1280, 800)));
+}
+
+QSize MainWindow::initialSize(const QSize& available) {
+  // 1280x800, or less: the whole window, with a window manager's frame and title bar, on the screen.
+  return QSize(1280, 800).boundedTo(available - kFrameAllowance);
 }
 
 MainWindow::~MainWindow() {
@@ -367,6 +375,7 @@ void MainWindow::startRun() {
   }
   plots_->beginRun(shown.join(", "));
   runPanel_->setRunning(true, false);
+  runPanel_->beginRunOutput();
   runPanel_->appendInfo("▶ " + lesson->runs[i].title);
   runState_->setText("running");
   runner_.start(lesson->runs[i].lab, settings);

@@ -62,6 +62,10 @@ class MainWindow final : public QMainWindow {
   QDialog* showAbout();
   // The lines the About dialog shows, as plain text ("GPU Lab 0.1.0", "Qt 6.4.2", "CUDA: ...").
   static QStringList versionReport();
+  // The window's size when it opens on a screen with `available` room: 1280x800 at most, with room
+  // for a window manager's frame and title bar (kFrameAllowance).
+  static constexpr QSize kFrameAllowance{16, 48};
+  static QSize initialSize(const QSize& available);
   // The banner above the lesson that tells the learner about a problem with the progress file (a
   // corrupt file kept aside, an unreadable one, a failed save); hidden when there is none.
   QLabel* progressNotice() const { return progressNotice_; }

@@ -1,7 +1,9 @@
 #include "app/gui/plot_panel.h"
 
 #include <QCheckBox>
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -43,7 +45,7 @@ QCustomPlot* makePlot(const QString& xLabel, const QString& yLabel) {
   // Live curves grow to thousands of points: thin, non-antialiased lines keep a replot to a few
   // milliseconds, so the GUI thread stays responsive while a run streams.
   p->setNotAntialiasedElements(QCP::aePlottables);
-  p->setMinimumHeight(160);
+  p->setMinimumHeight(110);  // the window fits a 1280x800 screen
   return p;
 }
 
@@ -180,11 +182,17 @@ void PlotPanel::addExportButtons(QWidget* page, Plot which) {
   for (const QString& kind : {QString("PNG"), QString("PDF"), QString("CSV")}) {
     auto* b = new QPushButton("Export " + kind, page);
     connect(b, &QPushButton::clicked, this, [this, which, kind] {
-      const QString path = QFileDialog::getSaveFileName(this, "Export plot", QString(), kind + " (*." + kind.toLower() + ")");
+      const QString filter = kind + " (*." + kind.toLower() + ")";
+      QString path = askPath_ ? askPath_(filter) : QFileDialog::getSaveFileName(this, "Export plot", QString(), filter);
       if (path.isEmpty()) return;
-      if (kind == "PNG") exportPng(which, path);
-      else if (kind == "PDF") exportPdf(which, path);
-      else exportCsv(which, path);
+      // A name typed without the extension gets it (the dialog does not add it everywhere).
+      const QString ext = kind.toLower();
+      if (QFileInfo(path).suffix().compare(ext, Qt::CaseInsensitive) != 0) path += "." + ext;
+      const bool ok = kind == "PNG" ? exportPng(which, path) : kind == "PDF" ? exportPdf(which, path) : exportCsv(which, path);
+      const QString shown = QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath());
+      const QString name = tabs_->tabText(static_cast<int>(which)).toLower();
+      emit statusMessage(ok ? QString("Exported the %1 plot (%2) to %3").arg(name, kind, shown)
+                            : QString("Could not export the %1 plot to %2").arg(name, shown));
     });
     row->addWidget(b);
   }
@@ -350,6 +358,22 @@ void PlotPanel::beginRun(const QString& label) {
   current_.throughput = addGraph(throughput_, "samples/s" + suffix, runColour(runCount_, 0));
   timeOrigin_ = -1;
   if (reference_->isChecked()) addReferenceGraphs();
+  rebuildTable();
+  markDirty();
+}
+
+void PlotPanel::clearRuns() {
+  removeReferenceGraphs();
+  for (QCustomPlot* p : {loss_, memory_, throughput_}) {
+    p->clearGraphs();
+    p->clearItems();
+  }
+  current_ = {};
+  runCount_ = 0;
+  rows_.clear();
+  currentRunName_ = "your machine";
+  timeOrigin_ = -1;
+  if (reference_->isChecked()) addReferenceGraphs();  // the reference follows its checkbox
   rebuildTable();
   markDirty();
 }

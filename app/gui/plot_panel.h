@@ -15,6 +15,7 @@
 #include <QTimer>
 
 #include <QVector>
+#include <functional>
 #include <optional>
 
 #include "app/course/reference_runs.h"
@@ -36,6 +37,9 @@ class PlotPanel final : public QWidget {
   // A new run: clears the plots unless overlaying, then adds this run's graphs named `label`.
   void beginRun(const QString& label);
   void addBatch(const MetricBatch& batch);
+  // Reset: removes the learner's runs (overlaid ones too) and their measurements; a reference run
+  // stays while "Compare with a real GPU" is checked.
+  void clearRuns();
   void setOverlay(bool overlay);
 
   enum class Plot { Loss, Memory, Throughput };
@@ -59,6 +63,14 @@ class PlotPanel final : public QWidget {
   bool exportPng(Plot which, const QString& path) const;
   bool exportPdf(Plot which, const QString& path) const;
   bool exportCsv(Plot which, const QString& path) const;
+  // Where the export buttons ask for a file name: a save dialog, unless replaced (tests). Gets the
+  // dialog's filter ("PNG (*.png)"), returns the name the learner typed (empty: cancelled).
+  using SaveFileNameProvider = std::function<QString(const QString& filter)>;
+  void setSaveFileNameProvider(SaveFileNameProvider provider) { askPath_ = std::move(provider); }
+
+ signals:
+  // A message for the status bar (where an export was written).
+  void statusMessage(const QString& text);
 
  private:
   struct RunGraphs {
@@ -95,6 +107,7 @@ class PlotPanel final : public QWidget {
   QSet<QCustomPlot*> stale_;  // plots with points not drawn yet (their tab is hidden)
   double timeOrigin_ = -1;  // memoryClockSeconds() of the run's first memory sample
   QTimer replot_;
+  SaveFileNameProvider askPath_;
 };
 
 }  // namespace gpulab::app

@@ -9,6 +9,8 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QTextEdit>
 #include <QVBoxLayout>
@@ -21,12 +23,27 @@ namespace gpulab::app {
 
 namespace {
 
+const QKeySequence kPauseShortcut("Ctrl+P");
+
 QString html(const QString& text) { return text.toHtmlEscaped().replace('\n', "<br>"); }
 
 QString formatMeasurement(const lab::Measurement& m) {
   if (m.unit == "bytes") return QString::fromStdString(m.name) + " = " + QString::fromStdString(formatBytes(static_cast<std::int64_t>(m.value)));
   return QString("%1 = %2 %3").arg(QString::fromStdString(m.name)).arg(m.value, 0, 'g', 4).arg(QString::fromStdString(m.unit));
 }
+
+// A scroll area as tall as its form when there is room (QScrollArea's own hint keeps the form's size
+// from when it was set, here an empty form), down to nothing when there is not.
+class FormScrollArea final : public QScrollArea {
+ public:
+  using QScrollArea::QScrollArea;
+  QSize sizeHint() const override {
+    const QSize form = widget() ? widget()->sizeHint() : QSize();
+    const int frame = 2 * frameWidth();
+    return {form.width() + frame + verticalScrollBar()->sizeHint().width(), form.height() + frame};
+  }
+  QSize minimumSizeHint() const override { return {QScrollArea::minimumSizeHint().width(), 0}; }
+};
 
 }  // namespace
 
@@ -42,7 +59,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   stop_ = new QPushButton("Stop", this);
   reset_ = new QPushButton("Reset", this);
   run_->setShortcut(QKeySequence("Ctrl+R"));
-  pause_->setShortcut(QKeySequence("Ctrl+P"));
+  pause_->setShortcut(kPauseShortcut);
   stop_->setShortcut(QKeySequence("Ctrl+."));
   reset_->setShortcut(QKeySequence("Ctrl+Shift+R"));
   run_->setToolTip("Run (Ctrl+R)");
@@ -51,10 +68,19 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   reset_->setToolTip("Reset the parameters and clear the plots (Ctrl+Shift+R)");
   for (QPushButton* b : {run_, pause_, stop_, reset_}) top->addWidget(b);
   layout->addLayout(top);
-  formHost_ = new QWidget(this);
+  // The parameters scroll when the window is short (a 1280x800 screen): the window's minimum height
+  // must not grow with the number of parameters a run exposes.
+  formHost_ = new QWidget;
   form_ = new QFormLayout(formHost_);
   form_->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(formHost_);
+  formScroll_ = new FormScrollArea(this);
+  formScroll_->setWidget(formHost_);
+  formScroll_->setWidgetResizable(true);
+  formScroll_->setFrameShape(QFrame::NoFrame);
+  formScroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  formScroll_->setMinimumHeight(0);
+  formScroll_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);  // the console takes the room left
+  layout->addWidget(formScroll_);
   hint_ = new QLabel(this);
   hint_->setWordWrap(true);
   layout->addWidget(hint_);
@@ -66,8 +92,13 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   console_->setReadOnly(true);
   console_->setPlaceholderText("Output of the run appears here; the engine's errors in red.");
   console_->document()->setMaximumBlockCount(5000);  // a long run keeps its recent output
-  console_->setMinimumHeight(110);
+  console_->setMinimumHeight(60);
+  // The console gives up its room first (down to its minimum), so the parameters show in full when they fit.
+  console_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
   layout->addWidget(console_, 1);
+  // Follow the output unless the learner scrolls up during the run (scrolling back down follows again).
+  QScrollBar* bar = console_->verticalScrollBar();
+  connect(bar, &QScrollBar::actionTriggered, this, [this, bar] { followOutput_ = bar->sliderPosition() >= bar->maximum(); });
   connect(run_, &QPushButton::clicked, this, &RunPanel::runClicked);
   connect(pause_, &QPushButton::clicked, this, &RunPanel::pauseClicked);
   connect(stop_, &QPushButton::clicked, this, &RunPanel::stopClicked);
@@ -151,6 +182,7 @@ void RunPanel::rebuildControls() {
     controls_[name] = w;
   }
   hint_->setText(QString("Lab <b>%1</b>: %2").arg(run.lab, QString::fromStdString(theLab->title())));
+  formScroll_->updateGeometry();  // its size hint follows the form's
 }
 
 std::map<std::string, std::string> RunPanel::settings() const {
@@ -187,6 +219,9 @@ void RunPanel::setRunning(bool running, bool paused) {
   run_->setEnabled(!running && hasRun);
   pause_->setEnabled(running);
   pause_->setText(paused ? "Resume" : "Pause");
+  // QAbstractButton::setText() replaces the shortcut with the text's mnemonic (none): set it again,
+  // or Ctrl+P would work only once.
+  pause_->setShortcut(kPauseShortcut);
   stop_->setEnabled(running);
   reset_->setEnabled(!running && hasRun);
   runs_->setEnabled(!running);
@@ -244,13 +279,23 @@ void RunPanel::appendBatch(const MetricBatch& b) {
     progress_->setValue(b.done->stopped ? progress_->value() : 1000);
     lines << (b.done->stopped ? "<b>Stopped.</b>" : "<b>Done.</b>");
   }
-  if (!lines.isEmpty()) console_->append(lines.join("<br>"));
+  if (!lines.isEmpty()) append(lines.join("<br>"));
+}
+
+void RunPanel::beginRunOutput() {
+  followOutput_ = true;
+  console_->verticalScrollBar()->setValue(console_->verticalScrollBar()->maximum());
+}
+
+void RunPanel::append(const QString& html) {
+  console_->append(html);  // keeps the view at the end only if it was there
+  if (followOutput_) console_->verticalScrollBar()->setValue(console_->verticalScrollBar()->maximum());
 }
 
 void RunPanel::appendError(const QString& text) {
-  console_->append("<span style='color:#d62728'><b>The run failed:</b><br>" + html(text) + "</span>");
+  append("<span style='color:#d62728'><b>The run failed:</b><br>" + html(text) + "</span>");
 }
-void RunPanel::appendInfo(const QString& text) { console_->append(html(text)); }
+void RunPanel::appendInfo(const QString& text) { append(html(text)); }
 QString RunPanel::consoleText() const { return console_->toPlainText(); }
 int RunPanel::progressValue() const { return progress_->value(); }
 

@@ -14,6 +14,7 @@ class QFormLayout;
 class QProgressBar;
 class QPushButton;
 class QTextEdit;
+class QScrollArea;
 class QLabel;
 
 namespace gpulab::app {
@@ -36,6 +37,8 @@ class RunPanel final : public QWidget {
   void appendBatch(const MetricBatch& batch);
   void appendError(const QString& text);
   void appendInfo(const QString& text);
+  // A run starts: the console shows its output as it comes, until the learner scrolls up to read.
+  void beginRunOutput();
   QString consoleText() const;
   int progressValue() const;
 
@@ -53,10 +56,13 @@ class RunPanel final : public QWidget {
 
  private:
   void rebuildControls();
+  void append(const QString& html);
   const course::Lesson* lesson_ = nullptr;
   QComboBox* runs_;
   QFormLayout* form_;
   QWidget* formHost_;
+  QScrollArea* formScroll_;
+  bool followOutput_ = true;
   QPushButton *run_, *pause_, *stop_, *reset_;
   QProgressBar* progress_;
   QTextEdit* console_;
