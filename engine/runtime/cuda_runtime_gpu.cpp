@@ -502,17 +502,30 @@ Nvml& nvml() {
 
 }  // namespace
 
-std::optional<std::size_t> nvmlFreeBytes(int ordinal) {
-  Nvml& n = nvml();
-  if (!n.error.empty()) return std::nullopt;
+// NVML's handle and memory reading of the GPU with CUDA ordinal `ordinal` (the engine's `name`).
+// NVML numbers GPUs differently from CUDA under CUDA_VISIBLE_DEVICES, so they are matched by PCI bus
+// id. Null, with `why`, when NVML cannot say.
+void* nvmlMemory(const Nvml& n, int ordinal, const std::string& name, Nvml::Memory& mem, std::string& why) {
   char bus[32] = {};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) != cudaSuccess) {
     cudaGetLastError();
-    return std::nullopt;
+    why = "the PCI bus id of " + name + " is unknown";
+    return nullptr;
   }
   void* handle = nullptr;
+  if (n.handleByPciBusId(bus, &handle) != 0 || n.memoryInfo(handle, &mem) != 0) {
+    why = std::string("NVML does not know the GPU at ") + bus;
+    return nullptr;
+  }
+  return handle;
+}
+
+std::optional<std::size_t> nvmlFreeBytes(int ordinal) {
+  Nvml& n = nvml();
+  if (!n.error.empty()) return std::nullopt;
   Nvml::Memory mem{};
-  if (n.handleByPciBusId(bus, &handle) != 0 || n.memoryInfo(handle, &mem) != 0) return std::nullopt;
+  std::string why;
+  if (!nvmlMemory(n, ordinal, "CUDA device " + std::to_string(ordinal), mem, why)) return std::nullopt;
   return static_cast<std::size_t>(mem.free);
 }
 
@@ -528,17 +541,11 @@ DriverMemoryInfo driverMemoryInfoImpl(int index) {
     info.reason = "not available: " + n.error;
     return info;
   }
-  // NVML numbers GPUs differently from CUDA under CUDA_VISIBLE_DEVICES: match them by PCI bus id.
-  char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinalOf(index)) != cudaSuccess) {
-    cudaGetLastError();
-    info.reason = "not available: the PCI bus id of cuda:" + std::to_string(index) + " is unknown";
-    return info;
-  }
-  void* handle = nullptr;
+  std::string why;
   Nvml::Memory mem{};
-  if (n.handleByPciBusId(bus, &handle) != 0 || n.memoryInfo(handle, &mem) != 0) {
-    info.reason = std::string("not available: NVML does not know the GPU at ") + bus;
+  void* handle = nvmlMemory(n, ordinalOf(index), "cuda:" + std::to_string(index), mem, why);
+  if (!handle) {
+    info.reason = "not available: " + why;
     return info;
   }
   info.available = true;
