@@ -1,11 +1,87 @@
 #pragma once
-// Runs a built-in lab with some parameters set, as the GUI and the CLI do.
+// Runs a built-in lab with some parameters set, as the GUI and the CLI do, and records what it sends.
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "lessons/labs/labs.h"
 
 namespace gpulab::test {
+
+// Keeps every update a lab sends, after checking it against the protocol (lab::UpdateChecker): a
+// lab that sends a point for an undeclared view fails the test that runs it. The records scripts
+// rely on ("step", "epoch", "done") and the console and measurements are kept apart for convenience.
+class RecordingSink : public lab::MetricSink {
+ public:
+  std::vector<lab::Update> updates;
+  std::vector<lab::Record> steps, epochs;  // the "step" and "epoch" records
+  std::optional<lab::Record> done;
+  std::vector<std::string> messages;
+  std::vector<std::pair<lab::MessageKind, std::string>> kinds;
+  std::map<std::string, double> measured;
+  std::function<void()> onEachStep;  // called after each "step" record
+  lab::UpdateChecker checker;
+
+  void send(const lab::Update& u) override {
+    checker.check(u);
+    updates.push_back(u);
+    if (const auto* r = std::get_if<lab::Record>(&u)) {
+      if (r->event == "step") {
+        steps.push_back(*r);
+        if (onEachStep) onEachStep();
+      } else if (r->event == "epoch") {
+        epochs.push_back(*r);
+      } else if (r->event == "done") {
+        done = *r;
+      }
+    } else if (const auto* m = std::get_if<lab::Message>(&u)) {
+      messages.push_back(m->text);
+      kinds.emplace_back(m->kind, m->text);
+    } else if (const auto* m = std::get_if<lab::Measurement>(&u)) {
+      measured[m->name] = m->value;
+    }
+  }
+
+  // Every update of type T, in order.
+  template <class T>
+  std::vector<T> all() const {
+    std::vector<T> out;
+    for (const lab::Update& u : updates) {
+      if (const auto* t = std::get_if<T>(&u)) out.push_back(*t);
+    }
+    return out;
+  }
+  std::vector<lab::Point> points(const std::string& view, const std::string& series) const {
+    std::vector<lab::Point> out;
+    for (const lab::Point& p : all<lab::Point>()) {
+      if (p.view == view && p.series == series) out.push_back(p);
+    }
+    return out;
+  }
+  std::vector<lab::Row> rows(const std::string& view) const {
+    std::vector<lab::Row> out;
+    for (const lab::Row& r : all<lab::Row>()) {
+      if (r.view == view) out.push_back(r);
+    }
+    return out;
+  }
+  std::vector<lab::Record> records(const std::string& event) const {
+    std::vector<lab::Record> out;
+    for (const lab::Record& r : all<lab::Record>()) {
+      if (r.event == event) out.push_back(r);
+    }
+    return out;
+  }
+  std::vector<std::string> errors() const {  // the engine errors shown on purpose
+    std::vector<std::string> out;
+    for (const auto& [kind, text] : kinds) {
+      if (kind == lab::MessageKind::EngineError) out.push_back(text);
+    }
+    return out;
+  }
+};
 
 inline void runLab(const std::string& id, const std::map<std::string, std::string>& settings, lab::MetricSink& sink,
                    const lab::StopToken* stop = nullptr) {

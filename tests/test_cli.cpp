@@ -1,11 +1,14 @@
 // gpulab-cli as a learner or a script uses it: JSON lines with the documented events and fields,
 // one-line errors with a non-zero exit, and the device report.
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <clocale>
 
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "test_util.h"
 
 namespace {
@@ -106,7 +109,7 @@ class TestCli : public QObject {
   void humanOutputIsATable() {
     Run r = cli({"train", "--epochs", "2", "--device", "cpu"});
     QCOMPARE(r.exitCode, 0);
-    QVERIFY(r.out.contains("epoch  train_loss   eval_loss"));
+    QVERIFY2(r.out.contains("Epochs:\n       epoch    train loss     eval loss          time\n"), qPrintable(r.out));
     QVERIFY(r.out.contains("Done: 32 steps on cpu"));
   }
 
@@ -153,7 +156,7 @@ class TestCli : public QObject {
     Run list = cli({"lessons"});
     QCOMPARE(list.exitCode, 0);
     const QStringList lines = list.out.split('\n', Qt::SkipEmptyParts);
-    QCOMPARE(lines.size(), 3);
+    QCOMPARE(lines.size(), 6);
     QVERIFY(lines[0].startsWith("device-setup\t"));
     QVERIFY(lines[0].endsWith("\tok"));
     Run lesson = cli({"lesson", "same-device-rule", "--quick", "--json"});
@@ -165,9 +168,48 @@ class TestCli : public QObject {
     QCOMPARE(cli({"lesson", "no-such-lesson"}).exitCode, 2);
   }
 
+  // The memory chapter headless: the OOM lesson hits a real out-of-memory error, recovers, and its
+  // challenge is graded from the run (met by the quick variant's batch 1024 x 4); the first memory
+  // lesson reports memory by category.
+  void memoryLessonsEmitTheirEvents() {
+    if (!gpulab::test::cudaUsable() && !gpulab::cuda::emulatedDevice()) QSKIP("no GPU and the emulated GPU is off");
+    Run oom = cli({"lesson", "out-of-memory", "--quick", "--json"});
+    QCOMPARE(oom.exitCode, 0);
+    QStringList kinds;
+    QList<QJsonObject> challenges;
+    for (const QJsonObject& e : oom.events) {
+      kinds << e["event"].toString();
+      if (e["event"] == "challenge") challenges << e;
+    }
+    QVERIFY(kinds.contains("oom"));
+    QVERIFY(kinds.indexOf("recovered") > kinds.indexOf("oom"));
+    QCOMPARE(challenges.size(), 1);
+    QCOMPARE(challenges[0]["index"].toInt(), 2);
+    QVERIFY2(challenges[0]["met"].toBool(), qPrintable(QJsonDocument(challenges[0]).toJson()));
+    const QJsonArray checks = challenges[0]["checks"].toArray();
+    QCOMPARE(checks.size(), 2);
+    QCOMPARE(checks[0].toObject()["measured"].toDouble(), 4096.0);  // the effective batch: 1024 x 4
+
+    Run where = cli({"lesson", "where-memory-goes", "--quick", "--json"});
+    QCOMPARE(where.exitCode, 0);
+    int memoryRecords = 0;
+    for (const QJsonObject& e : where.events) {
+      if (e["event"] != "memory") continue;
+      ++memoryRecords;
+      const QJsonObject byCategory = e["allocated_by_category"].toObject();
+      if (memoryRecords == 1) {
+        for (const char* c : {"parameter", "gradient", "optimizer_state", "activation", "input_batch"}) QVERIFY2(byCategory[c].toInteger() > 0, c);
+      }
+    }
+    QVERIFY(memoryRecords >= 2);
+  }
+
   void cudaWithoutAGpuExplainsWhy() {
     if (gpulab::test::cudaUsable()) QSKIP("a GPU is usable here");
-    Run r = cli({"train", "--device", "cuda", "--json"});
+    // Without a GPU, cuda:0 is the emulated GPU unless it is switched off: the device after it is missing.
+    const auto emulated = gpulab::cuda::emulatedDevice();
+    const QString device = emulated ? QString("cuda:%1").arg(emulated->index() + 1) : QString("cuda");
+    Run r = cli({"train", "--device", device, "--json"});
     QCOMPARE(r.exitCode, 2);  // an unusable device is an invalid value, like any other
     QVERIFY(r.err.contains("no usable GPU"));
     QVERIFY(r.err.contains("'device'"));

@@ -5,6 +5,7 @@
 // mistakes, a broken lesson cannot take a valid one's id, and progress problems keep every copy.
 #include <QDir>
 #include <QFile>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,11 +14,13 @@
 
 #include "app/course/course.h"
 #include "app/course/progress_store.h"
+#include "app/course/challenge.h"
 #include "app/course/reference_runs.h"
 #include "test_util.h"
 #include <cstring>
 
 using namespace gpulab::course;
+namespace lab = gpulab::lab;
 
 namespace {
 
@@ -28,7 +31,8 @@ const char* kRefHeader =
     R"({"event":"reference","lesson":"training-loop","gpu":"NVIDIA H100 80GB HBM3","date":"2026-11-23","command":"test"})" "\n";
 const char* kRefRun1 =
     R"({"event":"run","index":1,"lab":"train","title":"t"})" "\n"
-    R"({"allocated_bytes":10,"elapsed_s":0.1,"epoch":1,"event":"step","loss":1.0,"reserved_bytes":20,"samples_per_s":5,"step":2})" "\n"
+    R"({"event":"view","id":"loss","title":"Loss","kind":"line","x":[{"label":"step","unit":""}],"y":{"label":"loss","unit":""},"series":[{"id":"train","label":"train loss"}]})" "\n"
+    R"({"event":"point","view":"loss","series":"train","x":[2],"y":1.0})" "\n"
     R"({"device":"cuda:0","event":"done","peak_allocated_bytes":10,"peak_reserved_bytes":20,"seconds":0.1,"steps":2,"stopped":false})" "\n";
 
 
@@ -66,15 +70,18 @@ class TestCourse : public QObject {
  private slots:
   void embeddedLessonsLoadCleanly() {
     const Course c = loadCourse();
-    QCOMPARE(c.lessons.size(), 3);
+    QCOMPARE(c.lessons.size(), 6);
     QStringList ids;
     for (const Lesson& l : c.lessons) {
       QVERIFY2(l.ok(), qPrintable(l.error));
       QVERIFY(!l.runs.isEmpty());
       QVERIFY(!l.quizzes.isEmpty());
+      // The folder is NN-<id>: the build's one list of lessons names the ctest of each by it.
+      QVERIFY2(QRegularExpression("^[0-9]+-" + QRegularExpression::escape(l.id) + "$").match(l.folder.section('/', -1)).hasMatch(),
+               qPrintable(l.folder));
       ids << l.id;
     }
-    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop"}));
+    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction"}));
     // The code panel's source is the lab's real source file.
     QVERIFY(c.labSource("train").contains("void TrainLab::run("));
     QVERIFY(c.labSource("device-rule").contains("DeviceRuleLab::run"));
@@ -99,6 +106,54 @@ class TestCourse : public QObject {
         << QByteArray("```quiz\n{\"question\": \"Q?\", \"answers\": [{\"text\": \"a\", \"correct\": true}, {\"text\": \"b\", \"explanation\": \"y\"}]}\n```\n")
         << "lesson.md:7: quiz: the answer \"a\" has no \"explanation\"";
     QTest::newRow("unclosed block") << QByteArray("```quiz\n{}\n") << "lesson.md:7: quiz block is not closed";
+    const QByteArray run = "```run\n{\"lab\": \"train\", \"challenge\": ";
+    QTest::newRow("challenge not an object") << run + "3}\n```\n" << "lesson.md:7: run block: challenge must be an object";
+    QTest::newRow("challenge without checks") << run + "{\"text\": \"t\"}}\n```\n"
+                                              << "lesson.md:7: run block: challenge: \"checks\" must be a non-empty list";
+    QTest::newRow("challenge check without a bound") << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"m\"}]}}\n```\n"
+                                                     << "lesson.md:7: run block: challenge: check of 'm' has neither";
+    QTest::newRow("challenge bound not a number")
+        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"m\", \"at_most\": \"256 MiB\"}]}}\n```\n"
+        << "lesson.md:7: run block: challenge: \"at_most\" must be a number (found a string)";
+    QTest::newRow("challenge nobody can meet")
+        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"m\", \"at_least\": 2, \"at_most\": 1}]}}\n```\n"
+        << "lesson.md:7: run block: challenge: check of 'm' asks for at least more than at most";
+    QTest::newRow("challenge unknown key") << run + "{\"text\": \"t\", \"goal\": 1, \"checks\": [{\"measurement\": \"m\", \"at_least\": 1}]}}\n```\n"
+                                           << "lesson.md:7: run block: challenge: unknown key \"goal\"";
+  }
+
+  // A challenge is graded from the run's measurements, and says what was measured against what was asked.
+  void challengesAreGradedFromMeasurements() {
+    const Challenge c{"Peak under 256 MiB with an effective batch of at least 1024",
+                      {{"training peak allocated", std::nullopt, 268435456.0}, {"effective batch", 1024.0, std::nullopt}}};
+    const std::vector<gpulab::lab::Measurement> met{{"effective batch", 512, ""}, {"training peak allocated", 200 << 20, "bytes"},
+                                                   {"effective batch", 2048, ""}};  // the last value counts
+    const ChallengeResult yes = grade(c, met);
+    QVERIFY(yes.met);
+    QCOMPARE(yes.checks[0].line, QString("training peak allocated: measured 200.00 MiB, asked at most 256.00 MiB — met"));
+    QCOMPARE(yes.checks[1].line, QString("effective batch: measured 2048, asked at least 1024 — met"));
+    const ChallengeResult tooBig = grade(c, {{"training peak allocated", 300 << 20, "bytes"}, {"effective batch", 1024, ""}});
+    QVERIFY(!tooBig.met);
+    QVERIFY(!tooBig.checks[0].met && tooBig.checks[1].met);
+    QVERIFY(tooBig.checks[0].line.endsWith("— not met"));
+    const ChallengeResult missing = grade(c, {{"effective batch", 4096, ""}});
+    QVERIFY(!missing.met);
+    QCOMPARE(missing.checks[0].line, QString("training peak allocated: not measured in this run (asked at most 268435456) — not met"));
+    QVERIFY(missing.report().startsWith("Challenge not met yet: Peak under 256 MiB"));
+  }
+
+  void challengeProgressIsKept() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("progress.json");
+    {
+      ProgressStore store(path);
+      QVERIFY(!store.challengeMet("oom", 1));
+      store.setChallengeMet("oom", 1);
+    }
+    ProgressStore again(path);
+    QVERIFY(again.challengeMet("oom", 1));
+    QVERIFY(!again.challengeMet("oom", 0));
+    QVERIFY(!again.challengeMet("other", 1));
   }
 
   void mistakesAreReportedWithFileLineAndWhat() {
@@ -167,23 +222,32 @@ class TestCourse : public QObject {
     const ReferenceRun* run1 = refs.run(1);
     QVERIFY(run1);
     QCOMPARE(run1->lab, QString("train"));
-    QCOMPARE(run1->steps.size(), 4);
-    QCOMPARE(run1->steps[1].step, std::int64_t(4));
-    QCOMPARE(run1->steps[1].loss, 0.8);
-    QCOMPARE(run1->steps[1].elapsed_s, 0.002);
-    QCOMPARE(run1->steps[3].epoch, 2);
-    QCOMPARE(run1->steps[0].allocated_bytes, std::int64_t(1000000));
-    QCOMPARE(run1->epochs.size(), 2);
-    QCOMPARE(run1->epochs[1].eval_loss, 0.5);
-    QCOMPARE(run1->measurements.size(), 3);
-    QCOMPARE(run1->measurements[2].name, std::string("evaluation peak under no-grad"));
-    QCOMPARE(run1->measurements[2].unit, std::string("bytes"));
-    QCOMPARE(run1->messages.size(), 1);
-    QCOMPARE(run1->done.device, std::string("cuda:0"));
-    QCOMPARE(run1->done.steps, std::int64_t(8));
-    QVERIFY(run1->done.train_loss && *run1->done.train_loss == 0.5);
-    QVERIFY(refs.run(2) && refs.run(2)->epochs.front().test_accuracy == 0.5);
-    QVERIFY(!refs.run(3));
+    // The updates as the lab sent them: views first, then points, rows, measurements, records.
+    auto count = [](const ReferenceRun& r, auto kind) {
+      return std::count_if(r.updates.begin(), r.updates.end(), [](const lab::Update& u) { return std::holds_alternative<decltype(kind)>(u); });
+    };
+    std::vector<lab::Point> train;
+    std::vector<lab::Measurement> measured;
+    for (const lab::Update& u : run1->updates) {
+      if (const auto* p = std::get_if<lab::Point>(&u); p && p->view == "loss" && p->series == "train") train.push_back(*p);
+      if (const auto* m = std::get_if<lab::Measurement>(&u)) measured.push_back(*m);
+    }
+    QCOMPARE(train.size(), std::size_t(4));
+    QCOMPARE(train[1].x, (std::vector<double>{4, 256, 0.002}));  // step, samples seen, seconds
+    QCOMPARE(train[1].y, 0.8);
+    QVERIFY(std::holds_alternative<lab::RunDevice>(run1->updates.front()));
+    QCOMPARE(count(*run1, lab::Row{}), 2);
+    QCOMPARE(count(*run1, lab::Level{}), 1);  // the capacity
+    QCOMPARE(measured.size(), std::size_t(2));
+    QCOMPARE(measured[1].name, std::string("evaluation peak under no-grad"));
+    QCOMPARE(measured[1].unit, std::string("bytes"));
+    QCOMPARE(count(*run1, lab::Message{}), 1);
+    QVERIFY(run1->done());
+    QCOMPARE(std::get<std::string>(*run1->done()->find("device")), std::string("cuda:0"));
+    QCOMPARE(run1->done()->number("steps"), 8.0);
+    QCOMPARE(run1->done()->number("train_loss"), 0.5);
+    QVERIFY(refs.run(2) && refs.run(2)->done()->number("test_accuracy") == 0.5);
+    QVERIFY(!refs.run(3));  // recorded runs only
     QVERIFY(!refs.run(0));
 
     // Found by lesson id in a folder; no file, no reference.
@@ -202,10 +266,10 @@ class TestCourse : public QObject {
     QTest::addColumn<QString>("expected");  // after "<file>:"
     const QByteArray h(kRefHeader), r1(kRefRun1);
     const QByteArray run2 = R"({"event":"run","index":2,"lab":"train","title":"t2"})" "\n";
-    const QByteArray done = QByteArray(kRefRun1).split('\n')[2] + "\n";
+    const QByteArray done = QByteArray(kRefRun1).split('\n')[3] + "\n";
     QTest::newRow("empty file") << QByteArray() << "1: empty file: expected the header";
     QTest::newRow("bad JSON") << h + r1.left(40) + "\n" << "2: invalid JSON";
-    QTest::newRow("bad JSON later") << h + r1 + "{\"event\": \"run\",}\n" << "5: invalid JSON";
+    QTest::newRow("bad JSON later") << h + r1 + "{\"event\": \"run\",}\n" << "6: invalid JSON";
     QTest::newRow("not an object") << h + "[1, 2]\n" + r1 << "2: expected a JSON object";
     QTest::newRow("missing header") << r1 << "1: expected the header first";
     QTest::newRow("header without gpu")
@@ -217,33 +281,43 @@ class TestCourse : public QObject {
     QTest::newRow("header for another lesson")
         << QByteArray(R"({"event":"reference","lesson":"device-setup","gpu":"G","date":"2026-11-23"})" "\n") + r1
         << "1: \"reference\" event: recorded for lesson \"device-setup\", but this file is for lesson \"training-loop\"";
-    QTest::newRow("a second header") << h + r1 + h << "5: a second header";
+    QTest::newRow("a second header") << h + r1 + h << "6: a second header";
     QTest::newRow("event without a name") << h + "{\"step\": 1}\n" << "2: missing field \"event\"";
-    QTest::newRow("step without loss")
-        << h + r1.left(r1.indexOf("\"loss\":1.0,")) + r1.mid(r1.indexOf("\"loss\":1.0,") + 11)
-        << "3: \"step\" event: missing field \"loss\"";
-    QTest::newRow("loss is a string")
-        << QByteArray(r1).replace("\"loss\":1.0", "\"loss\":\"1.0\"").prepend(h)
-        << "3: \"step\" event: field \"loss\" must be a number";
+    QTest::newRow("point without y")
+        << QByteArray(r1).replace(",\"y\":1.0", "").prepend(h)
+        << "4: \"point\" event: a point needs 'view', 'series' (strings), 'x' (a list of numbers) and 'y' (a number)";
+    QTest::newRow("y is a string")
+        << QByteArray(r1).replace("\"y\":1.0", "\"y\":\"1.0\"").prepend(h)
+        << "4: \"point\" event: a point needs";
+    QTest::newRow("point for an undeclared view")
+        << QByteArray(r1).replace("\"view\":\"loss\",\"series\"", "\"view\":\"lost\",\"series\"").prepend(h)
+        << "4: \"point\" event: a point for view 'lost', which was not declared";
+    QTest::newRow("point with two x for one axis")
+        << QByteArray(r1).replace("\"x\":[2]", "\"x\":[2,3]").prepend(h)
+        << "4: \"point\" event: a point for view 'loss' has 2 x value(s); the view has 1 x axes";
+    QTest::newRow("unknown view kind")
+        << QByteArray(r1).replace("\"kind\":\"line\"", "\"kind\":\"pie\"").prepend(h)
+        << "3: \"view\" event: unknown view kind 'pie'";
     QTest::newRow("measurement without unit")
         << h + r1.left(r1.lastIndexOf("{\"device\"")) + "{\"event\":\"measurement\",\"name\":\"x\",\"value\":1}\n" + done
-        << "4: \"measurement\" event: missing field \"unit\"";
+        << "5: \"measurement\" event: a measurement needs 'name', 'unit' (strings) and 'value' (a number)";
     QTest::newRow("run index that does not exist")
-        << h + QByteArray(r1).replace("\"index\":1", "\"index\":3")
-        << "2: \"run\" event: run index 3 does not exist (lesson \"training-loop\" has 2 run block(s))";
+        << h + QByteArray(r1).replace("\"index\":1", "\"index\":9")
+        << "2: \"run\" event: run index 9 does not exist (lesson \"training-loop\" has 3 run block(s))";
     QTest::newRow("run index 0") << h + QByteArray(r1).replace("\"index\":1", "\"index\":0")
                                  << "2: \"run\" event: field \"index\" must be a whole number >= 1";
     QTest::newRow("another lab") << h + QByteArray(r1).replace("\"lab\":\"train\"", "\"lab\":\"devices\"")
                                  << "2: \"run\" event: run 1 was recorded with lab \"devices\", but the lesson's run 1 uses lab \"train\"";
-    QTest::newRow("a run twice") << h + r1 + r1 << "5: \"run\" event: run 1 is recorded twice";
-    QTest::newRow("event before any run") << h + r1.mid(r1.indexOf('\n') + 1) << "2: a \"step\" event before the first \"run\" event";
-    QTest::newRow("event after done") << h + r1 + done << "5: a \"done\" event after run 1's \"done\" event";
-    QTest::newRow("unknown event") << h + "{\"event\":\"run\",\"index\":1,\"lab\":\"train\",\"title\":\"t\"}\n{\"event\":\"stepp\"}\n"
-                                   << "3: unknown event \"stepp\"";
+    QTest::newRow("a run twice") << h + r1 + r1 << "6: \"run\" event: run 1 is recorded twice";
+    QTest::newRow("event before any run") << h + r1.mid(r1.indexOf('\n') + 1) << "2: a \"view\" event before the first \"run\" event";
+    QTest::newRow("event after done") << h + r1 + done << "6: a \"done\" event after run 1's \"done\" event";
+    QTest::newRow("a record named like an update")
+        << h + "{\"event\":\"run\",\"index\":1,\"lab\":\"train\",\"title\":\"t\"}\n{\"event\":\"point\",\"view\":\"v\",\"series\":\"s\",\"x\":[1],\"y\":1}\n"
+        << "3: \"point\" event: a point for view 'v', which was not declared";
     QTest::newRow("a failed run") << h + r1.left(r1.indexOf('\n') + 1) + "{\"event\":\"error\",\"type\":\"CudaError\",\"message\":\"boom\"}\n"
                                   << "3: the recorded run failed (CudaError: boom)";
-    QTest::newRow("run without done") << h + r1.left(r1.lastIndexOf("{\"device\"")) << "3: run 1 has no \"done\" event (was the recording cut short?)";
-    QTest::newRow("next run before done") << h + r1.left(r1.lastIndexOf("{\"device\"")) + run2 << "4: run 1 has no \"done\" event before the next run starts";
+    QTest::newRow("run without done") << h + r1.left(r1.lastIndexOf("{\"device\"")) << "4: run 1 has no \"done\" event (was the recording cut short?)";
+    QTest::newRow("next run before done") << h + r1.left(r1.lastIndexOf("{\"device\"")) + run2 << "5: run 1 has no \"done\" event before the next run starts";
     QTest::newRow("no run") << h << "1: no run recorded";
   }
 
@@ -266,10 +340,10 @@ class TestCourse : public QObject {
     const Course c = loadCourse();
     const ReferenceRuns refs = parseReferenceRuns(QByteArray(kRefHeader) + kRefRun1, "x.jsonl", c.find("training-loop"));
     QVERIFY2(refs.ok(), qPrintable(refs.error));
-    QCOMPARE(refs.run(1)->steps.size(), 1);
+    QCOMPARE(refs.run(1)->updates.size(), 3);
     // Blank lines are skipped and line numbers still count them.
     const ReferenceRuns blank = parseReferenceRuns(QByteArray(kRefHeader) + "\n" + kRefRun1 + "\n{]\n", "x.jsonl");
-    QVERIFY2(blank.error.startsWith("x.jsonl:7: invalid JSON"), qPrintable(blank.error));
+    QVERIFY2(blank.error.startsWith("x.jsonl:8: invalid JSON"), qPrintable(blank.error));
   }
 
   void gpuNamesAreShortenedGenerically_data() {

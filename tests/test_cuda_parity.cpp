@@ -126,11 +126,7 @@ class TestCudaParity : public QObject {
   // memory (issue 9, item 1): the loss curve is bitwise the same with pin_memory on and off.
   void pinnedCopiesGiveTheSameLossCurve() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
-    struct Curve final : lab::MetricSink {
-      std::vector<double> losses;
-      void onStep(const lab::StepMetrics& m) override { losses.push_back(m.loss); }
-    };
-    Curve pageable, pinned;
+    test::RecordingSink pageable, pinned;
     const std::map<std::string, std::string> base{{"device", "cuda:0"}, {"dataset", "regression"}, {"samples", "4096"},
                                                   {"epochs", "3"}, {"log_every", "1"}, {"workers", "2"}};
     auto with = [&](const char* pin) {
@@ -140,8 +136,13 @@ class TestCudaParity : public QObject {
     };
     test::runLab("train", with("false"), pageable);
     test::runLab("train", with("true"), pinned);
-    QCOMPARE(pinned.losses.size(), std::size_t{3 * 64});
-    QCOMPARE(pinned.losses, pageable.losses);
+    auto losses = [](const test::RecordingSink& s) {
+      std::vector<double> out;
+      for (const lab::Record& r : s.steps) out.push_back(r.number("loss"));
+      return out;
+    };
+    QCOMPARE(losses(pinned).size(), std::size_t{3 * 64});
+    QCOMPARE(losses(pinned), losses(pageable));
   }
 
   // More rows than gridDim.x can hold (issue 9, item 5): every row is still computed.

@@ -2,6 +2,7 @@
 // CPU-scalar exception, and -- with a GPU -- the real error for tensor+tensor and model+input.
 #include "engine/core/errors.h"
 #include "engine/nn/layers.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "test_util.h"
 
 using namespace gpulab;
@@ -50,13 +51,18 @@ class TestDeviceRule : public QObject {
 
   void usingCudaWithoutAGpuSaysWhy() {
     if (test::cudaUsable()) QSKIP("a GPU is usable here");
+    // Without a GPU, cuda:0 is the emulated GPU (engine/runtime/emulated_gpu.h) unless it is switched
+    // off; the first device after it is not usable.
+    const auto emulated = cuda::emulatedDevice();
+    const Device missing(DeviceType::CUDA, emulated ? emulated->index() + 1 : 0);
     try {
-      zeros({2}).to(kCuda0);
+      zeros({2}).to(missing);
       QFAIL("expected an error");
     } catch (const Error& e) {
       const std::string what = e.what();
-      QVERIFY2(what.find("Cannot use device cuda:0: no usable GPU: ") != std::string::npos, e.what());
+      QVERIFY2(what.find("Cannot use device " + missing.str() + ": no usable GPU: ") != std::string::npos, e.what());
       QVERIFY(what.find(cuda::availability().reason) != std::string::npos);
+      if (emulated) QVERIFY2(what.ends_with("(the emulated GPU is " + emulated->str() + ")"), e.what());
     }
   }
 

@@ -6,6 +6,10 @@
 // problems are shown in a banner, Help > About lists the versions, and gpulab --help/--version work.
 #include <QAction>
 #include <QCheckBox>
+#include <QComboBox>
+#include <QProgressBar>
+#include <QSpinBox>
+#include <QTabWidget>
 #include <QDialog>
 #include <QDir>
 #include <QElapsedTimer>
@@ -25,6 +29,12 @@
 #include <QTreeWidget>
 #include <qcustomplot.h>
 
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <thread>
+
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
@@ -36,7 +46,10 @@
 #include <unistd.h>
 
 using gpulab::app::MainWindow;
-using Plot = gpulab::app::PlotPanel::Plot;
+using gpulab::app::MetricBatch;
+using gpulab::app::PlotPanel;
+using gpulab::app::RunPanel;
+namespace lab = gpulab::lab;
 
 namespace {
 
@@ -59,8 +72,63 @@ QList<QCPGraph*> graphsNamed(QCustomPlot* p, const QString& text) {
 
 int referenceGraphCount(MainWindow& w) {
   int n = 0;
-  for (Plot p : {Plot::Loss, Plot::Memory, Plot::Throughput}) n += graphsNamed(w.plotPanel()->plot(p), "reference:").size();
+  for (const QString& id : w.plotPanel()->viewIds())
+    if (QCustomPlot* p = w.plotPanel()->plot(id)) n += graphsNamed(p, "reference:").size();
   return n;
+}
+
+// The graph of a plot named exactly `name`.
+QCPGraph* graphNamed(QCustomPlot* p, const QString& name) {
+  for (int i = 0; p && i < p->graphCount(); ++i)
+    if (p->graph(i)->name() == name) return p->graph(i);
+  return nullptr;
+}
+
+QVector<double> keys(const QCPGraph* g) {
+  QVector<double> out;
+  for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) out << it->key;
+  return out;
+}
+QVector<double> values(const QCPGraph* g) {
+  QVector<double> out;
+  for (auto it = g->data()->constBegin(); it != g->data()->constEnd(); ++it) out << it->value;
+  return out;
+}
+
+MetricBatch batch(std::initializer_list<lab::Update> updates) {
+  MetricBatch b;
+  for (const lab::Update& u : updates) b.updates << u;
+  return b;
+}
+
+lab::ViewSpec viewSpec(const std::string& id, lab::ViewKind kind) {
+  lab::ViewSpec v;
+  v.id = id;
+  v.title = "Title of " + id;
+  v.kind = kind;
+  return v;
+}
+
+lab::ViewSpec lineView(const std::string& id, std::vector<lab::SeriesSpec> series, std::vector<lab::Axis> x = {{"step", ""}},
+                       lab::ViewKind kind = lab::ViewKind::Line) {
+  lab::ViewSpec v = viewSpec(id, kind);
+  v.x = std::move(x);
+  v.y = {"value", ""};
+  v.series = std::move(series);
+  return v;
+}
+
+lab::Point point(const std::string& view, const std::string& series, std::vector<double> x, double y) {
+  return lab::Point{view, series, std::move(x), y};
+}
+
+// The items of a plot of one kind.
+template <class Item>
+QList<Item*> itemsOf(QCustomPlot* p) {
+  QList<Item*> out;
+  for (int i = 0; i < p->itemCount(); ++i)
+    if (auto* item = qobject_cast<Item*>(p->item(i))) out << item;
+  return out;
 }
 
 // Table rows as "run | measurement | value".
@@ -78,6 +146,21 @@ void copyFixtures(const QTemporaryDir& dir, const QStringList& lessonIds) {
     QVERIFY(QFile::copy(fixture, dir.filePath(id + ".jsonl")));
   }
 }
+
+// A lab whose run is the test's code.
+class ScriptedLab final : public lab::Lab {
+ public:
+  using Body = std::function<void(lab::MetricSink&, const lab::StopToken&)>;
+  explicit ScriptedLab(Body body) : body_(std::move(body)) {}
+  std::string id() const override { return "scripted"; }
+  std::string title() const override { return "Scripted"; }
+  std::string sourcePath() const override { return {}; }
+  std::vector<lab::ParamSpec> params() const override { return {}; }
+  void run(const lab::Params&, lab::MetricSink& sink, const lab::StopToken& stop) override { body_(sink, stop); }
+
+ private:
+  Body body_;
+};
 
 }  // namespace
 
@@ -117,11 +200,14 @@ class TestGui : public QObject {
     startRegression(w, 3);
     QVERIFY(finished.wait(30000));
     QCOMPARE(finished.front().front().toString(), QString());  // no error
-    QVERIFY(w.plotPanel()->pointCount(Plot::Loss) > 0);
-    QVERIFY(w.plotPanel()->pointCount(Plot::Memory) > 0);
-    QVERIFY(w.plotPanel()->pointCount(Plot::Throughput) > 0);
-    QCOMPARE(w.plotPanel()->plot(Plot::Loss)->graph(1)->dataCount(), 3);  // eval loss per epoch
+    QVERIFY(w.plotPanel()->pointCount("loss") > 0);
+    QVERIFY(w.plotPanel()->pointCount("memory") > 0);
+    QVERIFY(w.plotPanel()->pointCount("throughput") > 0);
+    QCOMPARE(graphNamed(w.plotPanel()->plot("loss"), "eval loss")->dataCount(), 3);  // eval loss per epoch
+    QCOMPARE(w.plotPanel()->legendEntries("loss"), (QStringList{"train loss", "eval loss"}));
     QVERIFY(w.runPanel()->consoleText().contains("Done."));
+    QVERIFY(w.runPanel()->consoleText().contains("epochs: 3 | "));  // the Epochs table's rows
+    QVERIFY2(w.runDeviceLabel()->text().contains("cpu"), qPrintable(w.runDeviceLabel()->text()));  // where it ran, in the status bar
     QVERIFY(w.runPanel()->consoleText().contains("measured: evaluation peak under no-grad"));
     QCOMPARE(w.runPanel()->progressValue(), 1000);
   }
@@ -131,7 +217,7 @@ class TestGui : public QObject {
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
     startRegression(w, 1000);
-    QTRY_VERIFY_WITH_TIMEOUT(w.plotPanel()->pointCount(Plot::Loss) > 0, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.plotPanel()->pointCount("loss") > 0, 10000);
     QElapsedTimer t;
     t.start();
     w.runPanel()->stopButton()->click();
@@ -147,15 +233,15 @@ class TestGui : public QObject {
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
     startRegression(w, 1000);
-    QTRY_VERIFY_WITH_TIMEOUT(w.plotPanel()->pointCount(Plot::Loss) > 0, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.plotPanel()->pointCount("loss") > 0, 10000);
     w.runPanel()->pauseButton()->click();
     QCOMPARE(w.runPanel()->pauseButton()->text(), QString("Resume"));
     QTest::qWait(150);  // a batch already on its way may still arrive
-    const int held = w.plotPanel()->pointCount(Plot::Loss);
+    const int held = w.plotPanel()->pointCount("loss");
     QTest::qWait(300);
-    QCOMPARE(w.plotPanel()->pointCount(Plot::Loss), held);
+    QCOMPARE(w.plotPanel()->pointCount("loss"), held);
     w.runPanel()->pauseButton()->click();
-    QTRY_VERIFY_WITH_TIMEOUT(w.plotPanel()->pointCount(Plot::Loss) > held, 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.plotPanel()->pointCount("loss") > held, 5000);
     w.stopRun();
     QVERIFY(finished.wait(5000));
   }
@@ -218,18 +304,20 @@ class TestGui : public QObject {
     QVERIFY(w.runPanel()->setParameter("batch_size", "256"));
     w.startRun();
     QVERIFY(finished.wait(20000));
-    QCOMPARE(w.plotPanel()->plot(Plot::Loss)->graphCount(), 4);  // train + eval, for each of two runs
-    QVERIFY(w.plotPanel()->plot(Plot::Loss)->graph(2)->name().contains("batch_size=256"));
+    QCOMPARE(w.plotPanel()->plot("loss")->graphCount(), 4);  // train + eval, for each of two runs
+    // The runs are named by the one setting that differs.
+    QCOMPARE(w.plotPanel()->legendEntries("loss"), (QStringList{"train loss — batch_size=64", "eval loss — batch_size=64",
+                                                                "train loss — batch_size=256", "eval loss — batch_size=256"}));
     QTemporaryDir out;
-    QVERIFY(w.plotPanel()->exportPng(Plot::Loss, out.filePath("loss.png")));
-    QVERIFY(w.plotPanel()->exportPdf(Plot::Memory, out.filePath("memory.pdf")));
-    QVERIFY(w.plotPanel()->exportCsv(Plot::Loss, out.filePath("loss.csv")));
+    QVERIFY(w.plotPanel()->exportPng("loss", out.filePath("loss.png")));
+    QVERIFY(w.plotPanel()->exportPdf("memory", out.filePath("memory.pdf")));
+    QVERIFY(w.plotPanel()->exportCsv("loss", out.filePath("loss.csv")));
     QVERIFY(QFileInfo(out.filePath("loss.png")).size() > 1000);
     QVERIFY(QFileInfo(out.filePath("memory.pdf")).size() > 1000);
     QFile csv(out.filePath("loss.csv"));
     QVERIFY(csv.open(QIODevice::ReadOnly));
     const QStringList lines = QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts);
-    QCOMPARE(lines.front(), QString("series,step,loss"));
+    QCOMPARE(lines.front(), QString(R"csv(series,"step","samples seen","time (s)","loss")csv"));
     QVERIFY(lines.size() > 10);
   }
 
@@ -247,10 +335,10 @@ class TestGui : public QObject {
     QCOMPARE(panel->referenceCheckBox()->text(), QString("Compare with a real GPU"));
     QVERIFY(panel->referenceCheckBox()->toolTip().contains(kReferenceLabel));
     QCOMPARE(referenceGraphCount(w), 0);  // offered, not shown until asked for
-    const int ownLoss = panel->plot(Plot::Loss)->graph(0)->dataCount();
+    const int ownLoss = panel->plot("loss")->graph(0)->dataCount();
 
     panel->referenceCheckBox()->click();
-    QCustomPlot* loss = panel->plot(Plot::Loss);
+    QCustomPlot* loss = panel->plot("loss");
     const auto train = graphsNamed(loss, "train loss — " + kReferenceLabel);
     QCOMPARE(train.size(), 1);
     QCOMPARE(train.front()->name(), "train loss — " + kReferenceLabel);
@@ -258,9 +346,15 @@ class TestGui : public QObject {
     QCOMPARE(train.front()->pen().style(), Qt::DashLine);
     QCOMPARE(train.front()->pen().color().saturation(), 0);  // grey
     QCOMPARE(graphsNamed(loss, "eval loss — " + kReferenceLabel).front()->dataCount(), 2);
-    QCOMPARE(graphsNamed(panel->plot(Plot::Memory), "allocated — " + kReferenceLabel).size(), 1);
-    QCOMPARE(graphsNamed(panel->plot(Plot::Memory), "reserved — " + kReferenceLabel).size(), 1);
-    QCOMPARE(graphsNamed(panel->plot(Plot::Throughput), "samples/s — " + kReferenceLabel).front()->dataCount(), 4);
+    QCOMPARE(graphsNamed(panel->plot("memory"), "allocated (memory_allocated) — " + kReferenceLabel).size(), 1);
+    QCOMPARE(graphsNamed(panel->plot("memory"), "reserved (memory_reserved) — " + kReferenceLabel).size(), 1);
+    QCOMPARE(graphsNamed(panel->plot("throughput"), "training samples per second — " + kReferenceLabel).front()->dataCount(), 4);
+    // The reference's table rows are there too, grey, with a Run column naming it.
+    auto* epochs = qobject_cast<QTableWidget*>(panel->viewWidget("epochs"));
+    QVERIFY(epochs);
+    panel->view("epochs")->refresh();
+    QCOMPARE(epochs->horizontalHeaderItem(0)->text(), QString("Run"));
+    QCOMPARE(epochs->item(epochs->rowCount() - 1, 0)->text(), kReferenceLabel);
     QCOMPARE(loss->graph(0)->dataCount(), ownLoss);  // the learner's curves stay
     QVERIFY(!loss->graph(0)->name().contains("reference"));
     // In the legend, exactly as the graphs are named.
@@ -268,8 +362,8 @@ class TestGui : public QObject {
     // The measurements table: the learner's rows and the reference's, labelled.
     const QStringList rows = tableRows(panel->measurementTable());
     QVERIFY2(rows.contains(kReferenceLabel + " | evaluation peak under no-grad | 976.56 KiB"), qPrintable(rows.join('\n')));
-    QVERIFY2(rows.contains(kReferenceLabel + " | device | cuda:0"), qPrintable(rows.join('\n')));
-    QVERIFY2(rows.contains("your machine | device | cpu"), qPrintable(rows.join('\n')));
+    QVERIFY2(rows.contains(kReferenceLabel + " | evaluation peak with the graph recorded | 1.91 MiB"), qPrintable(rows.join('\n')));
+    QVERIFY2(rows.join('\n').contains("your machine | evaluation peak under no-grad | "), qPrintable(rows.join('\n')));
     for (int r = 0; r < panel->measurementTable()->rowCount(); ++r) {
       if (panel->measurementTable()->item(r, 0)->text() == kReferenceLabel)
         QVERIFY(panel->measurementTable()->item(r, 2)->toolTip().contains(kReferenceLabel));
@@ -279,7 +373,7 @@ class TestGui : public QObject {
     loss->replot();
     const auto& point = *(train.front()->data()->constBegin() + 1);
     const QPointF at(loss->xAxis->coordToPixel(point.key), loss->yAxis->coordToPixel(point.value));
-    QVERIFY2(panel->toolTipAt(Plot::Loss, at).contains(kReferenceLabel), qPrintable(panel->toolTipAt(Plot::Loss, at)));
+    QVERIFY2(panel->toolTipAt("loss", at).contains(kReferenceLabel), qPrintable(panel->toolTipAt("loss", at)));
 
     // A new run (no overlay) clears the learner's curves, not the reference.
     w.startRun();
@@ -289,7 +383,7 @@ class TestGui : public QObject {
     // Run block 2 has its own recording; unchecking removes every trace of it.
     w.runPanel()->selectRun(1);
     QCOMPARE(graphsNamed(loss, "train loss — " + kReferenceLabel).front()->dataCount(), 1);
-    QVERIFY(tableRows(panel->measurementTable()).contains(kReferenceLabel + " | test accuracy | 0.5000"));
+    QCOMPARE(graphsNamed(loss, "eval loss — " + kReferenceLabel).front()->dataCount(), 1);
     panel->referenceCheckBox()->click();
     QCOMPARE(referenceGraphCount(w), 0);
     QVERIFY(!tableRows(panel->measurementTable()).join('\n').contains("reference:"));
@@ -304,8 +398,9 @@ class TestGui : public QObject {
     QVERIFY(w.selectLesson("device-setup"));
     w.plotPanel()->setShowReference(true);
     QCOMPARE(referenceGraphCount(w), 0);  // a run without curves adds none
+    // Its bar, grey, in the view it declared.
+    QCOMPARE(w.plotPanel()->legendEntries("matmul"), QStringList{"GFLOP/s — " + kReferenceLabel});
     QTableWidget* table = w.plotPanel()->measurementTable();
-    QVERIFY(table->isVisible());  // its numbers are what there is to compare: the table is shown
     QVERIFY2(tableRows(table).contains(kReferenceLabel + " | matmul on cuda:0 | 12345 GFLOP/s"), qPrintable(tableRows(table).join('\n')));
     QSignalSpy finished(&w, &MainWindow::runFinished);
     QVERIFY(w.runPanel()->setParameter("size", "64"));
@@ -314,6 +409,10 @@ class TestGui : public QObject {
     const QString all = tableRows(table).join('\n');
     QVERIFY2(all.contains("your machine | matmul on cpu | "), qPrintable(all));
     QVERIFY2(all.contains(kReferenceLabel + " | matmul on cuda:0"), qPrintable(all));  // kept through the run
+    // The learner's bar and the reference's side by side.
+    const QStringList entries = w.plotPanel()->legendEntries("matmul");
+    QCOMPARE(entries.size(), 2);
+    QVERIFY2(entries.contains("GFLOP/s — " + kReferenceLabel), qPrintable(entries.join('\n')));
   }
 
   void withoutAReferenceNothingIsShown() {
@@ -361,7 +460,7 @@ class TestGui : public QObject {
     auto* w = new MainWindow(gpulab::course::kEmbeddedRoot, progressPath());
     w->show();
     startRegression(*w, 1000);
-    QTRY_VERIFY_WITH_TIMEOUT(w->plotPanel()->pointCount(Plot::Loss) > 0, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w->plotPanel()->pointCount("loss") > 0, 10000);
     QElapsedTimer t;
     t.start();
     w->close();
@@ -616,15 +715,15 @@ class TestGui : public QObject {
     QVERIFY(finished.wait(20000));
     w.startRun();
     QVERIFY(finished.wait(20000));
-    QCustomPlot* loss = w.plotPanel()->plot(Plot::Loss);
+    QCustomPlot* loss = w.plotPanel()->plot("loss");
     QCOMPARE(loss->graphCount(), 4);
     QVERIFY(w.plotPanel()->measurementTable()->rowCount() > 0);
     w.runPanel()->resetButton()->click();
-    for (Plot p : {Plot::Loss, Plot::Memory, Plot::Throughput}) {
+    for (const QString p : {"loss", "memory", "throughput"}) {
       QCOMPARE(w.plotPanel()->plot(p)->graphCount(), 0);
       QCOMPARE(w.plotPanel()->pointCount(p), 0);
     }
-    QCOMPARE(w.plotPanel()->plot(Plot::Memory)->itemCount(), 0);
+    QCOMPARE(w.plotPanel()->plot("memory")->itemCount(), 0);
     QCOMPARE(w.plotPanel()->measurementTable()->rowCount(), 0);
     // With the reference shown, Reset keeps it and clears only the learner's curves.
     w.startRun();
@@ -676,7 +775,450 @@ class TestGui : public QObject {
     QVERIFY(finished.wait(5000));
     QCOMPARE(bar->value(), 0);
   }
+  // ---- The generic views, fed straight with updates (no lab) ------------------------------------
+
+  // Views get a tab each, in the order they are declared, then Measurements; a Line view draws a
+  // graph per series in the series' style.
+  void aLineViewDrawsAGraphPerSeries() {
+    PlotPanel panel;
+    panel.show();
+    auto second = lineView("second", {{"s", "s"}});
+    panel.addBatch(batch({lineView("first", {{"a", "series a"}, {"b", "series b", lab::SeriesStyle::Points}, {"c", "steps", lab::SeriesStyle::Steps}}),
+                          second, point("first", "a", {1}, 10), point("first", "a", {2}, 20), point("first", "b", {1}, 5),
+                          point("first", "c", {1}, 1), point("first", "c", {3}, 2)}));
+    QCOMPARE(panel.viewIds(), (QStringList{"first", "second"}));
+    auto* tabs = panel.findChild<QTabWidget*>();
+    QCOMPARE(tabs->count(), 3);
+    QCOMPARE(tabs->tabText(0), QString("Title of first"));
+    QCOMPARE(tabs->tabText(2), QString("Measurements"));
+    QCustomPlot* p = panel.plot("first");
+    QCOMPARE(p->graphCount(), 3);
+    QCOMPARE(values(graphNamed(p, "series a")), (QVector<double>{10, 20}));
+    QCOMPARE(keys(graphNamed(p, "series a")), (QVector<double>{1, 2}));
+    QCOMPARE(graphNamed(p, "series b")->lineStyle(), QCPGraph::lsNone);  // points
+    QVERIFY(graphNamed(p, "series b")->scatterStyle().shape() != QCPScatterStyle::ssNone);
+    QCOMPARE(graphNamed(p, "steps")->lineStyle(), QCPGraph::lsStepLeft);
+    QCOMPARE(panel.pointCount("first"), 5);
+    QCOMPARE(panel.legendEntries("first"), (QStringList{"series a", "series b", "steps"}));
+    QCOMPARE(panel.plot("second")->graphCount(), 0);  // a series without points draws nothing
+    QVERIFY(panel.legendEntries("second").isEmpty());
+    // Declared again as another kind: replaced in its place.
+    auto table = viewSpec("second", lab::ViewKind::Table);
+    table.columns = {{"n", ""}};
+    panel.addBatch(batch({table, lab::Row{"second", {std::int64_t(7)}}}));
+    QCOMPARE(panel.viewIds(), (QStringList{"first", "second"}));
+    QVERIFY(!panel.plot("second"));
+    QVERIFY(qobject_cast<QTableWidget*>(panel.viewWidget("second")));
+    QCOMPARE(tabs->count(), 3);
+  }
+
+  // No legend box on a plot without points.
+  void anEmptyPlotHasNoLegend() {
+    PlotPanel panel;
+    panel.show();
+    panel.addBatch(batch({lineView("v", {{"a", "a"}})}));
+    panel.view("v")->refresh();
+    QVERIFY(!panel.plot("v")->legend->visible());
+    panel.addBatch(batch({point("v", "a", {1}, 1)}));
+    panel.view("v")->refresh();
+    QVERIFY(panel.plot("v")->legend->visible());
+  }
+
+  // A stacked view stacks its layers bottom first, each filling down to the one below; an overlay
+  // series is a line over the stack, not stacked.
+  void aStackedAreaStacksItsLayersUnderItsOverlays() {
+    PlotPanel panel;
+    panel.show();
+    auto spec = lineView("mem", {{"p", "parameter"}, {"g", "gradient"}, {"r", "reserved", lab::SeriesStyle::Line, true}}, {{"time", "s"}},
+                         lab::ViewKind::StackedArea);
+    spec.y = {"memory", "bytes"};
+    spec.yFromZero = true;
+    panel.addBatch(batch({spec, point("mem", "p", {0}, 1024), point("mem", "g", {0}, 2048), point("mem", "r", {0}, 8192),
+                          point("mem", "p", {1}, 1024), point("mem", "g", {1}, 3072), point("mem", "r", {1}, 8192)}));
+    panel.view("mem")->refresh();
+    QCustomPlot* p = panel.plot("mem");
+    QCOMPARE(p->graphCount(), 3);
+    QCPGraph* parameter = graphNamed(p, "parameter");
+    QCPGraph* gradient = graphNamed(p, "gradient");
+    QCPGraph* reserved = graphNamed(p, "reserved");
+    QCOMPARE(values(parameter), (QVector<double>{1024, 1024}));
+    QCOMPARE(values(gradient), (QVector<double>{3072, 4096}));  // on top of parameter
+    QCOMPARE(gradient->channelFillGraph(), parameter);
+    QVERIFY(parameter->brush().style() != Qt::NoBrush);
+    QCOMPARE(values(reserved), (QVector<double>{8192, 8192}));  // not stacked
+    QVERIFY(!reserved->channelFillGraph());
+    QCOMPARE(reserved->brush().style(), Qt::NoBrush);
+    QVERIFY(reserved->layer()->index() > parameter->layer()->index());  // drawn over the stack
+    QCOMPARE(p->yAxis->range().lower, 0.0);  // yFromZero
+    // Byte ticks in KiB/MiB/GiB.
+    p->replot();
+    QVERIFY2(!p->yAxis->tickVectorLabels().isEmpty() && p->yAxis->tickVectorLabels().last().endsWith(" KiB"),
+             qPrintable(p->yAxis->tickVectorLabels().join(", ")));
+  }
+
+  // Bars: a QCPBars per series, the categories as tick labels.
+  void barsAreGroupedPerSeries() {
+    PlotPanel panel;
+    panel.show();
+    lab::ViewSpec spec = viewSpec("report", lab::ViewKind::Bars);
+    spec.y = {"memory", "bytes"};
+    spec.series = {{"allocated", "allocated"}, {"reserved", "reserved"}};
+    panel.addBatch(batch({spec, lab::Bar{"report", "allocated", "before", 100}, lab::Bar{"report", "reserved", "before", 300},
+                          lab::Bar{"report", "allocated", "after", 100}, lab::Bar{"report", "reserved", "after", 120}}));
+    panel.view("report")->refresh();
+    QCustomPlot* p = panel.plot("report");
+    QCOMPARE(p->plottableCount(), 2);
+    auto* reserved = qobject_cast<QCPBars*>(p->plottable(1));
+    QVERIFY(reserved);
+    QCOMPARE(reserved->name(), QString("reserved"));
+    QCOMPARE(reserved->dataCount(), 2);
+    QCOMPARE(reserved->data()->at(0)->value, 300.0);
+    QCOMPARE(reserved->data()->at(1)->value, 120.0);
+    auto ticker = p->xAxis->ticker().dynamicCast<QCPAxisTickerText>();
+    QVERIFY(ticker);
+    QCOMPARE(ticker->ticks().values(), (QList<QString>{"before", "after"}));
+    QCOMPARE(panel.pointCount("report"), 4);
+    QCOMPARE(panel.legendEntries("report"), (QStringList{"allocated", "reserved"}));
+  }
+
+  // Table: a row per Row update, each cell written for its column's unit.
+  void aTableShowsItsRows() {
+    PlotPanel panel;
+    panel.show();
+    lab::ViewSpec spec = viewSpec("rows", lab::ViewKind::Table);
+    spec.columns = {{"n", ""}, {"loss", ""}, {"peak", "bytes"}, {"time", "s"}, {"note", ""}};
+    panel.addBatch(batch({spec, lab::Row{"rows", {std::int64_t(1), 0.43125, 2.0 * 1024 * 1024, 1.5, std::string("ok")}},
+                          lab::Row{"rows", {std::int64_t(2), 0.25, 1024.0, 0.25, std::string("fine")}}}));
+    panel.view("rows")->refresh();
+    auto* t = qobject_cast<QTableWidget*>(panel.viewWidget("rows"));
+    QVERIFY(t);
+    QVERIFY(!panel.plot("rows"));
+    QCOMPARE(t->rowCount(), 2);
+    QCOMPARE(t->columnCount(), 5);
+    QCOMPARE(t->horizontalHeaderItem(3)->text(), QString("time (s)"));
+    QCOMPARE(t->item(0, 0)->text(), QString("1"));
+    QCOMPARE(t->item(0, 1)->text(), QString("0.4313"));
+    QCOMPARE(t->item(0, 2)->text(), QString("2.00 MiB"));
+    QCOMPARE(t->item(0, 3)->text(), QString("1.5 s"));
+    QCOMPARE(t->item(1, 4)->text(), QString("fine"));
+    // Its CSV has the rows.
+    QTemporaryDir out;
+    QVERIFY(panel.exportCsv("rows", out.filePath("rows.csv")));
+    QFile csv(out.filePath("rows.csv"));
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 3);
+    QCOMPARE(lines[1], QString(R"(1,0.43125,2097152,1.5,"ok")"));
+    QVERIFY(panel.exportPng("rows", out.filePath("rows.png")));
+    QVERIFY(QFileInfo(out.filePath("rows.png")).size() > 100);
+  }
+
+  // Timeline: a row per lane, a rectangle per span.
+  void aTimelineDrawsItsSpans() {
+    PlotPanel panel;
+    panel.show();
+    lab::ViewSpec spec = viewSpec("steps", lab::ViewKind::Timeline);
+    spec.x = {{"time", "s"}};
+    spec.series = {{"forward", "forward"}, {"backward", "backward"}};
+    panel.addBatch(batch({spec, lab::Span{"steps", "forward", "step 1", 0.0, 0.1}, lab::Span{"steps", "backward", "step 1", 0.1, 0.3},
+                          lab::Span{"steps", "optimizer", "step 1", 0.3, 0.35}}));
+    panel.showView("steps");
+    panel.view("steps")->refresh();
+    QCustomPlot* p = panel.plot("steps");
+    const auto rects = itemsOf<QCPItemRect>(p);
+    QCOMPARE(rects.size(), 3);
+    auto lanes = p->yAxis->ticker().dynamicCast<QCPAxisTickerText>();
+    QVERIFY(lanes);
+    QCOMPARE(lanes->ticks().size(), 3);  // two declared lanes and one that came with a span
+    QVERIFY(lanes->ticks().values().contains("optimizer"));
+    QCOMPARE(rects[1]->topLeft->coords().x(), 0.1);
+    QCOMPARE(rects[1]->bottomRight->coords().x(), 0.3);
+    QVERIFY(p->xAxis->range().contains(0.35) && p->xAxis->range().contains(0.0));
+    QCOMPARE(panel.pointCount("steps"), 3);
+  }
+
+  // Markers are vertical lines with their label (an OOM in red); a Level is a dashed horizontal line.
+  void markersAndLevelsAreDrawn() {
+    PlotPanel panel;
+    panel.show();
+    auto spec = lineView("mem", {{"a", "allocated"}});
+    spec.y = {"memory", "bytes"};
+    panel.addBatch(batch({spec, point("mem", "a", {1}, 100), point("mem", "a", {2}, 200),
+                          lab::Marker{"mem", {2}, "OOM at batch 4096", lab::MarkerKind::OutOfMemory},
+                          lab::Marker{"mem", {3}, "empty_cache()", lab::MarkerKind::EmptyCache}, lab::Level{"mem", "capacity", 4096}}));
+    QCOMPARE(panel.markerCount("mem"), 2);
+    QCustomPlot* p = panel.plot("mem");
+    const auto lines = itemsOf<QCPItemStraightLine>(p);
+    QCOMPARE(lines.size(), 3);
+    QCOMPARE(lines[0]->point1->coords().x(), 2.0);
+    QCOMPARE(lines[0]->pen().color(), QColor(214, 39, 40));  // the OOM in red
+    QVERIFY(lines[1]->pen().color() != QColor(214, 39, 40));
+    QCOMPARE(lines[2]->point1->coords().y(), 4096.0);  // the level: horizontal
+    QCOMPARE(lines[2]->point2->coords().y(), 4096.0);
+    QCOMPARE(lines[2]->pen().style(), Qt::DashLine);
+    QStringList texts;
+    for (QCPItemText* t : itemsOf<QCPItemText>(p)) texts << t->text();
+    QCOMPARE(texts, (QStringList{"OOM at batch 4096", "empty_cache()", "capacity (4.00 KiB)"}));
+  }
+
+  // A diverging run's NaN and inf are not plotted, and the axes still scale to the finite points.
+  void nonFinitePointsAreNotPlotted() {
+    PlotPanel panel;
+    panel.show();
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    panel.addBatch(batch({lineView("v", {{"a", "a"}, {"n", "only nan"}}), point("v", "a", {1}, 1), point("v", "a", {2}, nan),
+                          point("v", "a", {3}, inf), point("v", "a", {4}, 3), point("v", "n", {1}, nan)}));
+    panel.view("v")->refresh();
+    QCustomPlot* p = panel.plot("v");
+    QCOMPARE(p->graphCount(), 1);  // "only nan" has nothing to draw
+    QCOMPARE(values(p->graph(0)), (QVector<double>{1, 3}));
+    QVERIFY(std::isfinite(p->yAxis->range().upper) && std::isfinite(p->yAxis->range().lower));
+    QVERIFY(p->yAxis->range().contains(3) && p->yAxis->range().upper < 10);
+    QCOMPARE(panel.legendEntries("v"), QStringList{"a"});
+  }
+
+  // Overlaid runs are named by the settings that differ (only those), with a colour each; a failed
+  // run keeps its points but has no legend entry.
+  void overlaidRunsAreNamedByWhatDiffers() {
+    PlotPanel panel;
+    panel.show();
+    panel.setOverlay(true);
+    auto run = [&](const std::map<std::string, std::string>& settings, const QString& error) {
+      panel.beginRun(settings);
+      panel.addBatch(batch({lineView("loss", {{"train", "train loss"}}), point("loss", "train", {1}, 1), point("loss", "train", {2}, 0.5)}));
+      panel.endRun(error);
+    };
+    run({{"batch_size", "64"}, {"lr", "0.001"}, {"epochs", "3"}}, {});
+    QCOMPARE(panel.legendEntries("loss"), QStringList{"train loss"});  // a lone run: no name
+    run({{"batch_size", "256"}, {"lr", "0.001"}, {"epochs", "3"}}, {});
+    QCOMPARE(panel.legendEntries("loss"), (QStringList{"train loss — batch_size=64", "train loss — batch_size=256"}));
+    QCustomPlot* p = panel.plot("loss");
+    QVERIFY(p->graph(0)->pen().color() != p->graph(1)->pen().color());
+    run({{"batch_size", "256"}, {"lr", "0.1"}, {"epochs", "3"}}, "diverged");
+    QCOMPARE(p->graphCount(), 3);
+    QCOMPARE(p->graph(2)->dataCount(), 2);  // its points stay
+    QCOMPARE(panel.legendEntries("loss"), (QStringList{"train loss — batch_size=64, lr=0.001", "train loss — batch_size=256, lr=0.001"}));
+    // Nothing differs: "run 1", "run 2".
+    PlotPanel same;
+    same.setOverlay(true);
+    for (int i = 0; i < 2; ++i) {
+      same.beginRun({{"batch_size", "64"}});
+      same.addBatch(batch({lineView("loss", {{"train", "train loss"}}), point("loss", "train", {1}, 1)}));
+      same.endRun({});
+    }
+    QCOMPARE(same.legendEntries("loss"), (QStringList{"train loss — run 1", "train loss — run 2"}));
+    // Without overlay a new run replaces the earlier ones.
+    same.setOverlay(false);
+    same.beginRun({{"batch_size", "64"}});
+    same.addBatch(batch({lineView("loss", {{"train", "train loss"}}), point("loss", "train", {1}, 1)}));
+    QCOMPARE(same.legendEntries("loss"), QStringList{"train loss"});
+  }
+
+  // A view with several x axes draws every run again on the one chosen (each point keeps all its x).
+  void switchingTheXAxisRedrawsOnIt() {
+    PlotPanel panel;
+    panel.show();
+    panel.addBatch(batch({lineView("loss", {{"train", "train loss"}}, {{"step", ""}, {"samples seen", ""}, {"time", "s"}}),
+                          point("loss", "train", {1, 64, 0.5}, 1), point("loss", "train", {2, 128, 0.75}, 0.5),
+                          lab::Marker{"loss", {2, 128, 0.75}, "event"}}));
+    QCustomPlot* p = panel.plot("loss");
+    QCOMPARE(keys(p->graph(0)), (QVector<double>{1, 2}));
+    QComboBox* box = panel.view("loss")->xAxisBox();
+    QCOMPARE(box->count(), 3);
+    QCOMPARE(box->itemText(2), QString("time (s)"));
+    QVERIFY(!box->isHidden());
+    box->setCurrentIndex(2);
+    QCOMPARE(keys(p->graph(0)), (QVector<double>{0.5, 0.75}));
+    QCOMPARE(p->xAxis->label(), QString("time (s)"));
+    QCOMPARE(itemsOf<QCPItemStraightLine>(p).front()->point1->coords().x(), 0.75);  // the marker moves too
+    // A point that arrives later is drawn on the chosen axis.
+    panel.addBatch(batch({point("loss", "train", {3, 192, 1.0}, 0.25)}));
+    QCOMPARE(keys(p->graph(0)), (QVector<double>{0.5, 0.75, 1.0}));
+    box->setCurrentIndex(1);
+    QCOMPARE(keys(p->graph(0)), (QVector<double>{64, 128, 192}));
+    // One axis: no box.
+    panel.addBatch(batch({lineView("one", {{"a", "a"}})}));
+    QVERIFY(panel.view("one")->xAxisBox()->parentWidget()->isHidden());
+  }
+
+  // Reset removes every run of the learner (overlaid ones too), their markers and measurements.
+  void resetClearsOverlaysMarkersAndMeasurements() {
+    PlotPanel panel;
+    panel.show();
+    panel.setOverlay(true);
+    for (const char* size : {"64", "256"}) {
+      panel.beginRun({{"batch_size", size}});
+      panel.addBatch(batch({lineView("v", {{"a", "a"}}), point("v", "a", {1}, 1), lab::Marker{"v", {1}, "OOM", lab::MarkerKind::OutOfMemory},
+                            lab::Level{"v", "capacity", 10}, lab::Measurement{"peak", 1024, "bytes"}}));
+      panel.endRun({});
+    }
+    QCOMPARE(panel.plot("v")->graphCount(), 2);
+    QCOMPARE(panel.markerCount("v"), 2);
+    QCOMPARE(panel.measurementTable()->rowCount(), 2);
+    QCOMPARE(tableRows(panel.measurementTable()).front(), QString("your machine — batch_size=64 | peak | 1.00 KiB"));
+    panel.clearRuns();
+    QCOMPARE(panel.plot("v")->graphCount(), 0);
+    QCOMPARE(panel.plot("v")->itemCount(), 0);
+    QCOMPARE(panel.markerCount("v"), 0);
+    QCOMPARE(panel.measurementTable()->rowCount(), 0);
+    QVERIFY(panel.legendEntries("v").isEmpty());
+  }
+
+  // Only the view on screen is redrawn; a hidden one waits (stale) until its tab is shown.
+  void onlyTheShownViewRedraws() {
+    PlotPanel panel;
+    panel.show();
+    panel.addBatch(batch({lineView("a", {{"s", "s"}}), lineView("b", {{"s", "s"}}), point("a", "s", {1}, 1), point("b", "s", {1}, 1)}));
+    QCOMPARE(panel.shownView(), QString("a"));
+    QTRY_VERIFY(!panel.view("a")->dirty());
+    QTest::qWait(100);
+    QVERIFY(panel.view("b")->dirty());
+    panel.showView("b");
+    QVERIFY(!panel.view("b")->dirty());
+  }
+
+  // A run on an emulated device says so in the titles and in exports.
+  void anEmulatedDeviceIsLabelled() {
+    PlotPanel panel;
+    panel.show();
+    const std::string label = "cuda:0 (emulated GPU — runs on your CPU)";
+    panel.addBatch(batch({lab::RunDevice{"cuda:0", label, true}, lineView("v", {{"a", "a"}}), point("v", "a", {1}, 1),
+                          lab::Measurement{"speed", 123.4, "GFLOP/s"}, lab::Measurement{"ratio", 2.5, "x"}}));
+    QCOMPARE(panel.view("v")->title(), "Title of v — " + QString::fromStdString(label));
+    auto* heading = qobject_cast<QCPTextElement*>(panel.plot("v")->plotLayout()->element(0, 0));
+    QVERIFY(heading);
+    QCOMPARE(heading->text(), panel.view("v")->title());
+    QTemporaryDir out;
+    QVERIFY(panel.exportCsv("v", out.filePath("v.csv")));
+    QFile csv(out.filePath("v.csv"));
+    QVERIFY(csv.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(csv.readLine()).trimmed(), "# " + QString::fromStdString(label));
+    QVERIFY(panel.exportPng("v", out.filePath("v.png")));
+    // Measurements with their units.
+    const QStringList rows = tableRows(panel.measurementTable());
+    QVERIFY2(rows.contains("your machine | speed | 123.4 GFLOP/s"), qPrintable(rows.join('\n')));
+    QVERIFY2(rows.contains("your machine | ratio | 2.5×"), qPrintable(rows.join('\n')));
+    // A device that is not emulated is not added to the title.
+    PlotPanel real;
+    real.addBatch(batch({lab::RunDevice{"cpu", "cpu", false}, lineView("v", {{"a", "a"}})}));
+    QCOMPARE(real.view("v")->title(), QString("Title of v"));
+  }
+
+  // The console shows messages, measurements and table rows in the order the lab sent them;
+  // records are not shown; the progress bar follows Progress updates.
+  void theConsoleKeepsTheLabsOrder() {
+    RunPanel panel;
+    panel.beginRunOutput();
+    lab::ViewSpec table = viewSpec("epochs", lab::ViewKind::Table);
+    table.columns = {{"epoch", ""}, {"loss", ""}, {"peak", "bytes"}};
+    panel.appendBatch(batch({table, lab::Message{lab::MessageKind::Info, "starting"},
+                             lab::Row{"epochs", {std::int64_t(1), 0.4312, 1048576.0}}, lab::Measurement{"peak allocated", 2048, "bytes"},
+                             lab::Record{"step", {{"loss", 0.5}}}, lab::Message{lab::MessageKind::Warning, "careful"},
+                             lab::Progress{3, 4, "epoch 1/4"}}));
+    const QString text = panel.consoleText();
+    const int start = text.indexOf("starting"), row = text.indexOf("epochs: 1 | 0.4312 | 1.00 MiB"),
+              measured = text.indexOf("measured: peak allocated = 2.00 KiB"), warning = text.indexOf("warning: careful");
+    QVERIFY2(start >= 0 && row > start && measured > row && warning > measured, qPrintable(text));
+    QVERIFY2(text.contains("epochs: epoch | loss | peak"), qPrintable(text));  // the columns before the first row
+    QVERIFY(!text.contains("step"));  // a record
+    QCOMPARE(panel.progressValue(), 750);
+    QCOMPARE(panel.progressLabel(), QString("epoch 1/4"));
+    panel.appendBatch(batch({lab::Progress{0, 0, "searching"}}));
+    QCOMPARE(panel.findChild<QProgressBar*>()->maximum(), 0);  // busy: the total is unknown
+    panel.finishRun({}, false);
+    QCOMPARE(panel.progressValue(), 1000);
+    QVERIFY(panel.consoleText().endsWith("Done."));
+    panel.finishRun("it broke", false);
+    QVERIFY(panel.consoleText().contains("The run failed:\nit broke"));
+  }
+
+  // The runner checks every update: a lab that breaks the protocol fails its run with the checker's
+  // message, even when it catches the exception, and nothing it sends afterwards is shown.
+  void aLabThatBreaksTheProtocolFails() {
+    gpulab::app::RunControl control;
+    gpulab::app::LabWorker worker(control);
+    QVector<lab::Update> sent;
+    QString error = "not finished";
+    connect(&worker, &gpulab::app::LabWorker::batchReady, this, [&](const MetricBatch& b) { sent += b.updates; });
+    connect(&worker, &gpulab::app::LabWorker::finished, this, [&](const QString& e) { error = e; });
+    ScriptedLab bad([](lab::MetricSink& sink, const lab::StopToken&) {
+      sink.view(lineView("v", {{"a", "a"}}));
+      sink.point("v", "a", {1}, 1);
+      try {
+        sink.point("nowhere", "a", {1}, 1);
+      } catch (const std::exception&) {
+      }
+      sink.info("after");
+    });
+    worker.runLab(bad, {});
+    QVERIFY2(error.startsWith("The lab broke the protocol: ") && error.contains("nowhere"), qPrintable(error));
+    QCOMPARE(sent.size(), 2);  // the view and its point, in order
+    QVERIFY(std::holds_alternative<lab::ViewSpec>(sent[0]) && std::holds_alternative<lab::Point>(sent[1]));
+    // A lab that keeps the protocol ends without an error.
+    ScriptedLab good([](lab::MetricSink& sink, const lab::StopToken&) { sink.info("fine"); });
+    worker.runLab(good, {});
+    QCOMPARE(error, QString());
+  }
+
+  // Pause holds the lab at its next Progress update (what it sent before is delivered); Stop works
+  // while paused.
+  void pauseHoldsALabAtItsNextProgress() {
+    gpulab::app::RunControl control;
+    gpulab::app::LabWorker worker(control);
+    std::atomic<int> reached{0};
+    std::atomic<int> delivered{0};
+    connect(&worker, &gpulab::app::LabWorker::batchReady, this, [&](const MetricBatch& b) { delivered += b.updates.size(); }, Qt::DirectConnection);
+    ScriptedLab lab([&](lab::MetricSink& sink, const lab::StopToken&) {
+      sink.info("one");
+      reached = 1;
+      sink.progress(1, 3, "first");  // held here
+      reached = 2;
+    });
+    control.setPaused(true);
+    std::thread t([&] { worker.runLab(lab, {}); });
+    QTRY_COMPARE(reached.load(), 1);
+    QTest::qWait(150);
+    QCOMPARE(reached.load(), 1);
+    QTRY_COMPARE(delivered.load(), 2);  // the message and the progress, flushed before waiting
+    control.stop.requestStop();
+    control.wake();
+    t.join();
+    QCOMPARE(reached.load(), 2);
+  }
+
+  // Check without an answer asks for one.
+  void checkWithoutAnAnswerAsksForOne() {
+    QTemporaryDir dir;
+    MainWindow w(gpulab::course::kEmbeddedRoot, dir.filePath("progress.json"));
+    QVERIFY(w.selectLesson("device-setup"));
+    QPushButton* check = nullptr;
+    for (QPushButton* b : w.quiz()->findChildren<QPushButton*>())
+      if (b->text() == "Check" && !check) check = b;
+    QVERIFY(check);
+    QCOMPARE(w.quiz()->feedback(0), QString());
+    check->click();
+    QCOMPARE(w.quiz()->feedback(0), QString("Pick an answer first."));
+  }
+
+  // Parameter controls: the tooltip gives the allowed range; a text parameter with suggestions
+  // (the device) is a choice of them, plus the lesson's value when it is not one.
+  void parameterControlsOfferTheirRange() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("training-loop"));
+    w.runPanel()->selectRun(0);
+    auto* batchSize = qobject_cast<QSpinBox*>(w.runPanel()->parameterControl("batch_size"));
+    QVERIFY(batchSize);
+    QVERIFY2(batchSize->toolTip().contains("Allowed: a number in ["), qPrintable(batchSize->toolTip()));
+    auto* device = qobject_cast<QComboBox*>(w.runPanel()->parameterControl("device"));
+    QVERIFY2(device, "the device is a choice of the machine's devices");
+    QVERIFY(!device->isEditable());
+    QVERIFY(device->findText("cpu") >= 0);
+    QVERIFY(device->toolTip().contains("Allowed: "));
+    QVERIFY(w.runPanel()->setParameter("device", "cpu"));
+    QCOMPARE(w.runPanel()->settings().at("device"), std::string("cpu"));
+  }
 };
+
 
 QTEST_MAIN(TestGui)
 #include "test_gui.moc"

@@ -7,6 +7,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "fake_arena.h"
 #include "lab_runner.h"
 #include "test_util.h"
@@ -313,62 +314,105 @@ class TestMemory : public QObject {
     QVERIFY(memory_stats(kCPU).num_ooms >= 1);
   }
 
+  void oomSweepHitsTheLimitAndRecovers_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("cpu budget") << "cpu" << "CPU out of memory (emulated";
+    QTest::newRow("emulated gpu") << "cuda" << "CUDA out of memory.";
+  }
   void oomSweepHitsTheLimitAndRecovers() {
-    struct Sink final : lab::MetricSink {
-      std::vector<lab::OutOfMemoryReport> ooms;
-      std::vector<lab::RecoveryReport> recoveries;
-      std::vector<lab::MemorySample> samples;
-      void onOutOfMemory(const lab::OutOfMemoryReport& r) override { ooms.push_back(r); }
-      void onRecovered(const lab::RecoveryReport& r) override { recoveries.push_back(r); }
-      void onMemory(const lab::MemorySample& m) override { samples.push_back(m); }
-    } sink;
-    test::runLab("memory", {{"device", "cpu"}, {"dataset", "regression"}, {"cap_mb", "4"}}, sink);
-    QVERIFY(!sink.ooms.empty());
-    const auto& oom = sink.ooms.front();
-    QVERIFY2(oom.message.starts_with("CPU out of memory (emulated"), oom.message.c_str());
-    QCOMPARE(oom.allocated_after_bytes, oom.baseline_bytes);  // the failed step's tensors are all gone
-    QCOMPARE(static_cast<int>(sink.recoveries.size()), 1);
-    const auto& rec = sink.recoveries.front();
-    QCOMPARE(rec.effective_batch, sink.ooms.back().batch_size * sink.ooms.back().accumulate);
-    QVERIFY(rec.accumulate >= 2);
-    QVERIFY(std::isfinite(rec.loss));
+    QFETCH(QString, device);
+    QFETCH(QString, message);
+    if (device == "cuda" && (test::cudaUsable() || !cuda::emulatedDevice())) QSKIP("the emulated GPU is not in use here");
+    test::RecordingSink sink;
+    test::runLab("memory", {{"device", device.toStdString()}, {"dataset", "regression"}, {"cap_mb", "4"}}, sink);
+    const auto ooms = sink.records("oom"), recoveries = sink.records("recovered");
+    QVERIFY(!ooms.empty());
+    const lab::Record& oom = ooms.front();
+    const std::string text = std::get<std::string>(*oom.find("message"));
+    QVERIFY2(text.starts_with(message.toStdString()), text.c_str());
+    QCOMPARE(oom.number("allocated_after_bytes"), oom.number("baseline_bytes"));  // the failed step's tensors are all gone
+    QCOMPARE(static_cast<int>(recoveries.size()), 1);
+    const lab::Record& rec = recoveries.front();
+    QCOMPARE(rec.number("effective_batch"), ooms.back().number("batch_size") * ooms.back().number("accumulate"));
+    QVERIFY(rec.number("accumulate") >= 2);
+    QVERIFY(std::isfinite(rec.number("loss")));
     QCOMPARE(cpu_memory_budget(), qint64(0));  // the lab put the budget back
-    // Per-step summaries attribute memory to categories.
-    const auto& first = sink.samples.front();
-    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::Parameter)] > 0);
-    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::Activation)] > 0);
-    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::Gradient)] > 0);
-    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::OptimizerState)] > 0);
-    QVERIFY(first.allocated_by_category[static_cast<int>(MemoryCategory::InputBatch)] > 0);
+    QCOMPARE(sink.measured["largest batch that fits"] * 2, ooms.front().number("batch_size"));
+    QCOMPARE(sink.measured["effective batch after recovery"], rec.number("effective_batch"));
+    // The error is shown as the engine raised it, marked on the timeline, and each attempt has a row.
+    QVERIFY(!sink.errors().empty() && sink.errors().front() == text);
+    const auto markers = sink.all<lab::Marker>();
+    QVERIFY(std::any_of(markers.begin(), markers.end(), [](const lab::Marker& m) { return m.kind == lab::MarkerKind::OutOfMemory; }));
+    std::map<std::string, std::size_t> results;  // the attempts table's "result" column
+    for (const lab::Row& row : sink.rows("attempts")) ++results[std::get<std::string>(row.cells[4])];
+    QCOMPARE(results["out of memory"], ooms.size());
+    QCOMPARE(results["recovered"], std::size_t{1});
+    QVERIFY(results["fits"] >= 1);
+    // Per-step records attribute memory to categories, and the stacked view shows them live.
+    const lab::Record first = sink.records("memory").front();
+    for (const char* c : {"parameter", "activation", "gradient", "optimizer_state", "input_batch"}) {
+      QVERIFY2(first.number(std::string("allocated_by_category.") + c) > 0, c);
+      const auto live = sink.points("memory", c);
+      QVERIFY2(!live.empty() && std::any_of(live.begin(), live.end(), [](const lab::Point& p) { return p.y > 0; }), c);
+    }
+    // Within a step, activations rise and fall again: the timeline is live, not one sample a step.
+    const auto activations = sink.points("memory", "activation");
+    double highest = 0;
+    for (const auto& p : activations) highest = std::max(highest, p.y);
+    QVERIFY(highest > 0 && activations.back().y < highest);
   }
 
   void reportShowsWhatEmptyCacheReturns() {
-    struct Sink final : lab::MetricSink {
-      std::optional<lab::MemoryReport> report;
-      void onMemoryReport(const lab::MemoryReport& r) override { report = r; }
-    } sink;
+    test::RecordingSink sink;
     test::runLab("memory", {{"device", "cpu"}, {"dataset", "regression"}, {"mode", "report"}}, sink);
-    QVERIFY(sink.report.has_value());
-    const auto& r = *sink.report;
-    QCOMPARE(r.after.allocated_bytes, r.before.allocated_bytes);  // empty_cache frees no live tensor
-    QVERIFY(r.released_bytes > 0);
-    QCOMPARE(r.after.reserved_bytes, r.before.reserved_bytes - r.released_bytes);
-    QVERIFY(!r.driver_note.empty());  // no driver view for the CPU
+    const auto reports = sink.records("report");
+    QCOMPARE(static_cast<int>(reports.size()), 1);
+    const lab::Record& r = reports.front();
+    QCOMPARE(r.number("after.allocated_bytes"), r.number("before.allocated_bytes"));  // empty_cache frees no live tensor
+    QVERIFY(r.number("released_bytes") > 0);
+    QCOMPARE(r.number("after.reserved_bytes"), r.number("before.reserved_bytes") - r.number("released_bytes"));
+    QVERIFY(r.find("driver_note"));  // no driver view for the CPU
+    // The same numbers as bars: del frees allocated memory but the cache keeps it reserved; then
+    // reserved falls by what empty_cache() released, and allocated stays.
+    std::map<std::string, double> bars;
+    for (const lab::Bar& b : sink.all<lab::Bar>()) bars[b.series + "/" + b.category] = b.value;
+    QVERIFY(bars["allocated/after training"] > bars["allocated/after del model, optimizer"]);
+    QCOMPARE(bars["reserved/after training"], bars["reserved/after del model, optimizer"]);
+    QCOMPARE(sink.measured["freed by del (allocated)"], bars["allocated/after training"] - bars["allocated/after del model, optimizer"]);
+    QCOMPARE(bars["reserved/after del model, optimizer"] - bars["reserved/after empty_cache()"], r.number("released_bytes"));
+    QCOMPARE(bars["allocated/after del model, optimizer"], bars["allocated/after empty_cache()"]);
+    QVERIFY(!sink.checker.find("report")->note.empty());
+  }
+
+  // set_per_process_memory_fraction caps what the allocator reserves, and reserves nothing itself.
+  void aMemoryFractionCapsReservedMemoryAndReservesNothing() {
+    if (test::cudaUsable() || !cuda::emulatedDevice()) QSKIP("the emulated GPU is not in use here");
+    test::RecordingSink sink;
+    test::runLab("memory", {{"device", "cuda"}, {"mode", "fraction"}, {"fraction", "0.02"}}, sink);
+    const double cap = sink.measured["the cap"], allocated = sink.measured["allocated when the allocator refused"];
+    const double reserved = sink.measured["reserved when the allocator refused"];
+    qInfo("fraction 0.02: cap %.0f, allocated %.0f, reserved %.0f when refused", cap, allocated, reserved);
+    QCOMPARE(cap, std::floor(0.02 * static_cast<double>(cuda::emulatedGpuBudget())));
+    QVERIFY(reserved <= cap && reserved > cap - (32 << 20));  // refused near the cap, counted in reserved memory
+    QVERIFY(allocated <= reserved && allocated > 0);
+    QCOMPARE(sink.measured["free memory after the fraction"], sink.measured["free memory before the fraction"]);
+    QCOMPARE(sink.errors().size(), std::size_t{1});
+    QVERIFY(sink.errors().front().starts_with("CUDA out of memory."));
+    QCOMPARE(memory_allocated(*cuda::emulatedDevice()), qint64(0));  // everything it held is gone
+    QCOMPARE(allocatorFor(*cuda::emulatedDevice()).memoryFraction(), 1.0);  // and the cap is put back
   }
 
   void gradientAccumulationMatchesTheLargerBatch() {
     auto run = [](const char* batch, const char* accumulate) {
-      struct Sink final : lab::MetricSink {
-        std::optional<lab::RunSummary> done;
-        void onDone(const lab::RunSummary& s) override { done = s; }
-      } sink;
+      test::RecordingSink sink;
       test::runLab("train", {{"device", "cpu"}, {"epochs", "3"}, {"batch_size", batch}, {"accumulate", accumulate}}, sink);
-      return sink.done;
+      return *sink.done;
     };
     const auto big = run("64", "1"), accumulated = run("16", "4"), small = run("16", "1");
-    QCOMPARE(accumulated->steps, big->steps);
-    QVERIFY(std::abs(*accumulated->train_loss - *big->train_loss) < 1e-4 * *big->train_loss);
-    QVERIFY(std::abs(*small->train_loss - *big->train_loss) > 1e-3);  // without accumulation it differs
+    QCOMPARE(accumulated.number("steps"), big.number("steps"));
+    QVERIFY(std::abs(accumulated.number("train_loss") - big.number("train_loss")) < 1e-4 * big.number("train_loss"));
+    QVERIFY(std::abs(small.number("train_loss") - big.number("train_loss")) > 1e-3);  // without accumulation it differs
   }
 
   // After the second step a training loop only reuses cached blocks: no new segments, no system calls.
@@ -382,22 +426,18 @@ class TestMemory : public QObject {
     QFETCH(QString, device);
     if (device.startsWith("cuda") && !test::cudaUsable()) QSKIP("no CUDA device");
     const Device dev = Device::parse(device.toStdString());
-    class Probe final : public lab::MetricSink {
-     public:
-      explicit Probe(Device d) : dev(d) {}
-      Device dev;
-      std::vector<std::int64_t> segmentsAt;  // total segments ever reserved, at each step
-      void onStep(const lab::StepMetrics&) override { segmentsAt.push_back(memory_stats(dev).segments.allocated); }
-    } probe(dev);
+    test::RecordingSink probe;
+    std::vector<std::int64_t> segmentsAt;  // total segments ever reserved, at each step
+    probe.onEachStep = [&] { segmentsAt.push_back(memory_stats(dev).segments.allocated); };
     test::runLab("train", {{"device", device.toStdString()}, {"samples", "4096"}, {"epochs", "3"}, {"log_every", "1"}}, probe);
-    QCOMPARE(static_cast<int>(probe.segmentsAt.size()), 3 * 64);
-    const std::int64_t afterStep2 = probe.segmentsAt[1];
-    const std::int64_t epoch1End = probe.segmentsAt[63];
+    QCOMPARE(static_cast<int>(segmentsAt.size()), 3 * 64);
+    const std::int64_t afterStep2 = segmentsAt[1];
+    const std::int64_t epoch1End = segmentsAt[63];
     qInfo("segments reserved: %lld after step 2, %lld at the end of epoch 1, %lld at the end", static_cast<long long>(afterStep2),
-          static_cast<long long>(epoch1End), static_cast<long long>(probe.segmentsAt.back()));
+          static_cast<long long>(epoch1End), static_cast<long long>(segmentsAt.back()));
     QCOMPARE(epoch1End, afterStep2);
     // Epoch 2 onwards, after the first evaluation pass has also been cached:
-    QCOMPARE(probe.segmentsAt.back(), probe.segmentsAt[64]);
+    QCOMPARE(segmentsAt.back(), segmentsAt[64]);
   }
 
   // Issue 8, defect 5: without an emulated budget the CPU still has one, derived from the memory the

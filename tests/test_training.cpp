@@ -2,10 +2,12 @@
 // Fashion-MNIST subset learns, metrics arrive as the protocol promises, and Stop ends a run.
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "engine/core/errors.h"
 #include "engine/data/dataset.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "lab_runner.h"
 #include "test_util.h"
 
@@ -13,27 +15,7 @@ using namespace gpulab;
 
 namespace {
 
-class RecordingSink final : public lab::MetricSink {
- public:
-  std::vector<lab::StepMetrics> steps;
-  std::vector<lab::EpochMetrics> epochs;
-  std::optional<lab::RunSummary> done;
-  std::vector<std::string> messages;
-  std::vector<std::pair<lab::MessageKind, std::string>> kinds;
-  std::map<std::string, double> measured;
-  std::function<void()> onEachStep;
-  void onMeasurement(const lab::Measurement& m) override { measured[m.name] = m.value; }
-  void onStep(const lab::StepMetrics& m) override {
-    steps.push_back(m);
-    if (onEachStep) onEachStep();
-  }
-  void onEpoch(const lab::EpochMetrics& m) override { epochs.push_back(m); }
-  void onDone(const lab::RunSummary& s) override { done = s; }
-  void onMessage(lab::MessageKind kind, const std::string& text) override {
-    messages.push_back(text);
-    kinds.emplace_back(kind, text);
-  }
-};
+using test::RecordingSink;
 
 RecordingSink runTrain(const std::map<std::string, std::string>& settings) {
   RecordingSink sink;
@@ -53,42 +35,54 @@ class TestTraining : public QObject {
     RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "50"}, {"log_every", "1"}});
     QVERIFY(sink.done.has_value());
     QCOMPARE(static_cast<int>(sink.epochs.size()), 50);
-    QCOMPARE(sink.done->steps, 50 * 16);
-    const double first = sink.steps.front().loss, last = sink.epochs.back().train_loss;
+    QCOMPARE(sink.done->number("steps"), 50.0 * 16);
+    const double first = sink.steps.front().number("loss"), last = sink.epochs.back().number("train_loss");
     qInfo("regression: first-step loss %.4f, final epoch loss %.4f (%.1f%% lower), eval loss %.4f", first, last,
-          100 * (1 - last / first), sink.epochs.back().eval_loss);
+          100 * (1 - last / first), sink.epochs.back().number("eval_loss"));
     QVERIFY(last <= 0.1 * first);
-    QVERIFY(sink.epochs.back().eval_loss < 0.2 * first);  // it generalises, not just memorises
+    QVERIFY(sink.epochs.back().number("eval_loss") < 0.2 * first);  // it generalises, not just memorises
   }
 
   void metricsFollowTheProtocol() {
     RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"log_every", "5"}, {"samples", "640"}});
     // 10 steps per epoch: reports at steps 5, 10 (epoch end), 15, 20.
     QCOMPARE(static_cast<int>(sink.steps.size()), 4);
-    QCOMPARE(sink.steps[1].step, 10);
-    QCOMPARE(sink.steps[2].epoch, 2);
+    QCOMPARE(sink.steps[1].number("step"), 10.0);
+    QCOMPARE(sink.steps[2].number("epoch"), 2.0);
     for (const auto& s : sink.steps) {
-      QVERIFY(s.loss > 0);
-      QVERIFY(s.samples_per_s > 0);
-      QVERIFY(s.allocated_bytes > 0);
-      QVERIFY(s.reserved_bytes >= s.allocated_bytes);
+      QVERIFY(s.number("loss") > 0);
+      QVERIFY(s.number("samples_per_s") > 0);
+      QVERIFY(s.number("allocated_bytes") > 0);
+      QVERIFY(s.number("reserved_bytes") >= s.number("allocated_bytes"));
     }
-    QVERIFY(sink.done->peak_allocated_bytes >= sink.steps.back().allocated_bytes);
-    QVERIFY(!sink.epochs.back().test_accuracy.has_value());
-    QVERIFY(!sink.messages.empty() && sink.messages.front().starts_with("Training on cpu"));
+    QVERIFY(sink.done->number("peak_allocated_bytes") >= sink.steps.back().number("allocated_bytes"));
+    QVERIFY(!sink.epochs.back().find("test_accuracy"));
+    QVERIFY(!sink.messages.empty() && sink.messages.front().starts_with("Running on cpu"));
+    // The views: every report is a point on loss, memory and throughput at (step, samples seen, s).
+    const auto train = sink.points("loss", "train");
+    QCOMPARE(static_cast<int>(train.size()), 4);
+    QCOMPARE(train[1].x, (std::vector<double>{10, 640, train[1].x[2]}));
+    QCOMPARE(train[1].y, sink.steps[1].number("loss"));
+    QCOMPARE(static_cast<int>(sink.points("loss", "eval").size()), 2);
+    QCOMPARE(static_cast<int>(sink.points("memory", "allocated").size()), 4);
+    QCOMPARE(static_cast<int>(sink.rows("epochs").size()), 2);
+    QVERIFY(!sink.all<lab::Level>().empty() && sink.all<lab::Level>().front().y > 0);  // the capacity
+    const auto progress = sink.all<lab::Progress>();
+    QCOMPARE(progress.back().done, 20.0);
+    QCOMPARE(progress.back().total, 20.0);
   }
 
   void sameSeedSameRun() {
     auto a = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "7"}});
     auto b = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "7"}, {"workers", "2"}});
     auto c = runTrain({{"device", "cpu"}, {"epochs", "2"}, {"seed", "8"}});
-    QCOMPARE(*a.done->train_loss, *b.done->train_loss);
-    QVERIFY(*a.done->train_loss != *c.done->train_loss);
+    QCOMPARE(a.done->number("train_loss"), b.done->number("train_loss"));
+    QVERIFY(a.done->number("train_loss") != c.done->number("train_loss"));
   }
 
   void sgdAlsoConverges() {
     RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "20"}, {"optimizer", "sgd"}, {"lr", "0.01"}, {"log_every", "1"}});
-    QVERIFY(sink.epochs.back().train_loss < 0.5 * sink.steps.front().loss);
+    QVERIFY(sink.epochs.back().number("train_loss") < 0.5 * sink.steps.front().number("loss"));
   }
 
   void fashionMnistSubsetLearns() {
@@ -98,9 +92,9 @@ class TestTraining : public QObject {
     }
     RecordingSink sink = runTrain({{"device", "cpu"}, {"dataset", "fashion-mnist"}, {"hidden", "128"}, {"batch_size", "128"},
                                    {"epochs", "2"}, {"train_subset", "10000"}});
-    QVERIFY(sink.done->test_accuracy.has_value());
-    qInfo("fashion-mnist, 10k examples, 2 epochs: test accuracy %.4f", *sink.done->test_accuracy);
-    QVERIFY(*sink.done->test_accuracy > 0.75);
+    QVERIFY(sink.done->find("test_accuracy"));
+    qInfo("fashion-mnist, 10k examples, 2 epochs: test accuracy %.4f", sink.done->number("test_accuracy"));
+    QVERIFY(sink.done->number("test_accuracy") > 0.75);
   }
 
   void stopEndsTheRunWithinAStep() {
@@ -112,9 +106,9 @@ class TestTraining : public QObject {
       if (stop.stopRequested()) ++stepsAfterStop;
     };
     test::runLab("train", {{"device", "cpu"}, {"epochs", "1000"}, {"log_every", "1"}}, sink, &stop);
-    QVERIFY(sink.done->stopped);
+    QVERIFY(sink.done->number("stopped"));
     QCOMPARE(stepsAfterStop, 0);  // no step ran after the request
-    QCOMPARE(sink.done->steps, 30);
+    QCOMPARE(sink.done->number("steps"), 30.0);
   }
 
   // Stop during the evaluation pass ends it too (a batch at a time), with no metrics from a part of it.
@@ -126,10 +120,10 @@ class TestTraining : public QObject {
     };
     test::runLab("train", {{"device", "cpu"}, {"epochs", "3"}, {"log_every", "1"}, {"samples", "1024"}}, sink, &stop);
     QVERIFY(sink.done.has_value());
-    QVERIFY(sink.done->stopped);
-    QCOMPARE(sink.done->steps, 16);
+    QVERIFY(sink.done->number("stopped"));
+    QCOMPARE(sink.done->number("steps"), 16.0);
     QVERIFY(sink.epochs.empty());
-    QVERIFY(!sink.done->eval_loss.has_value());
+    QVERIFY(!sink.done->find("eval_loss"));
   }
 
   // The lessons' claims, measured during the run; these tests assert their direction.
@@ -139,7 +133,6 @@ class TestTraining : public QObject {
     const double noGrad = sink.measured["evaluation peak under no-grad"], withGraph = sink.measured["evaluation peak with the graph recorded"];
     qInfo("evaluation peak: %.0f bytes with the graph, %.0f under no-grad", withGraph, noGrad);
     QVERIFY(noGrad < withGraph);
-    QVERIFY(sink.measured["device capacity"] > 0);
   }
 
   void devicesLabMeasuresMatmul() {
@@ -185,20 +178,111 @@ class TestTraining : public QObject {
     QVERIFY(ranUntilStop);
     QVERIFY2(took < 2.0, qPrintable(QString("Stop took %1 s").arg(took)));
     QVERIFY(sink.done.has_value());
-    QVERIFY(sink.done->stopped);
+    QVERIFY(sink.done->number("stopped"));
     QVERIFY(!sink.measured.count("matmul on cpu"));  // no number from a timing cut short
   }
 
-  void deviceRuleLabShowsTheRealErrorOrLabelsTheEmulation() {
-    RecordingSink sink;
-    test::runLab("device-rule", {}, sink);
-    std::vector<std::string> errors;
+  // The same-device lesson is done, not watched: on a real GPU or the emulated one, the broken code
+  // raises the engine's own DeviceMismatchError, and the fixed code runs.
+  void deviceRuleLabBreaksAndFixesTheRule_data() {
+    QTest::addColumn<QString>("which");
+    QTest::newRow("tensor + tensor") << "tensors";
+    QTest::newRow("model(input)") << "model";
+  }
+  void deviceRuleLabBreaksAndFixesTheRule() {
+    QFETCH(QString, which);
+    if (!test::cudaUsable() && !cuda::emulatedDevice()) QSKIP("no GPU and the emulated GPU is off");
+    RecordingSink broken, fixed;
+    test::runLab("device-rule", {{"case", which.toStdString()}}, broken);
+    test::runLab("device-rule", {{"case", which.toStdString()}, {"fixed", "true"}}, fixed);
+    QCOMPARE(static_cast<int>(broken.errors().size()), 1);
+    QVERIFY2(broken.errors().front().starts_with("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"),
+             broken.errors().front().c_str());
+    QCOMPARE(broken.measured["device-mismatch errors"], 1.0);
+    QCOMPARE(broken.measured["operations completed"], 1.0);  // the 0-dim scalar exception still runs
+    QVERIFY(fixed.errors().empty());
+    QCOMPARE(fixed.measured["device-mismatch errors"], 0.0);
+    QCOMPARE(fixed.measured["operations completed"], 2.0);
+    // Where it ran is labelled: an emulated device says so.
+    const auto device = broken.all<lab::RunDevice>();
+    QCOMPARE(static_cast<int>(device.size()), 1);
+    QCOMPARE(device.front().emulated, !test::cudaUsable());
+    if (device.front().emulated) QVERIFY(device.front().label.find("emulated GPU") != std::string::npos);
+  }
+
+  // The fault sandbox: each switch makes the real mistake on the engine.
+  void leavingTheModelOrBatchBehindRaisesTheRealError_data() {
+    QTest::addColumn<QString>("switchName");
+    QTest::addColumn<QString>("culprit");
+    QTest::newRow("model not moved") << "move_model" << "'input' is on cuda:0, 'weight' is on cpu";
+    QTest::newRow("batch not moved") << "move_batch" << "'input' is on cpu, 'weight' is on cuda:0";
+  }
+  void leavingTheModelOrBatchBehindRaisesTheRealError() {
+    QFETCH(QString, switchName);
+    QFETCH(QString, culprit);
+    if (!test::cudaUsable() && !cuda::emulatedDevice()) QSKIP("no GPU and the emulated GPU is off");
+    RecordingSink sink = runTrain({{"device", "cuda"}, {"epochs", "1"}, {switchName.toStdString(), "false"}});
+    QCOMPARE(static_cast<int>(sink.errors().size()), 1);
+    QVERIFY2(sink.errors().front().find(culprit.toStdString()) != std::string::npos, sink.errors().front().c_str());
+    QCOMPARE(sink.done->number("steps"), 0.0);
+    QVERIFY(sink.done->find("error"));
+    // With both switches on, the same run trains.
+    RecordingSink good = runTrain({{"device", "cuda"}, {"epochs", "1"}});
+    QVERIFY(good.errors().empty());
+    QCOMPARE(good.done->number("steps"), 16.0);
+  }
+
+  // On the CPU alone there is nothing to mismatch: the lab says so instead of pretending.
+  void leavingTheModelBehindOnTheCpuIsHarmlessAndSaidSo() {
+    RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "1"}, {"move_model", "false"}});
+    QVERIFY(sink.errors().empty());
+    QVERIFY(std::any_of(sink.kinds.begin(), sink.kinds.end(), [](const auto& k) {
+      return k.first == lab::MessageKind::Warning && k.second.find("nothing fails") != std::string::npos;
+    }));
+  }
+
+  // A diverging run stops with a clear message and a likely cause, instead of plotting nothing.
+  void divergenceStopsTheRunAndSaysWhy_data() {
+    QTest::addColumn<QString>("optimizer");
+    QTest::addColumn<QString>("lr");
+    QTest::addColumn<QString>("zeroGrad");
+    QTest::addColumn<QString>("cause");
+    QTest::newRow("sgd lr 10") << "sgd" << "10" << "true" << "learning rate lr=10 is far too high";
+    QTest::newRow("no zero_grad") << "sgd" << "0.5" << "false" << "zero_grad() is never called";
+  }
+  void divergenceStopsTheRunAndSaysWhy() {
+    QFETCH(QString, optimizer);
+    QFETCH(QString, lr);
+    QFETCH(QString, zeroGrad);
+    QFETCH(QString, cause);
+    RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "20"}, {"log_every", "1"}, {"optimizer", optimizer.toStdString()},
+                                   {"lr", lr.toStdString()}, {"momentum", "0.9"}, {"zero_grad", zeroGrad.toStdString()}});
+    QVERIFY(sink.done->number("diverged"));
+    QCOMPARE(static_cast<int>(sink.records("diverged").size()), 1);
+    QVERIFY(sink.done->number("steps") < 20 * 16);  // it stopped early
+    std::string warning;
     for (const auto& [kind, text] : sink.kinds)
-      if (kind == lab::MessageKind::EngineError) errors.push_back(text);
-    QVERIFY(!errors.empty());
-    for (const auto& e : errors) QVERIFY2(e.find("Expected all tensors to be on the same device") != std::string::npos, e.c_str());
-    if (test::cudaUsable()) QCOMPARE(static_cast<int>(errors.size()), 2);
-    else QVERIFY(errors.front().starts_with("[emulated cuda:0 -- no GPU on this machine]"));
+      if (kind == lab::MessageKind::Warning) warning = text;
+    QVERIFY2(warning.find("diverged") != std::string::npos && warning.find(cause.toStdString()) != std::string::npos, warning.c_str());
+    for (const lab::Point& p : sink.all<lab::Point>()) QVERIFY(std::isfinite(p.y));  // nothing unplottable sent
+    QCOMPARE(static_cast<int>(sink.all<lab::Marker>().size()), 1);
+  }
+
+  // The loss tensor added up with its graph, in an evaluation without no-grad, keeps every batch's
+  // activations alive until the sum goes: more memory held after the pass, measured.
+  void accumulatingTheLossTensorHoldsMemory() {
+    const std::map<std::string, std::string> base{{"device", "cpu"}, {"epochs", "1"}, {"hidden", "256,256"}, {"samples", "256"}};
+    auto with = [&](std::map<std::string, std::string> extra) {
+      extra.insert(base.begin(), base.end());
+      return runTrain(extra);
+    };
+    RecordingSink good = with({}), noNoGrad = with({{"eval_no_grad", "false"}}), both = with({{"eval_no_grad", "false"}, {"detach_loss", "false"}});
+    const char* held = "evaluation pass: memory still held after it";
+    const char* peak = "evaluation pass: peak above the model";
+    qInfo("evaluation held/peak: good %.0f/%.0f, without no-grad %.0f/%.0f, and the loss tensor summed %.0f/%.0f", good.measured[held],
+          good.measured[peak], noNoGrad.measured[held], noNoGrad.measured[peak], both.measured[held], both.measured[peak]);
+    QVERIFY(noNoGrad.measured[peak] > good.measured[peak]);
+    QVERIFY(both.measured[held] > 4 * noNoGrad.measured[held]);
   }
 
   void badParametersAreRejectedWithTheirName() {

@@ -4,6 +4,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QSet>
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -16,6 +18,8 @@
 #include "engine/core/number_format.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "app/course/course.h"
+#include "app/course/challenge.h"
+#include "app/course/lab_json.h"
 #include "lessons/labs/labs.h"
 
 namespace gpulab::cli {
@@ -39,172 +43,105 @@ const char* errorType(const std::exception& e) {
   return "RuntimeError";
 }
 
-// Metric sink for the terminal: a JSON line per event, or a table with a progress bar.
+// A value as the terminal shows it: bytes as KiB/MiB/GiB, seconds and factors with their unit.
+QString formatValue(double v, const std::string& unit) {
+  if (unit == "bytes") return QString::fromStdString(formatBytes(static_cast<std::int64_t>(v)));
+  const QString number = QString::fromStdString(formatGeneral(v, 6));
+  if (unit.empty()) return number;
+  return number + (unit == "x" ? "" : " ") + QString::fromStdString(unit);
+}
+
+QString formatCell(const lab::Value& v, const std::string& unit) {
+  if (const auto* s = std::get_if<std::string>(&v)) return QString::fromStdString(*s);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "yes" : "no";
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return !unit.empty() ? formatValue(static_cast<double>(*i), unit) : QString::number(*i);
+  return formatValue(std::get<double>(v), unit);
+}
+
+// The terminal's renderer of the lab protocol: with --json, every update as one JSON line
+// (app/course/lab_json.h); otherwise the console channel, measurements, table rows and bars as text,
+// and the progress as a bar on a terminal. Plots are for the GUI. Every update is checked first.
 class CliSink final : public lab::MetricSink {
  public:
-  CliSink(QTextStream& out, QTextStream& err, bool json, int epochs, std::int64_t stepsPerEpoch)
-      : out_(out), err_(err), json_(json), epochs_(epochs), stepsPerEpoch_(stepsPerEpoch), tty_(isatty(fileno(stderr))) {}
+  CliSink(QTextStream& out, QTextStream& err, bool json) : out_(out), err_(err), json_(json), tty_(isatty(fileno(stderr))) {}
 
-  void onStep(const lab::StepMetrics& m) override {
+  std::vector<lab::Measurement> measured;  // what the run measured, for its challenge
+
+  void send(const lab::Update& update) override {
+    checker_.check(update);
+    if (const auto* m = std::get_if<lab::Measurement>(&update)) measured.push_back(*m);
     if (json_) {
-      out_ << line({{"event", "step"}, {"epoch", m.epoch}, {"step", qint64(m.step)}, {"loss", m.loss},
-                    {"samples_per_s", m.samples_per_s}, {"allocated_bytes", qint64(m.allocated_bytes)},
-                    {"reserved_bytes", qint64(m.reserved_bytes)}, {"elapsed_s", m.elapsed_s}})
-           << "\n";
+      out_ << line(course::toJson(update)) << "\n";
       out_.flush();
       return;
     }
-    if (!tty_) return;
-    const std::int64_t inEpoch = stepsPerEpoch_ ? (m.step - 1) % stepsPerEpoch_ + 1 : 0;
-    const int width = 30;
-    const int filled = stepsPerEpoch_ ? static_cast<int>(width * inEpoch / stepsPerEpoch_) : 0;
-    err_ << QString("\r  epoch %1/%2 [%3%4] loss %5  %6 samples/s ")
-                .arg(m.epoch).arg(epochs_).arg(QString(filled, '#')).arg(QString(width - filled, '.'))
-                .arg(m.loss, 0, 'f', 4).arg(m.samples_per_s, 0, 'f', 0);
+    std::visit([this](const auto& u) { show(u); }, update);
+    out_.flush();
+  }
+
+  // Ends a progress line on the terminal before other output follows.
+  void endProgress() {
+    if (progressShown_) err_ << "\r" << QString(100, ' ') << "\r";
+    progressShown_ = false;
     err_.flush();
   }
 
-  void onEpoch(const lab::EpochMetrics& m) override {
-    if (json_) {
-      QJsonObject o{{"event", "epoch"}, {"epoch", m.epoch}, {"step", qint64(m.step)}, {"train_loss", m.train_loss}, {"eval_loss", m.eval_loss}, {"seconds", m.seconds}};
-      if (m.test_accuracy) o["test_accuracy"] = *m.test_accuracy;
-      out_ << line(o) << "\n";
-      out_.flush();
-      return;
-    }
-    if (tty_) err_ << "\r" << QString(100, ' ') << "\r";
-    if (!headerShown_) {
-      out_ << QString("%1  %2  %3  %4  %5\n").arg("epoch", 5).arg("train_loss", 10).arg("eval_loss", 10).arg("test_acc", 8).arg("seconds", 7);
-      headerShown_ = true;
-    }
-    out_ << QString("%1  %2  %3  %4  %5\n")
-                .arg(m.epoch, 5).arg(m.train_loss, 10, 'f', 4).arg(m.eval_loss, 10, 'f', 4)
-                .arg(m.test_accuracy ? QString::number(*m.test_accuracy, 'f', 4) : QString("-"), 8).arg(m.seconds, 7, 'f', 3);
-    out_.flush();
-  }
-
-  void onDone(const lab::RunSummary& s) override {
-    if (json_) {
-      QJsonObject o{{"event", "done"}, {"seconds", s.seconds},
-                    {"steps", qint64(s.steps)}, {"device", QString::fromStdString(s.device)}, {"stopped", s.stopped},
-                    {"peak_allocated_bytes", qint64(s.peak_allocated_bytes)}, {"peak_reserved_bytes", qint64(s.peak_reserved_bytes)}};
-      if (s.train_loss) o["train_loss"] = *s.train_loss;
-      if (s.eval_loss) o["eval_loss"] = *s.eval_loss;
-      if (s.test_accuracy) o["test_accuracy"] = *s.test_accuracy;
-      out_ << line(o) << "\n";
-    } else {
-      out_ << QString("%1 %2 steps on %3 in %4 s").arg(s.stopped ? "Stopped after" : "Done:").arg(s.steps)
-                  .arg(QString::fromStdString(s.device)).arg(s.seconds, 0, 'f', 2);
-      if (s.train_loss) out_ << QString("; final train loss %1").arg(*s.train_loss, 0, 'f', 4);
-      if (s.eval_loss) out_ << QString(", eval loss %1").arg(*s.eval_loss, 0, 'f', 4);
-      if (s.test_accuracy) out_ << QString(", test accuracy %1").arg(*s.test_accuracy, 0, 'f', 4);
-      out_ << "; peak memory " << QString::fromStdString(formatBytes(s.peak_allocated_bytes)) << " allocated, "
-           << QString::fromStdString(formatBytes(s.peak_reserved_bytes)) << " reserved\n";
-    }
-    out_.flush();
-  }
-
-  void onMeasurement(const lab::Measurement& m) override {
-    if (json_) {
-      out_ << line({{"event", "measurement"}, {"name", QString::fromStdString(m.name)}, {"value", m.value},
-                    {"unit", QString::fromStdString(m.unit)}})
-           << "\n";
-    } else {
-      out_ << "measured: " << QString::fromStdString(m.name) << " = " << m.value << " " << QString::fromStdString(m.unit) << "\n";
-    }
-    out_.flush();
-  }
-
-  void onMemory(const lab::MemorySample& m) override {
-    if (!json_) return;
-    QJsonObject byCategory;
-    for (int c = 0; c < kMemoryCategoryCount; ++c) {
-      if (m.allocated_by_category[c]) byCategory[memoryCategoryName(static_cast<MemoryCategory>(c))] = qint64(m.allocated_by_category[c]);
-    }
-    out_ << line({{"event", "memory"}, {"step", qint64(m.step)}, {"allocated_bytes", qint64(m.allocated_bytes)},
-                  {"reserved_bytes", qint64(m.reserved_bytes)}, {"peak_allocated_bytes", qint64(m.peak_allocated_bytes)},
-                  {"allocs", qint64(m.allocs)}, {"frees", qint64(m.frees)}, {"segments_reserved", qint64(m.segments_reserved)},
-                  {"segments_released", qint64(m.segments_released)}, {"allocated_by_category", byCategory}})
-         << "\n";
-    out_.flush();
-  }
-
-  void onOutOfMemory(const lab::OutOfMemoryReport& r) override {
-    if (json_) {
-      out_ << line({{"event", "oom"}, {"batch_size", qint64(r.batch_size)}, {"width", qint64(r.width)}, {"accumulate", r.accumulate},
-                    {"message", QString::fromStdString(r.message)}, {"allocated_after_bytes", qint64(r.allocated_after_bytes)},
-                    {"baseline_bytes", qint64(r.baseline_bytes)}})
-           << "\n";
-    } else {
-      out_ << "\nOut of memory at batch " << r.batch_size << (r.width ? QString(", width %1").arg(r.width) : QString())
-           << (r.accumulate > 1 ? QString(", accumulate %1").arg(r.accumulate) : QString()) << ":\n  "
-           << QString::fromStdString(r.message) << "\nAllocated after the failed step: "
-           << QString::fromStdString(formatBytes(r.allocated_after_bytes)) << " (before it: "
-           << QString::fromStdString(formatBytes(r.baseline_bytes)) << ")\n\n";
-    }
-    out_.flush();
-  }
-
-  void onRecovered(const lab::RecoveryReport& r) override {
-    if (json_) {
-      out_ << line({{"event", "recovered"}, {"batch_size", qint64(r.batch_size)}, {"width", qint64(r.width)}, {"accumulate", r.accumulate},
-                    {"effective_batch", qint64(r.effective_batch)}, {"loss", r.loss}})
-           << "\n";
-    } else {
-      out_ << QString("Recovered: batch %1 x %2 accumulation step(s) = effective batch %3%4, loss %5\n")
-                  .arg(r.batch_size).arg(r.accumulate).arg(r.effective_batch)
-                  .arg(r.width ? QString(", width %1").arg(r.width) : QString()).arg(r.loss, 0, 'f', 4);
-    }
-    out_.flush();
-  }
-
-  void onMemoryReport(const lab::MemoryReport& r) override {
-    auto snap = [](const lab::MemoryReport::Snapshot& s) {
-      QJsonObject o{{"allocated_bytes", qint64(s.allocated_bytes)}, {"reserved_bytes", qint64(s.reserved_bytes)}};
-      if (s.driver_process_bytes) o["driver_process_bytes"] = qint64(*s.driver_process_bytes);
-      if (s.driver_device_bytes) o["driver_device_bytes"] = qint64(*s.driver_device_bytes);
-      return o;
-    };
-    if (json_) {
-      QJsonObject o{{"event", "report"}, {"device", QString::fromStdString(r.device)}, {"before", snap(r.before)},
-                    {"after", snap(r.after)}, {"released_bytes", qint64(r.released_bytes)}};
-      if (!r.driver_note.empty()) o["driver_note"] = QString::fromStdString(r.driver_note);
-      out_ << line(o) << "\n";
-      out_.flush();
-      return;
-    }
-    auto fmt = [](std::optional<std::int64_t> v) { return v ? QString::fromStdString(formatBytes(*v)) : QString("n/a"); };
-    out_ << QString("%1  %2  %3  %4  %5\n").arg("", 22).arg("allocated", 12).arg("reserved", 12).arg("driver: process", 16).arg("driver: device", 15);
-    for (const auto& [name, s] : {std::pair{"before empty_cache()", r.before}, std::pair{"after empty_cache()", r.after}}) {
-      out_ << QString("%1  %2  %3  %4  %5\n").arg(name, 22)
-                  .arg(QString::fromStdString(formatBytes(s.allocated_bytes)), 12).arg(QString::fromStdString(formatBytes(s.reserved_bytes)), 12)
-                  .arg(fmt(s.driver_process_bytes), 16).arg(fmt(s.driver_device_bytes), 15);
-    }
-    out_ << "empty_cache() returned " << QString::fromStdString(formatBytes(r.released_bytes)) << " to the system.\n";
-    if (!r.driver_note.empty()) out_ << "Driver view: " << QString::fromStdString(r.driver_note) << "\n";
-    out_.flush();
-  }
-
-  void onMessage(lab::MessageKind kind, const std::string& text) override {
-    if (json_) {
-      const char* level = kind == lab::MessageKind::Warning ? "warning" : kind == lab::MessageKind::EngineError ? "engine_error" : "info";
-      out_ << line({{"event", "message"}, {"level", level}, {"text", QString::fromStdString(text)}}) << "\n";
-      out_.flush();
-    } else if (kind == lab::MessageKind::Warning) {
-      err_ << "warning: " << QString::fromStdString(text) << "\n";
-    } else {
-      out_ << (kind == lab::MessageKind::EngineError ? "engine error (shown on purpose):\n  " : "") << QString::fromStdString(text) << "\n";
-    }
-  }
-
  private:
+  void show(const lab::Message& m) {
+    endProgress();
+    if (m.kind == lab::MessageKind::Warning) err_ << "warning: " << QString::fromStdString(m.text) << "\n";
+    else out_ << (m.kind == lab::MessageKind::EngineError ? "engine error (shown on purpose):\n  " : "") << QString::fromStdString(m.text) << "\n";
+  }
+  void show(const lab::Measurement& m) {
+    endProgress();
+    out_ << "measured: " << QString::fromStdString(m.name) << " = " << formatValue(m.value, m.unit) << "\n";
+  }
+  void show(const lab::Row& r) {
+    endProgress();
+    const lab::ViewSpec* v = checker_.find(r.view);
+    QStringList cells;
+    for (std::size_t i = 0; i < r.cells.size(); ++i) cells << formatCell(r.cells[i], v->columns[i].unit).rightJustified(12);
+    if (!headersShown_.contains(QString::fromStdString(r.view))) {
+      headersShown_ << QString::fromStdString(r.view);
+      QStringList labels;
+      for (const lab::Axis& c : v->columns) labels << QString::fromStdString(c.label).rightJustified(12);
+      out_ << QString::fromStdString(v->title) << ":\n" << labels.join("  ") << "\n";
+    }
+    out_ << cells.join("  ") << "\n";
+  }
+  void show(const lab::Bar& b) {
+    endProgress();
+    const lab::ViewSpec* v = checker_.find(b.view);
+    QString series = QString::fromStdString(b.series);
+    for (const lab::SeriesSpec& s : v->series) {
+      if (s.id == b.series) series = QString::fromStdString(s.label);
+    }
+    out_ << QString::fromStdString(v->title) << ": " << QString::fromStdString(b.category) << ", " << series << " = "
+         << formatValue(b.value, v->y.unit) << "\n";
+  }
+  void show(const lab::Marker& m) {
+    if (m.kind == lab::MarkerKind::Event) return;
+    endProgress();
+    out_ << "-- " << QString::fromStdString(m.label) << " --\n";
+  }
+  void show(const lab::Progress& p) {
+    if (!tty_) return;
+    const int width = 30;
+    const int filled = p.total > 0 ? static_cast<int>(width * std::clamp(p.done / p.total, 0.0, 1.0)) : 0;
+    err_ << QString("\r  [%1%2] %3 ").arg(QString(filled, '#'), QString(width - filled, '.'), QString::fromStdString(p.label));
+    err_.flush();
+    progressShown_ = true;
+  }
+  template <class T>
+  void show(const T&) {}  // views, points, levels, spans, the device and records: for the GUI and --json
+
   QTextStream& out_;
   QTextStream& err_;
   bool json_;
-  int epochs_;
-  std::int64_t stepsPerEpoch_;
   bool tty_;
-  bool headerShown_ = false;
+  bool progressShown_ = false;
+  QSet<QString> headersShown_;
+  lab::UpdateChecker checker_;
 };
 
 int fail(QTextStream& out, QTextStream& err, bool json, const std::exception& e) {
@@ -350,7 +287,7 @@ QString labHelp(const std::string& labId, const QString& command, const Aliases&
     text += QString("  %1  same as --%2 %3\n").arg(flag, -26).arg(QString::fromStdString(setting.first).replace('_', '-'), QString::fromStdString(setting.second));
   }
   for (const lab::ParamSpec& s : theLab->params()) text += optionHelp(s);
-  text += QString("  %1  one JSON object per line (events: step, epoch, memory, message, done, error, ...)\n").arg("--json", -26);
+  text += QString("  %1  one JSON object per line (the lab's views and updates, and its records: step, epoch, memory, done, error, ...)\n").arg("--json", -26);
   text += QString("  %1  this help\n\n").arg("--help, -h", -26);
   return text + kExitStatusHelp;
 }
@@ -360,12 +297,10 @@ QString labHelp(const std::string& labId, const QString& command, const Aliases&
 // Exit status: 2 when the arguments are wrong (checked before the run starts; `userArgs` also
 // requires the device to be usable here), 1 when the run throws.
 int labCommand(const std::string& labId, const QStringList& args, QTextStream& out, QTextStream& err,
-               const Aliases& aliases = {}, bool userArgs = true) {
+               const Aliases& aliases = {}, bool userArgs = true, std::vector<lab::Measurement>* measured = nullptr) {
   const bool json = args.contains("--json");
   std::unique_ptr<lab::Lab> theLab;
   std::optional<lab::Params> parsed;
-  int epochs = 0;
-  std::int64_t stepsPerEpoch = 0;
   // 1. The arguments.
   try {
     theLab = labs::makeLab(labId);
@@ -388,14 +323,6 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       params.set(name, args[++i].toStdString());
     }
     if (userArgs) requireUsableDevice(params);
-    if (labId == "train") {  // for the progress bar
-      const std::int64_t batch = params.getInt("batch_size") * params.getInt("accumulate");
-      const std::int64_t samples = params.getString("dataset") == "fashion-mnist" ? 60000 : params.getInt("samples");
-      const std::int64_t subset = params.getInt("train_subset");
-      const std::int64_t n = subset > 0 ? std::min(subset, samples) : samples;
-      epochs = static_cast<int>(params.getInt("epochs"));
-      stepsPerEpoch = (n + batch - 1) / batch;
-    }
     parsed.emplace(std::move(params));
   } catch (const std::exception& e) {
     fail(out, err, json, e);
@@ -403,12 +330,19 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
   }
   // 2. The run.
   try {
-    CliSink sink(out, err, json, epochs, stepsPerEpoch);
+    CliSink sink(out, err, json);
     lab::StopToken stop;
     gActiveStop = &stop;
     if (gStopRequested.load()) stop.requestStop();
-    theLab->run(*parsed, sink, stop);
+    try {
+      theLab->run(*parsed, sink, stop);
+    } catch (...) {
+      sink.endProgress();
+      throw;
+    }
+    sink.endProgress();
     gActiveStop = nullptr;
+    if (measured) *measured = sink.measured;
     return kExitOk;
   } catch (const std::exception& e) {
     gActiveStop = nullptr;
@@ -502,7 +436,26 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
       }
       out.flush();
       // The device a lesson names is checked when it runs (a lesson that says cuda loads anywhere).
-      if (const int rc = labCommand(run.lab.toStdString(), labArgs, out, err, {}, /*userArgs=*/false); rc != kExitOk) return rc;
+      std::vector<lab::Measurement> measured;
+      if (const int rc = labCommand(run.lab.toStdString(), labArgs, out, err, {}, /*userArgs=*/false, &measured); rc != kExitOk) return rc;
+      // The run block's challenge, graded from what this run measured.
+      if (run.challenge) {
+        const course::ChallengeResult result = course::grade(*run.challenge, measured);
+        if (json) {
+          QJsonArray checks;
+          for (const course::CheckResult& c : result.checks) {
+            QJsonObject o{{"measurement", c.check.measurement}, {"met", c.met}, {"text", c.line}};
+            if (c.measured) o["measured"] = *c.measured;
+            if (c.check.atLeast) o["at_least"] = *c.check.atLeast;
+            if (c.check.atMost) o["at_most"] = *c.check.atMost;
+            checks.append(o);
+          }
+          out << line({{"event", "challenge"}, {"index", i + 1}, {"text", result.text}, {"met", result.met}, {"checks", checks}}) << "\n";
+        } else {
+          out << result.report() << "\n";
+        }
+        out.flush();
+      }
     }
     return kExitOk;
   } catch (const ValueError& e) {

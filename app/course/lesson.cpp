@@ -67,6 +67,40 @@ void checkKeys(const QJsonObject& o, const std::set<QString>& known, const QStri
     if (!known.count(k)) throw LessonError{line, QString("%1: unknown key \"%2\" (%3)").arg(what, k, list)};
 }
 
+Challenge parseChallenge(const QJsonValue& v, int line) {
+  const QString where = "run block: challenge";
+  if (!v.isObject()) throw LessonError{line, QString("%1 must be an object {\"text\": ..., \"checks\": [...]} (found %2)").arg(where, jsonType(v))};
+  const QJsonObject o = v.toObject();
+  checkKeys(o, {"text", "checks"}, where, "text, checks", line);
+  Challenge c;
+  c.text = stringField(o, "text", where, line);
+  if (c.text.trimmed().isEmpty()) throw LessonError{line, where + ": missing \"text\" (what the learner is asked to do)"};
+  const QJsonValue checks = o.value("checks");
+  if (!checks.isArray() || checks.toArray().isEmpty()) {
+    throw LessonError{line, where + ": \"checks\" must be a non-empty list of {\"measurement\": NAME, \"at_least\"/\"at_most\": NUMBER}"};
+  }
+  for (const QJsonValue& cv : checks.toArray()) {
+    if (!cv.isObject()) throw LessonError{line, QString("%1: each check must be an object (found %2)").arg(where, jsonType(cv))};
+    const QJsonObject co = cv.toObject();
+    checkKeys(co, {"measurement", "at_least", "at_most"}, where + ": check", "measurement, at_least, at_most", line);
+    ChallengeCheck check;
+    check.measurement = stringField(co, "measurement", where + ": check", line);
+    if (check.measurement.isEmpty()) throw LessonError{line, where + ": a check without \"measurement\""};
+    for (const auto& [key, bound] : {std::pair{"at_least", &check.atLeast}, std::pair{"at_most", &check.atMost}}) {
+      const QJsonValue b = co.value(key);
+      if (b.isUndefined()) continue;
+      if (!b.isDouble()) throw LessonError{line, QString("%1: \"%2\" must be a number (found %3)").arg(where, key, jsonType(b))};
+      *bound = b.toDouble();
+    }
+    if (!check.atLeast && !check.atMost) throw LessonError{line, where + ": check of '" + check.measurement + "' has neither \"at_least\" nor \"at_most\""};
+    if (check.atLeast && check.atMost && *check.atLeast > *check.atMost) {
+      throw LessonError{line, where + ": check of '" + check.measurement + "' asks for at least more than at most: no run can meet it"};
+    }
+    c.checks << check;
+  }
+  return c;
+}
+
 RunBlock parseRun(const QJsonObject& o, int line) {
   RunBlock r;
   r.line = line;
@@ -105,9 +139,10 @@ RunBlock parseRun(const QJsonObject& o, int line) {
     }
     r.expose << v.toString();
   }
-  static const std::set<QString> known{"lab", "title", "params", "quick", "expose"};
+  if (o.contains("challenge")) r.challenge = parseChallenge(o.value("challenge"), line);
+  static const std::set<QString> known{"lab", "title", "params", "quick", "expose", "challenge"};
   for (const QString& k : o.keys())
-    if (!known.count(k)) throw LessonError{line, QString("run block: unknown key \"%1\" (lab, title, params, quick, expose)").arg(k)};
+    if (!known.count(k)) throw LessonError{line, QString("run block: unknown key \"%1\" (lab, title, params, quick, expose, challenge)").arg(k)};
   return r;
 }
 

@@ -8,9 +8,25 @@
 #include <QStringList>
 #include <QVector>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace gpulab::course {
+
+// A goal a run block sets, graded from the measurements of the learner's run (never from a number
+// written in the lesson file):
+//   "challenge": {"text": "Peak allocated under 256 MiB with an effective batch of at least 1024",
+//                 "checks": [{"measurement": "training peak allocated", "at_most": 268435456},
+//                            {"measurement": "effective batch", "at_least": 1024}]}
+struct ChallengeCheck {
+  QString measurement;  // a Measurement's name, as the lab sends it
+  std::optional<double> atLeast, atMost;
+};
+
+struct Challenge {
+  QString text;
+  QVector<ChallengeCheck> checks;
+};
 
 struct RunBlock {
   QString lab;      // a built-in lab id
@@ -18,6 +34,7 @@ struct RunBlock {
   std::map<std::string, std::string> params;  // preset values
   std::map<std::string, std::string> quick;   // overrides for gpulab-cli lesson --quick
   QStringList expose;                         // parameters the learner may change
+  std::optional<Challenge> challenge;
   int line = 0;
 };
 

@@ -89,13 +89,23 @@ int ProgressStore::answer(const QString& lessonId, int quiz) const {
   return data_.value("answers").toObject().value(lessonId).toObject().value(QString::number(quiz)).toInt(-1);
 }
 
-void ProgressStore::setAnswer(const QString& lessonId, int quiz, int answerIndex) {
-  QJsonObject answers = data_.value("answers").toObject();
-  QJsonObject mine = answers.value(lessonId).toObject();
-  mine[QString::number(quiz)] = answerIndex;
-  answers[lessonId] = mine;
-  data_["answers"] = answers;
+void ProgressStore::setAnswer(const QString& lessonId, int quiz, int answerIndex) { setEntry("answers", lessonId, quiz, answerIndex); }
+
+void ProgressStore::setEntry(const char* section, const QString& lessonId, int index, const QJsonValue& value) {
+  QJsonObject all = data_.value(section).toObject();
+  QJsonObject mine = all.value(lessonId).toObject();
+  mine[QString::number(index)] = value;
+  all[lessonId] = mine;
+  data_[section] = all;
   save();
+}
+
+bool ProgressStore::challengeMet(const QString& lessonId, int run) const {
+  return data_.value("challenges").toObject().value(lessonId).toObject().value(QString::number(run)).toBool(false);
+}
+
+void ProgressStore::setChallengeMet(const QString& lessonId, int run) {
+  if (!challengeMet(lessonId, run)) setEntry("challenges", lessonId, run, true);
 }
 
 }  // namespace gpulab::course

@@ -20,6 +20,9 @@ class ProgressStore {
   // The answer index the learner chose for quiz `quiz` of a lesson, or -1.
   int answer(const QString& lessonId, int quiz) const;
   void setAnswer(const QString& lessonId, int quiz, int answerIndex);
+  // Whether a run of block `run` (from 0) met its challenge; once met, it stays met.
+  bool challengeMet(const QString& lessonId, int run) const;
+  void setChallengeMet(const QString& lessonId, int run);
   const QString& path() const { return path_; }
   // Why the last load or save failed (empty when it worked).
   const QString& lastError() const { return error_; }
@@ -34,6 +37,8 @@ class ProgressStore {
  private:
   void load();
   void save();
+  // data_[section][lessonId][index] = value, saved.
+  void setEntry(const char* section, const QString& lessonId, int index, const QJsonValue& value);
   QString path_;
   QJsonObject data_;
   QString error_;

@@ -1,5 +1,7 @@
 #include "app/course/reference_runs.h"
 
+#include "app/course/lab_json.h"
+
 #include <QDate>
 #include <QFile>
 #include <QJsonDocument>
@@ -35,22 +37,11 @@ class Fields {
     if (!v.isDouble() || !std::isfinite(v.toDouble())) fail(key, "a number");
     return v.toDouble();
   }
-  std::optional<double> optionalNumber(const char* key) const {
-    if (o_.value(key).isUndefined()) return std::nullopt;
-    return number(key);
-  }
   std::int64_t integer(const char* key, std::int64_t min = 0) const {
     const double d = number(key);
     if (d != std::floor(d) || d < static_cast<double>(min) || d > 9.0e15) fail(key, QString("a whole number >= %1").arg(min));
     return static_cast<std::int64_t>(d);
   }
-  bool boolean(const char* key) const {
-    const QJsonValue v = o_.value(key);
-    need(v, key);
-    if (!v.isBool()) fail(key, "true or false");
-    return v.toBool();
-  }
-
  private:
   void need(const QJsonValue& v, const char* key) const {
     if (v.isUndefined()) throw ReferenceError{line_, QString("\"%1\" event: missing field \"%2\"").arg(event_, key)};
@@ -107,61 +98,34 @@ ReferenceRun parseRunStart(const QJsonObject& o, int line, const Lesson* lesson,
   return r;
 }
 
-void parseEvent(const QString& event, const QJsonObject& o, int line, ReferenceRun& r) {
-  const Fields f(o, event, line);
-  if (event == "step") {
-    lab::StepMetrics s;
-    s.step = f.integer("step", 1);
-    s.epoch = static_cast<int>(f.integer("epoch"));
-    s.loss = f.number("loss");
-    s.samples_per_s = f.number("samples_per_s");
-    s.allocated_bytes = f.integer("allocated_bytes");
-    s.reserved_bytes = f.integer("reserved_bytes");
-    s.elapsed_s = f.number("elapsed_s");
-    r.steps << s;
-  } else if (event == "epoch") {
-    lab::EpochMetrics e;
-    e.epoch = static_cast<int>(f.integer("epoch", 1));
-    e.step = f.integer("step");
-    e.train_loss = f.number("train_loss");
-    e.eval_loss = f.number("eval_loss");
-    e.seconds = f.number("seconds");
-    e.test_accuracy = f.optionalNumber("test_accuracy");
-    r.epochs << e;
-  } else if (event == "memory") {
-    lab::MemorySample m;
-    m.step = f.integer("step");
-    m.allocated_bytes = f.integer("allocated_bytes");
-    m.reserved_bytes = f.integer("reserved_bytes");
-    r.memory << m;
-  } else if (event == "measurement") {
-    lab::Measurement m;
-    m.name = f.string("name").toStdString();
-    m.value = f.number("value");
-    m.unit = f.string("unit").toStdString();
-    r.measurements << m;
-  } else if (event == "message") {
-    r.messages << std::pair{f.string("level"), f.string("text")};
-  } else if (event == "done") {
-    lab::RunSummary& d = r.done;
-    d.seconds = f.number("seconds");
-    d.steps = f.integer("steps");
-    d.device = f.string("device").toStdString();
-    d.stopped = f.boolean("stopped");
-    d.peak_allocated_bytes = f.integer("peak_allocated_bytes");
-    d.peak_reserved_bytes = f.integer("peak_reserved_bytes");
-    d.train_loss = f.optionalNumber("train_loss");
-    d.eval_loss = f.optionalNumber("eval_loss");
-    d.test_accuracy = f.optionalNumber("test_accuracy");
-  } else if (event == "error") {
+// One recorded update: exactly what the lab sent (lab_json.h), checked against the run's views so far.
+void parseEvent(const QString& event, const QJsonObject& o, int line, ReferenceRun& r, lab::UpdateChecker& checker) {
+  if (event == "error") {
     throw ReferenceError{line, QString("the recorded run failed (%1: %2); record it again")
                                    .arg(o.value("type").toString("error"), o.value("message").toString().section('\n', 0, 0))};
-  } else if (event != "oom" && event != "recovered" && event != "report") {
-    throw ReferenceError{line, QString("unknown event \"%1\" (run, step, epoch, memory, measurement, message, done, oom, recovered, report)").arg(event)};
   }
+  QString why;
+  std::optional<lab::Update> update = updateFromJson(o, &why);
+  if (!update) throw ReferenceError{line, QString("\"%1\" event: %2").arg(event, why)};
+  if (const auto* m = std::get_if<lab::Measurement>(&*update); m && !std::isfinite(m->value)) {
+    throw ReferenceError{line, "\"measurement\" event: field \"value\" must be a number"};
+  }
+  try {
+    checker.check(*update);
+  } catch (const std::exception& e) {
+    throw ReferenceError{line, QString("\"%1\" event: %2").arg(event, QString::fromUtf8(e.what()))};
+  }
+  r.updates << std::move(*update);
 }
 
 }  // namespace
+
+const lab::Record* ReferenceRun::done() const {
+  for (auto it = updates.crbegin(); it != updates.crend(); ++it) {
+    if (const auto* r = std::get_if<lab::Record>(&*it); r && r->event == "done") return r;
+  }
+  return nullptr;
+}
 
 const ReferenceRun* ReferenceRuns::run(int index) const {
   if (!ok()) return nullptr;
@@ -189,6 +153,7 @@ ReferenceRuns parseReferenceRuns(const QByteArray& text, const QString& path, co
   bool haveHeader = false;
   ReferenceRun* current = nullptr;
   bool currentDone = false;
+  lab::UpdateChecker checker;  // the current run's views
   int lineNo = 0, lastLine = 1;  // lastLine: the last line with content (where the file ends)
   try {
     for (const QByteArray& raw : lines) {
@@ -219,11 +184,13 @@ ReferenceRuns parseReferenceRuns(const QByteArray& text, const QString& path, co
         const int index = r.index;
         current = &(out.runs[index] = std::move(r));
         currentDone = false;
+        checker = lab::UpdateChecker();
         continue;
       }
+      if (event == "challenge") continue;  // graded by gpulab-cli after the run, not sent by the lab
       if (!current) throw ReferenceError{lineNo, QString("a \"%1\" event before the first \"run\" event").arg(event)};
       if (currentDone) throw ReferenceError{lineNo, QString("a \"%1\" event after run %2's \"done\" event").arg(event).arg(current->index)};
-      parseEvent(event, o, lineNo, *current);
+      parseEvent(event, o, lineNo, *current, checker);
       if (event == "done") currentDone = true;
     }
     if (!haveHeader) throw ReferenceError{1, "empty file: expected the header {\"event\":\"reference\",...} on line 1"};

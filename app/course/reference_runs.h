@@ -8,11 +8,12 @@
 //   line 1  {"event":"reference","lesson":ID,"gpu":NAME,"date":"YYYY-MM-DD", optional "driver",
 //           "cuda","command","commit" (strings)}
 //   then exactly what `gpulab-cli lesson ID --json` prints: {"event":"run","index":N,"lab","title"}
-//   opens run block N, followed by its step / epoch / memory / measurement / message events and
-//   one "done" event (the schema is the CLI's JSON sink, app/cli/cli_commands.cpp).
-// Blank lines are skipped; "oom", "recovered" and "report" events are accepted and not kept. A file
-// that breaks any rule is refused as a whole with "<file>:<line>: <what is wrong>" and never crashes
-// the reader: a half-valid reference would be shown as if it were a real measurement.
+//   opens run block N, followed by the updates its lab sent (views, points, markers, rows,
+//   measurements, messages, records; the JSON form is app/course/lab_json.h) and ending with the
+//   lab's "done" record.
+// Blank lines are skipped. A file that breaks any rule (malformed JSON, an update the protocol's
+// checker refuses, a run without "done") is refused as a whole with "<file>:<line>: <what is wrong>"
+// and never crashes the reader: a half-valid reference would be shown as if it were a real measurement.
 #include <QByteArray>
 #include <QString>
 #include <QVector>
@@ -35,16 +36,14 @@ struct ReferenceHeader {
   QString driver, cuda, command, commit;  // empty when the file does not say
 };
 
-// One run block as it was recorded: the same metrics the GUI's sink receives live.
+// One run block as it was recorded: the updates the lab sent, in order, exactly as a live run's
+// sink receives them (views, points, markers, ..., records), checked by lab::UpdateChecker.
 struct ReferenceRun {
   int index = 0;  // the lesson's run block, from 1
   QString lab, title;
-  QVector<lab::StepMetrics> steps;         // elapsed_s is seconds since the run started
-  QVector<lab::EpochMetrics> epochs;
-  QVector<lab::MemorySample> memory;       // step and bytes only: the CLI writes no time for them
-  QVector<lab::Measurement> measurements;
-  QVector<std::pair<QString, QString>> messages;  // (level, text)
-  lab::RunSummary done;
+  QVector<lab::Update> updates;
+  // The run's "done" record (every recorded run ends with one).
+  const lab::Record* done() const;
 };
 
 struct ReferenceRuns {

@@ -10,11 +10,6 @@ namespace gpulab::app {
 
 using ParamMap = std::map<std::string, std::string>;
 
-bool MetricBatch::empty() const {
-  return steps.isEmpty() && epochs.isEmpty() && memory.isEmpty() && measurements.isEmpty() && ooms.isEmpty() &&
-         recoveries.isEmpty() && reports.isEmpty() && messages.isEmpty() && !done;
-}
-
 void RunControl::setPaused(bool paused) {
   paused_.store(paused);
   wake();
@@ -32,32 +27,28 @@ void RunControl::waitWhilePaused() {
 
 namespace {
 
-// Collects what the lab reports; emits a batch at most every 33 ms.
+// Checks and collects what the lab sends; emits a batch at most every 33 ms.
 class BatchingSink final : public lab::MetricSink {
  public:
   BatchingSink(LabWorker& worker, RunControl& control) : worker_(worker), control_(control) {}
 
-  void onStep(const lab::StepMetrics& m) override {
-    batch_.steps << m;
+  void send(const lab::Update& update) override {
+    if (!violation_.isEmpty()) throw ValueError(violation_.toStdString());
+    try {
+      checker_.check(update);
+    } catch (const std::exception& e) {
+      // The run fails with the checker's message, even if the lab catches the exception: nothing
+      // it sends after this is shown.
+      violation_ = QString::fromUtf8(e.what());
+      control_.stop.requestStop();
+      throw;
+    }
+    batch_.updates << update;
+    if (std::holds_alternative<lab::Progress>(update) && control_.paused()) {
+      flush();  // what the lab showed up to here is on screen while it waits
+      control_.waitWhilePaused();  // Pause holds the lab here, at a Progress update
+    }
     maybeFlush();
-    control_.waitWhilePaused();  // Pause holds the lab here, between two steps
-  }
-  void onEpoch(const lab::EpochMetrics& m) override { add(batch_.epochs, m); }
-  void onMemory(const lab::MemorySample& m) override {
-    add(batch_.memory, m);
-    control_.waitWhilePaused();
-  }
-  void onMeasurement(const lab::Measurement& m) override { add(batch_.measurements, m); }
-  void onOutOfMemory(const lab::OutOfMemoryReport& r) override { add(batch_.ooms, r); }
-  void onRecovered(const lab::RecoveryReport& r) override { add(batch_.recoveries, r); }
-  void onMemoryReport(const lab::MemoryReport& r) override { add(batch_.reports, r); }
-  void onMessage(lab::MessageKind kind, const std::string& text) override {
-    batch_.messages << std::pair{kind, QString::fromStdString(text)};
-    maybeFlush();
-  }
-  void onDone(const lab::RunSummary& s) override {
-    batch_.done = s;
-    flush();
   }
 
   void flush() {
@@ -67,36 +58,47 @@ class BatchingSink final : public lab::MetricSink {
     last_ = Clock::now();
   }
 
+  // The protocol violation that ended the run; empty when there was none.
+  const QString& violation() const { return violation_; }
+
  private:
   using Clock = std::chrono::steady_clock;
-  template <class V, class T>
-  void add(V& vec, const T& value) {
-    vec << value;
-    maybeFlush();
-  }
   void maybeFlush() {
     if (Clock::now() - last_ >= std::chrono::milliseconds(33)) flush();
   }
 
   LabWorker& worker_;
   RunControl& control_;
+  lab::UpdateChecker checker_;
   MetricBatch batch_;
+  QString violation_;
   Clock::time_point last_ = Clock::now();
 };
 
 }  // namespace
 
 void LabWorker::run(const QString& labId, const ParamMap& settings) {
+  std::unique_ptr<lab::Lab> theLab;
+  try {
+    theLab = labs::makeLab(labId.toStdString());
+  } catch (const std::exception& e) {
+    emit finished(QString::fromUtf8(e.what()));
+    return;
+  }
+  runLab(*theLab, settings);
+}
+
+void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
   BatchingSink sink(*this, control_);
   QString error;
   try {
-    auto theLab = labs::makeLab(labId.toStdString());
-    lab::Params params = theLab->defaults();
+    lab::Params params = theLab.defaults();
     for (const auto& [name, value] : settings) params.set(name, value);
-    theLab->run(params, sink, control_.stop);
+    theLab.run(params, sink, control_.stop);
   } catch (const std::exception& e) {
     error = QString::fromUtf8(e.what());
   }
+  if (!sink.violation().isEmpty()) error = "The lab broke the protocol: " + sink.violation();
   sink.flush();
   emit finished(error);
 }

@@ -1,12 +1,13 @@
 #pragma once
 // Runs a lab on a worker thread and hands what it reports to the GUI thread in batches.
 //
-// Protocol: the lab runs inside LabWorker::run on the worker's QThread. Its MetricSink collects
-// metrics and, at most every ~33 ms (and once at the end), emits one MetricBatch through a queued
-// connection, so the GUI thread receives ~30 batches a second however fast the lab streams, and
-// never waits on the engine. Stop sets the lab's StopToken (checked every step); Pause makes the
-// sink hold the worker at its next step report until Resume or Stop. Destroying the runner stops
-// the lab and joins the thread.
+// Protocol: the lab runs inside LabWorker::run on the worker's QThread. Its MetricSink checks every
+// update the lab sends (lab::UpdateChecker: a lab that breaks the protocol fails its run with the
+// checker's message) and collects them in arrival order; at most every ~33 ms (and once at the end)
+// it emits one MetricBatch through a queued connection, so the GUI thread receives ~30 batches a
+// second however fast the lab streams, and never waits on the engine. Stop sets the lab's StopToken
+// (checked every step); Pause makes the sink hold the worker at its next Progress update until
+// Resume or Stop. Destroying the runner stops the lab and joins the thread.
 #include <QMetaType>
 #include <QObject>
 #include <QString>
@@ -17,24 +18,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 
 #include "engine/lab/lab.h"
 
 namespace gpulab::app {
 
+// What the lab sent since the last batch, in the order it sent it.
 struct MetricBatch {
-  QVector<lab::StepMetrics> steps;
-  QVector<lab::EpochMetrics> epochs;
-  QVector<lab::MemorySample> memory;
-  QVector<lab::Measurement> measurements;
-  QVector<lab::OutOfMemoryReport> ooms;
-  QVector<lab::RecoveryReport> recoveries;
-  QVector<lab::MemoryReport> reports;
-  QVector<std::pair<lab::MessageKind, QString>> messages;
-  std::optional<lab::RunSummary> done;
-  bool empty() const;
+  QVector<lab::Update> updates;
+  bool empty() const { return updates.isEmpty(); }
 };
 
 // Pause/stop shared by the GUI thread and the worker.
@@ -43,7 +36,7 @@ class RunControl {
   lab::StopToken stop;
   void setPaused(bool paused);
   bool paused() const { return paused_.load(); }
-  // Called by the worker at each step: returns when not paused (or when stopping).
+  // Called by the worker at each Progress update: returns when not paused (or when stopping).
   void waitWhilePaused();
   void wake();
 
@@ -62,9 +55,16 @@ class LabWorker : public QObject {
  public slots:
   void run(const QString& labId, const std::map<std::string, std::string>& params);
 
+ public:
+  // Runs `lab` with these settings on the calling thread, as run() does a built-in lab on the
+  // worker's thread: batches, then finished().
+  void runLab(lab::Lab& lab, const std::map<std::string, std::string>& settings);
+
  signals:
   void batchReady(const gpulab::app::MetricBatch& batch);
-  void finished(const QString& error);  // empty when the lab ended normally (or was stopped)
+  // `error` is empty when the lab ended normally (or was stopped); the checker's message when the
+  // lab broke the protocol.
+  void finished(const QString& error);
 
  private:
   RunControl& control_;
@@ -79,6 +79,8 @@ class LabRunner : public QObject {
 
   bool running() const { return running_; }
   bool paused() const { return control_.paused(); }
+  // Stop was asked for during the current (or last) run.
+  bool stopRequested() const { return control_.stop.stopRequested(); }
   void start(const QString& labId, const std::map<std::string, std::string>& params);
   void pause(bool paused);
   void stop();

@@ -126,6 +126,10 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   auto* device = new QLabel(deviceStatus());
   device->setObjectName("deviceStatus");
   statusBar()->addWidget(device, 1);
+  runDevice_ = new QLabel;
+  runDevice_->setObjectName("runDevice");
+  runDevice_->setToolTip("Where the run computes, as the lab reports it");
+  statusBar()->addWidget(runDevice_);
 
   QMenu* help = menuBar()->addMenu("&Help");
   QAction* about = help->addAction("&About GPU Lab", this, &MainWindow::showAbout);
@@ -149,13 +153,16 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
     showReference();
   });
   connect(&runner_, &LabRunner::batchReady, this, [this](const MetricBatch& b) {
+    for (const lab::Update& u : b.updates)
+      if (const auto* d = std::get_if<lab::RunDevice>(&u)) runDevice_->setText("Run on " + QString::fromStdString(d->label.empty() ? d->device : d->label));
     plots_->addBatch(b);
     runPanel_->appendBatch(b);
   });
   connect(&runner_, &LabRunner::finished, this, [this](const QString& error) {
     runPanel_->setRunning(false, false);
     runState_->setText(error.isEmpty() ? "idle" : "failed");
-    if (!error.isEmpty()) runPanel_->appendError(error);
+    runPanel_->finishRun(error, runner_.stopRequested());
+    plots_->endRun(error);  // a failed run loses its legend entries
     emit runFinished(error);
   });
   connect(quiz_, &QuizWidget::answered, this, &MainWindow::onAnswered);
@@ -368,12 +375,8 @@ void MainWindow::startRun() {
   const int i = runPanel_->currentRun();
   if (!lesson || !lesson->ok() || i < 0 || i >= lesson->runs.size() || runner_.running()) return;
   const auto settings = runPanel_->settings();
-  QStringList shown;
-  for (const QString& name : lesson->runs[i].expose) {
-    auto it = settings.find(name.toStdString());
-    if (it != settings.end()) shown << name + "=" + QString::fromStdString(it->second);
-  }
-  plots_->beginRun(shown.join(", "));
+  plots_->beginRun(settings);  // overlaid runs are named by the settings that differ
+  runDevice_->clear();
   runPanel_->setRunning(true, false);
   runPanel_->beginRunOutput();
   runPanel_->appendInfo("▶ " + lesson->runs[i].title);

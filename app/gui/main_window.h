@@ -69,6 +69,8 @@ class MainWindow final : public QMainWindow {
   // The banner above the lesson that tells the learner about a problem with the progress file (a
   // corrupt file kept aside, an unreadable one, a failed save); hidden when there is none.
   QLabel* progressNotice() const { return progressNotice_; }
+  // The status bar's label of the device the running (or last) lab computes on.
+  QLabel* runDeviceLabel() const { return runDevice_; }
 
  signals:
   void runFinished(const QString& error);
@@ -103,6 +105,7 @@ class MainWindow final : public QMainWindow {
   RunPanel* runPanel_;
   PlotPanel* plots_;
   QLabel* runState_;
+  QLabel* runDevice_;  // where the last run computes, as its lab says ("cuda:0 (emulated GPU — ...)")
   QFrame* progressBanner_;
   QLabel* progressNotice_;
   QDialog* about_ = nullptr;

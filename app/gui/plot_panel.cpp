@@ -2,102 +2,30 @@
 
 #include <QCheckBox>
 #include <QDir>
-#include <QFile>
-#include <QFileInfo>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QPushButton>
+#include <QTabWidget>
 #include <QTableWidget>
-#include <QTextStream>
-#include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <set>
 #include <qcustomplot.h>
 
-#include "engine/memory/caching_allocator.h"
+#include "app/gui/units.h"
 
 namespace gpulab::app {
 
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
-// Colours of successive runs: the current run strong, earlier ones (overlaid) in other hues.
-QColor runColour(int run, int shade) {
-  static const QColor base[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44), QColor(214, 39, 40), QColor(148, 103, 189)};
-  QColor c = base[(run + shade) % 5];
-  return c;
-}
-
-QCustomPlot* makePlot(const QString& xLabel, const QString& yLabel) {
-  auto* p = new QCustomPlot;
-  p->xAxis->setLabel(xLabel);
-  p->yAxis->setLabel(yLabel);
-  p->legend->setVisible(true);
-  // One point smaller than the axes: a reference run's entries carry its full label, and the legend
-  // must stay narrower than a plot in a 1280-pixel window.
-  QFont legendFont = p->legend->font();
-  legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() - 1.0));
-  p->legend->setFont(legendFont);
-  p->legend->setIconSize(24, 12);
-  p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom | QCP::iSelectPlottables);
-  // Live curves grow to thousands of points: thin, non-antialiased lines keep a replot to a few
-  // milliseconds, so the GUI thread stays responsive while a run streams.
-  p->setNotAntialiasedElements(QCP::aePlottables);
-  p->setMinimumHeight(110);  // the window fits a 1280x800 screen
-  return p;
-}
-
-QCPGraph* addGraph(QCustomPlot* p, const QString& name, const QColor& colour, bool dots = false) {
-  QCPGraph* g = p->addGraph();
-  g->setName(name);
-  g->setPen(QPen(colour, 0));  // cosmetic 1-pixel pen: the fast path of the raster engine
-  g->setAdaptiveSampling(true);
-  if (dots) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
-  return g;
-}
-
-// Reference curves: grey and dashed, so that a recording never passes for one of the learner's runs.
-QCPGraph* addReferenceGraph(QCustomPlot* p, const QString& name, const QColor& grey, Qt::PenStyle style, bool dots = false) {
-  QCPGraph* g = p->addGraph();
-  g->setName(name);
-  g->setPen(QPen(grey, 1.5, style));
-  g->setAdaptiveSampling(true);
-  if (dots) {
-    g->setLineStyle(QCPGraph::lsNone);
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDiamond, QPen(grey, 1.5), Qt::NoBrush, 7));
-  }
-  return g;
-}
-
-QString formatMeasurement(const lab::Measurement& m) {
-  if (m.unit == "bytes") return QString::fromStdString(formatBytes(static_cast<std::int64_t>(m.value)));
-  // 4 significant digits, but never an exponent for a large value ("51234 GFLOP/s", not 5.123e+04).
-  const QString value = std::abs(m.value) >= 1000 ? QString::number(m.value, 'f', 0) : QString::number(m.value, 'g', 4);
-  return QString("%1 %2").arg(value, QString::fromStdString(m.unit));
-}
-
-// The rows a finished run adds to the Measurements table: where it ran and how long training took.
-QVector<std::pair<QString, QString>> summaryRows(const lab::RunSummary& d) {
-  QVector<std::pair<QString, QString>> rows{{"device", QString::fromStdString(d.device)}};
-  if (d.steps > 0) rows.append({"training time", QString("%1 s for %2 steps").arg(d.seconds, 0, 'g', 3).arg(d.steps)});
-  if (d.test_accuracy) rows.append({"test accuracy", QString::number(*d.test_accuracy, 'f', 4)});
-  return rows;
-}
-
-void addMarker(QCustomPlot* p, double x, const QString& text, const QColor& colour) {
-  auto* line = new QCPItemStraightLine(p);
-  line->point1->setCoords(x, 0);
-  line->point2->setCoords(x, 1);
-  line->setPen(QPen(colour, 1, Qt::DashLine));
-  auto* label = new QCPItemText(p);
-  label->position->setType(QCPItemPosition::ptPlotCoords);
-  label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  label->position->setCoords(x, 0.05);
-  label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-  label->setText(text);
-  label->setColor(colour);
+// The view an update draws into; empty for the updates outside the views.
+std::string viewOf(const lab::Update& update) {
+  return std::visit([](const auto& u) -> std::string {
+    if constexpr (requires { u.view; }) return u.view;
+    else return {};
+  }, update);
 }
 
 }  // namespace
@@ -106,18 +34,6 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   tabs_ = new QTabWidget(this);
-  loss_ = makePlot("step", "loss");
-  memory_ = makePlot("time (s)", "memory (MiB)");
-  throughput_ = makePlot("step", "samples / s");
-  const std::pair<QCustomPlot*, QString> pages[] = {{loss_, "Loss"}, {memory_, "Memory"}, {throughput_, "Throughput"}};
-  for (int i = 0; i < 3; ++i) {
-    auto* page = new QWidget;
-    auto* v = new QVBoxLayout(page);
-    v->addWidget(pages[i].first, 1);
-    addExportButtons(page, static_cast<Plot>(i));
-    tabs_->addTab(page, pages[i].second);
-    styleFromPalette(pages[i].first);
-  }
   table_ = new QTableWidget(0, 3);
   table_->setHorizontalHeaderLabels({"Run", "Measurement", "Value"});
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -131,92 +47,250 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   table_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
   tabs_->addTab(table_, "Measurements");
   layout->addWidget(tabs_, 1);
-  connect(tabs_, &QTabWidget::currentChanged, this, [this] {
-    if (QCustomPlot* p = shownPlot(); p && stale_.contains(p)) markDirty();
-  });
-  for (QCustomPlot* p : {loss_, memory_, throughput_}) {
-    p->setMouseTracking(true);
-    connect(p, &QCustomPlot::mouseMove, this, [this, p](QMouseEvent* event) {
-      const Plot which = p == loss_ ? Plot::Loss : p == memory_ ? Plot::Memory : Plot::Throughput;
-      const QString text = toolTipAt(which, event->position());
-      if (text.isEmpty()) QToolTip::hideText();
-      else QToolTip::showText(event->globalPosition().toPoint(), text, p);
-    });
-  }
+
   auto* options = new QHBoxLayout;
-  overlay_ = new QCheckBox("Overlay runs (compare with earlier runs)", this);
-  overlay_->setToolTip("Keep the curves of earlier runs to compare, e.g. batch 64 vs 512 or CPU vs GPU");
+  overlay_ = new QCheckBox("Overlay runs", this);
+  overlay_->setToolTip("Keep the curves of earlier runs to compare them, e.g. two batch sizes or CPU vs GPU");
   options->addWidget(overlay_);
   reference_ = new QCheckBox("Compare with a real GPU", this);
   reference_->setVisible(false);
   connect(reference_, &QCheckBox::toggled, this, &PlotPanel::setShowReference);
   options->addWidget(reference_);
   options->addStretch();
+  QVector<QPushButton*> exports;
+  for (const QString& kind : {QString("PNG"), QString("PDF"), QString("CSV")}) {
+    auto* b = new QPushButton("Export " + kind, this);
+    b->setToolTip("Export the view shown as " + kind);
+    connect(b, &QPushButton::clicked, this, [this, kind] { exportShown(kind); });
+    options->addWidget(b);
+    exports << b;
+  }
   layout->addLayout(options);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this, exports] {
+    const bool onView = !shownView().isEmpty();
+    for (QPushButton* b : exports) b->setEnabled(onView);
+    replotIfDirty();  // a hidden view catches up when shown
+  });
+  for (QPushButton* b : exports) b->setEnabled(false);
   replot_.setInterval(33);  // ~30 Hz
   connect(&replot_, &QTimer::timeout, this, &PlotPanel::replotIfDirty);
   replot_.start();
 }
 
-void PlotPanel::styleFromPalette(QCustomPlot* p) {
-  // Follow the system's light or dark palette.
-  const QPalette pal = palette();
-  p->setBackground(pal.color(QPalette::Base));
-  for (QCPAxis* axis : {p->xAxis, p->yAxis}) {
-    axis->setBasePen(QPen(pal.color(QPalette::Text)));
-    axis->setTickPen(QPen(pal.color(QPalette::Text)));
-    axis->setSubTickPen(QPen(pal.color(QPalette::Text)));
-    axis->setTickLabelColor(pal.color(QPalette::Text));
-    axis->setLabelColor(pal.color(QPalette::Text));
-  }
-  // A translucent legend: long entries (a reference run's label) must not hide the curves under them.
-  QColor legendBackground = pal.color(QPalette::Base);
-  legendBackground.setAlpha(180);
-  p->legend->setBrush(legendBackground);
-  p->legend->setTextColor(pal.color(QPalette::Text));
-}
-
-void PlotPanel::addExportButtons(QWidget* page, Plot which) {
-  auto* row = new QHBoxLayout;
-  row->addStretch();
-  for (const QString& kind : {QString("PNG"), QString("PDF"), QString("CSV")}) {
-    auto* b = new QPushButton("Export " + kind, page);
-    connect(b, &QPushButton::clicked, this, [this, which, kind] {
-      const QString filter = kind + " (*." + kind.toLower() + ")";
-      QString path = askPath_ ? askPath_(filter) : QFileDialog::getSaveFileName(this, "Export plot", QString(), filter);
-      if (path.isEmpty()) return;
-      // A name typed without the extension gets it (the dialog does not add it everywhere).
-      const QString ext = kind.toLower();
-      if (QFileInfo(path).suffix().compare(ext, Qt::CaseInsensitive) != 0) path += "." + ext;
-      const bool ok = kind == "PNG" ? exportPng(which, path) : kind == "PDF" ? exportPdf(which, path) : exportCsv(which, path);
-      const QString shown = QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath());
-      const QString name = tabs_->tabText(static_cast<int>(which)).toLower();
-      emit statusMessage(ok ? QString("Exported the %1 plot (%2) to %3").arg(name, kind, shown)
-                            : QString("Could not export the %1 plot to %2").arg(name, shown));
-    });
-    row->addWidget(b);
-  }
-  static_cast<QVBoxLayout*>(page->layout())->addLayout(row);
-}
-
-QCustomPlot* PlotPanel::plot(Plot which) const {
-  switch (which) {
-    case Plot::Loss: return loss_;
-    case Plot::Memory: return memory_;
-    case Plot::Throughput: return throughput_;
-  }
-  return loss_;
-}
-
-QCustomPlot* PlotPanel::shownPlot() const {
-  const int i = tabs_->currentIndex();
-  return i >= 0 && i < 3 ? plot(static_cast<Plot>(i)) : nullptr;
-}
-
 void PlotPanel::setOverlay(bool overlay) { overlay_->setChecked(overlay); }
 
+// ---- Runs ----------------------------------------------------------------------------------------
+
+void PlotPanel::beginRun(const Settings& settings) {
+  if (!overlay_->isChecked()) {
+    for (const Run& r : runs_) removeRun(r.id);
+    runs_.clear();
+  }
+  currentRun_ = nextRun_++;
+  Run run;
+  run.id = currentRun_;
+  run.settings = settings;
+  runs_.append(run);
+  restyle();
+  rebuildTable();
+}
+
+void PlotPanel::addBatch(const MetricBatch& batch) {
+  if (currentRun_ == 0) beginRun({});
+  apply(currentRun_, batch.updates);
+}
+
+void PlotPanel::endRun(const QString& error) {
+  for (Run& r : runs_)
+    if (r.id == currentRun_) r.failed = !error.isEmpty();
+  restyle();
+  rebuildTable();
+  pruneViews();
+}
+
+void PlotPanel::clearRuns() {
+  for (const Run& r : runs_) removeRun(r.id);
+  runs_.clear();
+  currentRun_ = 0;
+  restyle();
+  rebuildTable();
+}
+
+void PlotPanel::removeRun(int run) {
+  for (const Page& p : views_) p.view->removeRun(run);
+  rows_.removeIf([&](const MeasurementRow& r) { return r.run == run; });
+}
+
+void PlotPanel::apply(int run, const QVector<lab::Update>& updates) {
+  bool measured = false;
+  for (const lab::Update& u : updates) {
+    if (const auto* spec = std::get_if<lab::ViewSpec>(&u)) {
+      declareView(run, *spec);
+    } else if (const std::string id = viewOf(u); !id.empty()) {
+      if (const Page* p = page(id)) p->view->add(run, u);
+    } else if (const auto* m = std::get_if<lab::Measurement>(&u)) {
+      rows_.append({run, QString::fromStdString(m->name), formatQuantity(m->value, m->unit)});
+      measured = true;
+    } else if (const auto* d = std::get_if<lab::RunDevice>(&u)) {
+      for (Run& r : runs_) {
+        if (r.id != run) continue;
+        r.device = QString::fromStdString(d->label.empty() ? d->device : d->label);
+        r.emulated = d->emulated;
+      }
+      if (run == currentRun_) restyle();
+    }
+    // Messages, Progress and Records are the run panel's (and the CLI's), not drawn here.
+  }
+  if (measured) rebuildTable();
+}
+
+void PlotPanel::declareView(int run, const lab::ViewSpec& spec) {
+  const QString title = QString::fromStdString(spec.title.empty() ? spec.id : spec.title);
+  auto it = std::find_if(views_.begin(), views_.end(), [&](const Page& p) { return p.id == spec.id; });
+  if (it != views_.end() && it->view->spec().kind == spec.kind) {
+    it->view->declare(run, spec);
+    tabs_->setTabText(tabs_->indexOf(it->view), title);
+    return;
+  }
+  auto* view = ViewWidget::create(run, spec);
+  view->setObjectName(QString::fromStdString(spec.id));
+  view->setRunStyles(styles_);
+  for (const Run& r : runs_)
+    if (r.id == currentRun_) view->setDevice(r.device, r.emulated);
+  if (it != views_.end()) {
+    // The same id as another kind: the new declaration replaces the view, in its place.
+    const int index = tabs_->indexOf(it->view);
+    const bool shown = tabs_->currentIndex() == index;
+    delete it->view;
+    it->view = view;
+    tabs_->insertTab(index, view, title);
+    if (shown) tabs_->setCurrentIndex(index);
+    return;
+  }
+  const bool first = views_.empty();
+  tabs_->insertTab(static_cast<int>(views_.size()), view, title);
+  views_.push_back({spec.id, view});
+  if (first) tabs_->setCurrentIndex(0);
+}
+
+const PlotPanel::Page* PlotPanel::page(const std::string& id) const {
+  for (const Page& p : views_)
+    if (p.id == id) return &p;
+  return nullptr;
+}
+
+void PlotPanel::pruneViews() {
+  for (auto it = views_.begin(); it != views_.end();) {
+    if (it->view->declared()) {
+      ++it;
+      continue;
+    }
+    tabs_->removeTab(tabs_->indexOf(it->view));
+    delete it->view;
+    it = views_.erase(it);
+  }
+}
+
+// ---- Names and styles -----------------------------------------------------------------------------
+
+void PlotPanel::restyle() {
+  // A run is named by the settings that differ between the runs shown, or by its number.
+  std::set<std::string> keys;
+  for (const Run& r : runs_)
+    for (const auto& [k, v] : r.settings) keys.insert(k);
+  std::vector<std::string> differing;
+  for (const std::string& k : keys) {
+    auto valueOf = [&](const Run& r) {
+      auto it = r.settings.find(k);
+      return it == r.settings.end() ? std::optional<std::string>() : std::optional<std::string>(it->second);
+    };
+    if (std::any_of(runs_.begin(), runs_.end(), [&](const Run& r) { return valueOf(r) != valueOf(runs_.front()); })) differing.push_back(k);
+  }
+  const bool several = runs_.size() > 1;
+  styles_.clear();
+  for (int i = 0; i < runs_.size(); ++i) {
+    const Run& r = runs_[i];
+    QStringList parts;
+    for (const std::string& k : differing)
+      if (auto it = r.settings.find(k); it != r.settings.end()) parts << QString::fromStdString(k + "=" + it->second);
+    QString name;
+    if (several) name = parts.isEmpty() ? QString("run %1").arg(i + 1) : parts.join(", ");
+    RunStyle style;
+    style.run = r.id;
+    style.name = name;
+    style.colour = i;
+    style.failed = r.failed;
+    style.several = several;
+    styles_.append(style);
+  }
+  if (refShown_) {
+    RunStyle style;
+    style.run = kReferenceRun;
+    style.name = refLabel_;
+    style.reference = true;
+    style.details = refDetails_;
+    styles_.append(style);
+  }
+  // Titles name the current run's device when it is emulated.
+  QString device;
+  bool emulated = false;
+  for (const Run& r : runs_) {
+    if (r.id != currentRun_) continue;
+    device = r.device;
+    emulated = r.emulated;
+  }
+  for (const Page& p : views_) {
+    p.view->setRunStyles(styles_);
+    p.view->setDevice(device, emulated);
+  }
+}
+
+RunStyle PlotPanel::styleOf(int run) const {
+  for (const RunStyle& s : styles_)
+    if (s.run == run) return s;
+  RunStyle style;
+  style.run = run;
+  return style;
+}
+
+void PlotPanel::rebuildTable() {
+  // The learner's rows, then the reference's; rows of the same measurement side by side, in order
+  // of first appearance.
+  QVector<MeasurementRow> rows;
+  for (const MeasurementRow& r : rows_)
+    if (r.run != kReferenceRun) rows << r;
+  if (refShown_)
+    for (const MeasurementRow& r : rows_)
+      if (r.run == kReferenceRun) rows << r;
+  QStringList order;
+  for (const MeasurementRow& row : rows)
+    if (!order.contains(row.name)) order << row.name;
+  std::stable_sort(rows.begin(), rows.end(), [&](const MeasurementRow& a, const MeasurementRow& b) { return order.indexOf(a.name) < order.indexOf(b.name); });
+  table_->setRowCount(static_cast<int>(rows.size()));
+  for (int r = 0; r < rows.size(); ++r) {
+    const RunStyle style = styleOf(rows[r].run);
+    const QString run = runTitle(style);
+    const QString cells[] = {run, rows[r].name, rows[r].value};
+    for (int c = 0; c < 3; ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      if (style.reference) {
+        item->setForeground(QColor(120, 120, 120));
+        QFont f = item->font();
+        f.setItalic(true);
+        item->setFont(f);
+        item->setToolTip(refLabel_ + "\n" + refDetails_);
+      } else {
+        item->setToolTip(run);
+      }
+      table_->setItem(r, c, item);
+    }
+  }
+}
+
+// ---- Reference runs --------------------------------------------------------------------------------
+
 void PlotPanel::setReference(const course::ReferenceRuns* refs, int index) {
-  removeReferenceGraphs();
+  removeReference();
   ref_.reset();
   refLabel_.clear();
   refDetails_.clear();
@@ -232,15 +306,17 @@ void PlotPanel::setReference(const course::ReferenceRuns* refs, int index) {
     refLabel_ = refs->label();
     refDetails_ = refs->details();
     reference_->setToolTip(QString("Adds the same run recorded on a real GPU, dashed and grey:\n%1\n%2\nrun %3: %4")
-                               .arg(refLabel_, refDetails_).arg(run->index).arg(run->title));
+                               .arg(refLabel_, refDetails_)
+                               .arg(run->index)
+                               .arg(run->title));
     reference_->setEnabled(true);
     reference_->setVisible(true);
   } else {
     reference_->setVisible(false);
   }
-  if (ref_ && reference_->isChecked()) addReferenceGraphs();
+  if (ref_ && reference_->isChecked()) addReference();
+  restyle();
   rebuildTable();
-  markDirty();
 }
 
 bool PlotPanel::referenceOffered() const { return !reference_->isHidden() && reference_->isEnabled(); }
@@ -250,230 +326,121 @@ void PlotPanel::setShowReference(bool show) {
     reference_->setChecked(show);  // comes back here through toggled()
     return;
   }
-  removeReferenceGraphs();
+  removeReference();
   if (show && ref_) {
-    addReferenceGraphs();
-    // A run that only measures (no curves): its numbers are what there is to compare.
-    if (ref_->steps.isEmpty() && !ref_->measurements.isEmpty()) tabs_->setCurrentWidget(table_);
+    addReference();
+    // A run that only measures (nothing drawn): its numbers are what there is to compare.
+    int drawn = 0;
+    for (const Page& p : views_) drawn += p.view->pointCount(kReferenceRun);
+    if (drawn == 0 && std::any_of(rows_.begin(), rows_.end(), [](const MeasurementRow& r) { return r.run == kReferenceRun; }))
+      tabs_->setCurrentWidget(table_);
   }
+  restyle();
   rebuildTable();
-  markDirty();
 }
 
-void PlotPanel::addReferenceGraphs() {
-  if (!ref_) return;
-  const QString suffix = " — " + refLabel_;
-  const QColor grey(120, 120, 120), light(165, 165, 165);
-  if (!ref_->steps.isEmpty()) {
-    QCPGraph* train = addReferenceGraph(loss_, "train loss" + suffix, grey, Qt::DashLine);
-    QCPGraph* allocated = addReferenceGraph(memory_, "allocated" + suffix, grey, Qt::DashLine);
-    QCPGraph* reserved = addReferenceGraph(memory_, "reserved" + suffix, light, Qt::DashDotLine);
-    QCPGraph* throughput = addReferenceGraph(throughput_, "samples/s" + suffix, grey, Qt::DashLine);
-    // Memory against the recording's own clock, like the learner's steps (seconds since the start).
-    for (const lab::StepMetrics& s : ref_->steps) {
-      train->addData(static_cast<double>(s.step), s.loss);
-      throughput->addData(static_cast<double>(s.step), s.samples_per_s);
-      allocated->addData(s.elapsed_s, s.allocated_bytes / kMiB);
-      reserved->addData(s.elapsed_s, s.reserved_bytes / kMiB);
-    }
-    refGraphs_ << train << allocated << reserved << throughput;
-  }
-  if (!ref_->epochs.isEmpty()) {
-    QCPGraph* eval = addReferenceGraph(loss_, "eval loss" + suffix, grey, Qt::DashLine, true);
-    for (const lab::EpochMetrics& e : ref_->epochs) eval->addData(static_cast<double>(e.step), e.eval_loss);
-    refGraphs_ << eval;
-  }
-  // The recording's "memory" events carry a step but no time, so they have no place on the memory
-  // plot's time axis; runs that report steps (the train lab) draw memory from those above.
+void PlotPanel::addReference() {
+  if (!ref_ || refShown_) return;
+  refShown_ = true;
+  restyle();  // its style first: its graphs are drawn grey from the start
+  apply(kReferenceRun, ref_->updates);
 }
 
-void PlotPanel::removeReferenceGraphs() {
-  for (QCPGraph* g : refGraphs_) g->parentPlot()->removeGraph(g);
-  refGraphs_.clear();
+void PlotPanel::removeReference() {
+  if (!refShown_) return;
+  refShown_ = false;
+  removeRun(kReferenceRun);
+  pruneViews();
 }
 
-void PlotPanel::rebuildTable() {
-  QVector<TableRow> rows = rows_;
-  if (ref_ && reference_->isChecked() && !reference_->isHidden()) {
-    for (const lab::Measurement& m : ref_->measurements) rows.append({refLabel_, QString::fromStdString(m.name), formatMeasurement(m), true});
-    for (const auto& [name, value] : summaryRows(ref_->done)) rows.append({refLabel_, name, value, true});
-  }
-  // Rows of the same measurement side by side (the learner's first), in order of first appearance.
-  QStringList order;
-  for (const TableRow& row : rows)
-    if (!order.contains(row.name)) order << row.name;
-  std::stable_sort(rows.begin(), rows.end(), [&](const TableRow& a, const TableRow& b) { return order.indexOf(a.name) < order.indexOf(b.name); });
-  table_->setRowCount(static_cast<int>(rows.size()));
-  for (int r = 0; r < rows.size(); ++r) {
-    const TableRow& row = rows[r];
-    const QString cells[] = {row.run, row.name, row.value};
-    for (int c = 0; c < 3; ++c) {
-      auto* item = new QTableWidgetItem(cells[c]);
-      if (row.reference) {
-        item->setForeground(QColor(120, 120, 120));
-        QFont f = item->font();
-        f.setItalic(true);
-        item->setFont(f);
-        item->setToolTip(refLabel_ + "\n" + refDetails_);
-      } else {
-        item->setToolTip(row.run);
-      }
-      table_->setItem(r, c, item);
-    }
-  }
-}
-
-QString PlotPanel::toolTipAt(Plot which, const QPointF& pos) const {
-  QCustomPlot* p = plot(which);
-  QCPGraph* g = qobject_cast<QCPGraph*>(p->plottableAt(pos, false));
-  if (!g || g->dataCount() == 0) return {};
-  // The data point nearest the cursor along x.
-  const double x = g->keyAxis()->pixelToCoord(pos.x());
-  auto it = g->data()->findBegin(x, true);
-  if (it == g->data()->constEnd()) --it;
-  if (auto next = it + 1; next != g->data()->constEnd() && std::abs(next->key - x) < std::abs(it->key - x)) it = next;
-  QString text = QString("%1\n%2 = %3, %4 = %5").arg(g->name(), p->xAxis->label()).arg(it->key, 0, 'g', 6).arg(p->yAxis->label()).arg(it->value, 0, 'g', 6);
-  if (refGraphs_.contains(g)) text += "\n" + refDetails_;
-  return text;
-}
-
-void PlotPanel::beginRun(const QString& label) {
-  removeReferenceGraphs();
-  if (!overlay_->isChecked()) {
-    for (QCustomPlot* p : {loss_, memory_, throughput_}) {
-      p->clearGraphs();
-      p->clearItems();
-    }
-    runCount_ = 0;
-    rows_.clear();
-  }
-  ++runCount_;
-  const QString suffix = runCount_ > 1 || overlay_->isChecked() ? " — " + label : QString();
-  currentRunName_ = "your machine" + suffix;
-  current_.train = addGraph(loss_, "train loss" + suffix, runColour(runCount_, 0));
-  current_.eval = addGraph(loss_, "eval loss" + suffix, runColour(runCount_, 1), true);
-  current_.allocated = addGraph(memory_, "allocated" + suffix, runColour(runCount_, 0));
-  current_.reserved = addGraph(memory_, "reserved" + suffix, runColour(runCount_, 1));
-  current_.driver = addGraph(memory_, "driver-reported (nvidia-smi)" + suffix, runColour(runCount_, 2));
-  current_.throughput = addGraph(throughput_, "samples/s" + suffix, runColour(runCount_, 0));
-  timeOrigin_ = -1;
-  if (reference_->isChecked()) addReferenceGraphs();
-  rebuildTable();
-  markDirty();
-}
-
-void PlotPanel::clearRuns() {
-  removeReferenceGraphs();
-  for (QCustomPlot* p : {loss_, memory_, throughput_}) {
-    p->clearGraphs();
-    p->clearItems();
-  }
-  current_ = {};
-  runCount_ = 0;
-  rows_.clear();
-  currentRunName_ = "your machine";
-  timeOrigin_ = -1;
-  if (reference_->isChecked()) addReferenceGraphs();  // the reference follows its checkbox
-  rebuildTable();
-  markDirty();
-}
-
-double PlotPanel::runSeconds(double absolute) {
-  if (timeOrigin_ < 0) timeOrigin_ = absolute;
-  return absolute - timeOrigin_;
-}
-
-void PlotPanel::addBatch(const MetricBatch& b) {
-  if (!current_.train) beginRun("run");
-  for (const auto& s : b.steps) {
-    current_.train->addData(static_cast<double>(s.step), s.loss);
-    current_.throughput->addData(static_cast<double>(s.step), s.samples_per_s);
-    // The train lab reports time since the run started.
-    current_.allocated->addData(s.elapsed_s, s.allocated_bytes / kMiB);
-    current_.reserved->addData(s.elapsed_s, s.reserved_bytes / kMiB);
-    if (s.driver_used_bytes) current_.driver->addData(s.elapsed_s, *s.driver_used_bytes / kMiB);
-  }
-  for (const auto& e : b.epochs) current_.eval->addData(static_cast<double>(e.step), e.eval_loss);
-  for (const auto& m : b.memory) {
-    const double t = runSeconds(m.time_s);
-    current_.allocated->addData(t, m.allocated_bytes / kMiB);
-    current_.reserved->addData(t, m.reserved_bytes / kMiB);
-  }
-  const double now = current_.allocated->data()->isEmpty() ? 0.0 : (current_.allocated->data()->constEnd() - 1)->key;
-  for (const auto& o : b.ooms) addMarker(memory_, now, QString("OOM (batch %1)").arg(o.batch_size), QColor(214, 39, 40));
-  for (const auto& r : b.reports) addMarker(memory_, now, QString("empty_cache(): -%1 MiB").arg(r.released_bytes / kMiB, 0, 'f', 1), QColor(44, 160, 44));
-  for (const auto& m : b.measurements) rows_.append({currentRunName_, QString::fromStdString(m.name), formatMeasurement(m)});
-  if (b.done)
-    for (const auto& [name, value] : summaryRows(*b.done)) rows_.append({currentRunName_, name, value});
-  if (!b.measurements.isEmpty() || b.done) rebuildTable();
-  for (const auto& m : b.measurements) {
-    if (m.name != "device capacity") continue;
-    auto* line = new QCPItemStraightLine(memory_);
-    line->point1->setCoords(0, m.value / kMiB);
-    line->point2->setCoords(1, m.value / kMiB);
-    line->setPen(QPen(palette().color(QPalette::Text), 1, Qt::DotLine));
-    auto* label = new QCPItemText(memory_);
-    label->position->setCoords(0, m.value / kMiB);
-    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-    label->setText("device capacity");
-    label->setColor(palette().color(QPalette::Text));
-  }
-  markDirty();
-}
+// ---- Drawing and the test hooks ----------------------------------------------------------------------
 
 void PlotPanel::replotIfDirty() {
-  // Only the plot on screen is drawn; the others catch up when their tab is shown.
-  if (!dirty_) return;
-  dirty_ = false;
-  for (QCustomPlot* p : {loss_, memory_, throughput_}) stale_.insert(p);
-  QCustomPlot* shown = shownPlot();
-  if (!shown) return;  // the Measurements tab: the plots catch up when shown
-  shown->rescaleAxes(true);
-  if (shown == memory_) shown->yAxis->setRangeLower(0);
-  shown->replot(QCustomPlot::rpQueuedReplot);
-  stale_.remove(shown);
+  // Only the view on screen is drawn; the others are stale until their tab is shown.
+  if (ViewWidget* v = view(shownView()); v && v->dirty()) v->refresh();
 }
 
-int PlotPanel::pointCount(Plot which) const {
-  switch (which) {
-    case Plot::Loss: return current_.train ? current_.train->dataCount() : 0;
-    case Plot::Memory: return current_.allocated ? current_.allocated->dataCount() : 0;
-    case Plot::Throughput: return current_.throughput ? current_.throughput->dataCount() : 0;
-  }
-  return 0;
+QStringList PlotPanel::viewIds() const {
+  QStringList ids;
+  for (const Page& p : views_) ids << QString::fromStdString(p.id);
+  return ids;
 }
 
-bool PlotPanel::exportPng(Plot which, const QString& path) const {
-  fitAxes(which);
-  return plot(which)->savePng(path, 1200, 700);
-}
-bool PlotPanel::exportPdf(Plot which, const QString& path) const {
-  fitAxes(which);
-  return plot(which)->savePdf(path, 1200, 700);
+ViewWidget* PlotPanel::view(const QString& id) const {
+  const Page* p = page(id);
+  return p ? p->view : nullptr;
 }
 
-void PlotPanel::fitAxes(Plot which) const {
-  QCustomPlot* p = plot(which);
-  if (!stale_.contains(p)) return;  // the learner's zoom stays as it is
-  p->rescaleAxes(true);
-  if (p == memory_) p->yAxis->setRangeLower(0);
+QWidget* PlotPanel::viewWidget(const QString& id) const {
+  ViewWidget* v = view(id);
+  return v ? v->view() : nullptr;
 }
 
-bool PlotPanel::exportCsv(Plot which, const QString& path) const {
-  QFile f(path);
-  if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
-  QTextStream out(&f);
-  QCustomPlot* p = plot(which);
-  out << "series," << p->xAxis->label() << "," << p->yAxis->label() << "\n";
-  for (int g = 0; g < p->graphCount(); ++g) {
-    QCPGraph* graph = p->graph(g);
-    QString name = graph->name();
-    name.replace('"', "'");
-    for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
-      out << '"' << name << "\"," << it->key << "," << it->value << "\n";
-    }
-  }
-  return true;
+QCustomPlot* PlotPanel::plot(const QString& id) const {
+  ViewWidget* v = view(id);
+  return v ? v->plot() : nullptr;
+}
+
+void PlotPanel::showView(const QString& id) {
+  if (const Page* p = page(id)) tabs_->setCurrentWidget(p->view);
+}
+
+QString PlotPanel::shownView() const {
+  for (const Page& p : views_)
+    if (p.view == tabs_->currentWidget()) return QString::fromStdString(p.id);
+  return {};
+}
+
+int PlotPanel::pointCount(const QString& id) const {
+  ViewWidget* v = view(id);
+  return v && currentRun_ != 0 ? v->pointCount(currentRun_) : 0;  // 0 is the reference's
+}
+
+QStringList PlotPanel::legendEntries(const QString& id) const {
+  ViewWidget* v = view(id);
+  if (v && v->dirty()) v->refresh();  // the legend follows the data when drawn
+  return v ? v->legendEntries() : QStringList();
+}
+
+int PlotPanel::markerCount(const QString& id) const {
+  ViewWidget* v = view(id);
+  return v ? v->markerCount() : 0;
+}
+
+QString PlotPanel::toolTipAt(const QString& id, const QPointF& pos) const {
+  ViewWidget* v = view(id);
+  return v ? v->toolTipAt(pos) : QString();
+}
+
+bool PlotPanel::exportPng(const QString& id, const QString& path) const {
+  ViewWidget* v = view(id);
+  return v && v->exportPng(path);
+}
+
+bool PlotPanel::exportPdf(const QString& id, const QString& path) const {
+  ViewWidget* v = view(id);
+  return v && v->exportPdf(path);
+}
+
+bool PlotPanel::exportCsv(const QString& id, const QString& path) const {
+  ViewWidget* v = view(id);
+  return v && v->exportCsv(path);
+}
+
+void PlotPanel::exportShown(const QString& kind) {
+  const QString id = shownView();
+  ViewWidget* v = view(id);
+  if (!v) return;
+  const QString filter = kind + " (*." + kind.toLower() + ")";
+  QString path = askPath_ ? askPath_(filter) : QFileDialog::getSaveFileName(this, "Export " + v->title(), QString(), filter);
+  if (path.isEmpty()) return;
+  // A name typed without the extension gets it (the dialog does not add it everywhere).
+  const QString ext = kind.toLower();
+  if (QFileInfo(path).suffix().compare(ext, Qt::CaseInsensitive) != 0) path += "." + ext;
+  const bool ok = kind == "PNG" ? exportPng(id, path) : kind == "PDF" ? exportPdf(id, path) : exportCsv(id, path);
+  const QString shown = QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath());
+  emit statusMessage(ok ? QString("Exported “%1” (%2) to %3").arg(v->title(), kind, shown)
+                        : QString("Could not export “%1” to %2").arg(v->title(), shown));
 }
 
 }  // namespace gpulab::app

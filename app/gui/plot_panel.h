@@ -1,29 +1,38 @@
 #pragma once
-// The live plots: loss (train and eval) against step, memory (allocated, reserved, driver-reported,
-// the device's capacity as a line; OOMs and empty_cache marked) against time, and throughput
-// against step. Points arrive in batches; the plots replot on a ~30 Hz timer, never per point. Runs
-// can be overlaid to compare them; each plot exports as PNG, PDF and CSV. The Measurements tab lists
-// what the runs measured (GFLOP/s, peak bytes, training time).
+// The live views of the runs: a tab per view the lab declares (engine/lab/lab.h, "What a lab
+// shows"), in the order it declares them, each drawn by its kind (view_widgets.h) without knowing
+// the lab, then the Measurements tab (what the runs measured: peak bytes, GFLOP/s, ...). Updates
+// arrive in batches; the view on screen redraws on a ~30 Hz timer, never per point, and a hidden one
+// when its tab is shown. A view that offers several x axes has a box to draw every run against
+// another. Runs can be overlaid to compare them: the legend names each run by what differs between
+// the runs' settings ("lr=0.01"; "run 1", "run 2" when nothing does). A failed run keeps its
+// points but has no legend entries. Each view exports as PNG, PDF and CSV, with the run's device
+// label when it is emulated.
 //
 // Reference runs: when the lesson has a recording of the selected run block made on a real GPU,
-// "Compare with a real GPU" adds its curves (dashed, grey) and its measurements (grey, italic rows),
-// each labelled "reference: <GPU>, recorded <date> — not your machine". They stay through the
-// learner's runs (re-added after a run clears the plots) until unchecked or another block is chosen.
-#include <QSet>
+// "Compare with a real GPU" replays its updates into the same views (dashed, grey) and adds its
+// measurements (grey, italic rows), each labelled "reference: <GPU>, recorded <date> — not your
+// machine". They stay through the learner's runs until unchecked or another block is chosen.
+//
+// Views outlive the runs that declared them until the end of the next run (or until the reference
+// that declared them goes): a new run draws into the views it declares again, so tabs do not flicker.
 #include <QString>
-#include <QTabWidget>
+#include <QStringList>
 #include <QTimer>
-
 #include <QVector>
 #include <functional>
+#include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "app/course/reference_runs.h"
 #include "app/gui/lab_runner.h"
+#include "app/gui/view_widgets.h"
 
 class QCustomPlot;
-class QCPGraph;
 class QCheckBox;
+class QTabWidget;
 class QTableWidget;
 
 namespace gpulab::app {
@@ -32,17 +41,19 @@ class PlotPanel final : public QWidget {
   Q_OBJECT
 
  public:
+  using Settings = std::map<std::string, std::string>;
   explicit PlotPanel(QWidget* parent = nullptr);
 
-  // A new run: clears the plots unless overlaying, then adds this run's graphs named `label`.
-  void beginRun(const QString& label);
+  // A new run with these settings: clears the learner's earlier runs unless overlaying.
+  void beginRun(const Settings& settings);
   void addBatch(const MetricBatch& batch);
-  // Reset: removes the learner's runs (overlaid ones too) and their measurements; a reference run
-  // stays while "Compare with a real GPU" is checked.
+  // The run ended; with an error it failed: its points stay, its legend entries go.
+  void endRun(const QString& error);
+  // Reset: removes the learner's runs (overlaid ones too), their measurements and markers; a
+  // reference run stays while "Compare with a real GPU" is checked.
   void clearRuns();
   void setOverlay(bool overlay);
 
-  enum class Plot { Loss, Memory, Throughput };
   // The recording of run block `index` (from 1) in `refs`, if any: offers "Compare with a real GPU".
   // refs == nullptr (the lesson has no recording) hides the offer; a file that failed to load shows
   // it disabled, with the loader's error as its tooltip.
@@ -54,15 +65,23 @@ class PlotPanel final : public QWidget {
   // (empty without a usable reference).
   QString referenceLabel() const { return refLabel_; }
   QTableWidget* measurementTable() const { return table_; }
-  // What hovering `pos` (widget pixels) over a plot shows: the curve's name and the value near it,
-  // and for a reference curve the recording's details.
-  QString toolTipAt(Plot which, const QPointF& pos) const;
 
-  QCustomPlot* plot(Plot which) const;
-  int pointCount(Plot which) const;  // points of the current run
-  bool exportPng(Plot which, const QString& path) const;
-  bool exportPdf(Plot which, const QString& path) const;
-  bool exportCsv(Plot which, const QString& path) const;
+  // The views, by the ids the lab gave them, in tab order.
+  QStringList viewIds() const;
+  ViewWidget* view(const QString& id) const;
+  QWidget* viewWidget(const QString& id) const;  // its QCustomPlot or QTableWidget
+  QCustomPlot* plot(const QString& id) const;    // nullptr for a table (or an unknown id)
+  void showView(const QString& id);
+  QString shownView() const;  // empty on the Measurements tab
+  int pointCount(const QString& id) const;  // what the current run drew there
+  QStringList legendEntries(const QString& id) const;
+  int markerCount(const QString& id) const;
+  // What hovering `pos` (pixels of the view's plot) shows: the series and the value near it, and
+  // for a reference curve the recording's details.
+  QString toolTipAt(const QString& id, const QPointF& pos) const;
+  bool exportPng(const QString& id, const QString& path) const;
+  bool exportPdf(const QString& id, const QString& path) const;
+  bool exportCsv(const QString& id, const QString& path) const;
   // Where the export buttons ask for a file name: a save dialog, unless replaced (tests). Gets the
   // dialog's filter ("PNG (*.png)"), returns the name the learner typed (empty: cancelled).
   using SaveFileNameProvider = std::function<QString(const QString& filter)>;
@@ -73,39 +92,49 @@ class PlotPanel final : public QWidget {
   void statusMessage(const QString& text);
 
  private:
-  struct RunGraphs {
-    QCPGraph *train = nullptr, *eval = nullptr, *allocated = nullptr, *reserved = nullptr, *driver = nullptr, *throughput = nullptr;
+  static constexpr int kReferenceRun = 0;  // the learner's runs are 1, 2, ...
+  struct Run {
+    int id = 0;
+    Settings settings;
+    bool failed = false;
+    QString device;
+    bool emulated = false;
   };
-  struct TableRow {
-    QString run, name, value;
-    bool reference = false;
+  struct Page {
+    std::string id;
+    ViewWidget* view;  // the tab's page
   };
-  void addExportButtons(QWidget* page, Plot which);
-  QCustomPlot* shownPlot() const;  // nullptr on the Measurements tab
-  void addReferenceGraphs();
-  void removeReferenceGraphs();
+  struct MeasurementRow {
+    int run;
+    QString name, value;
+  };
+  void apply(int run, const QVector<lab::Update>& updates);
+  void declareView(int run, const lab::ViewSpec& spec);
+  const Page* page(const std::string& id) const;
+  const Page* page(const QString& id) const { return page(id.toStdString()); }
+  void removeRun(int run);
+  void pruneViews();  // views that no run shown declares
+  void addReference();
+  void removeReference();
+  void restyle();
+  RunStyle styleOf(int run) const;
   void rebuildTable();
-  void markDirty() { dirty_ = true; }
   void replotIfDirty();
-  void styleFromPalette(QCustomPlot* p);
-  void fitAxes(Plot which) const;
-  double runSeconds(double absolute);
+  void exportShown(const QString& kind);
 
   QTabWidget* tabs_;
-  QCustomPlot *loss_, *memory_, *throughput_;
   QCheckBox* overlay_;
   QCheckBox* reference_;
   QTableWidget* table_;
-  QVector<TableRow> rows_;     // the learner's measurements, in arrival order
-  QString currentRunName_ = "your machine";  // "your machine" or "your machine — batch_size=256"
+  std::vector<Page> views_;          // in declaration order, before the Measurements tab
+  QVector<Run> runs_;                // the learner's runs shown, oldest first
+  QVector<RunStyle> styles_;         // theirs and the reference's
+  QVector<MeasurementRow> rows_;     // in arrival order
+  int currentRun_ = 0;               // 0: none yet
+  int nextRun_ = 1;
   std::optional<course::ReferenceRun> ref_;
+  bool refShown_ = false;
   QString refLabel_, refDetails_;
-  QVector<QCPGraph*> refGraphs_;  // the reference curves on the plots now
-  RunGraphs current_;
-  int runCount_ = 0;
-  bool dirty_ = false;
-  QSet<QCustomPlot*> stale_;  // plots with points not drawn yet (their tab is hidden)
-  double timeOrigin_ = -1;  // memoryClockSeconds() of the run's first memory sample
   QTimer replot_;
   SaveFileNameProvider askPath_;
 };

@@ -13,12 +13,19 @@ namespace gpulab::app {
 
 QuizWidget::QuizWidget(course::ProgressStore& progress, QWidget* parent) : QWidget(parent), progress_(progress) {
   layout_ = new QVBoxLayout(this);
+  layout_->setContentsMargins(0, 0, 0, 0);
+  // The questions scroll: however many a lesson has, the window's minimum height does not grow.
+  scroll_ = new QScrollArea(this);
+  scroll_->setWidgetResizable(true);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  layout_->addWidget(scroll_);
 }
 
 void QuizWidget::setLesson(const course::Lesson* lesson) {
   lesson_ = lesson;
-  delete content_;
-  content_ = new QWidget(this);
+  content_ = new QWidget;
+  scroll_->setWidget(content_);  // deletes the previous lesson's
   groups_.clear();
   feedback_.clear();
   auto* v = new QVBoxLayout(content_);
@@ -52,6 +59,7 @@ void QuizWidget::setLesson(const course::Lesson* lesson) {
     bv->addWidget(fb);
     connect(check, &QPushButton::clicked, this, [this, q, group] {
       if (group->checkedId() >= 0) answer(q, group->checkedId());
+      else feedback_[q]->setText("Pick an answer first.");
     });
     groups_ << group;
     feedback_ << fb;
@@ -62,7 +70,6 @@ void QuizWidget::setLesson(const course::Lesson* lesson) {
     }
   }
   v->addStretch();
-  layout_->addWidget(content_);
 }
 
 void QuizWidget::answer(int quiz, int answerIndex) {

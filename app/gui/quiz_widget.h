@@ -1,6 +1,6 @@
 #pragma once
 // The lesson's quiz: each question with its answers; choosing one and pressing Check grades it and
-// shows that answer's explanation. Answers are kept in the ProgressStore, so they are there again
+// shows that answer's explanation (Check with no answer chosen asks for one). Answers are kept in the ProgressStore, so they are there again
 // after a restart.
 #include <QVector>
 #include <QWidget>
@@ -10,6 +10,7 @@
 
 class QButtonGroup;
 class QLabel;
+class QScrollArea;
 class QVBoxLayout;
 
 namespace gpulab::app {
@@ -33,6 +34,7 @@ class QuizWidget final : public QWidget {
   course::ProgressStore& progress_;
   const course::Lesson* lesson_ = nullptr;
   QVBoxLayout* layout_;
+  QScrollArea* scroll_;
   QWidget* content_ = nullptr;
   QVector<QButtonGroup*> groups_;
   QVector<QLabel*> feedback_;

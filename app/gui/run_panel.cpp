@@ -14,9 +14,10 @@
 #include <QSpinBox>
 #include <QTextEdit>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <climits>
 
-#include "engine/memory/caching_allocator.h"
+#include "app/gui/units.h"
 #include "lessons/labs/labs.h"
 
 namespace gpulab::app {
@@ -27,9 +28,17 @@ const QKeySequence kPauseShortcut("Ctrl+P");
 
 QString html(const QString& text) { return text.toHtmlEscaped().replace('\n', "<br>"); }
 
-QString formatMeasurement(const lab::Measurement& m) {
-  if (m.unit == "bytes") return QString::fromStdString(m.name) + " = " + QString::fromStdString(formatBytes(static_cast<std::int64_t>(m.value)));
-  return QString("%1 = %2 %3").arg(QString::fromStdString(m.name)).arg(m.value, 0, 'g', 4).arg(QString::fromStdString(m.unit));
+// "peak = 1.5 MiB"
+QString formatMeasurement(const lab::Measurement& m) { return QString::fromStdString(m.name) + " = " + formatQuantity(m.value, m.unit); }
+
+// A table row as a console line, after its view's id: "runs: 1 | 0.4312 | 1.50 MiB".
+QString formatRow(const lab::ViewSpec* view, const std::string& viewId, const std::vector<lab::Value>& cells) {
+  QStringList parts;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const std::string unit = view && i < view->columns.size() ? view->columns[i].unit : std::string();
+    parts << formatCell(cells[i], unit);
+  }
+  return QString::fromStdString(viewId) + ": " + parts.join(" | ");
 }
 
 // A scroll area as tall as its form when there is room (QScrollArea's own hint keeps the form's size
@@ -84,10 +93,17 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   hint_ = new QLabel(this);
   hint_->setWordWrap(true);
   layout->addWidget(hint_);
+  auto* progressRow = new QHBoxLayout;
   progress_ = new QProgressBar(this);
-  progress_->setRange(0, 100);
+  progress_->setRange(0, 1000);
   progress_->setValue(0);
-  layout->addWidget(progress_);
+  progress_->setTextVisible(false);
+  progressLabel_ = new QLabel(this);
+  progressLabel_->setTextFormat(Qt::PlainText);
+  progressLabel_->setMinimumWidth(0);
+  progressRow->addWidget(progress_, 1);
+  progressRow->addWidget(progressLabel_, 1);
+  layout->addLayout(progressRow);
   console_ = new QTextEdit(this);
   console_->setReadOnly(true);
   console_->setPlaceholderText("Output of the run appears here; the engine's errors in red.");
@@ -121,7 +137,9 @@ void RunPanel::setLesson(const course::Lesson* lesson) {
     for (const course::RunBlock& r : lesson->runs) runs_->addItem(r.title);
   rebuildControls();
   console_->clear();
+  progress_->setRange(0, 1000);
   progress_->setValue(0);
+  progressLabel_->clear();
   setRunning(false, false);
 }
 
@@ -172,12 +190,22 @@ void RunPanel::rebuildControls() {
         break;
       }
       case lab::ParamType::Text: {
-        auto* le = new QLineEdit(QString::fromStdString(params.getString(spec.name)));
-        w = le;
+        const QString value = QString::fromStdString(params.getString(spec.name));
+        if (spec.suggestions.empty()) {
+          w = new QLineEdit(value);
+          break;
+        }
+        // The values this machine offers (its devices), and the lesson's own if it is not one of them.
+        auto* cb = new QComboBox;
+        for (const auto& c : spec.suggestions) cb->addItem(QString::fromStdString(c));
+        if (cb->findText(value) < 0) cb->addItem(value);
+        cb->setCurrentText(value);
+        cb->setProperty("suggestions", true);
+        w = cb;
         break;
       }
     }
-    w->setToolTip(QString::fromStdString(spec.description));
+    w->setToolTip(QString::fromStdString(spec.description) + "\nAllowed: " + QString::fromStdString(lab::describeRange(spec)));
     form_->addRow(QString::fromStdString(spec.name), w);
     controls_[name] = w;
   }
@@ -209,8 +237,13 @@ bool RunPanel::setParameter(const QString& name, const QString& value) {
   if (auto* sb = qobject_cast<QSpinBox*>(w)) sb->setValue(value.toInt());
   else if (auto* db = qobject_cast<QDoubleSpinBox*>(w)) db->setValue(value.toDouble());
   else if (auto* cb = qobject_cast<QCheckBox*>(w)) cb->setChecked(value == "true");
-  else if (auto* combo = qobject_cast<QComboBox*>(w)) combo->setCurrentText(value);
-  else if (auto* le = qobject_cast<QLineEdit*>(w)) le->setText(value);
+  else if (auto* combo = qobject_cast<QComboBox*>(w)) {
+    // A text parameter takes a value beyond its suggestions (the lab's validator decides).
+    if (combo->property("suggestions").toBool() && combo->findText(value) < 0) combo->addItem(value);
+    combo->setCurrentText(value);
+  } else if (auto* le = qobject_cast<QLineEdit*>(w)) {
+    le->setText(value);
+  }
   return true;
 }
 
@@ -226,64 +259,71 @@ void RunPanel::setRunning(bool running, bool paused) {
   reset_->setEnabled(!running && hasRun);
   runs_->setEnabled(!running);
   formHost_->setEnabled(!running);
-  if (running && !paused) {
-    // Training runs know their length; other labs show a busy bar.
-    const auto s = settings();
-    expectedSteps_ = 0;
-    if (s.count("epochs")) {
-      const auto num = [&](const char* k, std::int64_t def) -> std::int64_t { return s.count(k) ? std::stoll(s.at(k)) : def; };
-      const bool fashion = s.count("dataset") && s.at("dataset") == "fashion-mnist";
-      std::int64_t n = fashion ? 60000 : num("samples", 1024);
-      if (num("train_subset", 0) > 0) n = std::min(n, num("train_subset", 0));
-      const std::int64_t batch = num("batch_size", 64) * num("accumulate", 1);
-      expectedSteps_ = num("epochs", 1) * ((n + batch - 1) / batch);
-    }
-    progress_->setRange(0, expectedSteps_ > 0 ? 1000 : 0);
-    progress_->setValue(0);
-  } else if (!running) {
-    progress_->setRange(0, 1000);
-  }
 }
 
 void RunPanel::appendBatch(const MetricBatch& b) {
-  // One append per batch: a fast run reports dozens of epochs per batch, and appending them one by
+  // One append per batch: a fast run reports dozens of rows per batch, and appending them one by
   // one would keep the GUI thread busy long enough to delay everything else.
   QStringList lines;
-  for (const auto& [kind, text] : b.messages) {
-    if (kind == lab::MessageKind::EngineError) {
-      lines << "<span style='color:#d62728'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>";
-    } else if (kind == lab::MessageKind::Warning) {
-      lines << "<span style='color:#e6550d'>warning: " + html(text) + "</span>";
-    } else {
-      lines << "<span style='white-space:pre'>" + html(text) + "</span>";
+  const lab::Progress* progress = nullptr;
+  for (const lab::Update& u : b.updates) {
+    if (const auto* m = std::get_if<lab::Message>(&u)) {
+      const QString text = QString::fromStdString(m->text);
+      if (m->kind == lab::MessageKind::EngineError) {
+        lines << "<span style='color:#d62728'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>";
+      } else if (m->kind == lab::MessageKind::Warning) {
+        lines << "<span style='color:#e6550d'>warning: " + html(text) + "</span>";
+      } else {
+        lines << "<span style='white-space:pre'>" + html(text) + "</span>";
+      }
+    } else if (const auto* m = std::get_if<lab::Measurement>(&u)) {
+      lines << "<i>measured: " + html(formatMeasurement(*m)) + "</i>";
+    } else if (const auto* v = std::get_if<lab::ViewSpec>(&u)) {
+      views_[v->id] = *v;
+    } else if (const auto* r = std::get_if<lab::Row>(&u)) {
+      auto view = views_.find(r->view);
+      const lab::ViewSpec* spec = view == views_.end() ? nullptr : &view->second;
+      // A table's first row comes with its column headings.
+      if (spec && rowsShown_[r->view]++ == 0) {
+        QStringList headings;
+        for (const lab::Axis& c : spec->columns) headings << axisTitle(c);
+        lines << "<b>" + html(QString::fromStdString(r->view) + ": " + headings.join(" | ")) + "</b>";
+      }
+      lines << "<span style='white-space:pre'>" + html(formatRow(spec, r->view, r->cells)) + "</span>";
+    } else if (const auto* p = std::get_if<lab::Progress>(&u)) {
+      progress = p;  // the latest counts
     }
+    // Points, bars, spans and markers are drawn by the plot panel; records are for scripts.
   }
-  for (const auto& m : b.measurements) lines << "<i>measured: " + html(formatMeasurement(m)) + "</i>";
-  for (const auto& e : b.epochs) {
-    QString line = QString("epoch %1: train loss %2, eval loss %3").arg(e.epoch).arg(e.train_loss, 0, 'f', 4).arg(e.eval_loss, 0, 'f', 4);
-    if (e.test_accuracy) line += QString(", test accuracy %1").arg(*e.test_accuracy, 0, 'f', 4);
-    lines << line;
-  }
-  for (const auto& o : b.ooms) {
-    lines << "<span style='color:#d62728'><b>OutOfMemoryError at batch " + QString::number(o.batch_size) + ":</b><br>" +
-                 html(QString::fromStdString(o.message)) + "</span>";
-  }
-  for (const auto& r : b.recoveries) {
-    lines << QString("Recovered: batch %1 × %2 accumulation steps = effective batch %3").arg(r.batch_size).arg(r.accumulate).arg(r.effective_batch);
-  }
-  if (!b.steps.isEmpty() && expectedSteps_ > 0) {
-    progress_->setValue(static_cast<int>(std::min<std::int64_t>(1000, b.steps.back().step * 1000 / expectedSteps_)));
-  }
-  if (b.done) {
-    progress_->setRange(0, 1000);
-    progress_->setValue(b.done->stopped ? progress_->value() : 1000);
-    lines << (b.done->stopped ? "<b>Stopped.</b>" : "<b>Done.</b>");
+  if (progress) {
+    if (progress->total > 0) {
+      progress_->setRange(0, 1000);
+      progress_->setValue(static_cast<int>(std::clamp(progress->done / progress->total, 0.0, 1.0) * 1000));
+    } else {
+      progress_->setRange(0, 0);
+    }
+    progressLabel_->setText(QString::fromStdString(progress->label));
+    progressLabel_->setToolTip(progressLabel_->text());
   }
   if (!lines.isEmpty()) append(lines.join("<br>"));
 }
 
+void RunPanel::finishRun(const QString& error, bool stopped) {
+  const int value = progress_->maximum() > 0 ? progress_->value() : 0;
+  progress_->setRange(0, 1000);
+  const bool done = error.isEmpty() && !stopped;
+  progress_->setValue(done ? 1000 : std::max(0, value));
+  if (!error.isEmpty()) appendError(error);
+  else append(stopped ? "<b>Stopped.</b>" : "<b>Done.</b>");
+}
+
 void RunPanel::beginRunOutput() {
   followOutput_ = true;
+  views_.clear();
+  rowsShown_.clear();
+  progress_->setRange(0, 0);  // busy until the lab reports its progress
+  progress_->setValue(0);
+  progressLabel_->clear();
   console_->verticalScrollBar()->setValue(console_->verticalScrollBar()->maximum());
 }
 
@@ -298,5 +338,11 @@ void RunPanel::appendError(const QString& text) {
 void RunPanel::appendInfo(const QString& text) { append(html(text)); }
 QString RunPanel::consoleText() const { return console_->toPlainText(); }
 int RunPanel::progressValue() const { return progress_->value(); }
+QString RunPanel::progressLabel() const { return progressLabel_->text(); }
+
+QWidget* RunPanel::parameterControl(const QString& name) const {
+  auto it = controls_.find(name);
+  return it == controls_.end() ? nullptr : it->second;
+}
 
 }  // namespace gpulab::app

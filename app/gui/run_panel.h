@@ -1,7 +1,10 @@
 #pragma once
-// The run area: which run block of the lesson, the parameters it exposes as proper controls (with
-// the lab's allowed ranges), Run / Pause / Stop / Reset, a progress bar, and the console, where the
-// engine's errors (shown on purpose, or a failed run) stand out from normal output.
+// The run area: which run block of the lesson, the parameters it exposes as proper controls (their
+// tooltips give the lab's allowed ranges; a text parameter with suggestions is a choice of them),
+// Run / Pause / Stop / Reset, a progress bar that follows the lab's Progress updates, and the
+// console. The console shows, in the order the lab sent them, its messages (engine errors in red,
+// warnings in amber), its measurements and the rows of its tables, so a number never shows before
+// the rows it follows; the run panel knows nothing of any particular lab.
 #include <QWidget>
 #include <map>
 #include <string>
@@ -35,12 +38,17 @@ class RunPanel final : public QWidget {
 
   void setRunning(bool running, bool paused);
   void appendBatch(const MetricBatch& batch);
+  // The run ended: "Done.", "Stopped." or the error that failed it.
+  void finishRun(const QString& error, bool stopped);
   void appendError(const QString& text);
   void appendInfo(const QString& text);
   // A run starts: the console shows its output as it comes, until the learner scrolls up to read.
   void beginRunOutput();
   QString consoleText() const;
-  int progressValue() const;
+  int progressValue() const;  // of 1000
+  QString progressLabel() const;
+  // The control of an exposed parameter (nullptr when it is not exposed).
+  QWidget* parameterControl(const QString& name) const;
 
   QPushButton* runButton() const { return run_; }
   QPushButton* pauseButton() const { return pause_; }
@@ -65,10 +73,12 @@ class RunPanel final : public QWidget {
   bool followOutput_ = true;
   QPushButton *run_, *pause_, *stop_, *reset_;
   QProgressBar* progress_;
+  QLabel* progressLabel_;
   QTextEdit* console_;
   QLabel* hint_;
   std::map<QString, QWidget*> controls_;
-  std::int64_t expectedSteps_ = 0;
+  std::map<std::string, lab::ViewSpec> views_;  // the running lab's views: its table rows' columns
+  std::map<std::string, int> rowsShown_;         // rows of each table printed so far
 };
 
 }  // namespace gpulab::app

@@ -1,6 +1,8 @@
 #include "engine/lab/lab.h"
 
+#include <array>
 #include <cmath>
+#include <type_traits>
 
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
@@ -150,5 +152,148 @@ std::int64_t Params::getInt(const std::string& name) const { return std::get<std
 double Params::getFloat(const std::string& name) const { return std::get<double>(value(name)); }
 bool Params::getBool(const std::string& name) const { return std::get<bool>(value(name)); }
 const std::string& Params::getString(const std::string& name) const { return std::get<std::string>(value(name)); }
+
+}  // namespace gpulab::lab
+
+namespace gpulab::lab {
+
+const Value* Record::find(const std::string& name) const {
+  for (const auto& [key, value] : fields) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
+double Record::number(const std::string& name, double fallback) const {
+  const Value* v = find(name);
+  if (!v) return fallback;
+  if (const auto* i = std::get_if<std::int64_t>(v)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(v)) return *d;
+  if (const auto* b = std::get_if<bool>(v)) return *b ? 1.0 : 0.0;
+  return fallback;
+}
+
+namespace {
+
+// One table per enum: the names the JSON form, the CLI and error messages use.
+template <class E, std::size_t N>
+using Names = std::array<std::pair<E, const char*>, N>;
+constexpr Names<ViewKind, 5> kViewKinds{{{ViewKind::Line, "line"}, {ViewKind::StackedArea, "stacked"},
+                                         {ViewKind::Bars, "bars"}, {ViewKind::Table, "table"}, {ViewKind::Timeline, "timeline"}}};
+constexpr Names<SeriesStyle, 4> kSeriesStyles{{{SeriesStyle::Line, "line"}, {SeriesStyle::Dashed, "dashed"},
+                                               {SeriesStyle::Points, "points"}, {SeriesStyle::Steps, "steps"}}};
+constexpr Names<MarkerKind, 4> kMarkerKinds{{{MarkerKind::Event, "event"}, {MarkerKind::OutOfMemory, "oom"},
+                                             {MarkerKind::EmptyCache, "empty_cache"}, {MarkerKind::Skipped, "skipped"}}};
+constexpr Names<MessageKind, 3> kMessageKinds{{{MessageKind::Info, "info"}, {MessageKind::Warning, "warning"},
+                                               {MessageKind::EngineError, "engine_error"}}};
+
+template <class E, std::size_t N>
+std::string nameOf(const Names<E, N>& names, E value) {
+  for (const auto& [e, name] : names) {
+    if (e == value) return name;
+  }
+  return "?";
+}
+
+template <class E, std::size_t N>
+std::optional<E> valueOf(const Names<E, N>& names, const std::string& text) {
+  for (const auto& [e, name] : names) {
+    if (text == name) return e;
+  }
+  return std::nullopt;
+}
+
+bool hasSeries(const ViewSpec& v, const std::string& id) {
+  for (const SeriesSpec& s : v.series) {
+    if (s.id == id) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool isProtocolEvent(const std::string& event) {
+  static constexpr std::array<const char*, 11> kEvents{"view", "point", "marker", "level", "bar", "row", "span",
+                                                       "device", "message", "measurement", "progress"};
+  for (const char* e : kEvents) {
+    if (event == e) return true;
+  }
+  return false;
+}
+
+std::string toString(ViewKind v) { return nameOf(kViewKinds, v); }
+std::string toString(SeriesStyle v) { return nameOf(kSeriesStyles, v); }
+std::string toString(MarkerKind v) { return nameOf(kMarkerKinds, v); }
+std::string toString(MessageKind v) { return nameOf(kMessageKinds, v); }
+std::optional<ViewKind> parseViewKind(const std::string& s) { return valueOf(kViewKinds, s); }
+std::optional<SeriesStyle> parseSeriesStyle(const std::string& s) { return valueOf(kSeriesStyles, s); }
+std::optional<MarkerKind> parseMarkerKind(const std::string& s) { return valueOf(kMarkerKinds, s); }
+std::optional<MessageKind> parseMessageKind(const std::string& s) { return valueOf(kMessageKinds, s); }
+
+const ViewSpec* UpdateChecker::find(const std::string& viewId) const {
+  const auto it = views_.find(viewId);
+  return it == views_.end() ? nullptr : &it->second;
+}
+
+void UpdateChecker::check(const Update& update) {
+  // The view an update names, which must be declared and of one of `kinds`.
+  auto viewFor = [&](const char* what, const std::string& id, std::initializer_list<ViewKind> kinds) -> const ViewSpec& {
+    const ViewSpec* v = find(id);
+    if (!v) throw ValueError(std::string(what) + " for view '" + id + "', which was not declared");
+    for (ViewKind k : kinds) {
+      if (v->kind == k) return *v;
+    }
+    throw ValueError(std::string(what) + " for view '" + id + "', a " + toString(v->kind) + " view");
+  };
+  auto checkX = [](const char* what, const ViewSpec& v, const std::vector<double>& x) {
+    if (x.size() != v.x.size()) {
+      throw ValueError(std::string(what) + " for view '" + v.id + "' has " + std::to_string(x.size()) + " x value(s); the view has " +
+                       std::to_string(v.x.size()) + " x axes");
+    }
+  };
+  auto checkSeries = [](const char* what, const ViewSpec& v, const std::string& series) {
+    if (!hasSeries(v, series)) throw ValueError(std::string(what) + " for series '" + series + "', which view '" + v.id + "' does not declare");
+  };
+  std::visit(
+      [&](const auto& u) {
+        using T = std::decay_t<decltype(u)>;
+        if constexpr (std::is_same_v<T, ViewSpec>) {
+          if (u.id.empty()) throw ValueError("a view without an id");
+          const bool plotted = u.kind == ViewKind::Line || u.kind == ViewKind::StackedArea;
+          if (plotted && u.x.empty()) throw ValueError("view '" + u.id + "' is a plot without an x axis");
+          if (u.kind == ViewKind::Table && u.columns.empty()) throw ValueError("table '" + u.id + "' has no columns");
+          if (u.kind != ViewKind::Table && u.series.empty()) throw ValueError("view '" + u.id + "' declares no series");
+          for (std::size_t i = 0; i < u.series.size(); ++i) {
+            for (std::size_t j = 0; j < i; ++j) {
+              if (u.series[i].id == u.series[j].id) throw ValueError("view '" + u.id + "' declares series '" + u.series[i].id + "' twice");
+            }
+          }
+          views_[u.id] = u;
+        } else if constexpr (std::is_same_v<T, Point>) {
+          const ViewSpec& v = viewFor("a point", u.view, {ViewKind::Line, ViewKind::StackedArea});
+          checkSeries("a point", v, u.series);
+          checkX("a point", v, u.x);
+        } else if constexpr (std::is_same_v<T, Marker>) {
+          checkX("a marker", viewFor("a marker", u.view, {ViewKind::Line, ViewKind::StackedArea}), u.x);
+        } else if constexpr (std::is_same_v<T, Level>) {
+          viewFor("a level", u.view, {ViewKind::Line, ViewKind::StackedArea, ViewKind::Bars});
+        } else if constexpr (std::is_same_v<T, Bar>) {
+          checkSeries("a bar", viewFor("a bar", u.view, {ViewKind::Bars}), u.series);
+        } else if constexpr (std::is_same_v<T, Row>) {
+          const ViewSpec& v = viewFor("a row", u.view, {ViewKind::Table});
+          if (u.cells.size() != v.columns.size()) {
+            throw ValueError("a row for table '" + u.view + "' has " + std::to_string(u.cells.size()) + " cell(s); the table has " +
+                             std::to_string(v.columns.size()) + " columns");
+          }
+        } else if constexpr (std::is_same_v<T, Span>) {
+          checkSeries("a span", viewFor("a span", u.view, {ViewKind::Timeline}), u.lane);
+          if (!(u.end >= u.start)) throw ValueError("a span on '" + u.view + "' ends before it starts");
+        } else if constexpr (std::is_same_v<T, Record>) {
+          if (u.event.empty()) throw ValueError("a record without an event name");
+          if (isProtocolEvent(u.event)) throw ValueError("a record may not be called '" + u.event + "': the protocol uses that name");
+        }
+      },
+      update);
+}
 
 }  // namespace gpulab::lab

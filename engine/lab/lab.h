@@ -1,8 +1,9 @@
 #pragma once
 // The lab protocol. A lab is a named experiment that a lesson runs: it declares typed parameters
-// (name, type, default, allowed range, description), runs with a set of values, streams what
-// happens through a MetricSink, and checks a StopToken between steps so that Stop takes effect
-// within one step. The GUI and gpulab-cli run exactly the same labs; neither knows what a lab does.
+// (name, type, default, allowed range, description), runs with a set of values, describes what it
+// shows through a MetricSink (views, then points, markers, rows, ... streamed into them; see below),
+// and checks a StopToken between steps so that Stop takes effect within one step. The GUI and
+// gpulab-cli run exactly the same labs and render them generically; neither knows what a lab does.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -13,7 +14,6 @@
 #include <variant>
 #include <vector>
 
-#include "engine/memory/memory_events.h"
 
 namespace gpulab::lab {
 
@@ -35,6 +35,9 @@ struct ParamSpec {
   double min = 0, max = 0;               // Int and Float
   std::vector<std::string> choices;      // Choice
   TextValidator validate;                // Text; none: any text
+  // Text: the values to offer as a choice (the devices this machine has); the validator still decides
+  // what is allowed, so a lesson written for "cuda" loads on a machine without a GPU.
+  std::vector<std::string> suggestions;
 };
 
 // Spec builders, so a lab's parameter list reads as a table.
@@ -71,68 +74,110 @@ class Params {
   std::map<std::string, ParamValue> values_;
 };
 
-struct StepMetrics {
-  int epoch = 0;
-  std::int64_t step = 0;          // global step, from 1
-  double loss = 0;                // mean training loss over the steps since the last report
-  double samples_per_s = 0;       // over the same window
-  std::int64_t allocated_bytes = 0, reserved_bytes = 0;  // the training device's allocator
-  double elapsed_s = 0;
-  std::optional<std::int64_t> driver_used_bytes;  // this process as the driver (nvidia-smi) sees it
+// ---- What a lab shows ------------------------------------------------------------------------
+//
+// A lab describes what it shows with a small vocabulary that the GUI and gpulab-cli render without
+// knowing the lab. It first declares its views, then streams updates into them:
+//
+//   View         declared once, before any update names it (a later declaration with the same id
+//                replaces it). Its kind says how it is drawn:
+//     Line         series of (x, y) points; a view may offer several x axes (step, samples seen,
+//                  seconds), then every point and marker carries one x per axis, in that order
+//     StackedArea  the same, its series stacked bottom first (memory by category)
+//     Bars         grouped bars: categories along x, one bar per series in each
+//     Table        rows of cells under the view's columns
+//     Timeline     spans [start, end) on named lanes (forward, backward, optimizer step, ...)
+//   Point        (x..., y) on a series of a Line or StackedArea view
+//   Marker       a labelled vertical line at x... on a plot (an OOM, empty_cache(), a skipped step)
+//   Level        a labelled horizontal line at y on a plot (the device's capacity)
+//   Bar / Row / Span   a value of a Bars view, a row of a Table, a span of a Timeline
+// and, outside the views:
+//   RunDevice    where the run computes, with its label ("cuda:0 (emulated GPU — runs on your CPU)"):
+//                renderers put it in titles, the status bar and exports
+//   Message      the console channel (info, a warning, or an engine error shown on purpose)
+//   Measurement  a named number a lesson's claims and challenges rest on ("peak allocated", bytes)
+//   Progress     done of total, with a short label; the GUI may pause the lab at one
+//   Record       a named, flat set of fields for scripts: `gpulab-cli --json` prints it as
+//                {"event": name, fields...} (a field "a.b" nests as {"a": {"b": ...}}). The train and
+//                memory labs keep their step / epoch / memory / oom / recovered / report / done events.
+//
+// Units are plain strings; renderers know "bytes" (shown as KiB/MiB/GiB), "s" and "x"; others are
+// printed as they are ("samples/s", "GFLOP/s").
+using Value = ParamValue;
+
+enum class ViewKind { Line, StackedArea, Bars, Table, Timeline };
+enum class SeriesStyle { Line, Dashed, Points, Steps };
+enum class MarkerKind { Event, OutOfMemory, EmptyCache, Skipped };
+// EngineError: an error the engine raised that the lesson shows on purpose (the device-mismatch
+// error, say) -- reported, not fatal to the run.
+enum class MessageKind { Info, Warning, EngineError };
+
+struct Axis {
+  std::string label;  // "step"
+  std::string unit;   // "bytes"; empty for a count
 };
 
-struct EpochMetrics {
-  int epoch = 0;
-  std::int64_t step = 0;  // the global step at the epoch's end
-  double train_loss = 0, eval_loss = 0;
-  std::optional<double> test_accuracy;  // classification only
-  double seconds = 0;
+struct SeriesSpec {
+  std::string id;     // "train"
+  std::string label;  // "train loss"
+  SeriesStyle style = SeriesStyle::Line;
+  bool overlay = false;  // StackedArea: drawn as a line over the stack (reserved, capacity), not stacked
 };
 
-struct RunSummary {
-  std::optional<double> train_loss, eval_loss;  // labs that train and evaluate
-  std::optional<double> test_accuracy;
-  double seconds = 0;  // training time, evaluation excluded
-  std::int64_t steps = 0;
-  std::string device;
-  bool stopped = false;  // ended early by the StopToken
-  std::int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+struct ViewSpec {
+  std::string id;     // "loss"
+  std::string title;  // "Loss"
+  ViewKind kind = ViewKind::Line;
+  std::vector<Axis> x;  // Line, StackedArea: one or more x axes, the first shown by default
+  Axis y;               // Line, StackedArea, Bars: the value axis
+  bool yFromZero = false;            // the value axis starts at 0 (throughput, memory)
+  std::vector<SeriesSpec> series;    // lines, stacked layers (bottom first), bars in a group; lanes
+  std::vector<Axis> columns;         // Table: a column's label and unit
+  std::string note;                  // shown under the view ("no driver view: NVML is not installed")
 };
 
-// Memory over one training step, summarised from the allocator's event stream.
-struct MemorySample {
-  std::int64_t step = 0;
-  double time_s = 0;  // memoryClockSeconds() when the step ended
-  std::int64_t allocated_bytes = 0, reserved_bytes = 0, peak_allocated_bytes = 0;
-  std::int64_t allocs = 0, frees = 0, segments_reserved = 0, segments_released = 0;
-  std::int64_t allocated_by_category[kMemoryCategoryCount] = {};  // bytes of the step's allocations
+struct Point {
+  std::string view, series;
+  std::vector<double> x;  // one per axis of the view
+  double y = 0;
 };
 
-struct OutOfMemoryReport {
-  std::int64_t batch_size = 0, width = 0;
-  int accumulate = 1;
-  std::string message;                // the OutOfMemoryError's full text
-  std::int64_t allocated_after_bytes = 0;  // once the failed step's tensors are gone
-  std::int64_t baseline_bytes = 0;         // allocated before the attempt
+struct Marker {
+  std::string view;
+  std::vector<double> x;
+  std::string label;  // "OOM at batch 4096"
+  MarkerKind kind = MarkerKind::Event;
 };
 
-struct RecoveryReport {
-  std::int64_t batch_size = 0, width = 0;
-  int accumulate = 1;
-  std::int64_t effective_batch = 0;
-  double loss = 0;
+struct Level {
+  std::string view, label;  // "capacity"
+  double y = 0;
 };
 
-// Allocated vs reserved vs what the driver reports, before and after empty_cache().
-struct MemoryReport {
-  struct Snapshot {
-    std::int64_t allocated_bytes = 0, reserved_bytes = 0;
-    std::optional<std::int64_t> driver_process_bytes, driver_device_bytes;
-  };
-  std::string device;
-  Snapshot before, after;
-  std::int64_t released_bytes = 0;
-  std::string driver_note;  // why there is no driver view, when there is none
+struct Bar {
+  std::string view, series, category;
+  double value = 0;
+};
+
+struct Row {
+  std::string view;
+  std::vector<Value> cells;  // one per column
+};
+
+struct Span {
+  std::string view, lane, label;
+  double start = 0, end = 0;  // seconds
+};
+
+struct RunDevice {
+  std::string device;  // "cuda:0"
+  std::string label;   // "cuda:0 (emulated GPU — runs on your CPU)"
+  bool emulated = false;
+};
+
+struct Message {
+  MessageKind kind = MessageKind::Info;
+  std::string text;
 };
 
 // A number a lesson's claim rests on, measured during the run ("eval peak under no-grad", bytes).
@@ -142,22 +187,82 @@ struct Measurement {
   std::string unit;
 };
 
-// EngineError: an error the engine raised that the lesson shows on purpose (the device-mismatch
-// error, say) -- reported, not fatal to the run.
-enum class MessageKind { Info, Warning, EngineError };
+struct Progress {
+  double done = 0, total = 0;  // total 0: unknown
+  std::string label;           // "epoch 2/3, loss 0.4312"
+};
 
+struct Record {
+  std::string event;  // "step"
+  std::vector<std::pair<std::string, Value>> fields;
+  // The field's value, when the record has it.
+  const Value* find(const std::string& name) const;
+  // A numeric field as a double (an int, a double, or a bool as 0/1); `fallback` when absent.
+  double number(const std::string& name, double fallback = 0) const;
+};
+
+using Update = std::variant<ViewSpec, Point, Marker, Level, Bar, Row, Span, RunDevice, Message, Measurement, Progress, Record>;
+
+// Where a lab sends what it shows. Renderers implement send(); labs use the helpers.
 class MetricSink {
  public:
   virtual ~MetricSink() = default;
-  virtual void onStep(const StepMetrics&) {}
-  virtual void onEpoch(const EpochMetrics&) {}
-  virtual void onDone(const RunSummary&) {}
-  virtual void onMessage(MessageKind, const std::string&) {}
-  virtual void onMemory(const MemorySample&) {}
-  virtual void onOutOfMemory(const OutOfMemoryReport&) {}
-  virtual void onRecovered(const RecoveryReport&) {}
-  virtual void onMemoryReport(const MemoryReport&) {}
-  virtual void onMeasurement(const Measurement&) {}
+  virtual void send(const Update& update) = 0;
+
+  void view(ViewSpec spec) { send(std::move(spec)); }
+  void point(std::string view, std::string series, std::vector<double> x, double y) {
+    send(Point{std::move(view), std::move(series), std::move(x), y});
+  }
+  void marker(std::string view, std::vector<double> x, std::string label, MarkerKind kind = MarkerKind::Event) {
+    send(Marker{std::move(view), std::move(x), std::move(label), kind});
+  }
+  void level(std::string view, std::string label, double y) { send(Level{std::move(view), std::move(label), y}); }
+  void bar(std::string view, std::string series, std::string category, double value) {
+    send(Bar{std::move(view), std::move(series), std::move(category), value});
+  }
+  void row(std::string view, std::vector<Value> cells) { send(Row{std::move(view), std::move(cells)}); }
+  void span(std::string view, std::string lane, std::string label, double start, double end) {
+    send(Span{std::move(view), std::move(lane), std::move(label), start, end});
+  }
+  void info(std::string text) { send(Message{MessageKind::Info, std::move(text)}); }
+  void warning(std::string text) { send(Message{MessageKind::Warning, std::move(text)}); }
+  void engineError(std::string text) { send(Message{MessageKind::EngineError, std::move(text)}); }
+  void measurement(std::string name, double value, std::string unit) {
+    send(Measurement{std::move(name), value, std::move(unit)});
+  }
+  void progress(double done, double total, std::string label = {}) { send(Progress{done, total, std::move(label)}); }
+  void record(std::string event, std::vector<std::pair<std::string, Value>> fields) {
+    send(Record{std::move(event), std::move(fields)});
+  }
+};
+
+// Names as the JSON form and the renderers spell them: "line", "stacked", "bars", "table", "timeline";
+// "line", "dashed", "points", "steps"; "event", "oom", "empty_cache", "skipped"; "info", "warning",
+// "engine_error". The parsers return nothing for an unknown name.
+std::string toString(ViewKind);
+std::string toString(SeriesStyle);
+std::string toString(MarkerKind);
+std::string toString(MessageKind);
+std::optional<ViewKind> parseViewKind(const std::string&);
+std::optional<SeriesStyle> parseSeriesStyle(const std::string&);
+std::optional<MarkerKind> parseMarkerKind(const std::string&);
+std::optional<MessageKind> parseMessageKind(const std::string&);
+
+// The event names the JSON form gives the updates other than Record ("view", "point", "marker",
+// "level", "bar", "row", "span", "device", "message", "measurement", "progress"): a Record may not use them.
+bool isProtocolEvent(const std::string& event);
+
+// Checks that an update is well formed for the views declared so far (a point names a declared Line
+// or StackedArea view and one of its series, with one x per axis; a row has one cell per column;
+// ...). Throws ValueError saying what is wrong. The GUI and the CLI check every update they are sent,
+// so a lab that breaks the protocol fails its tests rather than drawing nonsense.
+class UpdateChecker {
+ public:
+  void check(const Update& update);
+  const ViewSpec* find(const std::string& viewId) const;
+
+ private:
+  std::map<std::string, ViewSpec> views_;
 };
 
 class StopToken {

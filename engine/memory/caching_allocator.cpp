@@ -1,5 +1,6 @@
 #include "engine/memory/caching_allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <tuple>
@@ -93,6 +94,7 @@ void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
     pool.insert(remainder);
   }
   block->allocated = true;
+  block->requested = bytes;
   block->category = MemoryCategoryScope::current();
   active_.emplace(block->ptr, block);
   update(stats_.allocated_bytes, static_cast<std::int64_t>(block->size));
@@ -138,6 +140,7 @@ void CachingAllocator::free(void* ptr) {
   Block* block = it->second;
   active_.erase(it);
   block->allocated = false;
+  block->requested = 0;
   update(stats_.allocated_bytes, -static_cast<std::int64_t>(block->size));
   update(stats_.active_blocks, -1);
   publish(MemoryEventKind::Free, static_cast<std::int64_t>(block->size), block->ptr, block->stream, block->category);
@@ -194,6 +197,31 @@ std::int64_t CachingAllocator::emptyCache() {
 MemoryStats CachingAllocator::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
+}
+
+std::vector<AllocatorSegmentInfo> CachingAllocator::segments() const {
+  std::lock_guard lock(mutex_);
+  std::vector<AllocatorSegmentInfo> out;
+  auto addSegment = [&out](const Block* head) {
+    AllocatorSegmentInfo seg;
+    seg.address = reinterpret_cast<std::uintptr_t>(head->ptr);
+    seg.stream = head->stream;
+    seg.small = head->small;
+    for (const Block* b = head; b; b = b->next) {
+      seg.blocks.push_back({reinterpret_cast<std::uintptr_t>(b->ptr), static_cast<std::int64_t>(b->size),
+                            static_cast<std::int64_t>(b->requested), b->allocated, b->category});
+      seg.total_size += static_cast<std::int64_t>(b->size);
+    }
+    out.push_back(std::move(seg));
+  };
+  // Every block is either cached in a pool or handed out; a segment's first block has no prev.
+  for (const Pool* pool : {&smallPool_, &largePool_})
+    for (const Block* b : *pool)
+      if (!b->prev) addSegment(b);
+  for (const auto& [ptr, b] : active_)
+    if (!b->prev) addSegment(b);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.address < b.address; });
+  return out;
 }
 
 void CachingAllocator::resetPeakStats() {
@@ -253,6 +281,7 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
     msg += " This process may use at most a fraction of " + formatFixed(fraction_, 2) + " of it (" + formatBytes(fractionCapBytes_) +
            ", set_per_process_memory_fraction).";
   }
+  if (std::string note = raw_->outOfMemoryNote(); !note.empty()) msg += " " + note;
   msg += " If reserved but unallocated memory is large, fragmentation may be the cause (empty_cache() returns cached "
          "blocks). To fit: reduce the batch size (gradient accumulation keeps the effective batch), free tensors you no "
          "longer need, and evaluate under no-grad.";

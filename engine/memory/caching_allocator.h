@@ -31,6 +31,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/core/device.h"
 #include "engine/memory/memory_events.h"
@@ -50,6 +51,23 @@ struct MemoryStats {
   MemoryStat segments;         // number of segments held
   std::int64_t num_alloc_retries = 0;  // requests that needed the cache released to succeed or fail
   std::int64_t num_ooms = 0;
+};
+
+// A read-only view of one segment and its blocks, as the allocator holds them (for memory snapshots:
+// engine/memory/memory_snapshot.h).
+struct AllocatorBlockInfo {
+  std::uintptr_t address = 0;
+  std::int64_t size = 0;            // the block's (rounded) size
+  std::int64_t requested_size = 0;  // what allocate() was asked for; 0 for a free block
+  bool allocated = false;
+  MemoryCategory category = MemoryCategory::Other;
+};
+struct AllocatorSegmentInfo {
+  std::uintptr_t address = 0;
+  std::int64_t total_size = 0;
+  std::uintptr_t stream = 0;
+  bool small = false;  // a segment of the small pool
+  std::vector<AllocatorBlockInfo> blocks;  // in address order; their sizes add up to total_size
 };
 
 class CachingAllocator {
@@ -74,6 +92,8 @@ class CachingAllocator {
   std::int64_t emptyCache();
 
   MemoryStats stats() const;
+  // Every segment held now, by address, with its blocks: one consistent view, taken under the lock.
+  std::vector<AllocatorSegmentInfo> segments() const;
   void resetPeakStats();
   // Caps reserved memory at fraction * total capacity (PyTorch's set_per_process_memory_fraction).
   void setMemoryFraction(double fraction);
@@ -100,6 +120,7 @@ class CachingAllocator {
     MemoryCategory category = MemoryCategory::Other;
     Block* prev = nullptr;  // neighbours within the segment
     Block* next = nullptr;
+    std::size_t requested = 0;  // the size asked for, while allocated
   };
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const;

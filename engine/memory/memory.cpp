@@ -10,6 +10,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 
 namespace gpulab {
 namespace {
@@ -69,14 +70,16 @@ std::int64_t defaultCpuBudget() {
   return available >= 2 * margin ? available - margin : std::max<std::int64_t>(64 * kMiB, available / 2);
 }
 
-// aligned_alloc under the default budget: a segment that would take reserved memory past it is
-// refused (nullptr), so the caching allocator releases its cache, retries, and then raises
-// "CPU out of memory" with its statistics. The emulated budget (set_cpu_memory_budget) is the
-// caching allocator's cap, on top of this one.
-class CpuRawAllocator final : public RawAllocator {
+// Host memory under the CPU's default budget. Every allocator over host memory reserves its segments
+// here -- the CPU device's and the emulated GPU's (engine/runtime/emulated_gpu.cpp), whose memory is
+// host memory too -- so together they never take more than the system had available. A segment that
+// would pass the budget is refused (nullptr): the caching allocator releases its cache, retries, and
+// then raises "CPU out of memory" (or the emulated GPU's "CUDA out of memory") with its statistics.
+// The emulated CPU budget (set_cpu_memory_budget) is the CPU caching allocator's cap, on top of this.
+class HostBudget {
  public:
-  CpuRawAllocator() : budget_(defaultCpuBudget()) {}
-  void* rawAllocate(std::size_t bytes) override {
+  HostBudget() : budget_(defaultCpuBudget()) {}
+  void* allocate(std::size_t bytes) {
     const auto size = static_cast<std::int64_t>(bytes);
     std::int64_t reserved = reserved_.load(std::memory_order_relaxed);
     do {
@@ -86,17 +89,14 @@ class CpuRawAllocator final : public RawAllocator {
     if (!ptr) reserved_.fetch_sub(size, std::memory_order_relaxed);
     return ptr;
   }
-  void rawFree(void* ptr, std::size_t bytes) override {
+  void free(void* ptr, std::size_t bytes) {
     std::free(ptr);
     reserved_.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
   }
-  // The budget is the CPU's capacity; free is what it leaves, and never more than the system has now.
-  MemoryCapacity capacity() const override {
-    const std::int64_t left = std::max<std::int64_t>(0, budget_ - reserved_.load(std::memory_order_relaxed));
-    return {std::min(left, availableHostBytes()), budget_};
+  // What the budget leaves, and never more than the system has now.
+  std::int64_t left() const {
+    return std::min(std::max<std::int64_t>(0, budget_ - reserved_.load(std::memory_order_relaxed)), availableHostBytes());
   }
-  std::string kindName() const override { return "CPU"; }
-  std::string deviceName() const override { return "CPU"; }
   std::int64_t budget() const { return budget_; }
 
  private:
@@ -104,9 +104,27 @@ class CpuRawAllocator final : public RawAllocator {
   std::atomic<std::int64_t> reserved_{0};
 };
 
-CpuRawAllocator* gCpuRaw = nullptr;  // set once, with the CPU allocator that owns it
+// Fixed at first use; never destroyed (tensors in static storage may free into it as the process ends).
+HostBudget& hostBudget() {
+  static HostBudget* budget = new HostBudget;
+  return *budget;
+}
+
+// The CPU device's segments: aligned_alloc under the host budget, which is the CPU's capacity.
+class CpuRawAllocator final : public RawAllocator {
+ public:
+  void* rawAllocate(std::size_t bytes) override { return allocateHostSegment(bytes); }
+  void rawFree(void* ptr, std::size_t bytes) override { freeHostSegment(ptr, bytes); }
+  MemoryCapacity capacity() const override { return {hostSegmentBytesLeft(), hostBudget().budget()}; }
+  std::string kindName() const override { return "CPU"; }
+  std::string deviceName() const override { return "CPU"; }
+};
 
 }  // namespace
+
+void* allocateHostSegment(std::size_t bytes) { return hostBudget().allocate(bytes); }
+void freeHostSegment(void* ptr, std::size_t bytes) { hostBudget().free(ptr, bytes); }
+std::int64_t hostSegmentBytesLeft() { return hostBudget().left(); }
 
 MemoryCapacity hostMemoryCapacity() {
   const auto page = static_cast<std::int64_t>(sysconf(_SC_PAGESIZE));
@@ -116,11 +134,7 @@ MemoryCapacity hostMemoryCapacity() {
 CachingAllocator& allocatorFor(Device device) {
   if (device.isCuda()) return cuda::deviceAllocator(device.index());
   // Never destroyed: tensors in static storage may still free into it while the process ends.
-  static CachingAllocator* cpu = [] {
-    auto raw = std::make_unique<CpuRawAllocator>();
-    gCpuRaw = raw.get();
-    return new CachingAllocator(std::move(raw), kCPU);
-  }();
+  static CachingAllocator* cpu = new CachingAllocator(std::make_unique<CpuRawAllocator>(), kCPU);
   return *cpu;
 }
 
@@ -135,6 +149,7 @@ MemoryStats memory_stats(Device d) { return allocatorFor(d).stats(); }
 std::string memory_summary(Device d) {
   std::string summary = allocatorFor(d).summary();
   if (d.isCpu()) summary += "CPU default memory budget: " + formatBytes(cpu_default_memory_budget()) + " (the memory available at first use, less a safety margin)\n";
+  if (cuda::isEmulated(d)) summary += d.str() + ": " + cuda::kEmulatedGpuPhrase + "; its capacity is GPU Lab's budget of " + formatBytes(cuda::emulatedGpuBudget()) + " of host memory\n";
   return summary;
 }
 std::int64_t empty_cache(Device d) { return allocatorFor(d).emptyCache(); }
@@ -151,10 +166,7 @@ std::pair<std::int64_t, std::int64_t> mem_get_info(Device d) {
 
 void set_cpu_memory_budget(std::int64_t bytes) { allocatorFor(kCPU).setLimitBytes(bytes); }
 std::int64_t cpu_memory_budget() { return allocatorFor(kCPU).limitBytes(); }
-std::int64_t cpu_default_memory_budget() {
-  (void)allocatorFor(kCPU);
-  return gCpuRaw->budget();
-}
+std::int64_t cpu_default_memory_budget() { return hostBudget().budget(); }
 
 DriverMemoryInfo driver_memory_info(Device d) {
   if (d.isCpu()) {

@@ -1,7 +1,8 @@
 #pragma once
-// GPU Lab's memory API, with torch.cuda's names: one caching allocator per device (the CPU included,
-// so the memory lessons run on a machine without a GPU), statistics, empty_cache, a per-process
-// memory fraction, an emulated CPU memory budget, and the driver's own view (NVML).
+// GPU Lab's memory API, with torch.cuda's names: one caching allocator per device (the CPU and the
+// emulated GPU included, so the memory lessons run on a machine without a GPU), statistics,
+// empty_cache, a per-process memory fraction, an emulated CPU memory budget, and the driver's own
+// view (NVML).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,10 +35,11 @@ std::pair<std::int64_t, std::int64_t> mem_get_info(Device device);
 // default budget below in force.
 void set_cpu_memory_budget(std::int64_t bytes);
 std::int64_t cpu_memory_budget();
-// The CPU's default budget, always in force: the memory the system reported available when the CPU
-// allocator was first used, less a safety margin (see memory.cpp). Beyond it CPU allocations raise
+// The CPU's default budget, always in force: the memory the system reported available when host
+// memory was first allocated, less a safety margin (see memory.cpp). Beyond it CPU allocations raise
 // "CPU out of memory" instead of letting the machine swap or meet the OOM killer. mem_get_info(kCPU)
-// reports it as the total when no emulated budget is set.
+// reports it as the total when no emulated budget is set. The emulated GPU's segments (host memory
+// too, see engine/runtime/emulated_gpu.h) count against it as well.
 std::int64_t cpu_default_memory_budget();
 
 // What the driver (nvidia-smi) sees: the whole device's used memory and this process's share, which

@@ -16,6 +16,13 @@ struct MemoryCapacity {
 // The host's physical memory: what is free now and the total.
 MemoryCapacity hostMemoryCapacity();
 
+// Segments of host memory under the CPU's default budget (cpu_default_memory_budget), which every
+// allocator over host memory shares -- the CPU device's and the emulated GPU's: aligned to 64 bytes,
+// nullptr when the budget would be passed. Left: what the budget leaves, never more than is free now.
+void* allocateHostSegment(std::size_t bytes);
+void freeHostSegment(void* ptr, std::size_t bytes);
+std::int64_t hostSegmentBytesLeft();
+
 class RawAllocator {
  public:
   virtual ~RawAllocator() = default;
@@ -28,6 +35,8 @@ class RawAllocator {
   // "CUDA" / "CPU" for the messages ("CUDA out of memory"), and "GPU 0" / "the CPU" for the device.
   virtual std::string kindName() const = 0;
   virtual std::string deviceName() const = 0;
+  // A sentence appended to the out-of-memory message ("" for none): what this device's capacity is.
+  virtual std::string outOfMemoryNote() const { return {}; }
   // Called with a cached block before it is handed out again (pinned memory waits for async copies).
   virtual void beforeReuse(void* /*ptr*/, std::size_t /*bytes*/) {}
 };

@@ -15,9 +15,10 @@ struct DriverMemoryInfo;
 
 namespace gpulab::cuda {
 
-constexpr int kModuleAbiVersion = 1;
+// 2: Availability gained the emulated GPU's fields, RawAllocator outOfMemoryNote().
+constexpr int kModuleAbiVersion = 2;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi1";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi2";
 
 struct ModuleApi {
   int abi_version;

@@ -3,6 +3,8 @@
 // the functions report "built without CUDA" (and anything that needs a GPU throws), so the rest of
 // the engine never needs an #ifdef.
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +37,11 @@ struct Availability {
   int cublas_version = 0;
   int cudnn_version = 0;
   std::string cuda_visible_devices;  // the variable as set, or "(not set)"
-  std::vector<DeviceProperties> devices;
+  std::vector<DeviceProperties> devices;  // the real, usable GPUs only
+  // The emulated GPU (engine/runtime/emulated_gpu.h), when enabled: its index (cuda:N after the real
+  // GPUs) and its memory budget. A UI says "no usable GPU: <reason>; emulated GPU cuda:0 enabled".
+  std::optional<int> emulated_index;
+  std::int64_t emulated_budget = 0;
 };
 
 // "13.0" for a CUDA version number such as 13000; "none" for 0 (no driver).
@@ -47,16 +53,16 @@ inline std::string versionString(int v) {
 // free memory, which is read anew on every call.
 Availability availability();
 bool compiledWithCuda();
-bool isAvailable();   // torch.cuda.is_available()
-int deviceCount();    // torch.cuda.device_count()
-void synchronize(int device = 0);
+bool isAvailable();   // torch.cuda.is_available(): real GPUs only, never the emulated one
+int deviceCount();    // torch.cuda.device_count(): real usable GPUs only
+void synchronize(int device = 0);  // a no-op for the emulated GPU (its work is done when an op returns)
 
 // torch.backends.cuda.matmul.allow_tf32: float32 matrix products may use TF32 tensor cores (10-bit
 // mantissa inputs, fp32 accumulation). Off by default, as in PyTorch since 1.12.
 void setAllowTf32(bool allow);
 bool allowTf32();
 
-// Throws a clear Error when `device` is a CUDA device that cannot be used.
+// Throws a clear Error when `device` is a CUDA device that cannot be used (the emulated GPU can).
 void checkDeviceUsable(Device device);
 
 CachingAllocator& deviceAllocator(int index);
@@ -74,6 +80,6 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
 }  // namespace gpulab::cuda
 
 namespace gpulab {
-// The device a lesson should use: cuda:0 when a GPU is usable, else the CPU.
+// The device a lesson should use: cuda:0 when a real GPU is usable, else the CPU (never the emulated GPU).
 Device defaultDevice();
 }  // namespace gpulab

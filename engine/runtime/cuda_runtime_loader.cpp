@@ -3,6 +3,10 @@
 // here on first use. Without it (a CPU-only build), or where it cannot be loaded (no CUDA runtime,
 // cuBLAS or cuDNN on this machine), every query answers why no GPU is usable and the engine runs on
 // the CPU.
+//
+// The emulated GPU (emulated_gpu.h) is answered here, before the module is asked: it needs no CUDA,
+// its kernels are the CPU backend's and its memory host memory, so a copy to or from it is a copy to
+// or from the CPU.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -16,6 +20,7 @@
 #include "engine/memory/memory.h"
 #include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 
 namespace gpulab::cuda {
 
@@ -77,12 +82,19 @@ std::atomic<bool> allowTf32Flag{false};
 }  // namespace
 
 Availability availability() {
-  if (const ModuleApi* m = loaded().api) return m->availability();
   Availability a;
-  a.compiled = compiledWithCuda();
-  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
-  a.cuda_visible_devices = env ? env : "(not set)";
-  a.reason = loaded().reason;
+  if (const ModuleApi* m = loaded().api) {
+    a = m->availability();
+  } else {
+    a.compiled = compiledWithCuda();
+    const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+    a.cuda_visible_devices = env ? env : "(not set)";
+    a.reason = loaded().reason;
+  }
+  if (const auto e = emulatedDevice()) {
+    a.emulated_index = e->index();
+    a.emulated_budget = emulatedGpuBudget();
+  }
   return a;
 }
 bool compiledWithCuda() { return GPULAB_CUDA_MODULE != 0; }
@@ -95,14 +107,24 @@ int deviceCount() {
   return m ? m->deviceCount() : 0;
 }
 void synchronize(int device) {
+  if (isEmulated(Device(DeviceType::CUDA, device))) return;  // its work is done when an op returns
   if (const ModuleApi* m = loaded().api) m->synchronize(device);
 }
 void checkDeviceUsable(Device device) {
-  if (!device.isCuda()) return;
-  if (const ModuleApi* m = loaded().api) return m->checkDeviceUsable(device);
-  throw Error("Cannot use device " + device.str() + ": no usable GPU: " + loaded().reason);
+  if (!device.isCuda() || isEmulated(device)) return;
+  try {
+    if (const ModuleApi* m = loaded().api) return m->checkDeviceUsable(device);
+    throw Error("Cannot use device " + device.str() + ": no usable GPU: " + loaded().reason);
+  } catch (const CudaError&) {
+    throw;  // a failing CUDA call is reported as itself
+  } catch (const Error& e) {
+    // "Cannot use device cuda:1: no usable GPU: ... (the emulated GPU is cuda:0)"
+    if (const auto emulated = emulatedDevice()) throw Error(std::string(e.what()) + " (the emulated GPU is " + emulated->str() + ")");
+    throw;
+  }
 }
 CachingAllocator& deviceAllocator(int index) {
+  if (isEmulated(Device(DeviceType::CUDA, index))) return emulatedGpuAllocator();
   if (const ModuleApi* m = loaded().api) return m->deviceAllocator(index);
   noCuda("Cannot allocate on cuda:" + std::to_string(index));
 }
@@ -111,6 +133,7 @@ CachingAllocator& pinnedHostAllocator() {
   noCuda("Cannot allocate pinned memory");
 }
 DriverMemoryInfo driverMemoryInfo(int index) {
+  if (isEmulated(Device(DeviceType::CUDA, index))) return emulatedDriverMemoryInfo();
   if (const ModuleApi* m = loaded().api) return m->driverMemoryInfo(index);
   DriverMemoryInfo info;
   info.reason = "not available: " + loaded().reason;
@@ -118,6 +141,12 @@ DriverMemoryInfo driverMemoryInfo(int index) {
 }
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
                bool srcPinned) {
+  // The emulated GPU's memory is host memory: to the module it is the CPU's (a pageable buffer).
+  if (isEmulated(dstDevice)) dstDevice = kCPU;
+  if (isEmulated(srcDevice)) {
+    srcDevice = kCPU;
+    srcPinned = false;
+  }
   if (dstDevice.isCpu() && srcDevice.isCpu()) {
     std::memcpy(dst, src, bytes);
     return;
@@ -134,7 +163,7 @@ bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
 namespace gpulab {
 Device defaultDevice() { return cuda::isAvailable() ? Device(DeviceType::CUDA, 0) : kCPU; }
 Backend& backendFor(Device device) {
-  if (device.isCuda()) {
+  if (device.isCuda() && !cuda::isEmulated(device)) {
     cuda::checkDeviceUsable(device);
     return cuda::loaded().api->backend(device.index());
   }

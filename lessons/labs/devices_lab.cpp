@@ -17,6 +17,7 @@
 #include "engine/memory/memory.h"
 #include "engine/nn/layers.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -161,82 +162,128 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
 }  // namespace
 
 void DevicesLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
+  // 1. What this machine has, as torch.cuda reports it.
   const cuda::Availability a = cuda::availability();
-  sink.onMessage(lab::MessageKind::Info, "torch.cuda.is_available() -> " + std::string(a.usable ? "True" : "False"));
-  for (const auto& d : a.devices) {
-    sink.onMessage(lab::MessageKind::Info, "cuda:" + std::to_string(d.index) + ": " + d.name + ", compute capability " +
-                                               std::to_string(d.major) + "." + std::to_string(d.minor) + ", " +
-                                               std::to_string(d.multiprocessor_count) + " SMs, " + gib(d.total_memory) +
-                                               " total, " + gib(d.free_memory) + " free");
-  }
-  if (!a.usable) sink.onMessage(lab::MessageKind::Info, "No usable GPU: " + a.reason + ". Everything runs on the CPU.");
-  sink.onMessage(lab::MessageKind::Info, "CUDA_VISIBLE_DEVICES=" + a.cuda_visible_devices);
   const Device device = defaultDevice();
-  sink.onMessage(lab::MessageKind::Info, "device = " + device.str());
+  announceDevice(sink, device);
+  sink.info("torch.cuda.is_available() -> " + std::string(a.usable ? "True" : "False"));
+  if (!a.usable) sink.info("No usable GPU: " + a.reason + ". Everything runs on the CPU.");
+  sink.info("CUDA_VISIBLE_DEVICES=" + a.cuda_visible_devices);
+  sink.view({.id = "devices", .title = "Devices", .kind = lab::ViewKind::Table,
+             .columns = {{"device", ""}, {"name", ""}, {"compute capability", ""}, {"SMs", ""}, {"total memory", "bytes"}, {"free memory", "bytes"}}});
+  for (const auto& d : a.devices) {
+    sink.row("devices", {"cuda:" + std::to_string(d.index), d.name, std::to_string(d.major) + "." + std::to_string(d.minor),
+                         std::int64_t{d.multiprocessor_count}, static_cast<std::int64_t>(d.total_memory), static_cast<std::int64_t>(d.free_memory)});
+  }
+  if (const std::optional<Device> emulated = cuda::emulatedDevice()) {
+    const auto [free, total] = mem_get_info(*emulated);
+    sink.row("devices", {emulated->str(), cuda::deviceLabel(*emulated), std::string("-"), std::int64_t{0}, total, free});
+    sink.info(emulated->str() + " is GPU Lab's emulated GPU: its tensors live in their own memory with a GPU's budget, "
+              "computed by the CPU. It makes the same-device rule and out-of-memory errors real without a GPU; it is never timed.");
+  }
+  sink.info("device = " + device.str());
 
+  // 2. The same n x n product on the CPU and, when there is one, on the GPU. Each timing checks the
+  //    stop token between slices of about 50 ms (see timeMatmul).
+  sink.view({.id = "matmul", .title = "Matrix product speed", .kind = lab::ViewKind::Bars, .y = {"speed", "GFLOP/s"},
+             .yFromZero = true, .series = {{"gflops", "GFLOP/s"}},
+             .note = device.isCuda() ? std::string() : "Only the CPU is timed: there is no real GPU here, and an emulated one would only time the CPU again."});
   Generator gen(static_cast<std::uint64_t>(p.getInt("seed")));
   const std::int64_t n = p.getInt("size"), repeats = p.getInt("repeats");
   const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-  // Each timing checks the stop token between slices of about 50 ms (see timeMatmul).
+  sink.progress(0, device.isCuda() ? 2 : 1, "timing matmul on cpu");
   const std::optional<double> cpuSeconds = timeMatmul(kCPU, n, repeats, gen, stop);
-  if (cpuSeconds) sink.onMeasurement({"matmul on cpu", flops / *cpuSeconds / 1e9, "GFLOP/s"});
+  if (cpuSeconds) {
+    sink.bar("matmul", "gflops", "cpu", flops / *cpuSeconds / 1e9);
+    sink.measurement("matmul on cpu", flops / *cpuSeconds / 1e9, "GFLOP/s");
+  }
   if (device.isCuda() && cpuSeconds) {
+    sink.progress(1, 2, "timing matmul on " + device.str());
     if (const std::optional<double> gpuSeconds = timeMatmul(device, n, repeats, gen, stop)) {
-      sink.onMeasurement({"matmul on " + device.str(), flops / *gpuSeconds / 1e9, "GFLOP/s"});
-      sink.onMeasurement({"speed-up of " + device.str() + " over cpu", *cpuSeconds / *gpuSeconds, "x"});
+      sink.bar("matmul", "gflops", device.str(), flops / *gpuSeconds / 1e9);
+      sink.measurement("matmul on " + device.str(), flops / *gpuSeconds / 1e9, "GFLOP/s");
+      sink.measurement("speed-up of " + device.str() + " over cpu", *cpuSeconds / *gpuSeconds, "x");
     }
   }
-  lab::RunSummary s;
-  s.device = device.str();
-  s.stopped = stop.stopRequested();
-  sink.onDone(s);
+  sink.progress(1, 1);
+  sink.record("done", {{"device", device.str()}, {"stopped", stop.stopRequested()}});
 }
 
 std::vector<lab::ParamSpec> DeviceRuleLab::params() const {
   using namespace lab;
-  return {textParam("device", "auto", "The GPU to pair with the CPU: auto, cuda or cuda:N", checkDeviceString)};
+  lab::ParamSpec gpu = deviceParam("device", "The GPU to pair with the CPU");
+  gpu.suggestions.erase(std::remove(gpu.suggestions.begin(), gpu.suggestions.end(), "cpu"), gpu.suggestions.end());
+  return {
+      gpu,
+      choiceParam("case", "tensors", {"tensors", "model"}, "What meets the CPU tensor: another tensor on the GPU, or a model on the GPU"),
+      boolParam("fixed", false, "Apply the fix: move the CPU tensor to the GPU first (.to(device))"),
+  };
 }
 
-void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken&) {
-  const Device gpu = resolveDevice(p.getString("device"));
-  Tensor cpuTensor = randn({3, 4});
-  if (gpu.isCuda()) {
-    Tensor gpuTensor = randn({3, 4}).to(gpu);
-    sink.onMessage(lab::MessageKind::Info, "cpu_tensor + gpu_tensor, with gpu_tensor on " + gpu.str() + ":");
-    try {
-      (void)(cpuTensor + gpuTensor);
-      sink.onMessage(lab::MessageKind::Warning, "no error: the same-device rule was not enforced (this is a bug)");
-    } catch (const DeviceMismatchError& e) {
-      sink.onMessage(lab::MessageKind::EngineError, e.what());
-    }
-    Tensor fixed = cpuTensor.to(gpu) + gpuTensor;
-    sink.onMessage(lab::MessageKind::Info, "cpu_tensor.to(\"" + gpu.str() + "\") + gpu_tensor works: the result is on " + fixed.device().str());
+namespace {
 
-    nn::Sequential model{std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 1)};
-    model.to(gpu);
-    sink.onMessage(lab::MessageKind::Info, "model.to(\"" + gpu.str() + "\"); model(cpu_tensor):");
-    try {
-      (void)model(cpuTensor);
-    } catch (const DeviceMismatchError& e) {
-      sink.onMessage(lab::MessageKind::EngineError, e.what());
-    }
-    sink.onMessage(lab::MessageKind::Info, "model(cpu_tensor.to(\"" + gpu.str() + "\")) works: output shape " +
-                                               shapeStr(model(cpuTensor.to(gpu)).sizes()));
-  } else {
-    sink.onMessage(lab::MessageKind::Info,
-                   "No usable GPU here (" + cuda::availability().reason + "), so no tensor can live on cuda:0. On a machine "
-                   "with a GPU, cpu_tensor + gpu_tensor raises the error below. It is produced by GPU Lab's own rule, for "
-                   "an emulated second device:");
-    const auto msg = deviceMismatchMessage("add", {{"self", kCPU, false}, {"other", Device(DeviceType::CUDA, 0), false}});
-    sink.onMessage(lab::MessageKind::EngineError, "[emulated cuda:0 -- no GPU on this machine]\n" + msg.value_or(""));
+// The GPU the rule is shown with: "auto" is the first real GPU, else the emulated one.
+Device ruleDevice(const std::string& text) {
+  if (text != "auto") {
+    const Device d = resolveDevice(text);
+    if (!d.isCuda()) throw ValueError("the same-device rule needs a GPU to pair with the CPU; '" + text + "' is not one (try cuda)");
+    return d;
   }
-  // The one exception, real on every machine: a 0-dim CPU tensor (a Python number) may join any op.
+  if (cuda::isAvailable()) return Device(DeviceType::CUDA, 0);
+  if (const std::optional<Device> emulated = cuda::emulatedDevice()) return *emulated;
+  throw ValueError("no usable GPU (" + cuda::availability().reason + ") and the emulated GPU is off (GPULAB_EMULATED_GPU=0): "
+                   "there is no second device to break the rule with");
+}
+
+}  // namespace
+
+void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken&) {
+  const Device gpu = ruleDevice(p.getString("device"));
+  announceDevice(sink, gpu);
+  const bool fixed = p.getBool("fixed"), model = p.getString("case") == "model";
+  sink.view({.id = "operations", .title = "Operations and where their tensors live", .kind = lab::ViewKind::Table,
+             .columns = {{"operation", ""}, {"operands", ""}, {"result", ""}}});
+  std::int64_t errors = 0, completed = 0;
+  // Runs one operation for real: a row saying what happened, and the engine's own error when it raises.
+  auto attempt = [&](const std::string& code, const std::string& operands, auto&& op) {
+    sink.info(">>> " + code);
+    try {
+      const Tensor out = op();
+      ++completed;
+      sink.row("operations", {code, operands, "ok: result on " + out.device().str() + ", shape " + shapeStr(out.sizes())});
+    } catch (const DeviceMismatchError& e) {
+      ++errors;
+      sink.row("operations", {code, operands, std::string("DeviceMismatchError")});
+      sink.engineError(e.what());
+    }
+  };
+
+  Generator gen(0);
+  Tensor cpuTensor = randn({3, 4}, gen);
+  const std::string g = gpu.str();
+  if (!model) {
+    Tensor gpuTensor = randn({3, 4}, gen).to(gpu);
+    if (!fixed) attempt("cpu_tensor + gpu_tensor", "cpu and " + g, [&] { return cpuTensor + gpuTensor; });
+    else attempt("cpu_tensor.to(\"" + g + "\") + gpu_tensor", g + " and " + g, [&] { return cpuTensor.to(gpu) + gpuTensor; });
+  } else {
+    Generator init(1);
+    nn::Sequential net{std::make_shared<nn::Linear>(4, 8, true, init), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 1, true, init)};
+    net.to(gpu);
+    if (!fixed) attempt("model(cpu_tensor)  # model.to(\"" + g + "\")", "input on cpu, parameters on " + g, [&] { return net(cpuTensor); });
+    else attempt("model(cpu_tensor.to(\"" + g + "\"))", "input and parameters on " + g, [&] { return net(cpuTensor.to(gpu)); });
+  }
+  // The one exception, real on every device: a 0-dim CPU tensor (a Python number) may join any op.
   Tensor scalar = scalar_tensor(2.0);
-  sink.onMessage(lab::MessageKind::Info, "A 0-dim CPU tensor is allowed with any device: (x * scalar) gives " +
-                                             (cpuTensor * scalar).toString().substr(0, 40) + "...");
-  lab::RunSummary s;
-  s.device = gpu.str();
-  sink.onDone(s);
+  attempt("gpu_tensor * torch.tensor(2.0)", g + " and a 0-dim cpu tensor", [&] { return randn({3, 4}, gen).to(gpu) * scalar; });
+
+  if (errors > 0) {
+    sink.info("The fix: move the CPU tensor where the other operands are, e.g. " +
+              std::string(model ? "model(x.to(\"" + g + "\"))" : "cpu_tensor.to(\"" + g + "\") + gpu_tensor") +
+              ". Tick 'fixed' and run again.");
+  }
+  sink.measurement("device-mismatch errors", static_cast<double>(errors), "");
+  sink.measurement("operations completed", static_cast<double>(completed), "");
+  sink.record("done", {{"device", g}, {"errors", errors}, {"completed", completed}});
 }
 
 }  // namespace gpulab::labs

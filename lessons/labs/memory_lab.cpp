@@ -14,13 +14,16 @@
 //   torch.cuda.empty_cache(); print(torch.cuda.memory_summary())
 #include "lessons/labs/memory_lab.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
 #include "engine/memory/memory.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -28,18 +31,20 @@ namespace gpulab::labs {
 std::vector<lab::ParamSpec> MemoryLab::params() const {
   using namespace lab;
   return {
-      choiceParam("mode", "oom-sweep", {"oom-sweep", "report"}, "Sweep to an out-of-memory error and recover, or report allocated vs reserved vs driver memory"),
+      choiceParam("mode", "oom-sweep", {"oom-sweep", "report", "fraction"},
+                  "Sweep to an out-of-memory error and recover; report allocated vs reserved vs driver memory through del and "
+                  "empty_cache(); or fill a per-process memory fraction and measure what it caps"),
       choiceParam("dataset", "fashion-mnist", {"regression", "fashion-mnist"}, "Data set the model trains on"),
       textParam("hidden", "256,128,100", "Hidden layer widths when the sweep grows the batch", checkHiddenWidths),
       choiceParam("grow", "batch", {"batch", "width"}, "What the sweep doubles: the batch size or the hidden width"),
-      intParam("start_batch", 64, 1, 1 << 20, "First batch size of the sweep (and the batch when growing the width)"),
+      intParam("start_batch", 64, 1, 1 << 20, "Batch size: the sweep's first (and its batch when growing the width), or the one the report trains with"),
       intParam("start_width", 256, 1, 1 << 16, "First hidden width when growing the width (two hidden layers)"),
       intParam("steps", 2, 1, 1000, "Training steps per attempt"),
       boolParam("accumulate", true, "Recover with gradient accumulation, keeping the effective batch"),
       intParam("cap_mb", 100, 1, 1 << 24, "Memory the sweep may use beyond what is in use when it starts (sets the budget or fraction unless given)"),
       intParam("budget", 0, 0, std::int64_t{1} << 50, "Emulated CPU memory budget in bytes (0: in use + cap_mb)"),
-      floatParam("fraction", 0.0, 0.0, 1.0, "CUDA per-process memory fraction (0: from cap_mb)"),
-      textParam("device", "auto", "auto (GPU if usable), cpu, cuda or cuda:N", checkDeviceString),
+      floatParam("fraction", 0.0, 0.0, 1.0, "Per-process memory fraction of a cuda device (0: from cap_mb)"),
+      deviceParam("device", "The device whose memory the lab fills"),
       intParam("seed", 0, 0, 2147483647, "Seed for data, initialisation and shuffling"),
   };
 }
@@ -48,28 +53,78 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Puts the device's cap back as it was when the lab ends, however it ends.
-class CapGuard {
- public:
-  explicit CapGuard(CachingAllocator& a) : a_(a), limit_(a.limitBytes()), fraction_(a.memoryFraction()) {}
-  ~CapGuard() {
-    a_.setLimitBytes(limit_);
-    a_.setMemoryFraction(fraction_);
+struct Snapshot {
+  std::int64_t allocated = 0, reserved = 0;
+  std::optional<std::int64_t> driverProcess, driverDevice;
+};
+
+Snapshot snapshot(Device device) {
+  Snapshot s{memory_allocated(device), memory_reserved(device), {}, {}};
+  const DriverMemoryInfo driver = driver_memory_info(device);
+  if (driver.available) {
+    s.driverDevice = driver.device_used;
+    s.driverProcess = driver.process_used;
   }
-  CapGuard(const CapGuard&) = delete;
-  CapGuard& operator=(const CapGuard&) = delete;
+  return s;
+}
+
+// Live bytes by category, kept from the allocator's event stream (a free carries its block's
+// category), and sent as the stacked memory view: one sample per allocation or free, so a step's
+// activations rise and fall within it.
+class CategoryTimeline {
+ public:
+  CategoryTimeline(lab::MetricSink& sink, Device device) : sink_(sink), device_(device) {}
+
+  static std::vector<lab::SeriesSpec> series() {
+    std::vector<lab::SeriesSpec> out;
+    for (int c = 1; c < kMemoryCategoryCount; ++c) out.push_back({memoryCategoryName(static_cast<MemoryCategory>(c)), label(c)});
+    out.push_back({memoryCategoryName(MemoryCategory::Other), label(0)});
+    out.push_back({"reserved", "reserved (memory_reserved)", lab::SeriesStyle::Dashed, true});
+    out.push_back({"peak", "the step's peak", lab::SeriesStyle::Points, true});
+    return out;
+  }
+
+  // Applies the events and samples after each; `stepPeak` marks a step's peak at its last sample.
+  void apply(const std::vector<MemoryEvent>& events, std::optional<std::int64_t> stepPeak) {
+    for (const MemoryEvent& e : events) {
+      const int c = static_cast<int>(e.category);
+      if (e.kind == MemoryEventKind::Allocate) live_[c] += e.size;
+      else if (e.kind == MemoryEventKind::Free) live_[c] -= e.size;
+      else continue;
+      sample(e.time_s, e.reserved_bytes);
+    }
+    if (!events.empty() && stepPeak) sink_.point("memory", "peak", {events.back().time_s - origin()}, static_cast<double>(*stepPeak));
+  }
+  double origin() {
+    if (origin_ < 0) origin_ = memoryClockSeconds();
+    return origin_;
+  }
 
  private:
-  CachingAllocator& a_;
-  std::int64_t limit_;
-  double fraction_;
+  static std::string label(int c) {
+    std::string name = memoryCategoryName(static_cast<MemoryCategory>(c));
+    for (char& ch : name) ch = ch == '_' ? ' ' : ch;
+    return name;
+  }
+  void sample(double time, std::int64_t reserved) {
+    const std::vector<double> x{time - origin()};
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+      sink_.point("memory", memoryCategoryName(static_cast<MemoryCategory>(c)), x, static_cast<double>(std::max<std::int64_t>(0, live_[c])));
+    }
+    sink_.point("memory", "reserved", x, static_cast<double>(reserved));
+  }
+  lab::MetricSink& sink_;
+  Device device_;
+  std::int64_t live_[kMemoryCategoryCount] = {};
+  double origin_ = -1;
 };
 
 class Session {
  public:
   Session(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop)
       : p_(p), sink_(sink), stop_(stop), device_(resolveDevice(p.getString("device"))),
-        classification_(p.getString("dataset") == "fashion-mnist"), seed_(static_cast<std::uint64_t>(p.getInt("seed"))) {
+        classification_(p.getString("dataset") == "fashion-mnist"), seed_(static_cast<std::uint64_t>(p.getInt("seed"))),
+        timeline_(sink, device_), explainer_(device_) {
     data_ = classification_ ? data::loadFashionMnist(true) : data::makeRegressionDataset(65536, 16, 0.1, seed_);
   }
 
@@ -77,10 +132,34 @@ class Session {
   std::int64_t steps() const { return steps_; }
   std::int64_t datasetSize() const { return data_->size(); }
 
+  // The views: memory by category over time (with reserved, each step's peak and the cap), and a row
+  // per attempt.
+  void declareViews() {
+    sink_.view({.id = "memory", .title = "Memory on " + device_.str() + " by category", .kind = lab::ViewKind::StackedArea,
+                .x = {{"time", "s"}}, .y = {"memory", "bytes"}, .yFromZero = true, .series = CategoryTimeline::series()});
+    sink_.view({.id = "attempts", .title = "Attempts", .kind = lab::ViewKind::Table,
+                .columns = {{"batch", ""}, {"width", ""}, {"accumulate", ""}, {"effective batch", ""}, {"result", ""}, {"peak allocated", "bytes"}}});
+    timeline_.origin();
+  }
+
   // Trains a fresh model for `steps` optimizer steps; returns the last step's loss. Every tensor it
-  // makes is gone when it returns or throws.
-  double attempt(std::int64_t batch, const std::vector<std::int64_t>& hidden, int accumulate, std::int64_t steps) {
-    MemoryEventRecorder recorder(device_);  // the first step's summary includes the model's parameters
+  // makes is gone when it returns or throws (`del model, optimizer`); `whileAlive`, when given, gets
+  // the memory just before that.
+  double attempt(std::int64_t batch, const std::vector<std::int64_t>& hidden, int accumulate, std::int64_t steps,
+                 Snapshot* whileAlive = nullptr) {
+    MemoryEventRecorder recorder(device_);  // the first step's events include the model's parameters
+    // What a failed step had allocated, and the frees as the attempt's tensors go, are still shown:
+    // the events are drained on the way out, however it ends (a destructor must not throw).
+    struct Drain {
+      Session& s;
+      MemoryEventRecorder& r;
+      ~Drain() {
+        try {
+          s.timeline_.apply(r.drain(), std::nullopt);
+        } catch (...) {  // the sink refused an update: the run already fails for a reason of its own
+        }
+      }
+    } drainOnExit{*this, recorder};
     Generator gen(seed_);
     auto model = makeMlp(*data_, hidden, classification_ ? 10 : 1, gen);
     {
@@ -97,43 +176,56 @@ class Session {
       double lossSum = 0;
       for (int a = 0; a < accumulate && !stop_.stopRequested(); ++a) {  // Stop within a micro-batch
         if (it == loader.end()) it = loader.begin();
-        lossSum += accumulateGradients(*model, classification_, *it, device_, accumulate, false).item();
+        lossSum += accumulateGradients(*model, classification_, *it, device_, {.accumulate = accumulate}).item();
         ++it;
       }
       if (stop_.stopRequested()) break;  // a partly accumulated step is not taken
       optimizer->step();
       optimizer->zero_grad();
       lastLoss = lossSum / accumulate;
-      sink_.onMemory(summarise(recorder.drain()));
+      report(recorder.drain());
+      explainer_.poll();
+      sink_.progress(static_cast<double>(s + 1), static_cast<double>(steps), "batch " + std::to_string(batch) + ", step " + std::to_string(s + 1));
     }
+    if (whileAlive) *whileAlive = snapshot(device_);
     return lastLoss;
   }
 
-  lab::MemorySample summarise(const std::vector<MemoryEvent>& events) const {
-    lab::MemorySample m;
-    m.step = steps_;
-    m.time_s = memoryClockSeconds();
+  // One step's events: the stacked view, and the step's "memory" record for scripts.
+  void report(const std::vector<MemoryEvent>& events) {
     const MemoryStats s = memory_stats(device_);
-    m.allocated_bytes = s.allocated_bytes.current;
-    m.reserved_bytes = s.reserved_bytes.current;
-    m.peak_allocated_bytes = s.allocated_bytes.peak;
+    timeline_.apply(events, s.allocated_bytes.peak);
+    std::int64_t allocs = 0, frees = 0, reserves = 0, releases = 0;
+    std::int64_t byCategory[kMemoryCategoryCount] = {};
     for (const MemoryEvent& e : events) {
       switch (e.kind) {
         case MemoryEventKind::Allocate:
-          ++m.allocs;
-          m.allocated_by_category[static_cast<int>(e.category)] += e.size;
+          ++allocs;
+          byCategory[static_cast<int>(e.category)] += e.size;
           break;
-        case MemoryEventKind::Free: ++m.frees; break;
-        case MemoryEventKind::SegmentReserve: ++m.segments_reserved; break;
-        case MemoryEventKind::SegmentRelease: ++m.segments_released; break;
+        case MemoryEventKind::Free: ++frees; break;
+        case MemoryEventKind::SegmentReserve: ++reserves; break;
+        case MemoryEventKind::SegmentRelease: ++releases; break;
         default: break;
       }
     }
-    return m;
+    std::vector<std::pair<std::string, lab::Value>> fields{
+        {"step", steps_}, {"allocated_bytes", s.allocated_bytes.current}, {"reserved_bytes", s.reserved_bytes.current},
+        {"peak_allocated_bytes", s.allocated_bytes.peak}, {"allocs", allocs}, {"frees", frees},
+        {"segments_reserved", reserves}, {"segments_released", releases}};
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+      if (byCategory[c]) fields.emplace_back(std::string("allocated_by_category.") + memoryCategoryName(static_cast<MemoryCategory>(c)), byCategory[c]);
+    }
+    sink_.record("memory", fields);
+  }
+
+  void attemptRow(std::int64_t batch, std::int64_t width, int accumulate, const std::string& result) {
+    sink_.row("attempts", {batch, width, std::int64_t{accumulate}, batch * accumulate, result, max_memory_allocated(device_)});
   }
 
   void oomSweep();
   void report();
+  void fraction();
 
  private:
   void setCap(CachingAllocator& memory);
@@ -146,26 +238,30 @@ class Session {
   std::uint64_t seed_;
   std::shared_ptr<data::TensorDataset> data_;
   std::int64_t steps_ = 0;
+  CategoryTimeline timeline_;
+  OomExplainer explainer_;
 };
 
 void Session::setCap(CachingAllocator& memory) {
   const std::int64_t inUse = memory.stats().reserved_bytes.current;
   const std::int64_t cap = p_.getInt("cap_mb") << 20;
+  std::int64_t limit = 0;
   if (device_.isCpu()) {
-    const std::int64_t budget = p_.getInt("budget") > 0 ? p_.getInt("budget") : inUse + cap;
-    memory.setLimitBytes(budget);
-    sink_.onMessage(lab::MessageKind::Info, "Emulated CPU memory budget: " + formatBytes(budget) + " (" + formatBytes(inUse) +
-                                                " already in use, the training set included). A GPU's limit is its memory; "
-                                                "on the CPU GPU Lab emulates one so the lesson runs anywhere.");
+    limit = p_.getInt("budget") > 0 ? p_.getInt("budget") : inUse + cap;
+    memory.setLimitBytes(limit);
+    sink_.info("Emulated CPU memory budget: " + formatBytes(limit) + " (" + formatBytes(inUse) +
+               " already in use, the training set included). A GPU's limit is its memory; on the CPU GPU Lab emulates one "
+               "so the lesson runs anywhere.");
   } else {
     const std::int64_t total = memory.capacity().total;
     const double fraction = p_.getFloat("fraction") > 0 ? p_.getFloat("fraction")
                                                         : std::min(1.0, static_cast<double>(inUse + cap) / static_cast<double>(total));
     memory.setMemoryFraction(fraction);
-    sink_.onMessage(lab::MessageKind::Info, "set_per_process_memory_fraction(" + formatNumber(fraction) + "): at most " +
-                                                formatBytes(static_cast<std::int64_t>(fraction * static_cast<double>(total))) +
-                                                " of " + device_.str() + "'s " + formatBytes(total));
+    limit = static_cast<std::int64_t>(fraction * static_cast<double>(total));
+    sink_.info("set_per_process_memory_fraction(" + formatNumber(fraction) + "): at most " + formatBytes(limit) + " of " +
+               device_.str() + "'s " + formatBytes(total));
   }
+  sink_.level("memory", "the cap", static_cast<double>(limit));
 }
 
 void Session::oomSweep() {
@@ -176,30 +272,40 @@ void Session::oomSweep() {
   std::int64_t batch = p_.getInt("start_batch"), width = p_.getInt("start_width");
   const std::vector<std::int64_t> hidden = parseWidths(p_.getString("hidden"));
   auto hiddenFor = [&](std::int64_t w) { return growWidth ? std::vector<std::int64_t>{w, w} : hidden; };
+  const std::int64_t shownWidth = growWidth ? width : 0;
 
   // 1. Double until it does not fit.
-  std::optional<lab::OutOfMemoryReport> oom;
+  bool oom = false;
+  std::int64_t largestFit = 0;
   while (!stop_.stopRequested()) {
     if (batch > datasetSize() || width > (1 << 16)) {
-      sink_.onMessage(lab::MessageKind::Warning, "No out-of-memory error up to batch " + std::to_string(std::min(batch, datasetSize())) +
-                                                     (growWidth ? ", width " + std::to_string(width) : std::string()) +
-                                                     ": lower cap_mb (or the budget/fraction) to reach the limit.");
+      sink_.warning("No out-of-memory error up to batch " + std::to_string(std::min(batch, datasetSize())) +
+                    (growWidth ? ", width " + std::to_string(width) : std::string()) + ": lower cap_mb (or the budget/fraction) to reach the limit.");
       return;
     }
     const std::int64_t baseline = memory_allocated(device_);
     try {
       attempt(batch, hiddenFor(width), 1, p_.getInt("steps"));
-      sink_.onMessage(lab::MessageKind::Info, "batch " + std::to_string(batch) + (growWidth ? ", width " + std::to_string(width) : std::string()) +
-                                                  ": fits, peak " + formatBytes(max_memory_allocated(device_)) + " allocated");
+      attemptRow(batch, growWidth ? width : shownWidth, 1, "fits");
+      largestFit = growWidth ? width : batch;
     } catch (const OutOfMemoryError& e) {
       // The failed attempt's tensors were freed while the exception unwound the stack.
-      oom = lab::OutOfMemoryReport{batch, growWidth ? width : 0, 1, e.what(), memory_allocated(device_), baseline};
-      sink_.onOutOfMemory(*oom);
+      oom = true;
+      attemptRow(batch, growWidth ? width : shownWidth, 1, "out of memory");
+      sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "OOM at " + std::string(growWidth ? "width " : "batch ") +
+                                                                            std::to_string(growWidth ? width : batch), lab::MarkerKind::OutOfMemory);
+      sink_.engineError(e.what());
+      explainer_.explain(sink_);
+      sink_.record("oom", {{"batch_size", batch}, {"width", growWidth ? width : std::int64_t{0}}, {"accumulate", std::int64_t{1}},
+                           {"message", std::string(e.what())}, {"allocated_after_bytes", memory_allocated(device_)}, {"baseline_bytes", baseline}});
+      sink_.info("Allocated after the failed step: " + formatBytes(memory_allocated(device_)) + " (before it: " + formatBytes(baseline) +
+                 "): the failed step's tensors are gone, so the program can carry on.");
       break;
     }
     (growWidth ? width : batch) *= 2;
   }
   if (!oom) return;
+  if (largestFit > 0) sink_.measurement(growWidth ? "largest width that fits" : "largest batch that fits", static_cast<double>(largestFit), "");
 
   // 2. Recover: halve what grew; keep the effective batch with gradient accumulation.
   int accumulate = 1;
@@ -210,45 +316,149 @@ void Session::oomSweep() {
       if (p_.getBool("accumulate")) accumulate *= 2;
     }
     if (batch < 1 || width < 1) {
-      sink_.onMessage(lab::MessageKind::Warning, "Even the smallest attempt does not fit: raise the cap.");
+      sink_.warning("Even the smallest attempt does not fit: raise the cap.");
       return;
     }
     try {
       const double loss = attempt(batch, hiddenFor(width), accumulate, p_.getInt("steps"));
-      sink_.onRecovered({batch, growWidth ? width : 0, accumulate, batch * accumulate, loss});
+      attemptRow(batch, growWidth ? width : shownWidth, accumulate, "recovered");
+      sink_.info("Recovered: batch " + std::to_string(batch) + " x " + std::to_string(accumulate) + " accumulation step(s) = effective batch " +
+                 std::to_string(batch * accumulate) + (growWidth ? ", width " + std::to_string(width) : std::string()) +
+                 ", loss " + formatFixed(loss, 4));
+      sink_.record("recovered", {{"batch_size", batch}, {"width", growWidth ? width : std::int64_t{0}}, {"accumulate", std::int64_t{accumulate}},
+                                 {"effective_batch", batch * accumulate}, {"loss", loss}});
+      sink_.measurement("effective batch after recovery", static_cast<double>(batch * accumulate), "");
       return;
     } catch (const OutOfMemoryError& e) {
-      sink_.onOutOfMemory({batch, growWidth ? width : 0, accumulate, e.what(), memory_allocated(device_), memory_allocated(device_)});
+      attemptRow(batch, growWidth ? width : shownWidth, accumulate, "out of memory");
+      sink_.engineError(e.what());
+      sink_.record("oom", {{"batch_size", batch}, {"width", growWidth ? width : std::int64_t{0}}, {"accumulate", std::int64_t{accumulate}},
+                           {"message", std::string(e.what())}, {"allocated_after_bytes", memory_allocated(device_)},
+                           {"baseline_bytes", memory_allocated(device_)}});
     }
   }
 }
 
-lab::MemoryReport::Snapshot snapshot(Device device) {
-  lab::MemoryReport::Snapshot s;
-  s.allocated_bytes = memory_allocated(device);
-  s.reserved_bytes = memory_reserved(device);
-  const DriverMemoryInfo driver = driver_memory_info(device);
-  if (driver.available) {
-    s.driver_device_bytes = driver.device_used;
-    s.driver_process_bytes = driver.process_used;
+void Session::report() {
+  // 1. Train for a few steps (the stacked view shows where the memory goes), then `del model,
+  //    optimizer`: their tensors return to the cache -- allocated falls, reserved does not.
+  const std::int64_t batch = std::min<std::int64_t>(p_.getInt("start_batch"), datasetSize());
+  Snapshot trained;
+  attempt(batch, parseWidths(p_.getString("hidden")), 1, p_.getInt("steps"), &trained);
+  const Snapshot deleted = snapshot(device_);
+  sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "del model, optimizer", lab::MarkerKind::Event);
+  // 2. empty_cache(): the cache's unused segments go back to the driver -- reserved falls.
+  const std::int64_t released = empty_cache(device_);
+  sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "empty_cache()", lab::MarkerKind::EmptyCache);
+  const Snapshot after = snapshot(device_);
+  const DriverMemoryInfo driver = driver_memory_info(device_);
+  std::string note;
+  if (!driver.available) note = driver.reason;
+  else if (!driver.process_used) note = "this process's own use is not available: " + driver.process_reason;
+
+  std::vector<lab::SeriesSpec> series{{"allocated", "allocated"}, {"reserved", "reserved"}};
+  if (trained.driverProcess) series.push_back({"driver_process", "this process (nvidia-smi)"});
+  if (trained.driverDevice) series.push_back({"driver_device", "whole GPU (nvidia-smi)"});
+  sink_.view({.id = "report", .title = "del, then empty_cache()", .kind = lab::ViewKind::Bars, .y = {"memory", "bytes"},
+              .yFromZero = true, .series = series, .note = note.empty() ? std::string() : "No driver view: " + note});
+  const std::pair<const char*, const Snapshot*> moments[] = {
+      {"after training", &trained}, {"after del model, optimizer", &deleted}, {"after empty_cache()", &after}};
+  for (const auto& [name, snap] : moments) {
+    sink_.bar("report", "allocated", name, static_cast<double>(snap->allocated));
+    sink_.bar("report", "reserved", name, static_cast<double>(snap->reserved));
+    if (trained.driverProcess && snap->driverProcess) sink_.bar("report", "driver_process", name, static_cast<double>(*snap->driverProcess));
+    if (trained.driverDevice && snap->driverDevice) sink_.bar("report", "driver_device", name, static_cast<double>(*snap->driverDevice));
   }
-  return s;
+  sink_.measurement("freed by del (allocated)", static_cast<double>(trained.allocated - deleted.allocated), "bytes");
+  sink_.measurement("reserved after del", static_cast<double>(deleted.reserved), "bytes");
+  sink_.measurement("released by empty_cache()", static_cast<double>(released), "bytes");
+  sink_.measurement("reserved after empty_cache()", static_cast<double>(after.reserved), "bytes");
+  if (deleted.driverProcess) sink_.measurement("process memory (nvidia-smi) after del", static_cast<double>(*deleted.driverProcess), "bytes");
+  if (after.driverProcess) {
+    sink_.measurement("process memory (nvidia-smi) after empty_cache()", static_cast<double>(*after.driverProcess), "bytes");
+    // What nvidia-smi counts beyond the allocator: the CUDA context and the libraries' workspaces.
+    sink_.measurement("nvidia-smi minus reserved after empty_cache()", static_cast<double>(*after.driverProcess - after.reserved), "bytes");
+  }
+
+  auto snapFields = [](const std::string& prefix, const Snapshot& s, std::vector<std::pair<std::string, lab::Value>>& out) {
+    out.emplace_back(prefix + ".allocated_bytes", s.allocated);
+    out.emplace_back(prefix + ".reserved_bytes", s.reserved);
+    if (s.driverProcess) out.emplace_back(prefix + ".driver_process_bytes", *s.driverProcess);
+    if (s.driverDevice) out.emplace_back(prefix + ".driver_device_bytes", *s.driverDevice);
+  };
+  std::vector<std::pair<std::string, lab::Value>> fields{{"device", device_.str()}, {"released_bytes", released}};
+  snapFields("trained", trained, fields);
+  snapFields("before", deleted, fields);  // before empty_cache(): what scripts have always read
+  snapFields("after", after, fields);
+  if (!note.empty()) fields.emplace_back("driver_note", note);
+  sink_.record("report", fields);
+  sink_.info("del model, optimizer: allocated " + formatBytes(trained.allocated) + " -> " + formatBytes(deleted.allocated) +
+             ", reserved stays " + formatBytes(deleted.reserved) + " (the cache keeps the blocks for reuse). empty_cache() returned " +
+             formatBytes(released) + " to the system: reserved is now " + formatBytes(after.reserved) + "." +
+             (note.empty() ? "" : " Driver view: " + note));
+  sink_.info(memory_summary(device_));
 }
 
-void Session::report() {
-  // Train briefly so the cache holds blocks, then let every tensor go.
-  const std::int64_t batch = std::min<std::int64_t>(p_.getInt("start_batch") * 16, datasetSize());
-  attempt(batch, parseWidths(p_.getString("hidden")), 1, p_.getInt("steps"));
-  lab::MemoryReport r;
-  r.device = device_.str();
-  r.before = snapshot(device_);
-  r.released_bytes = empty_cache(device_);
-  r.after = snapshot(device_);
-  const DriverMemoryInfo driver = driver_memory_info(device_);
-  if (!driver.available) r.driver_note = driver.reason;
-  else if (!driver.process_used) r.driver_note = "this process's own use is not available: " + driver.process_reason;
-  sink_.onMemoryReport(r);
-  sink_.onMessage(lab::MessageKind::Info, memory_summary(device_));
+// torch.cuda.set_per_process_memory_fraction(f): fill the cap with 8 MiB tensors until the allocator
+// refuses, and read the driver's free memory before and after setting it -- the cap limits this
+// process's allocator; it reserves nothing and leaves the device (and other processes) as they were.
+void Session::fraction() {
+  CachingAllocator& memory = allocatorFor(device_);
+  CapGuard restore(memory);
+  const std::int64_t total = mem_get_info(device_).second;
+  const double f = p_.getFloat("fraction") > 0 ? p_.getFloat("fraction") : std::min(1.0, static_cast<double>(p_.getInt("cap_mb") << 20) / static_cast<double>(total));
+  const std::int64_t cap = static_cast<std::int64_t>(f * static_cast<double>(total));
+  const std::int64_t freeBefore = mem_get_info(device_).first;
+  set_per_process_memory_fraction(f, device_);
+  const std::int64_t freeAfter = mem_get_info(device_).first;
+  sink_.info("set_per_process_memory_fraction(" + formatGeneral(f, 6) + ", \"" + device_.str() + "\"): this process's allocator may hold at most " +
+             formatBytes(cap) + " of " + formatBytes(total) + ".");
+  sink_.level("memory", "the cap", static_cast<double>(cap));
+
+  // Fill it: 8 MiB at a time, as a workspace would, until the allocator refuses.
+  constexpr std::int64_t kChunk = 8 << 20;
+  std::vector<Tensor> held;
+  std::int64_t allocatedAtOom = -1, reservedAtOom = -1;
+  {
+    MemoryEventRecorder recorder(device_);
+    MemoryCategoryScope tag(MemoryCategory::Workspace);
+    while (!stop_.stopRequested() && allocatedAtOom < 0) {
+      try {
+        held.push_back(Tensor::empty({kChunk / 4}, kFloat32, device_));
+      } catch (const OutOfMemoryError& e) {
+        allocatedAtOom = memory_allocated(device_);
+        reservedAtOom = memory_reserved(device_);
+        sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "OOM at the cap", lab::MarkerKind::OutOfMemory);
+        sink_.engineError(e.what());
+      }
+      timeline_.apply(recorder.drain(), std::nullopt);
+      sink_.progress(static_cast<double>(memory_allocated(device_)), static_cast<double>(cap), "filling the cap");
+    }
+    const std::optional<std::int64_t> driverAtCap = driver_memory_info(device_).process_used;
+    held.clear();
+    timeline_.apply(recorder.drain(), std::nullopt);
+    if (allocatedAtOom < 0) return;  // stopped
+
+    sink_.view({.id = "fraction", .title = "What the fraction caps", .kind = lab::ViewKind::Bars, .y = {"memory", "bytes"}, .yFromZero = true,
+                .series = {{"bytes", "bytes"}},
+                .note = device_.isCuda() && !cuda::isEmulated(device_)
+                            ? std::string()
+                            : "Free memory here is what " + device_.str() + "'s budget leaves; on a GPU it is the driver's number (cudaMemGetInfo), which no fraction changes."});
+    sink_.bar("fraction", "bytes", "the cap", static_cast<double>(cap));
+    sink_.bar("fraction", "bytes", "allocated when refused", static_cast<double>(allocatedAtOom));
+    sink_.bar("fraction", "bytes", "reserved when refused", static_cast<double>(reservedAtOom));
+    sink_.bar("fraction", "bytes", "free before the fraction", static_cast<double>(freeBefore));
+    sink_.bar("fraction", "bytes", "free after the fraction", static_cast<double>(freeAfter));
+    if (driverAtCap) sink_.bar("fraction", "bytes", "this process (nvidia-smi) at the cap", static_cast<double>(*driverAtCap));
+    sink_.measurement("the cap", static_cast<double>(cap), "bytes");
+    sink_.measurement("allocated when the allocator refused", static_cast<double>(allocatedAtOom), "bytes");
+    sink_.measurement("reserved when the allocator refused", static_cast<double>(reservedAtOom), "bytes");
+    sink_.measurement("free memory before the fraction", static_cast<double>(freeBefore), "bytes");
+    sink_.measurement("free memory after the fraction", static_cast<double>(freeAfter), "bytes");
+    if (driverAtCap) sink_.measurement("this process as nvidia-smi sees it, at the cap", static_cast<double>(*driverAtCap), "bytes");
+    sink_.record("fraction", {{"fraction", f}, {"cap_bytes", cap}, {"allocated_at_oom_bytes", allocatedAtOom}, {"reserved_at_oom_bytes", reservedAtOom},
+                              {"free_before_bytes", freeBefore}, {"free_after_bytes", freeAfter}});
+  }
 }
 
 }  // namespace
@@ -256,20 +466,18 @@ void Session::report() {
 void MemoryLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const auto start = Clock::now();
   Session session(p, sink, stop);
-  sink.onMessage(lab::MessageKind::Info, "Memory lab on " + session.device().str());
+  announceDevice(sink, session.device());
+  session.declareViews();
   reset_peak_memory_stats(session.device());
   if (p.getString("mode") == "report") session.report();
+  else if (p.getString("mode") == "fraction") session.fraction();
   else session.oomSweep();
   setMemoryStep(0);
-  lab::RunSummary summary;
-  summary.device = session.device().str();
-  summary.steps = session.steps();
-  summary.stopped = stop.stopRequested();
-  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const MemoryStats ms = memory_stats(session.device());
-  summary.peak_allocated_bytes = ms.allocated_bytes.peak;
-  summary.peak_reserved_bytes = ms.reserved_bytes.peak;
-  sink.onDone(summary);
+  sink.measurement("peak allocated", static_cast<double>(ms.allocated_bytes.peak), "bytes");
+  sink.record("done", {{"device", session.device().str()}, {"steps", session.steps()}, {"stopped", stop.stopRequested()},
+                       {"seconds", std::chrono::duration<double>(Clock::now() - start).count()},
+                       {"peak_allocated_bytes", ms.allocated_bytes.peak}, {"peak_reserved_bytes", ms.reserved_bytes.peak}});
 }
 
 }  // namespace gpulab::labs

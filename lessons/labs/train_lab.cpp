@@ -11,24 +11,31 @@
 //           optimizer.zero_grad(); loss.backward(); optimizer.step()
 //       model.eval()
 //       with torch.no_grad(): ...evaluate...
+//
+// Five switches undo one good habit each, so that the learner meets the real failure: move_model and
+// move_batch (the device-mismatch error from the engine's own check), zero_grad (gradients pile up),
+// eval_no_grad (evaluation records a graph: higher peak, measured) and detach_loss (the running loss
+// keeps every step's graph alive: memory measured).
 #include "lessons/labs/train_lab.h"
 
 #include "lessons/labs/training.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <sstream>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/memory/memory.h"
 #include "engine/core/errors.h"
+#include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab::labs {
-
 
 std::vector<lab::ParamSpec> TrainLab::params() const {
   using namespace lab;
@@ -43,13 +50,19 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       intParam("batch_size", 64, 1, 65536, "Examples per forward/backward pass (a micro-batch when accumulating)"),
       intParam("accumulate", 1, 1, 1024, "Micro-batches whose gradients add up before each optimizer step"),
       intParam("epochs", 3, 1, 1000, "Passes over the training set"),
-      textParam("device", "auto", "auto (GPU if usable), cpu, cuda or cuda:N", checkDeviceString),
+      deviceParam("device", "The device to train on"),
       intParam("seed", 0, 0, 2147483647, "Seed for data, initialisation and shuffling"),
       intParam("workers", 0, 0, 16, "DataLoader worker threads that prefetch batches"),
       boolParam("pin_memory", false, "Page-locked batch buffers and asynchronous copies to the GPU"),
       intParam("samples", 1024, 16, 10000000, "Training examples of the regression task"),
       intParam("train_subset", 0, 0, 100000000, "Use only the first N training examples (0: all)"),
       intParam("log_every", 10, 1, 100000, "Report a step metric every N steps (and at each epoch end)"),
+      intParam("memory_cap_mb", 0, 0, 1 << 24, "Cap this run's memory on the device at N MiB, with set_per_process_memory_fraction(N MiB / capacity) (0: no cap)"),
+      boolParam("move_model", true, "model.to(device) once, before training (uncheck to make the mistake: the model stays on the CPU)"),
+      boolParam("move_batch", true, "x.to(device), y.to(device) for every batch (uncheck: the batch stays on the CPU)"),
+      boolParam("zero_grad", true, "optimizer.zero_grad() after every step (uncheck: gradients pile up from step to step)"),
+      boolParam("eval_no_grad", true, "Evaluate under torch.no_grad() (uncheck: evaluation records a graph it never uses)"),
+      boolParam("detach_loss", true, "Add up the loss detached from its graph, as loss.item() does (uncheck: add the loss tensor itself)"),
   };
 }
 
@@ -63,17 +76,36 @@ std::shared_ptr<data::TensorDataset> firstN(const std::shared_ptr<data::TensorDa
   return std::make_shared<data::TensorDataset>(ds->inputs().slice(0, 0, n), ds->targets().slice(0, 0, n));
 }
 
+// What most likely made the loss diverge, from the settings of the run.
+std::string likelyDivergenceCause(const lab::Params& p) {
+  const double lr = p.getFloat("lr");
+  const bool sgd = p.getString("optimizer") == "sgd";
+  if (!p.getBool("zero_grad")) {
+    return "optimizer.zero_grad() is never called, so every step adds this step's gradients to all the earlier ones and the "
+           "steps grow until they overshoot. Call zero_grad() after each optimizer step.";
+  }
+  if ((sgd && lr > 0.5) || (!sgd && lr > 0.05)) {
+    return "the learning rate lr=" + formatNumber(lr) + " is far too high for " + p.getString("optimizer") +
+           ": each step overshoots the minimum by more than the last. Try lr=" + formatNumber(sgd ? 0.01 : 0.001) + ".";
+  }
+  return "a learning rate too high for this model and data (try one ten times lower), or inputs with a very large range.";
+}
+
+// The three x axes of the lab's plots: a point at (step, samples seen, seconds). Samples seen and
+// seconds let runs with different batch sizes be compared fairly.
+std::vector<lab::Axis> trainingAxes() { return {{"step", ""}, {"samples seen", ""}, {"time", "s"}}; }
+
 }  // namespace
 
 void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   // 1. The device: the GPU when one is usable, else the CPU -- and say which, and why.
   const Device device = resolveDevice(p.getString("device"));
-  const auto cudaInfo = cuda::availability();
-  if (device.isCuda()) {
-    sink.onMessage(lab::MessageKind::Info, "Training on " + device.str() + " (" +
-                                               cudaInfo.devices[static_cast<std::size_t>(device.index())].name + ")");
-  } else {
-    sink.onMessage(lab::MessageKind::Info, "Training on cpu" + (cudaInfo.usable ? std::string() : " (no usable GPU: " + cudaInfo.reason + ")"));
+  announceDevice(sink, device);
+  const bool moveModel = p.getBool("move_model"), moveBatch = p.getBool("move_batch");
+  if ((!moveModel || !moveBatch) && device.isCpu()) {
+    sink.warning("A switch leaves the " + std::string(!moveModel ? "model" : "batch") +
+                 " on the CPU, but the device is the CPU: everything is on one device and nothing fails. Choose a cuda "
+                 "device (the emulated GPU too) to meet the error.");
   }
   const auto seed = static_cast<std::uint64_t>(p.getInt("seed"));
   Generator gen(seed);
@@ -95,140 +127,225 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
                      (trainSet->size() == 0 ? "train on" : "evaluate"));
   }
   const bool pin = p.getBool("pin_memory");
-  if (pin && !cuda::isAvailable()) sink.onMessage(lab::MessageKind::Warning, "pin_memory is set but no GPU is usable: batches stay in pageable memory");
+  if (pin && !cuda::isAvailable()) sink.warning("pin_memory is set but no GPU is usable: batches stay in pageable memory");
   data::DataLoader trainLoader(trainSet, {.batch_size = p.getInt("batch_size"), .shuffle = true, .drop_last = false,
                                           .num_workers = static_cast<int>(p.getInt("workers")), .pin_memory = pin, .seed = seed});
   data::DataLoader testLoader(testSet, {.batch_size = 1024, .num_workers = 0, .pin_memory = pin});
 
   // 3. The model, moved to the device once.
   auto model = makeMlp(*trainSet, parseWidths(p.getString("hidden")), classification ? 10 : 1, gen);
-  {
+  if (moveModel) {
     MemoryCategoryScope tag(MemoryCategory::Parameter);
     model->to(device);
   }
-  sink.onMessage(lab::MessageKind::Info, model->repr() + "\n" + std::to_string(model->parameter_count()) + " parameters");
+  sink.info(model->repr() + "\n" + std::to_string(model->parameter_count()) + " parameters");
 
   // 4. The optimizer.
   auto optimizer = makeOptimizer(p.getString("optimizer"), model->parameters(), p.getFloat("lr"), p.getFloat("momentum"),
                                  p.getFloat("weight_decay"));
   const int accumulate = static_cast<int>(p.getInt("accumulate"));
+  const MicroBatch how{.accumulate = accumulate, .nonBlocking = pin, .moveBatch = moveBatch};
 
+  // 5. What the run shows: loss, memory and throughput against step / samples seen / time, and a
+  //    row per epoch.
+  sink.view({.id = "loss", .title = "Loss", .kind = lab::ViewKind::Line, .x = trainingAxes(), .y = {"loss", ""},
+             .series = {{"train", "train loss"}, {"eval", "eval loss", lab::SeriesStyle::Points}}});
+  const bool withDriver = declareMemoryView(sink, "memory", device, trainingAxes());
+  sink.view({.id = "throughput", .title = "Throughput", .kind = lab::ViewKind::Line, .x = trainingAxes(),
+             .y = {"throughput", "samples/s"}, .yFromZero = true, .series = {{"throughput", "training samples per second"}}});
+  std::vector<lab::Axis> columns{{"epoch", ""}, {"train loss", ""}, {"eval loss", ""}};
+  if (classification) columns.push_back({"test accuracy", ""});
+  columns.push_back({"time", "s"});
+  sink.view({.id = "epochs", .title = "Epochs", .kind = lab::ViewKind::Table, .columns = columns});
+
+  // 5a. A cap on the device's memory, as torch.cuda.set_per_process_memory_fraction(f) sets it (the
+  //     lesson gives it in MiB, so that it means the same on every device); put back when the run ends.
+  CapGuard restoreCap(allocatorFor(device));
+  std::optional<OomExplainer> explainer;  // only when a cap makes an OOM part of the lesson
+  if (const std::int64_t capMb = p.getInt("memory_cap_mb"); capMb > 0) {
+    explainer.emplace(device);
+    const std::int64_t total = mem_get_info(device).second;
+    const double fraction = std::min(1.0, static_cast<double>(capMb << 20) / static_cast<double>(total));
+    set_per_process_memory_fraction(fraction, device);
+    sink.info("set_per_process_memory_fraction(" + formatGeneral(fraction, 6) + ", \"" + device.str() + "\"): at most " +
+              formatBytes(static_cast<std::int64_t>(fraction * static_cast<double>(total))) + " of " + formatBytes(total));
+    sink.level("memory", "memory cap", fraction * static_cast<double>(total));
+  }
   reset_peak_memory_stats(device);
-  sink.onMeasurement({"device capacity", static_cast<double>(mem_get_info(device).second), "bytes"});
-  lab::RunSummary summary;
-  summary.device = device.str();
   const std::int64_t logEvery = p.getInt("log_every");
   const int epochs = static_cast<int>(p.getInt("epochs"));
+  const std::int64_t batchesPerEpoch = trainLoader.size();
+  // Optimizer steps per epoch: the last group may hold fewer than `accumulate` micro-batches.
+  const std::int64_t stepsPerEpoch = (batchesPerEpoch + accumulate - 1) / accumulate;
   double trainSeconds = 0;
+  std::int64_t steps = 0, samplesSeen = 0;
+  bool stopped = false, diverged = false;
+  std::optional<double> trainLoss, evalLoss, testAccuracy;
+  double evalHeldBytes = 0, evalPeakBytes = 0;
+  std::int64_t trainPeak = 0, runPeak = 0;  // bytes allocated at most: while training; in the whole run
+  int epochsDone = 0;
+  std::optional<std::string> shownError;  // the device-mismatch error a switch provoked, or out of memory
 
-  for (int epoch = 1; epoch <= epochs && !stop.stopRequested(); ++epoch) {
-    // 5. Train. Losses are summed on the device and read back only when reported, because .item()
-    //    waits for the GPU.
-    model->train();
-    const auto epochStart = Clock::now();
-    auto windowStart = epochStart;
-    Tensor windowLoss = zeros({}, {.device = device}), epochLoss = zeros({}, {.device = device});
-    std::int64_t windowSteps = 0, windowSamples = 0, epochSteps = 0;
-    std::int64_t stepInEpoch = 0, microBatches = 0, groupSamples = 0;
-    // Optimizer steps per epoch: the last group may hold fewer than `accumulate` micro-batches.
-    const std::int64_t batchesPerEpoch = trainLoader.size();
-    const std::int64_t stepsPerEpoch = (batchesPerEpoch + accumulate - 1) / accumulate;
-    Tensor groupLoss = zeros({}, {.device = device});
-    for (const data::Batch& batch : trainLoader) {
-      if (stop.stopRequested()) {
-        summary.stopped = true;
-        break;
-      }
-      // 5a. One micro-batch: forward and backward; gradients add up over `accumulate` of them.
-      setMemoryStep(summary.steps + 1);
-      Tensor loss = accumulateGradients(*model, classification, batch, device, accumulate, pin);
-      ++microBatches;
-      groupSamples += batch.inputs.size(0);
-      {
-        NoGradGuard noGrad;
-        groupLoss = groupLoss + loss;
-      }
-      const std::int64_t inGroup = (microBatches - 1) % accumulate + 1;
-      if (inGroup < accumulate && microBatches < batchesPerEpoch) continue;
+  try {
+    for (int epoch = 1; epoch <= epochs && !stop.stopRequested() && !diverged; ++epoch) {
+      // 6. Train. Losses are summed on the device and read back only when reported, because .item()
+      //    waits for the GPU.
+      model->train();
+      const auto epochStart = Clock::now();
+      auto windowStart = epochStart;
+      Tensor windowLoss = zeros({}, {.device = device}), epochLoss = zeros({}, {.device = device});
+      std::int64_t windowSteps = 0, windowSamples = 0, epochSteps = 0;
+      std::int64_t stepInEpoch = 0, microBatches = 0, groupSamples = 0;
+      Tensor groupLoss = zeros({}, {.device = device});
+      // The running sums: detached, or (the mistake) with every step's graph attached.
+      auto addLoss = [&](Tensor& sum, const Tensor& loss, double scale) {
+        std::optional<NoGradGuard> noGrad;
+        if (p.getBool("detach_loss")) noGrad.emplace();
+        sum = sum + (p.getBool("detach_loss") ? loss.detach() : loss) * scale;
+      };
+      for (const data::Batch& batch : trainLoader) {
+        if (stop.stopRequested()) {
+          stopped = true;
+          break;
+        }
+        // 6a. One micro-batch: forward and backward; gradients add up over `accumulate` of them.
+        setMemoryStep(steps + 1);
+        Tensor loss = accumulateGradients(*model, classification, batch, device, how);
+        ++microBatches;
+        groupSamples += batch.inputs.size(0);
+        addLoss(groupLoss, loss, 1.0);
+        const std::int64_t inGroup = (microBatches - 1) % accumulate + 1;
+        if (inGroup < accumulate && microBatches < batchesPerEpoch) continue;
 
-      // 5b. The optimizer step, then the gradients are freed for the next group.
-      optimizer->step();
-      optimizer->zero_grad();
-      {
-        NoGradGuard noGrad;
-        windowLoss = windowLoss + groupLoss * (1.0 / static_cast<double>(inGroup));
+        // 6b. The optimizer step, then the gradients are freed for the next group.
+        optimizer->step();
+        if (p.getBool("zero_grad")) optimizer->zero_grad();
+        addLoss(windowLoss, groupLoss, 1.0 / static_cast<double>(inGroup));
         groupLoss = zeros({}, {.device = device});
-      }
-      ++windowSteps;
-      ++epochSteps;
-      ++stepInEpoch;
-      ++summary.steps;
-      windowSamples += groupSamples;
-      groupSamples = 0;
-      if (summary.steps % logEvery == 0 || stepInEpoch == stepsPerEpoch) {
-        const double windowSum = windowLoss.item();  // synchronises with the device
+        ++windowSteps;
+        ++epochSteps;
+        ++stepInEpoch;
+        ++steps;
+        windowSamples += groupSamples;
+        samplesSeen += groupSamples;
+        groupSamples = 0;
+        if (steps % logEvery != 0 && stepInEpoch != stepsPerEpoch) continue;
+
+        // 6c. Report: one .item() per report, not per step.
+        const double mean = windowLoss.item() / static_cast<double>(windowSteps);  // synchronises with the device
         const double window = secondsSince(windowStart);
+        const double elapsed = trainSeconds + secondsSince(epochStart);
+        const std::vector<double> x{static_cast<double>(steps), static_cast<double>(samplesSeen), elapsed};
+        if (!std::isfinite(mean)) {  // 6d. A diverged run stops here, and says why.
+          diverged = true;
+          sink.marker("loss", x, "loss is " + formatNumber(mean));
+          sink.warning("The loss became " + formatNumber(mean) + " at step " + std::to_string(steps) + " (epoch " +
+                       std::to_string(epoch) + "): the run diverged, so it stopped. Likely cause: " + likelyDivergenceCause(p));
+          sink.record("diverged", {{"step", steps}, {"epoch", std::int64_t{epoch}}});
+          break;
+        }
+        const double throughput = window > 0 ? static_cast<double>(windowSamples) / window : 0.0;
         const MemoryStats ms = memory_stats(device);
-        lab::StepMetrics m{epoch, summary.steps, windowSum / static_cast<double>(windowSteps),
-                           window > 0 ? static_cast<double>(windowSamples) / window : 0.0, ms.allocated_bytes.current,
-                           ms.reserved_bytes.current, trainSeconds + secondsSince(epochStart), std::nullopt};
-        if (device.isCuda()) m.driver_used_bytes = driver_memory_info(device).process_used;
-        sink.onStep(m);
-        NoGradGuard noGrad;
-        epochLoss = epochLoss + windowLoss;
+        sink.point("loss", "train", x, mean);
+        sendMemoryPoint(sink, "memory", device, x, withDriver);
+        sink.point("throughput", "throughput", x, throughput);
+        sink.record("step", {{"epoch", std::int64_t{epoch}}, {"step", steps}, {"loss", mean}, {"samples_per_s", throughput},
+                             {"allocated_bytes", ms.allocated_bytes.current}, {"reserved_bytes", ms.reserved_bytes.current},
+                             {"elapsed_s", elapsed}});
+        sink.progress(static_cast<double>(steps), static_cast<double>(stepsPerEpoch * epochs),
+                      "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs) + ", loss " + formatFixed(mean, 4));
+        addLoss(epochLoss, windowLoss, 1.0);
+        if (explainer) explainer->poll();
         windowLoss = zeros({}, {.device = device});
         windowSteps = windowSamples = 0;
         windowStart = Clock::now();
       }
-    }
-    if (windowSteps > 0) {
-      NoGradGuard noGrad;
-      epochLoss = epochLoss + windowLoss;
-    }
-    trainSeconds += secondsSince(epochStart);
-    if (epochSteps == 0 || summary.stopped) break;  // Stop means stop: no evaluation pass after it
+      if (windowSteps > 0 && !diverged) addLoss(epochLoss, windowLoss, 1.0);
+      trainSeconds += secondsSince(epochStart);
+      if (epochSteps == 0 || stopped || diverged) break;  // Stop means stop: no evaluation pass after it
 
-    // 6. Evaluate under no-grad: no graph is recorded, so activations are freed as soon as possible.
-    model->eval();
-    double evalSum = 0;
-    std::int64_t evalCount = 0, correct = 0;
-    {
-      NoGradGuard noGrad;
-      Tensor lossSum = zeros({}, {.device = device});
-      Tensor correctSum = zeros({}, {.dtype = kInt64, .device = device});
-      for (const data::Batch& batch : testLoader) {
-        if (stop.stopRequested()) {  // a batch at a time here too: evaluation can be long
-          summary.stopped = true;
-          break;
+      // 7. Evaluate under no-grad: no graph is recorded, so activations are freed as soon as possible.
+      model->eval();
+      double evalSum = 0;
+      std::int64_t evalCount = 0, correct = 0;
+      {
+        std::optional<NoGradGuard> noGrad;
+        if (p.getBool("eval_no_grad")) noGrad.emplace();
+        const std::int64_t before = memory_allocated(device);
+        trainPeak = std::max(trainPeak, max_memory_allocated(device));  // the peaks of training and of
+        reset_peak_memory_stats(device);                               // evaluation are kept apart
+        Tensor lossSum = zeros({}, {.device = device});
+        Tensor correctSum = zeros({}, {.dtype = kInt64, .device = device});
+        for (const data::Batch& batch : testLoader) {
+          if (stop.stopRequested()) {  // a batch at a time here too: evaluation can be long
+            stopped = true;
+            break;
+          }
+          Tensor x = moveBatch ? batch.inputs.to(device, pin) : batch.inputs;
+          Tensor y = moveBatch ? batch.targets.to(device, pin) : batch.targets;
+          Tensor out = (*model)(x);
+          Tensor loss = classification ? cross_entropy(out, y, Reduction::Sum) : mse_loss(out, y, Reduction::Sum);
+          lossSum = lossSum + (p.getBool("detach_loss") ? loss.detach() : loss);
+          if (classification) correctSum = correctSum + (out.argmax(1) == y).sum();
+          evalCount += batch.inputs.size(0);
         }
-        Tensor x = batch.inputs.to(device, pin), y = batch.targets.to(device, pin);
-        Tensor out = (*model)(x);
-        lossSum = lossSum + (classification ? cross_entropy(out, y, Reduction::Sum) : mse_loss(out, y, Reduction::Sum));
-        if (classification) correctSum = correctSum + (out.argmax(1) == y).sum();
-        evalCount += batch.inputs.size(0);
+        // What evaluation holds once its loop is done (the running sum still alive), and its peak.
+        evalHeldBytes = static_cast<double>(memory_allocated(device) - before);
+        evalPeakBytes = static_cast<double>(max_memory_allocated(device) - before);
+        runPeak = std::max(runPeak, max_memory_allocated(device));
+        evalSum = lossSum.item();
+        correct = static_cast<std::int64_t>(correctSum.item());
       }
-      evalSum = lossSum.item();
-      correct = static_cast<std::int64_t>(correctSum.item());
+      reset_peak_memory_stats(device);
+      if (stopped) break;  // no metrics from a partial evaluation
+      // MSE with Reduction::Sum sums over every output element; regression has one output per example.
+      trainLoss = epochLoss.item() / static_cast<double>(epochSteps);
+      evalLoss = evalSum / static_cast<double>(evalCount);
+      if (classification) testAccuracy = static_cast<double>(correct) / static_cast<double>(evalCount);
+      const double seconds = secondsSince(epochStart);
+      sink.point("loss", "eval", {static_cast<double>(steps), static_cast<double>(samplesSeen), trainSeconds}, *evalLoss);
+      std::vector<lab::Value> row{std::int64_t{epoch}, *trainLoss, *evalLoss};
+      if (classification) row.push_back(*testAccuracy);
+      row.push_back(seconds);
+      sink.row("epochs", row);
+      std::vector<std::pair<std::string, lab::Value>> fields{{"epoch", std::int64_t{epoch}}, {"step", steps}, {"train_loss", *trainLoss},
+                                                             {"eval_loss", *evalLoss}, {"seconds", seconds}};
+      if (testAccuracy) fields.emplace_back("test_accuracy", *testAccuracy);
+      sink.record("epoch", fields);
+      ++epochsDone;
     }
-    if (summary.stopped) break;  // no metrics from a partial evaluation
-    // MSE with Reduction::Sum sums over every output element; regression has one output per example.
-    lab::EpochMetrics em{epoch, summary.steps, epochLoss.item() / static_cast<double>(epochSteps),
-                         evalSum / static_cast<double>(evalCount), {}, 0};
-    if (classification) em.test_accuracy = static_cast<double>(correct) / static_cast<double>(evalCount);
-    em.seconds = secondsSince(epochStart);
-    sink.onEpoch(em);
-    summary.train_loss = em.train_loss;
-    summary.eval_loss = em.eval_loss;
-    summary.test_accuracy = em.test_accuracy;
+  } catch (const OutOfMemoryError& e) {
+    // 8. Out of memory: the step's tensors were freed as the error unwound the stack, so the run can
+    //    say what happened and end cleanly (the memory lessons read this error line by line).
+    sink.marker("memory", {static_cast<double>(steps), static_cast<double>(samplesSeen), trainSeconds}, "out of memory",
+                lab::MarkerKind::OutOfMemory);
+    sink.engineError(e.what());
+    if (!explainer || !explainer->explain(sink)) {
+      sink.info("The fixes, cheapest first: a smaller batch_size (keep the effective batch with accumulate), evaluation under "
+                "no-grad, smaller hidden layers -- or a larger memory cap, if the device has room.");
+    } else {
+      sink.info("The views 'At the failed allocation' and 'Fixes' explain this error from the memory held when it happened.");
+    }
+    sink.record("oom", {{"batch_size", p.getInt("batch_size")}, {"accumulate", std::int64_t{accumulate}}, {"step", steps},
+                        {"message", std::string(e.what())}, {"allocated_after_bytes", memory_allocated(device)}});
+    shownError = "OutOfMemoryError";
+  } catch (const DeviceMismatchError& e) {
+    if (moveModel && moveBatch) throw;  // not provoked by a switch: a real failure
+    // 8. The mistake a switch made, as the engine reports it -- and its fix.
+    sink.engineError(e.what());
+    sink.info(!moveModel ? "The fix: move the model once, before training -- model.to(device) -- so its parameters are where the batches are."
+                         : "The fix: move every batch where the model is -- x, y = x.to(device), y.to(device) -- inside the loop.");
+    shownError = "DeviceMismatchError";
   }
   setMemoryStep(0);
   const MemoryStats ms = memory_stats(device);
-  summary.peak_allocated_bytes = ms.allocated_bytes.peak;
-  summary.peak_reserved_bytes = ms.reserved_bytes.peak;
+  trainPeak = std::max(trainPeak, ms.allocated_bytes.peak);  // since the last evaluation (or an error)
+  runPeak = std::max(runPeak, trainPeak);
+  stopped = stopped || stop.stopRequested();
 
-  // 7. The claim "no_grad saves memory", measured here: the peak of one evaluation batch with the
-  //    graph recorded, and under no-grad.
-  if (!summary.stopped && !stop.stopRequested()) {
+  // 9. The claim "no_grad saves memory", measured here: the peak of one evaluation batch with the
+  //    graph recorded, and under no-grad. And what this run's evaluation took.
+  if (!stopped && !shownError && !diverged && trainLoss) {
     model->eval();
     const data::Batch batch = *testLoader.begin();
     Tensor x = batch.inputs.to(device);
@@ -243,12 +360,35 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
       return static_cast<double>(max_memory_allocated(device) - base);
     };
     const double withGraph = evalPeak(true), withoutGraph = evalPeak(false);
-    sink.onMeasurement({"evaluation peak with the graph recorded", withGraph, "bytes"});
-    sink.onMeasurement({"evaluation peak under no-grad", withoutGraph, "bytes"});
+    sink.measurement("evaluation peak with the graph recorded", withGraph, "bytes");
+    sink.measurement("evaluation peak under no-grad", withoutGraph, "bytes");
+    sink.measurement("evaluation pass: peak above the model", evalPeakBytes, "bytes");
+    sink.measurement("evaluation pass: memory still held after it", evalHeldBytes, "bytes");
   }
-  summary.stopped = summary.stopped || stop.stopRequested();
-  summary.seconds = trainSeconds;
-  sink.onDone(summary);
+  sink.measurement("training peak allocated", static_cast<double>(trainPeak), "bytes");
+  // A run that failed trained at no batch: nothing for a challenge to count.
+  if (steps > 0 && !shownError) sink.measurement("effective batch", static_cast<double>(p.getInt("batch_size") * accumulate), "");
+  if (steps > 0) sink.measurement("training time", trainSeconds, "s");
+  if (trainLoss) sink.measurement("final train loss", *trainLoss, "");
+  if (evalLoss) sink.measurement("final eval loss", *evalLoss, "");
+  sink.measurement("epochs completed", static_cast<double>(epochsDone), "");
+  if (testAccuracy) sink.measurement("test accuracy", *testAccuracy, "");
+
+  std::string summary = (stopped ? "Stopped after " : diverged ? "Diverged after " : shownError ? "Ended with the error above after " : "Done: ") +
+                        std::to_string(steps) + " steps on " + device.str() + " in " + formatFixed(trainSeconds, 3) + " s";
+  if (trainLoss) summary += "; final train loss " + formatFixed(*trainLoss, 4) + ", eval loss " + formatFixed(*evalLoss, 4);
+  if (testAccuracy) summary += ", test accuracy " + formatFixed(*testAccuracy, 4);
+  summary += "; peak memory " + formatBytes(runPeak) + " allocated, " + formatBytes(ms.reserved_bytes.peak) + " reserved";
+  sink.info(summary);
+  std::vector<std::pair<std::string, lab::Value>> done{{"seconds", trainSeconds}, {"steps", steps}, {"device", device.str()},
+                                                       {"stopped", stopped}, {"diverged", diverged},
+                                                       {"peak_allocated_bytes", runPeak},
+                                                       {"peak_reserved_bytes", ms.reserved_bytes.peak}};
+  if (trainLoss) done.emplace_back("train_loss", *trainLoss);
+  if (evalLoss) done.emplace_back("eval_loss", *evalLoss);
+  if (testAccuracy) done.emplace_back("test_accuracy", *testAccuracy);
+  if (shownError) done.emplace_back("error", *shownError);
+  sink.record("done", done);
 }
 
 }  // namespace gpulab::labs

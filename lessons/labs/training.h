@@ -1,11 +1,16 @@
 #pragma once
 // Pieces the training labs share: the MLP the lessons use, the optimizer by name, the loss for the
 // task, and one optimizer step over one or more micro-batches (gradient accumulation).
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/core/generator.h"
+#include "engine/lab/lab.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory_events.h"
 #include "engine/data/dataloader.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
@@ -15,8 +20,12 @@ namespace gpulab::labs {
 // "256,128,100" -> {256, 128, 100}; throws ValueError naming the parameter. At most 64 widths from 1
 // to 65536, and no more parameters between them than this machine's memory can train.
 std::vector<std::int64_t> parseWidths(const std::string& text);
-// "auto" -> the default device; otherwise a device that must be usable.
+// "auto" -> the default device; otherwise a device that must be usable (the emulated GPU included).
 Device resolveDevice(const std::string& text);
+// A device parameter: "auto" or a device string, offered as a choice of this machine's devices (auto,
+// cpu, its GPUs, the emulated GPU). The syntax is checked where it is set; whether the machine has
+// the device, when the run starts.
+lab::ParamSpec deviceParam(std::string name, std::string description);
 
 // The validators of the labs' text parameters (lab::TextValidator): they run where a value is set --
 // a lesson file at load, the command line, the player's form -- with the code the run uses.
@@ -33,10 +42,70 @@ std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const s
                                                 double momentum, double weightDecay);
 Tensor taskLoss(bool classification, const Tensor& output, const Tensor& target, Reduction reduction = Reduction::Mean);
 
+struct MicroBatch {
+  int accumulate = 1;        // micro-batches per optimizer step
+  bool nonBlocking = false;  // asynchronous copies from pinned memory
+  bool moveBatch = true;     // false: the classic mistake of leaving the batch where the loader made it
+};
 // Forward and backward of one micro-batch, with its share 1/accumulate of the step's loss: the
 // gradients of `accumulate` such calls add up to those of one batch `accumulate` times larger.
-// Returns the micro-batch's (unscaled) loss, detached. Batches are moved to `device` here.
+// Returns the micro-batch's (unscaled) loss, still attached to its graph (whose saved tensors
+// backward() has freed): detach it, or read it with .item(), unless keeping the graph is the point.
+// Batches are moved to `device` here.
 Tensor accumulateGradients(nn::Module& model, bool classification, const data::Batch& batch, Device device,
-                           int accumulate, bool nonBlocking);
+                           const MicroBatch& how = {});
+
+// Puts a device's memory cap (budget and per-process fraction) back as it was when a lab ends,
+// however it ends.
+class CapGuard {
+ public:
+  explicit CapGuard(CachingAllocator& a) : a_(a), limit_(a.limitBytes()), fraction_(a.memoryFraction()) {}
+  ~CapGuard() {
+    a_.setLimitBytes(limit_);
+    a_.setMemoryFraction(fraction_);
+  }
+  CapGuard(const CapGuard&) = delete;
+  CapGuard& operator=(const CapGuard&) = delete;
+
+ private:
+  CachingAllocator& a_;
+  std::int64_t limit_;
+  double fraction_;
+};
+
+// "Explain this OOM": what memory held when an allocation failed, from the allocator's event stream
+// -- the bytes by category and the largest live tensors at that moment -- and the usual fixes, ranked
+// by what each would free on this run (estimates from those bytes, labelled as such). Records from
+// construction; memory allocated before it shows as "before the run".
+class OomExplainer {
+ public:
+  explicit OomExplainer(Device device) : recorder_(device) {}
+  // Takes in the events so far (call it now and then in a long run, so they do not pile up).
+  void poll();
+  // Sends the views ("oom-memory", "oom-tensors", "oom-fixes") for the last out-of-memory error
+  // recorded so far; false when there was none.
+  bool explain(lab::MetricSink& sink);
+
+ private:
+  struct Live {
+    std::int64_t size;
+    MemoryCategory category;
+  };
+  MemoryEventRecorder recorder_;
+  std::map<std::uintptr_t, Live> live_;  // the blocks allocated since construction, by address
+  std::optional<MemoryEvent> oom_;       // the last OOM, and the blocks live at that moment
+  std::map<std::uintptr_t, Live> atOom_;
+};
+
+// Where the run computes, said once at its start: the RunDevice update (renderers label titles and
+// exports with it, "emulated GPU — runs on your CPU" included) and a console line.
+void announceDevice(lab::MetricSink& sink, Device device);
+
+// The memory of `device` as a Line view with the given x axes: allocated and reserved, the driver's
+// view of this process where NVML can give it (else a note saying why not), and the capacity as a
+// level. Declares the view and sends the level; returns whether it has the driver's series.
+bool declareMemoryView(lab::MetricSink& sink, const std::string& id, Device device, std::vector<lab::Axis> x);
+// One sample of that view at `x`: allocated, reserved and, withDriver, the driver's number.
+void sendMemoryPoint(lab::MetricSink& sink, const std::string& id, Device device, const std::vector<double>& x, bool withDriver);
 
 }  // namespace gpulab::labs

@@ -26,9 +26,21 @@ const std::map<std::string, std::string> kSettings = {
     {"dataset", "regression"}, {"samples", "65536"}, {"hidden", "64"}, {"batch_size", "64"},
     {"epochs", "40"},          {"device", "cpu"},    {"log_every", "1"}};
 
+// A run's length as its "done" record gives it: steps and seconds.
+struct Summary {
+  double steps = 0, seconds = 1;
+  // Takes the numbers from `update` when it is the "done" record.
+  void take(const gpulab::lab::Update& update) {
+    const auto* r = std::get_if<gpulab::lab::Record>(&update);
+    if (!r || r->event != "done") return;
+    steps = r->number("steps");
+    seconds = r->number("seconds", 1);
+  }
+};
+
 struct Done final : gpulab::lab::MetricSink {
-  gpulab::lab::RunSummary summary;
-  void onDone(const gpulab::lab::RunSummary& s) override { summary = s; }
+  Summary summary;
+  void send(const gpulab::lab::Update& update) override { summary.take(update); }
 };
 
 double headlessStepsPerSecond() {
@@ -38,7 +50,7 @@ double headlessStepsPerSecond() {
   Done sink;
   gpulab::lab::StopToken stop;
   lab->run(params, sink, stop);
-  return static_cast<double>(sink.summary.steps) / sink.summary.seconds;
+  return sink.summary.steps / sink.summary.seconds;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -67,9 +79,9 @@ int main(int argc, char** argv) {
     if (last >= 0) lateness.push_back(std::max(0.0, (now - last) / 1e6 - 2.0));
     last = now;
   });
-  gpulab::lab::RunSummary inWindow;
+  Summary inWindow;
   QObject::connect(&window.runner(), &gpulab::app::LabRunner::batchReady, [&](const gpulab::app::MetricBatch& b) {
-    if (b.done) inWindow = *b.done;
+    for (const gpulab::lab::Update& u : b.updates) inWindow.take(u);
   });
   QSignalSpy finished(&window, &gpulab::app::MainWindow::runFinished);
 
@@ -90,13 +102,14 @@ int main(int argc, char** argv) {
     const double cpu0 = threadCpuSeconds();
     QElapsedTimer wall;
     wall.start();
-    window.plotPanel()->beginRun("bench");  // as MainWindow::startRun does: fresh curves for the run
+    window.plotPanel()->beginRun(kSettings);  // as MainWindow::startRun does: fresh curves for the run
     window.runner().start("train", kSettings);
     finished.wait(600000);
     probe.stop();
     guiBusySeconds += threadCpuSeconds() - cpu0;
     windowSeconds += wall.nsecsElapsed() / 1e9;
-    windowRates.push_back(static_cast<double>(inWindow.steps) / inWindow.seconds);
+    window.plotPanel()->endRun({});
+    windowRates.push_back(inWindow.steps / inWindow.seconds);
   }
   const double headless = percentile(headlessRates, 0.5), gui = percentile(windowRates, 0.5);
 

@@ -1,0 +1,54 @@
+#include "app/course/challenge.h"
+
+#include <cmath>
+
+#include "engine/core/number_format.h"
+#include "engine/memory/caching_allocator.h"
+
+namespace gpulab::course {
+
+QString formatMeasured(double value, const std::string& unit) {
+  if (unit == "bytes") return QString::fromStdString(formatBytes(static_cast<std::int64_t>(value)));
+  // Whole numbers in full (a batch of 4096, 268435456 bytes without a unit); others to 6 digits.
+  const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
+  const QString number = QString::fromStdString(whole ? formatNumber(static_cast<std::int64_t>(value)) : formatGeneral(value, 6));
+  if (unit.empty()) return number;
+  return number + (unit == "x" ? "" : " ") + QString::fromStdString(unit);
+}
+
+QString ChallengeResult::report() const {
+  QStringList lines{QString("Challenge %1: %2").arg(met ? "met" : "not met yet", text)};
+  for (const CheckResult& c : checks) lines << "  " + c.line;
+  return lines.join('\n');
+}
+
+ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured) {
+  ChallengeResult out;
+  out.text = challenge.text;
+  out.met = true;
+  for (const ChallengeCheck& check : challenge.checks) {
+    CheckResult r;
+    r.check = check;
+    for (const lab::Measurement& m : measured) {
+      if (QString::fromStdString(m.name) == check.measurement) {
+        r.measured = m.value;
+        r.unit = m.unit;
+      }
+    }
+    QStringList asked;
+    if (check.atLeast) asked << "at least " + formatMeasured(*check.atLeast, r.unit);
+    if (check.atMost) asked << "at most " + formatMeasured(*check.atMost, r.unit);
+    if (!r.measured) {
+      r.line = QString("%1: not measured in this run (asked %2) — not met").arg(check.measurement, asked.join(" and "));
+    } else {
+      r.met = (!check.atLeast || *r.measured >= *check.atLeast) && (!check.atMost || *r.measured <= *check.atMost);
+      r.line = QString("%1: measured %2, asked %3 — %4")
+                   .arg(check.measurement, formatMeasured(*r.measured, r.unit), asked.join(" and "), r.met ? "met" : "not met");
+    }
+    out.met = out.met && r.met;
+    out.checks << r;
+  }
+  return out;
+}
+
+}  // namespace gpulab::course

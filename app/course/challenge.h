@@ -1,0 +1,38 @@
+#pragma once
+// Grading a run block's challenge (lesson.h) from the measurements of the learner's run: each check
+// says what was measured against what was asked, so the learner sees why a run did or did not meet
+// it. A measurement the run did not take fails its check and says so.
+#include <QString>
+#include <QVector>
+#include <optional>
+#include <vector>
+
+#include "app/course/lesson.h"
+#include "engine/lab/lab.h"
+
+namespace gpulab::course {
+
+struct CheckResult {
+  ChallengeCheck check;
+  std::optional<double> measured;  // the run's last value of the measurement
+  std::string unit;
+  bool met = false;
+  // "training peak allocated: measured 210.50 MiB, asked at most 256.00 MiB — met"
+  QString line;
+};
+
+struct ChallengeResult {
+  QString text;  // the challenge's own words
+  QVector<CheckResult> checks;
+  bool met = false;  // every check met
+  // The text, then one line per check.
+  QString report() const;
+};
+
+// Grades `challenge` against `measured` (in arrival order; the last value of a name counts).
+ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured);
+
+// A measurement's value as people read it: bytes as "256.00 MiB", others with their unit.
+QString formatMeasured(double value, const std::string& unit);
+
+}  // namespace gpulab::course

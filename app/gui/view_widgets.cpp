@@ -1,0 +1,1029 @@
+#include "app/gui/view_widgets.h"
+
+#include <QComboBox>
+#include <QFile>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPainter>
+#include <QPdfWriter>
+#include <QScrollBar>
+#include <QTableWidget>
+#include <QTextStream>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <qcustomplot.h>
+
+#include "app/gui/units.h"
+
+namespace gpulab::app {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// The run a plottable or item belongs to, kept on it as a dynamic property (tooltips).
+constexpr const char* kRunProperty = "gpulabRun";
+constexpr const char* kOverlayLayer = "over stack";  // QCustomPlot has its own "overlay"
+
+// Distinct colours (matplotlib's tab10 order), cycled for series or runs.
+QColor paletteColour(int i) {
+  static constexpr QRgb kPalette[] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd, 0x8c564b, 0xe377c2, 0x17becf};
+  constexpr int n = static_cast<int>(std::size(kPalette));
+  return QColor(kPalette[((i % n) + n) % n]);
+}
+const Qt::PenStyle kDashes[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine, Qt::DashDotDotLine};
+Qt::PenStyle dash(int i) { return kDashes[((i % 5) + 5) % 5]; }
+// Reference curves are grey, never a colour a learner's run could have.
+QColor grey(int i) { return i % 2 ? QColor(165, 165, 165) : QColor(120, 120, 120); }
+
+// The pen of series `index` of a run (see the rules in view_widgets.h).
+QPen seriesPen(const RunStyle& run, int index, lab::SeriesStyle style) {
+  if (run.reference) return QPen(grey(index), 1.5, dash(1 + index % 4));
+  const bool dashed = style == lab::SeriesStyle::Dashed;
+  // Cosmetic 1-pixel pens: the fast path of the raster engine, so a replot of long live curves
+  // stays a few milliseconds.
+  if (run.several) return QPen(paletteColour(run.colour), 0, dashed ? Qt::DashLine : dash(index));
+  return QPen(paletteColour(index), 0, dashed ? Qt::DashLine : Qt::SolidLine);
+}
+
+QColor markerColour(lab::MarkerKind kind, const QColor& text) {
+  switch (kind) {
+    case lab::MarkerKind::OutOfMemory: return QColor(214, 39, 40);
+    case lab::MarkerKind::EmptyCache: return QColor(44, 160, 44);
+    case lab::MarkerKind::Skipped: return QColor(230, 85, 13);
+    case lab::MarkerKind::Event: break;
+  }
+  return text;
+}
+
+// Byte ticks at round numbers of B, KiB, MiB or GiB, whichever fits the range: "512 MiB", "1.5 GiB".
+class BytesTicker final : public QCPAxisTicker {
+ protected:
+  double getTickStep(const QCPRange& range) override {
+    const double size = std::max(std::abs(range.lower), std::abs(range.upper));
+    unit_ = 1;
+    name_ = "B";
+    const std::pair<double, const char*> units[] = {{1024.0 * 1024 * 1024, "GiB"}, {1024.0 * 1024, "MiB"}, {1024.0, "KiB"}};
+    for (const auto& [unit, name] : units) {
+      if (size >= unit) {
+        unit_ = unit;
+        name_ = name;
+        break;
+      }
+    }
+    return QCPAxisTicker::getTickStep(QCPRange(range.lower / unit_, range.upper / unit_)) * unit_;
+  }
+  QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override {
+    return QCPAxisTicker::getTickLabel(tick / unit_, locale, formatChar, precision) + " " + name_;
+  }
+
+ private:
+  double unit_ = 1;
+  QString name_ = "B";
+};
+
+void configureAxis(QCPAxis* axis, const lab::Axis& spec) {
+  axis->setLabel(axisTitle(spec));
+  const bool bytes = spec.unit == "bytes";
+  if (bytes != static_cast<bool>(axis->ticker().dynamicCast<BytesTicker>()))
+    axis->setTicker(bytes ? QSharedPointer<QCPAxisTicker>(new BytesTicker) : QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+}
+
+void syncLegend(QCPAbstractPlottable* p, bool shown) {
+  if (shown) p->addToLegend();
+  else p->removeFromLegend();
+}
+
+// The x of a point or marker on axis `axis` (NaN where it has none).
+double xOn(const std::vector<double>& x, int axis) { return axis < static_cast<int>(x.size()) ? x[axis] : kNaN; }
+
+}  // namespace
+
+QString runTitle(const RunStyle& run) {
+  if (run.reference) return run.name;
+  return run.name.isEmpty() ? QString("your machine") : "your machine — " + run.name;
+}
+
+// ---- ViewWidget: what every kind shares (title, x-axis box, note, markers, levels, exports) ------
+
+struct ViewWidget::MarkerItem {
+  int run;
+  lab::Marker marker;
+  QCPItemStraightLine* line;
+  QCPItemText* text;
+};
+
+struct ViewWidget::LevelItem {
+  int run;
+  lab::Level level;
+  QCPItemStraightLine* line;
+  QCPItemText* text;
+};
+
+ViewWidget::ViewWidget(const lab::ViewSpec& spec, QWidget* parent) : QWidget(parent), spec_(spec) {
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(0, 0, 0, 0);
+  xRow_ = new QWidget(this);
+  auto* h = new QHBoxLayout(xRow_);
+  h->setContentsMargins(0, 0, 0, 0);
+  h->addWidget(new QLabel("x:", xRow_));
+  xBox_ = new QComboBox(xRow_);
+  xBox_->setToolTip("The x axis of this plot: every run is drawn again against it");
+  h->addWidget(xBox_);
+  h->addStretch();
+  v->addWidget(xRow_);
+  note_ = new QLabel(this);
+  note_->setWordWrap(true);
+  note_->setTextFormat(Qt::PlainText);
+  v->addWidget(note_);
+  connect(xBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    if (i >= 0) setXAxis(i);
+  });
+}
+
+ViewWidget::~ViewWidget() = default;
+
+void ViewWidget::setView(QWidget* view) {
+  static_cast<QVBoxLayout*>(layout())->insertWidget(1, view, 1);
+  if (auto* p = qobject_cast<QCustomPlot*>(view)) {
+    p->setMouseTracking(true);
+    connect(p, &QCustomPlot::mouseMove, this, [this, p](QMouseEvent* event) {
+      const QString text = toolTipAt(event->position());
+      if (text.isEmpty()) QToolTip::hideText();
+      else QToolTip::showText(event->globalPosition().toPoint(), text, p);
+    });
+  }
+}
+
+void ViewWidget::declare(int run, const lab::ViewSpec& spec) {
+  runSpecs_[run] = spec;
+  spec_ = spec;
+  specChanged();
+  restyle();
+  styleItems();
+  markDirty();
+}
+
+void ViewWidget::specChanged() {
+  {
+    const QSignalBlocker block(xBox_);
+    xBox_->clear();
+    for (const lab::Axis& a : spec_.x) xBox_->addItem(axisTitle(a));
+    xAxis_ = std::clamp(xAxis_, 0, std::max(0, static_cast<int>(spec_.x.size()) - 1));
+    xBox_->setCurrentIndex(xAxis_);
+  }
+  xRow_->setVisible(spec_.x.size() > 1);
+  note_->setText(QString::fromStdString(spec_.note));
+  note_->setVisible(!spec_.note.empty());
+  setTitleText(title());
+}
+
+void ViewWidget::add(int run, const lab::Update& update) {
+  if (const auto* m = std::get_if<lab::Marker>(&update)) addMarker(run, *m);
+  else if (const auto* l = std::get_if<lab::Level>(&update)) addLevel(run, *l);
+  else if (addData(run, update)) ++counts_[run];
+  markDirty();
+}
+
+void ViewWidget::removeRun(int run) {
+  QCustomPlot* p = plot();
+  auto drop = [&](auto& items) {
+    for (auto it = items.begin(); it != items.end();) {
+      if (it->run != run) {
+        ++it;
+        continue;
+      }
+      p->removeItem(it->line);
+      p->removeItem(it->text);
+      it = items.erase(it);
+    }
+  };
+  if (p) {
+    drop(markers_);
+    drop(levels_);
+  }
+  dropRun(run);
+  runSpecs_.erase(run);
+  counts_.erase(run);
+  markDirty();
+}
+
+void ViewWidget::setRunStyles(const QVector<RunStyle>& styles) {
+  styles_ = styles;
+  restyle();
+  styleItems();
+  markDirty();
+}
+
+void ViewWidget::setDevice(const QString& label, bool emulated) {
+  device_ = label;
+  emulated_ = emulated;
+  setTitleText(title());
+}
+
+QString ViewWidget::title() const {
+  QString t = QString::fromStdString(spec_.title.empty() ? spec_.id : spec_.title);
+  if (emulated_ && !device_.isEmpty()) t += " — " + device_;
+  return t;
+}
+
+void ViewWidget::setTitleText(const QString& text) { applyTitle(text); }
+
+void ViewWidget::refresh() {
+  dirty_ = false;
+  redraw();
+}
+
+int ViewWidget::pointCount(int run) const {
+  auto it = counts_.find(run);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+int ViewWidget::markerCount() const { return static_cast<int>(markers_.size()); }
+
+QStringList ViewWidget::legendEntries() const {
+  QStringList out;
+  QCustomPlot* p = plot();
+  if (!p) return out;
+  for (int i = 0; i < p->legend->itemCount(); ++i)
+    if (auto* item = qobject_cast<QCPPlottableLegendItem*>(p->legend->item(i))) out << item->plottable()->name();
+  return out;
+}
+
+void ViewWidget::setXAxis(int index) {
+  if (index < 0 || index >= static_cast<int>(spec_.x.size()) || index == xAxis_) return;
+  xAxis_ = index;
+  {
+    const QSignalBlocker block(xBox_);
+    xBox_->setCurrentIndex(index);
+  }
+  axisChanged();
+  placeMarkers();
+  markDirty();
+}
+
+const RunStyle& ViewWidget::style(int run) const {
+  for (const RunStyle& s : styles_)
+    if (s.run == run) return s;
+  return lone_;
+}
+
+const lab::SeriesSpec* ViewWidget::series(int run, const std::string& id, int* index) const {
+  auto find = [&](const lab::ViewSpec& spec) -> const lab::SeriesSpec* {
+    for (std::size_t i = 0; i < spec.series.size(); ++i) {
+      if (spec.series[i].id != id) continue;
+      if (index) *index = static_cast<int>(i);
+      return &spec.series[i];
+    }
+    return nullptr;
+  };
+  if (auto it = runSpecs_.find(run); it != runSpecs_.end())
+    if (const lab::SeriesSpec* s = find(it->second)) return s;
+  if (const lab::SeriesSpec* s = find(spec_)) return s;
+  if (index) *index = static_cast<int>(spec_.series.size());
+  return nullptr;
+}
+
+QString ViewWidget::legendName(int run, const std::string& seriesId) const {
+  const lab::SeriesSpec* s = series(run, seriesId);
+  const QString label = QString::fromStdString(s && !s->label.empty() ? s->label : seriesId);
+  const QString name = style(run).name;
+  return name.isEmpty() ? label : label + " — " + name;
+}
+
+QString ViewWidget::toolTipAt(const QPointF& pos) const {
+  QCustomPlot* p = plot();
+  auto* g = p ? qobject_cast<QCPGraph*>(p->plottableAt(pos, false)) : nullptr;
+  if (!g || g->dataCount() == 0) return {};
+  // The data point nearest the cursor along x.
+  const double x = g->keyAxis()->pixelToCoord(pos.x());
+  auto it = g->data()->findBegin(x, true);
+  if (it == g->data()->constEnd()) --it;
+  if (auto next = it + 1; next != g->data()->constEnd() && std::abs(next->key - x) < std::abs(it->key - x)) it = next;
+  double value = it->value;
+  // A stacked layer: its own share, not the top of the stack.
+  if (QCPGraph* below = g->channelFillGraph(); below && below->dataCount() > 0) {
+    auto b = below->data()->findBegin(it->key, false);
+    if (b != below->data()->constEnd() && b->key == it->key) value -= b->value;
+  }
+  const std::string xUnit = xAxis_ < static_cast<int>(spec_.x.size()) ? spec_.x[xAxis_].unit : std::string();
+  QString text = QString("%1\n%2 = %3, %4 = %5")
+                     .arg(g->name(), g->keyAxis()->label(), formatQuantity(it->key, xUnit), g->valueAxis()->label(), formatQuantity(value, spec_.y.unit));
+  if (const QString details = style(g->property(kRunProperty).toInt()).details; !details.isEmpty()) text += "\n" + details;
+  return text;
+}
+
+void ViewWidget::addMarker(int run, const lab::Marker& m) {
+  QCustomPlot* p = plot();
+  if (!p) return;
+  auto* line = new QCPItemStraightLine(p);
+  auto* text = new QCPItemText(p);
+  text->position->setType(QCPItemPosition::ptPlotCoords);
+  text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+  text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  text->setText(QString::fromStdString(m.label));
+  line->setProperty(kRunProperty, run);
+  markers_.push_back({run, m, line, text});
+  placeMarkers();
+  styleItems();
+}
+
+void ViewWidget::addLevel(int run, const lab::Level& l) {
+  QCustomPlot* p = plot();
+  if (!p) return;
+  auto* line = new QCPItemStraightLine(p);
+  line->point1->setCoords(0, l.y);
+  line->point2->setCoords(1, l.y);
+  auto* text = new QCPItemText(p);
+  text->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
+  text->position->setTypeY(QCPItemPosition::ptPlotCoords);
+  text->position->setCoords(0.01, l.y);
+  text->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+  text->setText(QString("%1 (%2)").arg(QString::fromStdString(l.label), formatQuantity(l.y, spec_.y.unit)));
+  levels_.push_back({run, l, line, text});
+  styleItems();
+}
+
+void ViewWidget::placeMarkers() {
+  for (std::size_t i = 0; i < markers_.size(); ++i) {
+    const MarkerItem& m = markers_[i];
+    const double x = xOn(m.marker.x, xAxis_);
+    const bool shown = std::isfinite(x);
+    m.line->setVisible(shown);
+    m.text->setVisible(shown);
+    if (!shown) continue;
+    m.line->point1->setCoords(x, 0);
+    m.line->point2->setCoords(x, 1);
+    m.text->position->setCoords(x, 0.03 + 0.07 * static_cast<double>(i % 4));  // neighbours' labels apart
+  }
+}
+
+void ViewWidget::styleItems() {
+  const QColor text = palette().color(QPalette::Text);
+  for (const MarkerItem& m : markers_) {
+    const QColor c = style(m.run).reference ? grey(0) : markerColour(m.marker.kind, text);
+    m.line->setPen(QPen(c, 1, Qt::DashLine));
+    m.text->setColor(c);
+  }
+  for (const LevelItem& l : levels_) {
+    const QColor c = style(l.run).reference ? grey(0) : text;
+    l.line->setPen(QPen(c, 1, Qt::DashLine));
+    l.text->setColor(c);
+  }
+}
+
+bool ViewWidget::exportPng(const QString& path) {
+  if (dirty_) refresh();
+  if (QCustomPlot* p = plot()) return p->savePng(path, 1200, 700);
+  return grab().save(path, "PNG");
+}
+
+bool ViewWidget::exportPdf(const QString& path) {
+  if (dirty_) refresh();
+  if (QCustomPlot* p = plot()) return p->savePdf(path, 1200, 700);
+  QPdfWriter writer(path);
+  writer.setTitle(title());
+  QPainter painter(&writer);
+  if (!painter.isActive()) return false;
+  const double scale = std::min(writer.width() / std::max(1.0, double(width())), writer.height() / std::max(1.0, double(height())));
+  painter.scale(scale, scale);
+  render(&painter);
+  return painter.end();
+}
+
+bool ViewWidget::exportCsv(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) return false;
+  QTextStream out(&f);
+  // The device goes with the numbers when it is emulated: they are not a GPU's.
+  if (emulated_ && !device_.isEmpty()) out << "# " << device_ << "\n";
+  writeCsv(out);
+  out.flush();
+  return f.error() == QFile::NoError;
+}
+
+// ---- The kinds drawn on a QCustomPlot -----------------------------------------------------------
+
+namespace {
+
+QCustomPlot* makePlot(QWidget* owner, const QString& title) {
+  auto* p = new QCustomPlot;
+  p->legend->setVisible(false);  // shown once it has an entry
+  // One point smaller than the axes: a reference run's entries carry its full label, and the legend
+  // must stay narrower than a plot in a 1280-pixel window.
+  QFont legendFont = p->legend->font();
+  legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() - 1.0));
+  p->legend->setFont(legendFont);
+  p->legend->setIconSize(24, 12);
+  p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom | QCP::iSelectPlottables);
+  // Live curves grow to thousands of points: thin, non-antialiased lines keep a replot to a few
+  // milliseconds, so the GUI thread stays responsive while a run streams.
+  p->setNotAntialiasedElements(QCP::aePlottables);
+  p->setMinimumHeight(110);  // the window fits a 1280x800 screen
+  p->addLayer(kOverlayLayer, p->layer("main"), QCustomPlot::limAbove);
+  // The title is part of the plot, so that exports carry it (and an emulated device's label).
+  p->plotLayout()->insertRow(0);
+  QFont titleFont = owner->font();
+  titleFont.setBold(true);
+  auto* heading = new QCPTextElement(p, title, titleFont);
+  heading->setObjectName("title");
+  p->plotLayout()->addElement(0, 0, heading);
+  // Follow the system's light or dark palette.
+  const QPalette pal = owner->palette();
+  p->setBackground(pal.color(QPalette::Base));
+  heading->setTextColor(pal.color(QPalette::Text));
+  for (QCPAxis* axis : {p->xAxis, p->yAxis}) {
+    axis->setBasePen(QPen(pal.color(QPalette::Text)));
+    axis->setTickPen(QPen(pal.color(QPalette::Text)));
+    axis->setSubTickPen(QPen(pal.color(QPalette::Text)));
+    axis->setTickLabelColor(pal.color(QPalette::Text));
+    axis->setLabelColor(pal.color(QPalette::Text));
+  }
+  // A translucent legend: long entries (a reference run's label) must not hide the curves under them.
+  QColor legendBackground = pal.color(QPalette::Base);
+  legendBackground.setAlpha(180);
+  p->legend->setBrush(legendBackground);
+  p->legend->setTextColor(pal.color(QPalette::Text));
+  return p;
+}
+
+class PlotViewBase : public ViewWidget {
+ public:
+  PlotViewBase(const lab::ViewSpec& spec, QWidget* parent) : ViewWidget(spec, parent), plot_(makePlot(this, QString::fromStdString(spec.title))) {
+    setView(plot_);
+  }
+  QCustomPlot* plot() const override { return plot_; }
+  QWidget* view() const override { return plot_; }
+
+ protected:
+  void applyTitle(const QString& text) override {
+    if (auto* heading = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) heading->setText(text);
+  }
+  // After the data changed: legend entries for what has points (none for a failed run), the legend
+  // only when it has entries, then a queued replot.
+  void finishRedraw() {
+    plot_->legend->setVisible(plot_->legend->itemCount() > 0);
+    plot_->replot(QCustomPlot::rpQueuedReplot);
+  }
+  // Removes `run`'s entries from a map keyed by (run, series) and from its order, their plottables
+  // (what `plottableOf` gives for an entry) from the plot.
+  template <class Entries, class Get>
+  void dropEntries(int run, Entries& entries, std::vector<std::pair<int, std::string>>& order, Get plottableOf) {
+    std::erase_if(entries, [&](const auto& entry) {
+      if (entry.first.first != run) return false;
+      plot_->removePlottable(plottableOf(entry.second));
+      return true;
+    });
+    std::erase_if(order, [&](const auto& key) { return key.first == run; });
+  }
+  void fromZero() {
+    if (spec_.yFromZero && plot_->yAxis->range().upper > 0) plot_->yAxis->setRangeLower(0);
+  }
+
+  QCustomPlot* plot_;
+};
+
+// Line and StackedArea: a graph per (run, series); each point keeps all its x values, so switching
+// the x axis draws every run again from them.
+class LineView final : public PlotViewBase {
+ public:
+  using PlotViewBase::PlotViewBase;
+
+ protected:
+  struct Series {
+    int run = 0;
+    std::string id;
+    int index = 0;       // in the declared series: colour and style
+    bool layer = false;  // stacked (a StackedArea series that is not an overlay)
+    QVector<QVector<double>> x;  // per x axis
+    QVector<double> y;
+    QCPGraph* graph = nullptr;
+  };
+
+  bool stacked() const { return spec_.kind == lab::ViewKind::StackedArea; }
+
+  void specChanged() override {
+    ViewWidget::specChanged();
+    if (xAxis_ < static_cast<int>(spec_.x.size())) configureAxis(plot_->xAxis, spec_.x[xAxis_]);
+    configureAxis(plot_->yAxis, spec_.y);
+  }
+
+  bool addData(int run, const lab::Update& update) override {
+    const auto* p = std::get_if<lab::Point>(&update);
+    if (!p || !std::isfinite(p->y)) return false;  // a diverging run's NaN/inf: not drawn
+    auto it = series_.find({run, p->series});
+    if (it == series_.end()) {
+      Series s;
+      s.run = run;
+      s.id = p->series;
+      const lab::SeriesSpec* spec = series(run, p->series, &s.index);
+      s.layer = stacked() && !(spec && spec->overlay);
+      s.graph = plot_->addGraph();
+      s.graph->setProperty(kRunProperty, run);
+      s.graph->setAdaptiveSampling(true);
+      if (stacked() && !s.layer) s.graph->setLayer(kOverlayLayer);  // overlay lines over the stack
+      it = series_.emplace(std::pair{run, p->series}, std::move(s)).first;
+      order_.push_back({run, p->series});
+      styleSeries(it->second);
+    }
+    Series& s = it->second;
+    const int axes = std::max<int>(static_cast<int>(p->x.size()), static_cast<int>(s.x.size()));
+    while (s.x.size() < axes) s.x.append(QVector<double>(s.y.size(), kNaN));
+    for (int a = 0; a < axes; ++a) s.x[a].append(xOn(p->x, a));
+    s.y.append(p->y);
+    if (s.layer) {
+      stackDirty_ = true;
+    } else if (const double x = xOn(p->x, xAxis_); std::isfinite(x)) {
+      s.graph->addData(x, p->y);
+    }
+    return true;
+  }
+
+  void dropRun(int run) override {
+    dropEntries(run, series_, order_, [](const Series& s) { return s.graph; });
+    stackDirty_ = true;
+  }
+
+  void restyle() override {
+    for (auto& [key, s] : series_) styleSeries(s);
+  }
+
+  void styleSeries(Series& s) {
+    const RunStyle& run = style(s.run);
+    const lab::SeriesSpec* spec = series(s.run, s.id);
+    const lab::SeriesStyle kind = spec ? spec->style : lab::SeriesStyle::Line;
+    QCPGraph* g = s.graph;
+    g->setName(legendName(s.run, s.id));
+    QPen pen = seriesPen(run, s.index, kind);
+    if (s.layer) {
+      // Stacked layers keep a colour per category (what the stack shows); runs differ by outline.
+      const QColor c = run.reference ? grey(s.index) : paletteColour(s.index);
+      pen = QPen(c, run.reference ? 1.5 : 0, run.reference ? Qt::DashLine : dash(run.several ? run.colour : 0));
+      QColor fill = c;
+      fill.setAlpha(run.reference ? 40 : 110);
+      g->setBrush(fill);
+    }
+    g->setPen(pen);
+    g->setLineStyle(kind == lab::SeriesStyle::Steps ? QCPGraph::lsStepLeft : kind == lab::SeriesStyle::Points ? QCPGraph::lsNone : QCPGraph::lsLine);
+    if (kind == lab::SeriesStyle::Points)
+      g->setScatterStyle(QCPScatterStyle(run.reference ? QCPScatterStyle::ssDiamond : QCPScatterStyle::ssCircle, QPen(pen.color(), 1.5), Qt::NoBrush, 6));
+    else
+      g->setScatterStyle(QCPScatterStyle());
+  }
+
+  void axisChanged() override {
+    configureAxis(plot_->xAxis, spec_.x[xAxis_]);
+    for (auto& [key, s] : series_) {
+      if (s.layer) continue;
+      QVector<double> keys, values;
+      const QVector<double>& xs = xAxis_ < s.x.size() ? s.x[xAxis_] : QVector<double>();
+      for (int i = 0; i < xs.size(); ++i) {
+        if (!std::isfinite(xs[i])) continue;
+        keys << xs[i];
+        values << s.y[i];
+      }
+      s.graph->setData(keys, values);
+    }
+    stackDirty_ = true;
+  }
+
+  // Each run's layers on one set of keys (every x any layer has), a layer holding its last value
+  // between its own points (0 before its first), summed bottom first; each fills down to the one below.
+  void restack() {
+    std::map<int, std::vector<Series*>> runs;
+    for (auto& [key, s] : series_)
+      if (s.layer) runs[s.run].push_back(&s);
+    for (auto& [run, layers] : runs) {
+      std::sort(layers.begin(), layers.end(), [](const Series* a, const Series* b) { return a->index < b->index; });
+      QVector<double> keys;
+      for (const Series* s : layers)
+        if (xAxis_ < s->x.size())
+          for (double x : s->x[xAxis_])
+            if (std::isfinite(x)) keys << x;
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      QVector<double> total(keys.size(), 0.0);
+      QCPGraph* below = nullptr;
+      for (Series* s : layers) {
+        const QVector<double> xs = xAxis_ < s->x.size() ? s->x[xAxis_] : QVector<double>(s->y.size(), kNaN);
+        std::vector<int> order(s->y.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::erase_if(order, [&](int i) { return !std::isfinite(xs[i]); });
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return xs[a] < xs[b]; });
+        std::size_t j = 0;
+        double held = 0;
+        for (int k = 0; k < keys.size(); ++k) {
+          while (j < order.size() && xs[order[j]] <= keys[k]) held = s->y[order[j++]];
+          total[k] += held;
+        }
+        s->graph->setData(keys, total, true);
+        s->graph->setChannelFillGraph(below);
+        below = s->graph;
+      }
+    }
+  }
+
+  void redraw() override {
+    if (stackDirty_) restack();
+    stackDirty_ = false;
+    for (auto& [key, s] : series_) syncLegend(s.graph, !style(s.run).failed && s.graph->dataCount() > 0);
+    plot_->rescaleAxes(true);
+    fromZero();
+    finishRedraw();
+  }
+
+  void writeCsv(QTextStream& out) const override {
+    out << "series";
+    for (const lab::Axis& a : spec_.x) out << "," << csvQuote(axisTitle(a));
+    out << "," << csvQuote(axisTitle(spec_.y)) << "\n";
+    for (const auto& key : order_) {
+      const Series& s = series_.at(key);
+      const QString name = csvQuote(legendName(s.run, s.id));
+      for (int i = 0; i < s.y.size(); ++i) {
+        out << name;
+        for (int a = 0; a < static_cast<int>(spec_.x.size()); ++a) out << "," << (a < s.x.size() ? QString::number(s.x[a][i], 'g', 12) : QString());
+        out << "," << QString::number(s.y[i], 'g', 12) << "\n";
+      }
+    }
+  }
+
+  std::map<std::pair<int, std::string>, Series> series_;
+  std::vector<std::pair<int, std::string>> order_;  // the series in the order they appeared
+  bool stackDirty_ = false;
+};
+
+// Bars: categories along x (in the order they first appear), one bar per (run, series) in each group.
+class BarsView final : public PlotViewBase {
+ public:
+  BarsView(const lab::ViewSpec& spec, QWidget* parent) : PlotViewBase(spec, parent), group_(new QCPBarsGroup(plot_)), ticker_(new QCPAxisTickerText) {
+    plot_->xAxis->setTicker(ticker_);
+    plot_->xAxis->setSubTicks(false);
+    plot_->xAxis->setTickLength(0, 4);
+  }
+
+ protected:
+  struct BarSet {
+    int run = 0;
+    std::string id;
+    int index = 0;
+    QCPBars* bars = nullptr;
+    std::map<int, double> values;  // by category
+  };
+
+  void specChanged() override {
+    ViewWidget::specChanged();
+    configureAxis(plot_->yAxis, spec_.y);
+  }
+
+  bool addData(int run, const lab::Update& update) override {
+    const auto* b = std::get_if<lab::Bar>(&update);
+    if (!b || !std::isfinite(b->value)) return false;
+    const QString category = QString::fromStdString(b->category);
+    int c = static_cast<int>(categories_.indexOf(category));
+    if (c < 0) {
+      c = static_cast<int>(categories_.size());
+      categories_ << category;
+    }
+    auto it = sets_.find({run, b->series});
+    if (it == sets_.end()) {
+      BarSet s;
+      s.run = run;
+      s.id = b->series;
+      series(run, b->series, &s.index);
+      s.bars = new QCPBars(plot_->xAxis, plot_->yAxis);
+      s.bars->setProperty(kRunProperty, run);
+      s.bars->setBarsGroup(group_);
+      it = sets_.emplace(std::pair{run, b->series}, std::move(s)).first;
+      order_.push_back({run, b->series});
+      styleSet(it->second);
+    }
+    it->second.values[c] = b->value;
+    return true;
+  }
+
+  void dropRun(int run) override {
+    dropEntries(run, sets_, order_, [](const BarSet& s) { return s.bars; });
+    if (sets_.empty()) categories_.clear();
+  }
+
+  void restyle() override {
+    for (auto& [key, s] : sets_) styleSet(s);
+  }
+
+  void styleSet(BarSet& s) {
+    const RunStyle& run = style(s.run);
+    static const Qt::BrushStyle kPatterns[] = {Qt::SolidPattern, Qt::Dense4Pattern, Qt::BDiagPattern, Qt::FDiagPattern, Qt::CrossPattern};
+    s.bars->setName(legendName(s.run, s.id));
+    QColor c = run.reference ? grey(s.index) : run.several ? paletteColour(run.colour) : paletteColour(s.index);
+    s.bars->setPen(QPen(c.darker(120), 1, run.reference ? Qt::DashLine : Qt::SolidLine));
+    QColor fill = c;
+    fill.setAlpha(run.reference ? 90 : 200);
+    s.bars->setBrush(QBrush(fill, run.reference ? Qt::BDiagPattern : run.several ? kPatterns[s.index % 5] : Qt::SolidPattern));
+  }
+
+  void redraw() override {
+    const double width = 0.8 / std::max<std::size_t>(1, sets_.size());
+    for (auto& [key, s] : sets_) {
+      QVector<double> keys, values;
+      for (const auto& [c, v] : s.values) {
+        keys << c + 1;
+        values << v;
+      }
+      s.bars->setData(keys, values, true);
+      s.bars->setWidth(width);
+      syncLegend(s.bars, !style(s.run).failed && !keys.isEmpty());
+    }
+    ticker_->clear();
+    for (int c = 0; c < categories_.size(); ++c) ticker_->addTick(c + 1, categories_[c]);
+    if (!categories_.isEmpty()) {
+      plot_->xAxis->setRange(0.4, categories_.size() + 0.6);
+      plot_->yAxis->rescale(true);
+      const QCPRange r = plot_->yAxis->range();
+      plot_->yAxis->setRange(std::min(0.0, r.lower), r.upper > 0 ? r.upper * 1.08 : r.upper);  // bars grow from 0
+    }
+    finishRedraw();
+  }
+
+  QString toolTipAt(const QPointF& pos) const override {
+    auto* b = qobject_cast<QCPBars*>(plot_->plottableAt(pos, false));
+    if (!b) return {};
+    QVariant details;
+    if (b->selectTest(pos, false, &details) < 0) return {};
+    const QCPDataSelection selection = details.value<QCPDataSelection>();
+    if (selection.isEmpty()) return {};
+    const auto point = b->data()->at(selection.dataRange().begin());
+    const int c = static_cast<int>(std::lround(point->key)) - 1;
+    QString text = QString("%1\n%2: %3").arg(b->name(), c >= 0 && c < categories_.size() ? categories_[c] : QString(), formatQuantity(point->value, spec_.y.unit));
+    if (const QString more = style(b->property(kRunProperty).toInt()).details; !more.isEmpty()) text += "\n" + more;
+    return text;
+  }
+
+  void writeCsv(QTextStream& out) const override {
+    out << "series,category," << csvQuote(axisTitle(spec_.y)) << "\n";
+    for (const auto& key : order_) {
+      const BarSet& s = sets_.at(key);
+      for (const auto& [c, v] : s.values)
+        out << csvQuote(legendName(s.run, s.id)) << "," << csvQuote(categories_.value(c)) << "," << QString::number(v, 'g', 12) << "\n";
+    }
+  }
+
+  QCPBarsGroup* group_;
+  QSharedPointer<QCPAxisTickerText> ticker_;
+  QStringList categories_;
+  std::map<std::pair<int, std::string>, BarSet> sets_;
+  std::vector<std::pair<int, std::string>> order_;
+};
+
+// Timeline: a row per lane (the declared series first, then lanes as they appear), a rectangle per span.
+class TimelineView final : public PlotViewBase {
+ public:
+  TimelineView(const lab::ViewSpec& spec, QWidget* parent) : PlotViewBase(spec, parent), ticker_(new QCPAxisTickerText) {
+    plot_->yAxis->setTicker(ticker_);
+    plot_->yAxis->setSubTicks(false);
+  }
+
+ protected:
+  struct SpanItem {
+    int run;
+    lab::Span span;
+    QCPItemRect* rect;
+  };
+
+  void specChanged() override {
+    ViewWidget::specChanged();
+    configureAxis(plot_->xAxis, spec_.x.empty() ? lab::Axis{"time", "s"} : spec_.x[xAxis_]);
+    plot_->yAxis->setLabel(QString());
+  }
+
+  QStringList lanes() const {
+    QStringList out;
+    for (const lab::SeriesSpec& s : spec_.series) out << QString::fromStdString(s.id);
+    for (const SpanItem& s : spans_)
+      if (!out.contains(QString::fromStdString(s.span.lane))) out << QString::fromStdString(s.span.lane);
+    return out;
+  }
+
+  bool addData(int run, const lab::Update& update) override {
+    const auto* s = std::get_if<lab::Span>(&update);
+    if (!s || !std::isfinite(s->start) || !std::isfinite(s->end)) return false;
+    auto* rect = new QCPItemRect(plot_);
+    rect->setProperty(kRunProperty, run);
+    spans_.push_back({run, *s, rect});
+    styleSpan(spans_.back(), lanes());
+    return true;
+  }
+
+  void dropRun(int run) override {
+    for (auto it = spans_.begin(); it != spans_.end();) {
+      if (it->run == run) {
+        plot_->removeItem(it->rect);
+        it = spans_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void restyle() override {
+    const QStringList all = lanes();
+    for (SpanItem& s : spans_) styleSpan(s, all);
+  }
+
+  void styleSpan(SpanItem& s, const QStringList& all) {
+    const RunStyle& run = style(s.run);
+    const int lane = static_cast<int>(all.indexOf(QString::fromStdString(s.span.lane)));
+    const QColor c = run.reference ? grey(lane) : run.several ? paletteColour(run.colour) : paletteColour(lane);
+    QColor fill = c;
+    fill.setAlpha(run.reference ? 70 : 170);
+    s.rect->setPen(QPen(c.darker(130), 1, run.reference ? Qt::DashLine : Qt::SolidLine));
+    s.rect->setBrush(fill);
+  }
+
+  void redraw() override {
+    const QStringList all = lanes();
+    ticker_->clear();
+    for (int i = 0; i < all.size(); ++i) {
+      const lab::SeriesSpec* s = series(-1, all[i].toStdString());
+      ticker_->addTick(-i, s && !s->label.empty() ? QString::fromStdString(s->label) : all[i]);
+    }
+    // Several runs share a lane's height, a strip each, so that their spans do not hide each other.
+    std::vector<int> runs;
+    for (const SpanItem& s : spans_)
+      if (std::find(runs.begin(), runs.end(), s.run) == runs.end()) runs.push_back(s.run);
+    const double strip = 0.76 / static_cast<double>(std::max<std::size_t>(1, runs.size()));
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const SpanItem& s : spans_) {
+      const int lane = static_cast<int>(all.indexOf(QString::fromStdString(s.span.lane)));
+      const double top = -lane + 0.38 - strip * static_cast<double>(std::find(runs.begin(), runs.end(), s.run) - runs.begin());
+      s.rect->topLeft->setCoords(s.span.start, top);
+      s.rect->bottomRight->setCoords(s.span.end, top - strip);
+      lo = std::min({lo, s.span.start, s.span.end});
+      hi = std::max({hi, s.span.start, s.span.end});
+    }
+    if (!all.isEmpty()) plot_->yAxis->setRange(-(all.size() - 1) - 0.6, 0.6);
+    if (lo <= hi) {
+      const double pad = std::max(1e-9, (hi - lo) * 0.02);
+      plot_->xAxis->setRange(lo - pad, hi + pad);
+    }
+    finishRedraw();
+  }
+
+  QString toolTipAt(const QPointF& pos) const override {
+    const QCPAbstractItem* item = plot_->itemAt(pos, false);
+    for (const SpanItem& s : spans_) {
+      if (s.rect != item) continue;
+      QString text = QString("%1: %2\n%3 – %4 (%5)")
+                         .arg(legendName(s.run, s.span.lane), QString::fromStdString(s.span.label), formatQuantity(s.span.start, "s"),
+                              formatQuantity(s.span.end, "s"), formatQuantity(s.span.end - s.span.start, "s"));
+      if (const QString more = style(s.run).details; !more.isEmpty()) text += "\n" + more;
+      return text;
+    }
+    return {};
+  }
+
+  void writeCsv(QTextStream& out) const override {
+    out << "lane,label,start (s),end (s)\n";
+    for (const SpanItem& s : spans_)
+      out << csvQuote(legendName(s.run, s.span.lane)) << "," << csvQuote(QString::fromStdString(s.span.label)) << ","
+          << QString::number(s.span.start, 'g', 12) << "," << QString::number(s.span.end, 'g', 12) << "\n";
+  }
+
+  QSharedPointer<QCPAxisTickerText> ticker_;
+  std::vector<SpanItem> spans_;
+};
+
+// Table: the rows under the view's columns, each cell written for its column's unit; a Run column
+// when rows of several runs are shown (a reference's rows grey and italic).
+class TableView final : public ViewWidget {
+ public:
+  TableView(const lab::ViewSpec& spec, QWidget* parent) : ViewWidget(spec, parent) {
+    auto* box = new QWidget(this);
+    auto* v = new QVBoxLayout(box);
+    v->setContentsMargins(0, 0, 0, 0);
+    heading_ = new QLabel(box);
+    QFont f = heading_->font();
+    f.setBold(true);
+    heading_->setFont(f);
+    heading_->setAlignment(Qt::AlignHCenter);
+    table_ = new QTableWidget(0, 0, box);
+    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table_->verticalHeader()->setVisible(false);
+    table_->horizontalHeader()->setStretchLastSection(true);
+    v->addWidget(heading_);
+    v->addWidget(table_, 1);
+    setView(box);
+    box_ = box;
+  }
+  QWidget* view() const override { return table_; }
+
+ protected:
+  struct RowData {
+    int run;
+    std::vector<lab::Value> cells;
+  };
+
+  void applyTitle(const QString& text) override { heading_->setText(text); }
+  void specChanged() override {
+    ViewWidget::specChanged();
+    rebuild_ = true;
+  }
+  bool addData(int run, const lab::Update& update) override {
+    const auto* r = std::get_if<lab::Row>(&update);
+    if (!r) return false;
+    rows_.append({run, r->cells});
+    return true;
+  }
+  void dropRun(int run) override {
+    rows_.removeIf([&](const RowData& r) { return r.run == run; });
+    rebuild_ = true;
+  }
+  void restyle() override { rebuild_ = true; }
+
+  bool runColumn() const {
+    for (const RowData& r : rows_)
+      if (r.run != rows_.front().run) return true;
+    return false;
+  }
+
+  void redraw() override {
+    const bool withRun = runColumn();
+    if (withRun != withRun_) rebuild_ = true;
+    if (rebuild_) {
+      withRun_ = withRun;
+      QStringList headers;
+      if (withRun) headers << "Run";
+      for (const lab::Axis& c : spec_.columns) headers << axisTitle(c);
+      table_->setColumnCount(static_cast<int>(headers.size()));
+      table_->setHorizontalHeaderLabels(headers);
+      table_->setRowCount(0);
+      rebuild_ = false;
+    }
+    const bool follow = table_->verticalScrollBar()->value() >= table_->verticalScrollBar()->maximum();
+    const int first = table_->rowCount();
+    table_->setRowCount(static_cast<int>(rows_.size()));
+    for (int r = first; r < rows_.size(); ++r) {
+      const RowData& row = rows_[r];
+      const RunStyle& run = style(row.run);
+      int c = 0;
+      auto put = [&](const QString& text) {
+        auto* item = new QTableWidgetItem(text);
+        if (run.reference) {
+          item->setForeground(QColor(120, 120, 120));
+          QFont f = item->font();
+          f.setItalic(true);
+          item->setFont(f);
+          item->setToolTip(run.name + "\n" + run.details);
+        }
+        table_->setItem(r, c++, item);
+      };
+      if (withRun) put(runTitle(run));
+      for (std::size_t i = 0; i < spec_.columns.size(); ++i) put(i < row.cells.size() ? formatCell(row.cells[i], spec_.columns[i].unit) : QString());
+    }
+    // Columns as wide as their cells while the table is short (measuring thousands of rows 30 times a
+    // second would cost more than it helps).
+    if (first < rows_.size() && first < 200) table_->resizeColumnsToContents();
+    if (follow && first < rows_.size()) table_->scrollToBottom();
+  }
+
+  void writeCsv(QTextStream& out) const override {
+    const bool withRun = runColumn();
+    QStringList headers;
+    if (withRun) headers << "run";
+    for (const lab::Axis& c : spec_.columns) headers << csvQuote(axisTitle(c));
+    out << headers.join(',') << "\n";
+    for (const RowData& row : rows_) {
+      QStringList cells;
+      if (withRun) cells << csvQuote(runTitle(style(row.run)));
+      for (const lab::Value& v : row.cells) cells << csvCell(v);
+      out << cells.join(',') << "\n";
+    }
+  }
+
+  QLabel* heading_;
+  QTableWidget* table_;
+  QWidget* box_;
+  QVector<RowData> rows_;
+  bool rebuild_ = true;
+  bool withRun_ = false;
+};
+
+}  // namespace
+
+ViewWidget* ViewWidget::create(int run, const lab::ViewSpec& spec, QWidget* parent) {
+  ViewWidget* w = nullptr;
+  switch (spec.kind) {
+    case lab::ViewKind::Line:
+    case lab::ViewKind::StackedArea: w = new LineView(spec, parent); break;
+    case lab::ViewKind::Bars: w = new BarsView(spec, parent); break;
+    case lab::ViewKind::Timeline: w = new TimelineView(spec, parent); break;
+    case lab::ViewKind::Table: w = new TableView(spec, parent); break;
+  }
+  w->declare(run, spec);
+  return w;
+}
+
+}  // namespace gpulab::app
