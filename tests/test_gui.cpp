@@ -4,6 +4,10 @@
 // reference run overlays with its label (and nothing shows without one), closing the window
 // mid-run shuts down cleanly, the largest allowed lesson shows without freezing the window, progress
 // problems are shown in a banner, Help > About lists the versions, and gpulab --help/--version work.
+// Then the generic views, fed straight with updates (no lab): one test per kind (Line, StackedArea
+// with an overlay, Bars, Table, Timeline, markers and levels), NaN points, legends of overlaid and
+// failed runs, the x-axis box, Reset, stale hidden views, the emulated device's label, the console's
+// order, the runner's protocol check and pause, the quiz's "Pick an answer first", parameter controls.
 #include <QAction>
 #include <QCheckBox>
 #include <QComboBox>
@@ -25,6 +29,7 @@
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTextBlock>
 #include <QTextBrowser>
 #include <QTreeWidget>
 #include <qcustomplot.h>
@@ -39,6 +44,7 @@
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
 #include "app/gui/run_panel.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "test_util.h"
 
 #include <sys/socket.h>
@@ -145,6 +151,49 @@ void copyFixtures(const QTemporaryDir& dir, const QStringList& lessonIds) {
     QVERIFY2(!fixture.isEmpty(), qPrintable("missing test fixture for " + id));
     QVERIFY(QFile::copy(fixture, dir.filePath(id + ".jsonl")));
   }
+}
+
+// Clicks the link to `href` in a text browser, as a learner would; false when there is none.
+bool clickLink(QTextBrowser* view, const QString& href) {
+  for (QTextBlock b = view->document()->begin(); b.isValid(); b = b.next()) {
+    for (auto it = b.begin(); !it.atEnd(); ++it) {
+      const QTextFragment f = it.fragment();
+      if (!f.isValid() || f.charFormat().anchorHref() != href) continue;
+      QTextCursor at(view->document());
+      at.setPosition(f.position() + f.length() / 2);
+      view->setTextCursor(at);
+      view->ensureCursorVisible();
+      QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, view->cursorRect(at).center());
+      return true;
+    }
+  }
+  return false;
+}
+
+// A lessons folder: a lesson whose run block breaks the same-device rule (or not, with `fixed`) and
+// has a challenge on it, with one quiz; and a second lesson after it.
+void writeChallengeLessons(const QTemporaryDir& dir) {
+  gpulab::test::writeFile(dir.filePath("01-rule/lesson.md"), R"md(---
+id: rule
+title: Rule lesson
+chapter: Tests
+---
+# Rule
+
+```run
+{"lab": "device-rule", "title": "Break the rule", "params": {"device": "auto", "case": "model", "fixed": false},
+ "expose": ["fixed"],
+ "challenge": {"text": "Run the model without a device-mismatch error",
+               "checks": [{"measurement": "device-mismatch errors", "at_most": 0}]}}
+```
+
+```quiz
+{"question": "Does x + w move x?", "answers": [
+  {"text": "No", "correct": true, "explanation": "It raises."},
+  {"text": "Yes", "correct": false, "explanation": "It does not."}]}
+```
+)md");
+  gpulab::test::writeFile(dir.filePath("02-after/lesson.md"), "---\nid: after\ntitle: After lesson\nchapter: Tests\n---\n# After\n");
 }
 
 // A lab whose run is the test's code.
@@ -357,8 +406,10 @@ class TestGui : public QObject {
     QCOMPARE(epochs->item(epochs->rowCount() - 1, 0)->text(), kReferenceLabel);
     QCOMPARE(loss->graph(0)->dataCount(), ownLoss);  // the learner's curves stay
     QVERIFY(!loss->graph(0)->name().contains("reference"));
-    // In the legend, exactly as the graphs are named.
+    // In the legend: the graph, with a short text (its name stays in full for tooltips and exports).
+    panel->view("loss")->refresh();
     QVERIFY(loss->legend->hasItemWithPlottable(train.front()));
+    QVERIFY2(panel->view("loss")->legendTexts().contains("train loss — reference (NVIDIA H100)"), qPrintable(panel->view("loss")->legendTexts().join(" | ")));
     // The measurements table: the learner's rows and the reference's, labelled.
     const QStringList rows = tableRows(panel->measurementTable());
     QVERIFY2(rows.contains(kReferenceLabel + " | evaluation peak under no-grad | 976.56 KiB"), qPrintable(rows.join('\n')));
@@ -1104,6 +1155,20 @@ class TestGui : public QObject {
     QCOMPARE(real.view("v")->title(), QString("Title of v"));
   }
 
+  // The status bar names the device the run computes on, as the lab reports it, and keeps it after
+  // the run; the permanent device status stays beside it.
+  void theStatusBarShowsTheRunsDevice() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    const QString permanent = w.findChild<QLabel*>("deviceStatus")->text();
+    QVERIFY(w.runDeviceLabel()->text().isEmpty());
+    emit w.runner().batchReady(batch({lab::RunDevice{"cuda:0", "cuda:0 (emulated GPU — runs on your CPU)", true}}));
+    QVERIFY2(w.runDeviceLabel()->text().contains("cuda:0 (emulated GPU — runs on your CPU)"), qPrintable(w.runDeviceLabel()->text()));
+    QCOMPARE(w.findChild<QLabel*>("deviceStatus")->text(), permanent);
+    emit w.runner().finished(QString());
+    QVERIFY(w.runDeviceLabel()->text().contains("emulated GPU"));
+  }
+
   // The console shows messages, measurements and table rows in the order the lab sent them;
   // records are not shown; the progress bar follows Progress updates.
   void theConsoleKeepsTheLabsOrder() {
@@ -1216,6 +1281,259 @@ class TestGui : public QObject {
     QVERIFY(device->toolTip().contains("Allowed: "));
     QVERIFY(w.runPanel()->setParameter("device", "cpu"));
     QCOMPARE(w.runPanel()->settings().at("device"), std::string("cpu"));
+  }
+
+  // Issue 10: a run block's challenge is graded from the run's measurements when the run ends: not
+  // met with the rule broken (each check's line says why), met once fixed; a met challenge is kept.
+  // The lesson completes only with the quiz right AND the challenge met.
+  void aChallengeIsGradedMetAndNotMet() {
+    QTemporaryDir lessons, data;
+    writeChallengeLessons(lessons);
+    const QString progress = data.filePath("progress.json");
+    {
+      MainWindow w(lessons.path(), progress);
+      w.show();
+      QVERIFY(w.selectLesson("rule"));
+      RunPanel* run = w.runPanel();
+      QVERIFY(run->challengeBox()->isVisibleTo(&w));
+      QVERIFY2(run->challengeText().contains("Run the model without a device-mismatch error"), qPrintable(run->challengeText()));
+      QVERIFY(!run->challengeText().contains("met"));
+      QVERIFY(!run->challengeShownMet());
+      QSignalSpy finished(&w, &MainWindow::runFinished);
+
+      // Broken: the run ends normally (the engine's error is shown on purpose) and is graded.
+      w.startRun();
+      QVERIFY(finished.wait(30000));
+      QCOMPARE(finished.takeFirst().front().toString(), QString());
+      QVERIFY2(run->consoleText().contains("device-mismatch errors: measured 1, asked at most 0 — not met"), qPrintable(run->consoleText()));
+      QVERIFY2(run->challengeText().contains("not met yet"), qPrintable(run->challengeText()));
+      QVERIFY(run->challengeText().contains("device-mismatch errors: measured 1, asked at most 0 — not met"));
+      QVERIFY(!run->challengeShownMet());
+      // The quiz right is not enough: the challenge is not met.
+      w.quiz()->answer(0, 0);
+      QVERIFY(w.quiz()->allCorrect());
+      QVERIFY(!navigatorLabel(w, "rule").startsWith("✓"));
+      QVERIFY(!w.lessonComplete(*w.course().find("rule")));
+
+      // Fixed: met, green, recorded; the lesson is complete now.
+      QVERIFY(run->setParameter("fixed", "true"));
+      w.startRun();
+      QVERIFY(finished.wait(30000));
+      QCOMPARE(finished.takeFirst().front().toString(), QString());
+      QVERIFY2(run->consoleText().contains("device-mismatch errors: measured 0, asked at most 0 — met"), qPrintable(run->consoleText()));
+      QVERIFY2(run->challengeText().contains("met by this run"), qPrintable(run->challengeText()));
+      QVERIFY(run->challengeShownMet());
+      QVERIFY(navigatorLabel(w, "rule").startsWith("✓"));
+
+      // A later run that does not meet it: the box says so, the challenge stays met.
+      QVERIFY(run->setParameter("fixed", "false"));
+      w.startRun();
+      QVERIFY(finished.wait(30000));
+      QVERIFY2(run->challengeText().contains("not met by this run (met before)"), qPrintable(run->challengeText()));
+      QVERIFY(navigatorLabel(w, "rule").startsWith("✓"));
+    }
+    gpulab::course::ProgressStore stored(progress);
+    QVERIFY(stored.challengeMet("rule", 0));
+    QVERIFY(stored.isCompleted("rule"));
+    MainWindow again(lessons.path(), progress);
+    QVERIFY(again.selectLesson("rule"));
+    QVERIFY2(again.runPanel()->challengeText().contains("met ✓"), qPrintable(again.runPanel()->challengeText()));
+    QVERIFY(again.runPanel()->challengeShownMet());
+  }
+
+  // Issue 10: a stopped run is not graded; a lesson without challenges completes on its quiz alone.
+  void aStoppedRunIsNotGraded() {
+    QTemporaryDir lessons, data;
+    writeChallengeLessons(lessons);
+    MainWindow w(lessons.path(), data.filePath("progress.json"));
+    QVERIFY(w.selectLesson("rule"));
+    QVERIFY(w.runPanel()->setParameter("fixed", "true"));
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    w.startRun();
+    w.stopRun();  // before the lab's first step
+    QVERIFY(finished.wait(30000));
+    QVERIFY2(w.runPanel()->challengeText().contains("graded only when a run finishes"), qPrintable(w.runPanel()->challengeText()));
+    QVERIFY(!gpulab::course::ProgressStore(data.filePath("progress.json")).challengeMet("rule", 0));
+    // device-setup has no challenge: its quiz completes it.
+    MainWindow course(gpulab::course::kEmbeddedRoot, data.filePath("progress.json"));
+    QVERIFY(course.selectLesson("device-setup"));
+    QVERIFY(!course.runPanel()->challengeBox()->isVisibleTo(&course));
+    course.quiz()->answer(0, 0);
+    course.quiz()->answer(1, 1);
+    QVERIFY(navigatorLabel(course, "device-setup").startsWith("✓"));
+  }
+
+  // Issue 10: the first launch shows the welcome page: what GPU Lab is, the machine's GPU (or the
+  // emulated one), and every lesson, each opened by its link; Go > Course map comes back to it.
+  void theWelcomePageListsEveryLessonAndOpensThem() {
+    QTemporaryDir data;
+    MainWindow w(gpulab::course::kEmbeddedRoot, data.filePath("progress.json"));
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.welcomeShown());
+    QVERIFY(w.currentLessonId().isEmpty());
+    const QString text = w.welcomeView()->toPlainText();
+    QVERIFY(text.contains("GPU Lab"));
+    QVERIFY(text.contains("Course map"));
+    if (gpulab::cuda::emulatedDevice() && !gpulab::cuda::availability().usable) QVERIFY2(text.contains("emulated GPU stands in"), qPrintable(text));
+    for (const auto& lesson : w.course().lessons) {
+      QVERIFY2(text.contains(lesson.title), qPrintable(lesson.title));
+      QVERIFY(text.contains(lesson.chapter));
+    }
+    QVERIFY(text.contains("challenges met: 0 of 2"));  // training-loop's
+    QVERIFY(clickLink(w.welcomeView(), "gpulab-lesson:training-loop"));
+    QCOMPARE(w.currentLessonId(), QString("training-loop"));
+    QVERIFY(!w.welcomeShown());
+    QVERIFY(w.lessonView()->toPlainText().contains("GPU-aware training loop"));
+    w.courseMapAction()->trigger();
+    QVERIFY(w.welcomeShown());
+    QVERIFY(w.welcomeView()->toPlainText().contains("where you left off"));
+    // Completion shows on the map.
+    QVERIFY(clickLink(w.welcomeView(), "gpulab-lesson:device-setup"));
+    QCOMPARE(w.currentLessonId(), QString("device-setup"));
+    w.quiz()->answer(0, 0);
+    w.quiz()->answer(1, 1);
+    w.courseMapAction()->trigger();
+    QVERIFY2(w.welcomeView()->toPlainText().contains("✓ Device setup"), qPrintable(w.welcomeView()->toPlainText()));
+  }
+
+  // Issue 10: the app reopens the last lesson and run block; the session file is the test's own.
+  void reopeningLandsOnTheLastLesson() {
+    QTemporaryDir data;
+    const QString progress = data.filePath("progress.json");
+    {
+      MainWindow w(gpulab::course::kEmbeddedRoot, progress);
+      QVERIFY(w.sessionFile().startsWith(data.path()));
+      QVERIFY(w.welcomeShown());
+      QVERIFY(w.selectLesson("training-loop"));
+      w.runPanel()->selectRun(1);
+    }
+    MainWindow again(gpulab::course::kEmbeddedRoot, progress);
+    QVERIFY(!again.welcomeShown());
+    QCOMPARE(again.currentLessonId(), QString("training-loop"));
+    QCOMPARE(again.runPanel()->currentRun(), 1);
+    again.courseMapAction()->trigger();  // still reachable
+    QVERIFY(again.welcomeShown());
+  }
+
+  // Issue 10: Go > Next lesson steps on; its button is prominent once the lesson is complete.
+  void theNextLessonAction() {
+    QTemporaryDir data;
+    MainWindow w(gpulab::course::kEmbeddedRoot, data.filePath("progress.json"));
+    QVERIFY(w.selectLesson("device-setup"));
+    QVERIFY(w.nextLessonButton()->toolTip().contains("The same-device rule"));
+    QVERIFY(!w.nextLessonButton()->property("prominent").toBool());
+    w.quiz()->answer(0, 0);
+    w.quiz()->answer(1, 1);
+    QVERIFY(w.nextLessonButton()->property("prominent").toBool());
+    QVERIFY(w.nextLessonAction()->shortcuts().contains(QKeySequence("Alt+Down")));
+    w.nextLessonAction()->trigger();
+    QCOMPARE(w.currentLessonId(), QString("same-device-rule"));
+    QVERIFY(!w.nextLessonButton()->property("prominent").toBool());
+    w.nextLessonButton()->click();
+    QCOMPARE(w.currentLessonId(), QString("training-loop"));
+    QVERIFY(w.selectLesson(w.course().lessons.back().id));
+    QVERIFY(!w.nextLessonButton()->isEnabled());  // the last lesson
+  }
+
+  // Issue 10: a run marker in the lesson text is a link that selects its run block.
+  void aRunLinkSelectsTheRun() {
+    QCOMPARE(MainWindow::linkRunMarkers("text\n> **▶ Run 2: Leak it** — use the Run button below.\nmore"),
+             QString("text\n> **[▶ Run 2: Leak it](gpulab-run:2)** — click to choose it in the run area, then press Run.\nmore"));
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.selectLesson("training-loop"));
+    QTRY_VERIFY(!w.lessonLoading());
+    QCOMPARE(w.runPanel()->currentRun(), 0);
+    QVERIFY(w.lessonView()->toPlainText().contains("▶ Run 2: "));
+    QVERIFY(clickLink(w.lessonView(), "gpulab-run:2"));
+    QCOMPARE(w.runPanel()->currentRun(), 1);
+    QVERIFY(clickLink(w.lessonView(), "gpulab-run:1"));
+    QCOMPARE(w.runPanel()->currentRun(), 0);
+  }
+
+  // Issue 10: code blocks wrap in the lesson view rather than being cut off.
+  void codeBlocksWrap() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("where-memory-goes"));
+    QTRY_VERIFY(!w.lessonLoading());
+    int code = 0;
+    for (QTextBlock b = w.lessonView()->document()->begin(); b.isValid(); b = b.next()) {
+      if (!b.blockFormat().hasProperty(QTextFormat::BlockCodeFence)) continue;
+      ++code;
+      QVERIFY(!b.blockFormat().nonBreakableLines());
+    }
+    QVERIFY(code > 0);
+  }
+
+  // Issue 10: without a GPU, the status bar says the emulated GPU stands in when it is on.
+  void theStatusBarMentionsTheEmulatedGpu() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    const QString text = w.findChild<QLabel*>("deviceStatus")->text();
+    if (gpulab::cuda::availability().usable) QSKIP("a real GPU is usable: the status names it");
+    QVERIFY2(text.contains("no usable GPU"), qPrintable(text));
+    if (!gpulab::cuda::emulatedDevice()) QSKIP("the emulated GPU is off (GPULAB_EMULATED_GPU=0)");
+    QVERIFY2(text.contains("the emulated GPU stands in: emulated GPU cuda:"), qPrintable(text));
+    QCOMPARE(w.findChild<QLabel*>("deviceStatus")->toolTip(), text);
+  }
+
+  // Issue 10: the last run's memory history exports as a PyTorch snapshot pickle.
+  void theMemoryHistoryExportsAsAPickle() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("device-setup"));
+    QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());  // until a run has ended
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    w.startRun();
+    QVERIFY(finished.wait(30000));
+    QVERIFY(w.exportMemoryHistoryAction()->isEnabled());
+    QTemporaryDir out;
+    const QString typed = out.filePath("snapshot");
+    w.plotPanel()->setSaveFileNameProvider([&](const QString& filter) { return filter.contains("*.pickle") ? typed : QString(); });
+    w.exportMemoryHistoryAction()->trigger();
+    QFile f(typed + ".pickle");
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray bytes = f.readAll();
+    QVERIFY(bytes.size() > 100);
+    QCOMPARE(static_cast<unsigned char>(bytes[0]), 0x80);  // PROTO
+    QCOMPARE(static_cast<unsigned char>(bytes[1]), 2);     // protocol 2
+    QCOMPARE(bytes.back(), '.');                           // STOP
+    QVERIFY(bytes.contains("device_traces"));
+    QVERIFY(bytes.contains("alloc"));  // the run's allocations are in the trace
+    QVERIFY2(w.statusBar()->currentMessage().contains(QDir::toNativeSeparators(typed + ".pickle")), qPrintable(w.statusBar()->currentMessage()));
+  }
+
+  // Issue 10: the legend sits below the axes, never over the plotted data, in columns.
+  void legendsDoNotCoverTheData() {
+    PlotPanel panel;
+    panel.resize(580, 360);
+    panel.show();
+    std::vector<lab::SeriesSpec> series;
+    for (const char* name : {"other", "parameter", "gradient", "optimizer state", "activation", "input batch", "workspace"})
+      series.push_back({name, name});
+    MetricBatch b = batch({lineView("m", series, {{"time", "s"}}, lab::ViewKind::StackedArea)});
+    for (int x = 0; x < 20; ++x)
+      for (const auto& s : series) b.updates << point("m", s.id, {double(x)}, 1 + x % 3);
+    panel.addBatch(b);
+    panel.view("m")->refresh();
+    QCustomPlot* p = panel.plot("m");
+    p->replot();
+    auto rectText = [](const QRect& r) { return QString("%1,%2 %3x%4").arg(r.x()).arg(r.y()).arg(r.width()).arg(r.height()); };
+    QVERIFY(p->legend->visible());
+    int entries = 0;
+    for (int i = 0; i < p->legend->itemCount(); ++i) entries += p->legend->item(i) != nullptr;
+    QCOMPARE(entries, 7);
+    QVERIFY2(!p->legend->outerRect().intersects(p->axisRect()->outerRect()),
+             qPrintable(rectText(p->legend->outerRect()) + " / " + rectText(p->axisRect()->outerRect())));
+    QVERIFY(p->legend->outerRect().top() >= p->axisRect()->outerRect().bottom());
+    QVERIFY(p->legend->columnCount() > 1);  // side by side, not one tall column
+    // A narrow plot: fewer columns, still below the data.
+    const int wide = p->legend->columnCount();
+    panel.resize(260, 360);
+    QCoreApplication::processEvents();
+    p->replot();
+    QVERIFY(p->legend->columnCount() < wide);
+    QVERIFY(!p->legend->outerRect().intersects(p->axisRect()->outerRect()));
   }
 };
 

@@ -403,6 +403,19 @@ class TestMemory : public QObject {
     QCOMPARE(allocatorFor(*cuda::emulatedDevice()).memoryFraction(), 1.0);  // and the cap is put back
   }
 
+  // The lesson's claim: checkpointing lowers a training step's peak memory (measured, both ways).
+  void checkpointingLowersThePeak() {
+    test::RecordingSink sink;
+    test::runLab("memory", {{"device", "cpu"}, {"mode", "checkpoint"}, {"dataset", "regression"}, {"hidden", "512,512,512,512,512,512,512,512"},
+                            {"start_batch", "2048"}, {"steps", "2"}, {"segments", "3"}}, sink);
+    const double stored = sink.measured["peak allocated, activations stored"];
+    const double recomputed = sink.measured["peak allocated, activations recomputed"];
+    qInfo("peak of a step: %.0f bytes stored, %.0f checkpointed", stored, recomputed);
+    QVERIFY(stored > 0 && recomputed > 0);
+    QVERIFY(recomputed < 0.8 * stored);
+    QCOMPARE(sink.all<lab::Bar>().size(), std::size_t{4});  // memory and time, stored and recomputed
+  }
+
   void gradientAccumulationMatchesTheLargerBatch() {
     auto run = [](const char* batch, const char* accumulate) {
       test::RecordingSink sink;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/memory/memory.h"
+#include "engine/memory/memory_snapshot.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/runtime/cuda_runtime.h"
@@ -288,6 +289,8 @@ QString labHelp(const std::string& labId, const QString& command, const Aliases&
   }
   for (const lab::ParamSpec& s : theLab->params()) text += optionHelp(s);
   text += QString("  %1  one JSON object per line (the lab's views and updates, and its records: step, epoch, memory, done, error, ...)\n").arg("--json", -26);
+  text += QString("  %1  record the run's memory history and write it to FILE at the end (also when the run fails),\n"
+                  "      in the format of PyTorch's torch.cuda.memory._snapshot(): open it at https://pytorch.org/memory_viz\n").arg("--memory-snapshot FILE", -26);
   text += QString("  %1  this help\n\n").arg("--help, -h", -26);
   return text + kExitStatusHelp;
 }
@@ -301,6 +304,7 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
   const bool json = args.contains("--json");
   std::unique_ptr<lab::Lab> theLab;
   std::optional<lab::Params> parsed;
+  std::string snapshotPath;  // --memory-snapshot FILE
   // 1. The arguments.
   try {
     theLab = labs::makeLab(labId);
@@ -308,6 +312,12 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     for (int i = 0; i < args.size(); ++i) {
       const QString& a = args[i];
       if (a == "--json") continue;
+      if (a == "--memory-snapshot") {
+        if (i + 1 >= args.size() || args[i + 1].isEmpty() || args[i + 1].startsWith("--"))
+          throw ValueError("option '--memory-snapshot' needs a file name");
+        snapshotPath = args[++i].toStdString();
+        continue;
+      }
       if (auto alias = aliases.find(a); alias != aliases.end()) {
         params.set(alias->second.first, alias->second.second);
         continue;
@@ -328,7 +338,21 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     fail(out, err, json, e);
     return kExitUsage;
   }
-  // 2. The run.
+  // 2. The run, its memory history recorded for --memory-snapshot and written when it ends, failed or not.
+  std::optional<MemoryHistory> history;
+  if (!snapshotPath.empty()) history.emplace();
+  auto writeSnapshot = [&]() -> bool {
+    if (!history) return true;
+    try {
+      history->writeSnapshot(snapshotPath);
+      err << "gpulab-cli: memory snapshot written to " << QString::fromStdString(snapshotPath) << " (open it at https://pytorch.org/memory_viz)\n";
+      err.flush();
+      return true;
+    } catch (const std::exception& e) {
+      fail(out, err, json, e);
+      return false;
+    }
+  };
   try {
     CliSink sink(out, err, json);
     lab::StopToken stop;
@@ -343,10 +367,11 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     sink.endProgress();
     gActiveStop = nullptr;
     if (measured) *measured = sink.measured;
-    return kExitOk;
+    return writeSnapshot() ? kExitOk : kExitFailed;
   } catch (const std::exception& e) {
     gActiveStop = nullptr;
     fail(out, err, json, e);
+    writeSnapshot();
     return kExitFailed;
   }
 }

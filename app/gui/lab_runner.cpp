@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "engine/core/errors.h"
+#include "engine/memory/memory_snapshot.h"
 #include "lessons/labs/labs.h"
 
 namespace gpulab::app {
@@ -30,7 +31,8 @@ namespace {
 // Checks and collects what the lab sends; emits a batch at most every 33 ms.
 class BatchingSink final : public lab::MetricSink {
  public:
-  BatchingSink(LabWorker& worker, RunControl& control) : worker_(worker), control_(control) {}
+  BatchingSink(LabWorker& worker, RunControl& control, const MemoryHistory& history)
+      : worker_(worker), control_(control), history_(history) {}
 
   void send(const lab::Update& update) override {
     if (!violation_.isEmpty()) throw ValueError(violation_.toStdString());
@@ -52,6 +54,9 @@ class BatchingSink final : public lab::MetricSink {
   }
 
   void flush() {
+    // The recorder keeps every event until the history collects it (max_entries bounds only what
+    // the history keeps): collect at each batch, so a long run's recording stays bounded.
+    history_.entryCount(kCPU);
     if (batch_.empty()) return;
     emit worker_.batchReady(batch_);
     batch_ = MetricBatch{};
@@ -69,6 +74,7 @@ class BatchingSink final : public lab::MetricSink {
 
   LabWorker& worker_;
   RunControl& control_;
+  const MemoryHistory& history_;
   lab::UpdateChecker checker_;
   MetricBatch batch_;
   QString violation_;
@@ -89,17 +95,27 @@ void LabWorker::run(const QString& labId, const ParamMap& settings) {
 }
 
 void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
-  BatchingSink sink(*this, control_);
   QString error;
-  try {
-    lab::Params params = theLab.defaults();
-    for (const auto& [name, value] : settings) params.set(name, value);
-    theLab.run(params, sink, control_.stop);
-  } catch (const std::exception& e) {
-    error = QString::fromUtf8(e.what());
-  }
-  if (!sink.violation().isEmpty()) error = "The lab broke the protocol: " + sink.violation();
-  sink.flush();
+  QByteArray snapshot;
+  {
+    const MemoryHistory history;  // recording starts here, on the thread that runs the lab
+    BatchingSink sink(*this, control_, history);
+    try {
+      lab::Params params = theLab.defaults();
+      for (const auto& [name, value] : settings) params.set(name, value);
+      theLab.run(params, sink, control_.stop);
+    } catch (const std::exception& e) {
+      error = QString::fromUtf8(e.what());
+    }
+    if (!sink.violation().isEmpty()) error = "The lab broke the protocol: " + sink.violation();
+    sink.flush();
+    try {
+      snapshot = QByteArray::fromStdString(history.snapshotPickle());
+    } catch (const std::exception& e) {
+      qWarning("the run's memory history could not be pickled: %s", e.what());
+    }
+  }  // and stops here, before the GUI hears that the run ended
+  emit memoryHistoryReady(snapshot);
   emit finished(error);
 }
 
@@ -111,6 +127,7 @@ LabRunner::LabRunner(QObject* parent) : QObject(parent) {
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
   connect(this, &LabRunner::startRequested, worker_, &LabWorker::run, Qt::QueuedConnection);
   connect(worker_, &LabWorker::batchReady, this, &LabRunner::batchReady, Qt::QueuedConnection);
+  connect(worker_, &LabWorker::memoryHistoryReady, this, &LabRunner::memoryHistoryReady, Qt::QueuedConnection);
   connect(worker_, &LabWorker::finished, this, [this](const QString& error) {
     running_ = false;
     control_.setPaused(false);

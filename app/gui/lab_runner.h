@@ -8,6 +8,13 @@
 // second however fast the lab streams, and never waits on the engine. Stop sets the lab's StopToken
 // (checked every step); Pause makes the sink hold the worker at its next Progress update until
 // Resume or Stop. Destroying the runner stops the lab and joins the thread.
+//
+// Memory history: each run records every device's memory events in a gpulab::MemoryHistory (as
+// torch.cuda.memory._record_memory_history() does), made and destroyed on the worker's thread around
+// the lab's run; when the lab returns, the worker pickles its snapshot (what
+// torch.cuda.memory._snapshot() gives, for pytorch.org/memory_viz) and hands the bytes to the GUI
+// thread before finished(), so the GUI never touches the recorder while the engine runs.
+#include <QByteArray>
 #include <QMetaType>
 #include <QObject>
 #include <QString>
@@ -62,6 +69,9 @@ class LabWorker : public QObject {
 
  signals:
   void batchReady(const gpulab::app::MetricBatch& batch);
+  // The run's memory history as a PyTorch snapshot pickle; sent just before finished() (empty when
+  // the snapshot could not be made).
+  void memoryHistoryReady(const QByteArray& pickle);
   // `error` is empty when the lab ended normally (or was stopped); the checker's message when the
   // lab broke the protocol.
   void finished(const QString& error);
@@ -87,6 +97,7 @@ class LabRunner : public QObject {
 
  signals:
   void batchReady(const gpulab::app::MetricBatch& batch);
+  void memoryHistoryReady(const QByteArray& pickle);  // the run's, just before finished()
   void finished(const QString& error);
   void startRequested(const QString& labId, const std::map<std::string, std::string>& params);
 

@@ -3,6 +3,8 @@
 // --quit-when-shown (for timing start-up), --reference-runs DIR (read the reference runs from a
 // folder of <lesson-id>.jsonl files, to check a recording before it is embedded), --compare (check
 // "Compare with a real GPU" where a reference run exists; for screenshots), --help, --version.
+// Without --open the window reopens the lesson the learner left, or shows the welcome page (the
+// course map) on the first launch.
 //
 // The command line is read before the QApplication exists, so --help and --version work without a
 // display (over ssh, in a package check). Qt's own options (-platform, -style, ...) are accepted and
@@ -44,7 +46,8 @@ int main(int argc, char** argv) {
   QCommandLineOption referenceRuns("reference-runs", "Read the reference runs (<lesson-id>.jsonl) from DIR instead of the embedded ones.", "DIR");
   QCommandLineOption compare("compare", "Check \"Compare with a real GPU\" (shown where a lesson's run has a reference run).");
   QCommandLineOption quitWhenShown("quit-when-shown", "Quit as soon as the first lesson is on screen (to time start-up).");
-  parser.addOptions({lessons, open, run, runIndex, referenceRuns, compare, quitWhenShown});
+  QCommandLineOption view("view", "Show the run's view with this id (such as memory) as soon as the lab declares it.", "ID");
+  parser.addOptions({lessons, open, run, runIndex, referenceRuns, compare, quitWhenShown, view});
   // QApplication's own options (see QGuiApplication and QApplication): accepted, not listed.
   for (const auto& [name, takesValue] : std::initializer_list<std::pair<const char*, bool>>{
            {"platform", true}, {"platformpluginpath", true}, {"platformtheme", true}, {"plugin", true},
@@ -100,6 +103,16 @@ int main(int argc, char** argv) {
   if (parser.isSet(compare)) window.plotPanel()->setShowReference(true);
   window.show();
   if (parser.isSet(run)) QTimer::singleShot(0, &window, &gpulab::app::MainWindow::startRun);
+  // A lab declares its views when it runs: look for the one asked for until it is there.
+  QTimer viewPoll;
+  if (parser.isSet(view)) {
+    QObject::connect(&viewPoll, &QTimer::timeout, &window, [&] {
+      if (!window.plotPanel()->viewIds().contains(parser.value(view))) return;
+      window.plotPanel()->showView(parser.value(view));
+      viewPoll.stop();
+    });
+    viewPoll.start(50);
+  }
   // A zero timer fires once the window's first show and paint events have been handled.
   if (parser.isSet(quitWhenShown)) QTimer::singleShot(0, &app, &QApplication::quit);
   return QApplication::exec();

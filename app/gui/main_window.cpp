@@ -1,10 +1,14 @@
 #include "app/gui/main_window.h"
 
+#include <QAction>
 #include <QCloseEvent>
 #include <QDeadlineTimer>
+#include <QDesktopServices>
+#include <QDir>
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QFontDatabase>
+#include <QFileInfo>
 #include <QFrame>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -12,12 +16,17 @@
 #include <QMenu>
 #include <QMenuBar>
 #include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSaveFile>
 #include <QScreen>
-#include <QShortcut>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTextBrowser>
+#include <QTextBlock>
+#include <QTextCursor>
 #include <QTextDocument>
 #include <QThread>
 #include <QToolButton>
@@ -30,20 +39,63 @@
 #include "app/gui/run_panel.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 
 namespace gpulab::app {
 
 namespace {
 
+// Without a usable GPU: why there is none, and the emulated GPU that stands in when it is on.
+// The stand-in first: the reason can be long, and the status bar cuts what does not fit.
+QString noGpuStatus(const cuda::Availability& a) {
+  const QString why = QString::fromStdString(a.reason);
+  if (!cuda::emulatedDevice()) return "no usable GPU: " + why;
+  return QString("no usable GPU, the emulated GPU stands in: %1. Why no GPU: %2").arg(QString::fromStdString(cuda::emulatedGpuStatus()), why);
+}
+
 QString deviceStatus() {
   const cuda::Availability a = cuda::availability();
-  if (!a.usable) return QString("CPU — no usable GPU: %1").arg(QString::fromStdString(a.reason));
+  if (!a.usable) return "CPU — " + noGpuStatus(a);
   const auto& d = a.devices.front();
   return QString("GPU cuda:0 — %1, %2").arg(QString::fromStdString(d.name),
                                              QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.total_memory))));
 }
 
 constexpr int kLessonIdRole = Qt::UserRole + 1;
+constexpr int kHomeRole = Qt::UserRole + 2;  // the navigator's "Course map" item
+
+// Links inside the lesson text and the welcome page.
+constexpr QLatin1String kRunScheme("gpulab-run");        // gpulab-run:2 selects run block 2
+constexpr QLatin1String kLessonScheme("gpulab-lesson");  // gpulab-lesson:device-setup opens the lesson
+
+// Qt's Markdown import makes a code block non-breaking lines: in a narrow lesson view a long line is
+// cut off, or the whole page scrolls sideways for it. Code blocks wrap instead, in a slightly smaller
+// font on a light band, a wrapped line's continuation indented, so that it still reads as code.
+// Whether the learner's answer to quiz `q` of `lesson` is a right one.
+bool answeredRight(const course::ProgressStore& progress, const course::Lesson& lesson, int q) {
+  const int a = progress.answer(lesson.id, q);
+  return a >= 0 && a < lesson.quizzes[q].answers.size() && lesson.quizzes[q].answers[a].correct;
+}
+
+constexpr double kCodeHangingIndent = 28;  // pixels
+void polishCodeBlocks(QTextDocument* doc) {
+  QTextCursor cursor(doc);
+  for (QTextBlock b = doc->begin(); b.isValid(); b = b.next()) {
+    QTextBlockFormat format = b.blockFormat();
+    if (!format.nonBreakableLines() && !format.hasProperty(QTextFormat::BlockCodeFence)) continue;
+    format.setNonBreakableLines(false);
+    // A hanging indent: a wrapped line's continuation starts further right than any line of code.
+    format.setLeftMargin(format.leftMargin() + kCodeHangingIndent);
+    format.setTextIndent(-kCodeHangingIndent);
+    format.setBackground(QColor(128, 128, 128, 28));  // light on a light palette, and on a dark one
+    cursor.setPosition(b.position());
+    cursor.setBlockFormat(format);
+    cursor.setPosition(b.position() + b.length() - 1, QTextCursor::KeepAnchor);
+    QTextCharFormat chars;
+    chars.setFontPointSize(std::max(7.0, doc->defaultFont().pointSizeF() * 0.9));
+    cursor.mergeCharFormat(chars);
+  }
+}
 
 // cuBLAS reports major*10000 + minor*100 + patch (as the engine stores it); cuDNN 9 does the same,
 // cuDNN 8 and older major*1000 + minor*100 + patch.
@@ -59,13 +111,19 @@ QString cudnnVersion(int v) { return threePart(v, v >= 90000 ? 10000 : 1000); }
 MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, QWidget* parent)
     : QMainWindow(parent), root_(lessonsRoot), progress_(progressPath) {
   setWindowTitle("GPU Lab");
+  if (progressPath.isEmpty()) {
+    session_ = std::make_unique<QSettings>();  // the application's organisation and name
+  } else {
+    const QFileInfo progressFile(progressPath);
+    session_ = std::make_unique<QSettings>(progressFile.dir().filePath(progressFile.completeBaseName() + "-session.ini"), QSettings::IniFormat);
+  }
   navigator_ = new QTreeWidget;
   navigator_->setHeaderHidden(true);
   navigator_->setMinimumWidth(230);
 
   pageTabs_ = new QTabWidget;
   lessonView_ = new QTextBrowser;
-  lessonView_->setOpenExternalLinks(true);
+  lessonView_->setOpenLinks(false);  // openLink: run markers select a run, web links open outside
   codeView_ = new QPlainTextEdit;
   codeView_->setReadOnly(true);
   codeView_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -104,12 +162,33 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   bannerLayout->addWidget(dismiss, 0, Qt::AlignTop);
   progressBanner_->hide();
   connect(dismiss, &QToolButton::clicked, progressBanner_, &QWidget::hide);
+  // The lesson: its tabs, then the way on (the course map, the next lesson).
+  lessonPage_ = new QWidget;
+  auto* lessonLayout = new QVBoxLayout(lessonPage_);
+  lessonLayout->setContentsMargins(0, 0, 0, 0);
+  lessonLayout->setSpacing(4);
+  lessonLayout->addWidget(pageTabs_, 1);
+  auto* wayOn = new QHBoxLayout;
+  auto* home = new QPushButton("⌂ Course map");
+  home->setToolTip("The course map: every lesson, what you completed (Alt+Home)");
+  nextButton_ = new QPushButton;
+  nextButton_->setObjectName("nextLesson");
+  wayOn->addWidget(home);
+  wayOn->addStretch();
+  wayOn->addWidget(nextButton_);
+  lessonLayout->addLayout(wayOn);
+  welcome_ = new QTextBrowser;
+  welcome_->setObjectName("welcome");
+  welcome_->setOpenLinks(false);
+  pages_ = new QStackedWidget;
+  pages_->addWidget(welcome_);
+  pages_->addWidget(lessonPage_);
   auto* page = new QWidget;
   auto* pageLayout = new QVBoxLayout(page);
   pageLayout->setContentsMargins(0, 0, 0, 0);
   pageLayout->setSpacing(4);
   pageLayout->addWidget(progressBanner_);
-  pageLayout->addWidget(pageTabs_, 1);
+  pageLayout->addWidget(pages_, 1);
 
   auto* main = new QSplitter(Qt::Horizontal);
   main->addWidget(navigator_);
@@ -125,20 +204,47 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   // A widget, not showMessage(): a temporary message is cleared by any status tip (hovering the menu).
   auto* device = new QLabel(deviceStatus());
   device->setObjectName("deviceStatus");
+  device->setToolTip(device->text());
+  // The reason for no GPU can be long: the label is cut at the window's edge rather than widen it.
+  device->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   statusBar()->addWidget(device, 1);
   runDevice_ = new QLabel;
   runDevice_->setObjectName("runDevice");
   runDevice_->setToolTip("Where the run computes, as the lab reports it");
   statusBar()->addWidget(runDevice_);
 
+  QMenu* file = menuBar()->addMenu("&File");
+  exportHistory_ = file->addAction("Export memory &history (PyTorch snapshot)…", this, &MainWindow::askExportMemoryHistory);
+  exportHistory_->setObjectName("exportMemoryHistory");
+  exportHistory_->setIconText("Memory history…");
+  exportHistory_->setToolTip("Export the last run's memory history as a PyTorch snapshot (.pickle) to open at pytorch.org/memory_viz");
+  exportHistory_->setEnabled(false);  // until a run has ended
+  runPanel_->addRunAction(exportHistory_);
+  file->addSeparator();
+  QAction* quit = file->addAction("&Quit", this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+  quit->setMenuRole(QAction::QuitRole);
+  QMenu* go = menuBar()->addMenu("&Go");
+  homeAction_ = go->addAction("&Course map", this, &MainWindow::showWelcome);
+  homeAction_->setShortcuts({QKeySequence("Alt+Home"), QKeySequence("Ctrl+Home")});
+  QAction* previous = go->addAction("&Previous lesson", this, [this] { stepLesson(-1); });
+  previous->setShortcuts({QKeySequence("Alt+Up"), QKeySequence("Ctrl+Alt+Left")});
+  nextAction_ = go->addAction("&Next lesson", this, [this] { stepLesson(1); });
+  nextAction_->setObjectName("nextLessonAction");
+  nextAction_->setShortcuts({QKeySequence("Alt+Down"), QKeySequence("Ctrl+Alt+Right")});
+  connect(nextButton_, &QPushButton::clicked, nextAction_, &QAction::trigger);
+  connect(home, &QPushButton::clicked, homeAction_, &QAction::trigger);
   QMenu* help = menuBar()->addMenu("&Help");
   QAction* about = help->addAction("&About GPU Lab", this, &MainWindow::showAbout);
   about->setObjectName("aboutAction");
   about->setMenuRole(QAction::AboutRole);
 
   connect(navigator_, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) {
-    if (item && item->data(0, kLessonIdRole).isValid()) showLesson(course_.find(item->data(0, kLessonIdRole).toString()));
+    if (item && item->data(0, kHomeRole).toBool()) showWelcome();
+    else if (item && item->data(0, kLessonIdRole).isValid()) showLesson(course_.find(item->data(0, kLessonIdRole).toString()));
   });
+  connect(lessonView_, &QTextBrowser::anchorClicked, this, &MainWindow::openLink);
+  connect(welcome_, &QTextBrowser::anchorClicked, this, &MainWindow::openLink);
   connect(runPanel_, &RunPanel::runClicked, this, &MainWindow::startRun);
   connect(runPanel_, &RunPanel::stopClicked, this, &MainWindow::stopRun);
   connect(runPanel_, &RunPanel::pauseClicked, this, [this] {
@@ -148,13 +254,16 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   });
   connect(runPanel_, &RunPanel::resetClicked, plots_, &PlotPanel::clearRuns);
   connect(plots_, &PlotPanel::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 15000); });
-  connect(runPanel_, &RunPanel::runSelected, this, [this] {
+  connect(runPanel_, &RunPanel::runSelected, this, [this](int index) {
     showRunSource();
     showReference();
+    showChallenge();
+    session_->setValue("session/run", index);
   });
   connect(&runner_, &LabRunner::batchReady, this, [this](const MetricBatch& b) {
     for (const lab::Update& u : b.updates)
       if (const auto* d = std::get_if<lab::RunDevice>(&u)) runDevice_->setText("Run on " + QString::fromStdString(d->label.empty() ? d->device : d->label));
+      else if (const auto* m = std::get_if<lab::Measurement>(&u)) runMeasurements_.push_back(*m);
     plots_->addBatch(b);
     runPanel_->appendBatch(b);
   });
@@ -163,27 +272,31 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
     runState_->setText(error.isEmpty() ? "idle" : "failed");
     runPanel_->finishRun(error, runner_.stopRequested());
     plots_->endRun(error);  // a failed run loses its legend entries
+    gradeRun(error);
     emit runFinished(error);
   });
+  connect(&runner_, &LabRunner::memoryHistoryReady, this, [this](const QByteArray& pickle) {
+    if (pickle.isEmpty()) return;  // the previous run's stays
+    memoryHistory_ = pickle;
+    exportHistory_->setEnabled(true);
+  });
   connect(quiz_, &QuizWidget::answered, this, &MainWindow::onAnswered);
-
-  // Navigation shortcuts (the run controls have theirs on the buttons).
-  connect(new QShortcut(QKeySequence("Alt+Down"), this), &QShortcut::activated, this, [this] { stepLesson(1); });
-  connect(new QShortcut(QKeySequence("Alt+Up"), this), &QShortcut::activated, this, [this] { stepLesson(-1); });
 
   // Authors' mode: a lessons folder is reloaded when its files change.
   reloadDelay_.setSingleShot(true);
   reloadDelay_.setInterval(200);
   connect(&reloadDelay_, &QTimer::timeout, this, [this] {
     const QString keep = currentId_;
+    const bool home = welcomeShown();
     loadCourse();
-    if (!selectLesson(keep) && !course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
+    if (home) showWelcome();
+    else if (!selectLesson(keep) && !course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
   });
   connect(&watcher_, &QFileSystemWatcher::fileChanged, &reloadDelay_, qOverload<>(&QTimer::start));
   connect(&watcher_, &QFileSystemWatcher::directoryChanged, &reloadDelay_, qOverload<>(&QTimer::start));
 
   loadCourse();
-  if (!course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
+  restoreSession();
   showProgressProblem();
   resize(initialSize(screen() ? screen()->availableGeometry().size() : QSize(1280, 800)));
 }
@@ -221,6 +334,10 @@ void MainWindow::loadCourse() {
 void MainWindow::rebuildNavigator() {
   const QSignalBlocker block(navigator_);
   navigator_->clear();
+  auto* home = new QTreeWidgetItem(navigator_, {"⌂ Course map"});
+  home->setData(0, kHomeRole, true);
+  home->setToolTip(0, "What GPU Lab is, this machine's GPU, and every lesson (Alt+Home)");
+  if (welcomeShown()) navigator_->setCurrentItem(home);
   QTreeWidgetItem* chapter = nullptr;
   for (const course::Lesson& l : course_.lessons) {
     if (!chapter || chapter->text(0) != l.chapter) {
@@ -230,14 +347,16 @@ void MainWindow::rebuildNavigator() {
     }
     QString label = l.title;
     if (!l.ok()) label = "⚠ " + label + " (broken)";
-    else if (progress_.isCompleted(l.id)) label = "✓ " + label;
+    else if (lessonComplete(l)) label = "✓ " + label;
     auto* item = new QTreeWidgetItem(chapter, {label});
     item->setData(0, kLessonIdRole, l.id);
     if (!l.ok()) {
       item->setForeground(0, QColor(214, 39, 40));
       item->setToolTip(0, l.error);
+    } else {
+      item->setToolTip(0, l.title + (lessonComplete(l) ? "\nComplete" : "\nNot complete yet: answer the quiz and meet the challenges"));
     }
-    if (l.id == currentId_) navigator_->setCurrentItem(item);
+    if (l.id == currentId_ && !welcomeShown()) navigator_->setCurrentItem(item);
   }
   navigator_->expandAll();
 }
@@ -258,6 +377,10 @@ bool MainWindow::selectLesson(const QString& id) {
 }
 
 void MainWindow::stepLesson(int delta) {
+  if (welcomeShown() && delta > 0) {  // from the course map: on to the lesson left, or the first
+    if (!selectLesson(currentId_) && !course_.lessons.isEmpty()) selectLesson(course_.lessons.front().id);
+    return;
+  }
   for (int i = 0; i < course_.lessons.size(); ++i) {
     if (course_.lessons[i].id != currentId_) continue;
     const int j = i + delta;
@@ -267,8 +390,16 @@ void MainWindow::stepLesson(int delta) {
 }
 
 void MainWindow::showLesson(const course::Lesson* lesson) {
-  if (!lesson || runner_.running()) return;
+  if (!lesson) return;
+  if (runner_.running()) {
+    // A run keeps its lesson on screen; back from the course map to it is all that is allowed.
+    if (lesson->id == currentId_) pages_->setCurrentWidget(lessonPage_);
+    return;
+  }
+  pages_->setCurrentWidget(lessonPage_);
   currentId_ = lesson->id;
+  session_->setValue("session/lesson", lesson->id);
+  session_->setValue("session/run", 0);
   ++textGeneration_;
   lessonLoading_ = false;
   if (lesson->ok()) {
@@ -282,6 +413,8 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
   quiz_->setLesson(lesson->ok() ? lesson : nullptr);
   showRunSource();
   showReference();
+  showChallenge();
+  updateNextLesson();
   pageTabs_->setCurrentIndex(0);
 }
 
@@ -297,12 +430,13 @@ void MainWindow::showLessonText(const course::Lesson& lesson) {
   const int generation = textGeneration_;
   auto result = std::make_shared<std::unique_ptr<QTextDocument>>();
   QThread* gui = thread();
-  QThread* worker = QThread::create([result, markdown = lesson.markdown, font = lessonView_->font(),
+  QThread* worker = QThread::create([result, markdown = linkRunMarkers(lesson.markdown), font = lessonView_->font(),
                                      margin = lessonView_->document()->documentMargin(), gui] {
     auto doc = std::make_unique<QTextDocument>();
     doc->setDefaultFont(font);
     doc->setDocumentMargin(margin);
     doc->setMarkdown(markdown);
+    polishCodeBlocks(doc.get());
     doc->moveToThread(gui);
     *result = std::move(doc);
   });
@@ -377,6 +511,10 @@ void MainWindow::startRun() {
   const auto settings = runPanel_->settings();
   plots_->beginRun(settings);  // overlaid runs are named by the settings that differ
   runDevice_->clear();
+  runLesson_ = lesson->id;
+  runBlock_ = i;
+  runMeasurements_.clear();
+  showChallenge();  // the last run's grade goes
   runPanel_->setRunning(true, false);
   runPanel_->beginRunOutput();
   runPanel_->appendInfo("▶ " + lesson->runs[i].title);
@@ -387,11 +525,186 @@ void MainWindow::startRun() {
 void MainWindow::stopRun() { runner_.stop(); }
 
 void MainWindow::onAnswered() {
-  if (quiz_->allCorrect() && !progress_.isCompleted(currentId_)) {
-    progress_.setCompleted(currentId_);
-    rebuildNavigator();
-  }
+  updateCompletion(currentId_);
   showProgressProblem();
+}
+
+bool MainWindow::lessonComplete(const course::Lesson& lesson) const {
+  if (!lesson.ok()) return false;
+  bool anything = false;  // a lesson with no quiz and no challenge has nothing to complete
+  for (int q = 0; q < lesson.quizzes.size(); ++q) {
+    if (!answeredRight(progress_, lesson, q)) return false;
+    anything = true;
+  }
+  for (int r = 0; r < lesson.runs.size(); ++r) {
+    if (!lesson.runs[r].challenge) continue;
+    if (!progress_.challengeMet(lesson.id, r)) return false;
+    anything = true;
+  }
+  return anything;
+}
+
+void MainWindow::updateCompletion(const QString& id) {
+  const course::Lesson* lesson = course_.find(id);
+  if (!lesson || !lesson->ok()) return;
+  const bool complete = lessonComplete(*lesson);
+  if (complete != progress_.isCompleted(id)) progress_.setCompleted(id, complete);  // what gpulab-cli reads
+  rebuildNavigator();
+  updateNextLesson();
+  if (welcomeShown()) welcome_->setHtml(courseMapHtml());
+}
+
+void MainWindow::showChallenge() {
+  const course::Lesson* lesson = course_.find(currentId_);
+  const int i = runPanel_->currentRun();
+  const bool has = lesson && lesson->ok() && i >= 0 && i < lesson->runs.size() && lesson->runs[i].challenge;
+  runPanel_->showChallenge(has ? &*lesson->runs[i].challenge : nullptr, has && progress_.challengeMet(lesson->id, i));
+}
+
+void MainWindow::gradeRun(const QString& error) {
+  const course::Lesson* lesson = course_.find(runLesson_);
+  if (!lesson || !lesson->ok() || runBlock_ < 0 || runBlock_ >= lesson->runs.size() || !lesson->runs[runBlock_].challenge) return;
+  if (!error.isEmpty() || runner_.stopRequested()) {
+    runPanel_->showChallengeNotGraded(QString("The run %1 before its end: the challenge is graded only when a run finishes.")
+                                          .arg(error.isEmpty() ? "was stopped" : "failed"));
+    return;
+  }
+  const bool metBefore = progress_.challengeMet(lesson->id, runBlock_);
+  const course::ChallengeResult result = course::grade(*lesson->runs[runBlock_].challenge, runMeasurements_);
+  runPanel_->showChallengeResult(result, metBefore);
+  if (result.met && !metBefore) progress_.setChallengeMet(lesson->id, runBlock_);
+  updateCompletion(lesson->id);
+  showProgressProblem();
+}
+
+void MainWindow::updateNextLesson() {
+  int index = -1;
+  for (int i = 0; i < course_.lessons.size(); ++i)
+    if (course_.lessons[i].id == currentId_) index = i;
+  const bool hasNext = index >= 0 && index + 1 < course_.lessons.size();
+  const course::Lesson* lesson = course_.find(currentId_);
+  const bool prominent = hasNext && lesson && lessonComplete(*lesson);
+  nextAction_->setEnabled(hasNext || welcomeShown());
+  nextButton_->setEnabled(hasNext);
+  // The title in the tooltip: the button stays narrow, so that the window fits a 1280x800 screen.
+  nextButton_->setText(hasNext ? "Next lesson ▶" : "The last lesson");
+  const QString next = hasNext ? "Next: " + course_.lessons[index + 1].title + " (Alt+Down)" : QString("This is the course's last lesson");
+  nextButton_->setToolTip(prominent ? "You completed this lesson. " + next : next);
+  nextButton_->setProperty("prominent", prominent);
+  nextButton_->setDefault(prominent);
+  nextButton_->setStyleSheet(prominent ? "QPushButton { background: #188038; color: white; font-weight: bold; padding: 4px 12px; border-radius: 3px; }" : QString());
+}
+
+void MainWindow::showWelcome() {
+  welcome_->setHtml(courseMapHtml());
+  pages_->setCurrentWidget(welcome_);
+  rebuildNavigator();  // the "Course map" item is the current one
+  updateNextLesson();
+}
+
+bool MainWindow::welcomeShown() const { return pages_->currentWidget() == welcome_; }
+
+QString MainWindow::courseMapHtml() const {
+  QString html = "<h1>Welcome to GPU Lab</h1>"
+                 "<p>GPU Lab teaches how deep learning uses a GPU — devices, the training loop, where memory goes, "
+                 "running out of it — the way PyTorch does it. Each lesson explains an idea with PyTorch code, then "
+                 "<b>runs it for real</b> on GPU Lab's own engine: press <b>Run</b> in the run area and watch the plots "
+                 "and the console. A lesson is complete when its quiz is answered correctly and its challenges are met.</p>";
+  const cuda::Availability a = cuda::availability();
+  const QString why = QString::fromStdString(a.reason).toHtmlEscaped();
+  if (a.usable) {
+    html += "<p><b>This machine:</b> " + deviceStatus().toHtmlEscaped() + ". The lessons run on it.</p>";
+  } else if (cuda::emulatedDevice()) {
+    html += "<p><b>This machine has no usable GPU</b> (" + why + "). <b>GPU Lab's emulated GPU stands in:</b> " +
+            QString::fromStdString(cuda::emulatedGpuStatus()).toHtmlEscaped() +
+            ". It behaves as a GPU device does (its own memory, the same-device rule, out-of-memory errors) but computes on "
+            "your CPU: its memory numbers are real, its timings are not a GPU's.</p>";
+  } else {
+    html += "<p><b>This machine has no usable GPU</b> (" + why + "), and the emulated GPU is off: the lessons run on the CPU.</p>";
+  }
+  html += "<h2>Course map</h2>";
+  QString chapter;
+  bool open = false;
+  for (const course::Lesson& l : course_.lessons) {
+    if (!open || l.chapter != chapter) {
+      if (open) html += "</ul>";
+      chapter = l.chapter;
+      html += "<h3>" + (chapter.isEmpty() ? QString("Lessons") : chapter).toHtmlEscaped() + "</h3><ul>";
+      open = true;
+    }
+    QStringList status;
+    int challenges = 0, met = 0;
+    for (int r = 0; r < l.runs.size(); ++r) {
+      if (!l.runs[r].challenge) continue;
+      ++challenges;
+      if (progress_.challengeMet(l.id, r)) ++met;
+    }
+    int right = 0;
+    for (int q = 0; q < l.quizzes.size(); ++q) right += answeredRight(progress_, l, q);
+    if (!l.ok()) status << "could not be loaded";
+    if (l.ok() && !l.quizzes.isEmpty()) status << QString("quiz: %1 of %2 right").arg(right).arg(l.quizzes.size());
+    if (l.ok()) status << (challenges == 0 ? QString("no challenge") : QString("challenges met: %1 of %2").arg(met).arg(challenges));
+    const QString mark = !l.ok() ? "⚠" : lessonComplete(l) ? "✓" : "○";
+    const QString here = l.id == currentId_ ? " <i>(where you left off)</i>" : QString();
+    html += QString("<li>%1 <a href=\"%2:%3\">%4</a> — %5%6</li>")
+                .arg(mark, kLessonScheme, l.id, l.title.toHtmlEscaped(), status.join(", ").toHtmlEscaped(), here);
+  }
+  if (open) html += "</ul>";
+  return html;
+}
+
+void MainWindow::restoreSession() {
+  const QString last = session_->value("session/lesson").toString();
+  const int run = session_->value("session/run", 0).toInt();
+  if (last.isEmpty() || !selectLesson(last)) {
+    showWelcome();
+    return;
+  }
+  if (run > 0 && run < runPanel_->runCount()) runPanel_->selectRun(run);
+}
+
+QString MainWindow::linkRunMarkers(const QString& markdown) {
+  // lesson.cpp writes each run block as "> **▶ Run N: title** — use the Run button below."
+  const QRegularExpression marker(QStringLiteral("^> \\*\\*▶ Run (\\d+): (.*)\\*\\* — use the Run button below\\.$"),
+                                  QRegularExpression::MultilineOption);
+  QString out = markdown;
+  out.replace(marker, QString("> **[▶ Run \\1: \\2](%1:\\1)** — click to choose it in the run area, then press Run.").arg(kRunScheme));
+  return out;
+}
+
+void MainWindow::openLink(const QUrl& url) {
+  if (url.scheme() == kRunScheme) {
+    const int index = url.path().toInt() - 1;
+    const course::Lesson* lesson = course_.find(currentId_);
+    if (!lesson || index < 0 || index >= lesson->runs.size()) return;
+    if (runner_.running()) {
+      statusBar()->showMessage("A run is going on: stop it to choose another.", 5000);
+      return;
+    }
+    runPanel_->selectRun(index);
+    runPanel_->runButton()->setFocus();
+  } else if (url.scheme() == kLessonScheme) {
+    selectLesson(url.path());
+  } else if (url.isRelative() && url.hasFragment()) {
+    if (auto* view = qobject_cast<QTextBrowser*>(sender())) view->scrollToAnchor(url.fragment());
+  } else {
+    QDesktopServices::openUrl(url);
+  }
+}
+
+bool MainWindow::exportMemoryHistory(const QString& path) const {
+  if (memoryHistory_.isEmpty()) return false;
+  QSaveFile f(path);  // a complete file or none
+  return f.open(QIODevice::WriteOnly) && f.write(memoryHistory_) == memoryHistory_.size() && f.commit();
+}
+
+void MainWindow::askExportMemoryHistory() {
+  const QString path = plots_->askSavePath("Export memory history", "PyTorch memory snapshot (*.pickle)", "pickle");
+  if (path.isEmpty()) return;
+  const QString shown = QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath());
+  statusBar()->showMessage(exportMemoryHistory(path) ? QString("Exported the memory history to %1 — open it at pytorch.org/memory_viz").arg(shown)
+                                                     : QString("Could not export the memory history to %1").arg(shown),
+                           15000);
 }
 
 void MainWindow::showProgressProblem() {

@@ -1,10 +1,26 @@
 #pragma once
 // The lesson player: a navigator of chapters and lessons (with completion marks), the lesson page
 // (the text with its PyTorch code, the lab's real source, the quiz), the run area, and live plots.
+//
+// Completion: a lesson is complete when every quiz is answered correctly and every run block's
+// challenge has been met (a lesson with neither is never marked). A challenge is graded when a run of
+// its block ends normally -- a stopped or failed run is not graded; a run that shows an engine error
+// on purpose ends normally -- from the measurements of that run, in arrival order (course::grade).
+//
+// The welcome page (Go > Course map, Alt+Home): what GPU Lab is, this machine's GPU or the emulated
+// one standing in, and the course map with each lesson's completion and challenges. The first
+// launch starts there; later ones reopen the last lesson and run block, kept in the session
+// settings: the app's QSettings, or, when the progress file is given (tests, portable use), a
+// "<progress name>-session.ini" beside it.
+//
+// Links in the lesson text: a run marker ("▶ Run N: title") selects run block N; web links open in
+// the browser.
 #include <QFileSystemWatcher>
 #include <QMainWindow>
 #include <QPointer>
+#include <QSettings>
 #include <QTimer>
+#include <QUrl>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +40,9 @@ class QDialog;
 class QFrame;
 class QTextDocument;
 class QThread;
+class QStackedWidget;
+class QPushButton;
+class QAction;
 
 namespace gpulab::app {
 
@@ -57,6 +76,28 @@ class MainWindow final : public QMainWindow {
   void setReferenceRunsRoot(const QString& root);
   void startRun();
   void stopRun();
+
+  // The welcome page with the course map; selecting a lesson leaves it.
+  void showWelcome();
+  bool welcomeShown() const;
+  QTextBrowser* welcomeView() const { return welcome_; }
+  // Every quiz answered correctly and every run block's challenge met (see above).
+  bool lessonComplete(const course::Lesson& lesson) const;
+  // Go > Next lesson (Alt+Down), and its button under the lesson page: prominent once the lesson
+  // is complete.
+  QAction* nextLessonAction() const { return nextAction_; }
+  QPushButton* nextLessonButton() const { return nextButton_; }
+  QAction* courseMapAction() const { return homeAction_; }
+  // Follows a link of the lesson text or of the welcome page (gpulab-run:N, gpulab-lesson:ID, web).
+  void openLink(const QUrl& url);
+  // File > Export memory history: the last ended run's, as a PyTorch snapshot (.pickle); disabled
+  // until a run has ended. Asks for the file name as the plot exports do (PlotPanel's provider).
+  QAction* exportMemoryHistoryAction() const { return exportHistory_; }
+  bool exportMemoryHistory(const QString& path) const;
+  // Where the last lesson and run block are remembered.
+  QString sessionFile() const { return session_->fileName(); }
+  // The lesson's Markdown with each run marker a link that selects its run block.
+  static QString linkRunMarkers(const QString& markdown);
   // Help > About: GPU Lab's version and the versions of what it runs on (Qt, CUDA runtime and driver,
   // cuBLAS, cuDNN, as the engine reports them), or why there is no GPU. Non-modal; returns the dialog.
   QDialog* showAbout();
@@ -89,6 +130,13 @@ class MainWindow final : public QMainWindow {
   void showRunSource();
   void stepLesson(int delta);
   void onAnswered();
+  void restoreSession();
+  void showChallenge();  // the selected run block's, in the run area
+  void gradeRun(const QString& error);
+  void updateCompletion(const QString& id);
+  void updateNextLesson();
+  QString courseMapHtml() const;
+  void askExportMemoryHistory();
   void showProgressProblem();
   void showReference();  // offers the recording of the selected run block, if there is one
   const course::ReferenceRuns* referenceRuns(const course::Lesson& lesson);
@@ -99,6 +147,19 @@ class MainWindow final : public QMainWindow {
   QString currentId_;
   QTreeWidget* navigator_;
   QTabWidget* pageTabs_;
+  QStackedWidget* pages_;  // the welcome page or the lesson
+  QTextBrowser* welcome_;
+  QWidget* lessonPage_;
+  QPushButton* nextButton_;
+  QAction* nextAction_;
+  QAction* homeAction_;
+  QAction* exportHistory_;
+  QByteArray memoryHistory_;  // the last ended run's, pickled
+  std::unique_ptr<QSettings> session_;
+  // The run going on (or the last): its lesson, run block and measurements, for its challenge.
+  QString runLesson_;
+  int runBlock_ = -1;
+  std::vector<lab::Measurement> runMeasurements_;
   QTextBrowser* lessonView_;
   QPlainTextEdit* codeView_;
   QuizWidget* quiz_;

@@ -20,11 +20,11 @@ namespace gpulab::app {
 
 namespace {
 
-// The view an update draws into; empty for the updates outside the views.
-std::string viewOf(const lab::Update& update) {
-  return std::visit([](const auto& u) -> std::string {
-    if constexpr (requires { u.view; }) return u.view;
-    else return {};
+// The view an update draws into; nullptr for the updates outside the views.
+const std::string* viewOf(const lab::Update& update) {
+  return std::visit([](const auto& u) -> const std::string* {
+    if constexpr (requires { u.view; }) return &u.view;
+    else return nullptr;
   }, update);
 }
 
@@ -126,8 +126,8 @@ void PlotPanel::apply(int run, const QVector<lab::Update>& updates) {
   for (const lab::Update& u : updates) {
     if (const auto* spec = std::get_if<lab::ViewSpec>(&u)) {
       declareView(run, *spec);
-    } else if (const std::string id = viewOf(u); !id.empty()) {
-      if (const Page* p = page(id)) p->view->add(run, u);
+    } else if (const std::string* id = viewOf(u)) {
+      if (const Page* p = page(*id)) p->view->add(run, u);
     } else if (const auto* m = std::get_if<lab::Measurement>(&u)) {
       rows_.append({run, QString::fromStdString(m->name), formatQuantity(m->value, m->unit)});
       measured = true;
@@ -227,6 +227,7 @@ void PlotPanel::restyle() {
     RunStyle style;
     style.run = kReferenceRun;
     style.name = refLabel_;
+    style.shortName = refShort_;
     style.reference = true;
     style.details = refDetails_;
     styles_.append(style);
@@ -304,6 +305,7 @@ void PlotPanel::setReference(const course::ReferenceRuns* refs, int index) {
   } else if (const course::ReferenceRun* run = refs ? refs->run(index) : nullptr) {
     ref_ = *run;
     refLabel_ = refs->label();
+    refShort_ = "reference (" + course::shortGpuName(refs->header.gpu) + ")";
     refDetails_ = refs->details();
     reference_->setToolTip(QString("Adds the same run recorded on a real GPU, dashed and grey:\n%1\n%2\nrun %3: %4")
                                .arg(refLabel_, refDetails_)
@@ -427,16 +429,20 @@ bool PlotPanel::exportCsv(const QString& id, const QString& path) const {
   return v && v->exportCsv(path);
 }
 
+QString PlotPanel::askSavePath(const QString& title, const QString& filter, const QString& ext) {
+  QString path = askPath_ ? askPath_(filter) : QFileDialog::getSaveFileName(this, title, QString(), filter);
+  if (path.isEmpty()) return {};
+  // A name typed without the extension gets it (the dialog does not add it everywhere).
+  if (QFileInfo(path).suffix().compare(ext, Qt::CaseInsensitive) != 0) path += "." + ext;
+  return path;
+}
+
 void PlotPanel::exportShown(const QString& kind) {
   const QString id = shownView();
   ViewWidget* v = view(id);
   if (!v) return;
-  const QString filter = kind + " (*." + kind.toLower() + ")";
-  QString path = askPath_ ? askPath_(filter) : QFileDialog::getSaveFileName(this, "Export " + v->title(), QString(), filter);
+  const QString path = askSavePath("Export " + v->title(), kind + " (*." + kind.toLower() + ")", kind.toLower());
   if (path.isEmpty()) return;
-  // A name typed without the extension gets it (the dialog does not add it everywhere).
-  const QString ext = kind.toLower();
-  if (QFileInfo(path).suffix().compare(ext, Qt::CaseInsensitive) != 0) path += "." + ext;
   const bool ok = kind == "PNG" ? exportPng(id, path) : kind == "PDF" ? exportPdf(id, path) : exportCsv(id, path);
   const QString shown = QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath());
   emit statusMessage(ok ? QString("Exported “%1” (%2) to %3").arg(v->title(), kind, shown)

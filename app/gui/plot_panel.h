@@ -86,6 +86,9 @@ class PlotPanel final : public QWidget {
   // dialog's filter ("PNG (*.png)"), returns the name the learner typed (empty: cancelled).
   using SaveFileNameProvider = std::function<QString(const QString& filter)>;
   void setSaveFileNameProvider(SaveFileNameProvider provider) { askPath_ = std::move(provider); }
+  // Asks for a file name as the export buttons do (the provider or a save dialog titled `title`);
+  // a name typed without `ext` ("png") gets it. Empty: cancelled.
+  QString askSavePath(const QString& title, const QString& filter, const QString& ext);
 
  signals:
   // A message for the status bar (where an export was written).
@@ -134,7 +137,7 @@ class PlotPanel final : public QWidget {
   int nextRun_ = 1;
   std::optional<course::ReferenceRun> ref_;
   bool refShown_ = false;
-  QString refLabel_, refDetails_;
+  QString refLabel_, refDetails_, refShort_;
   QTimer replot_;
   SaveFileNameProvider askPath_;
 };

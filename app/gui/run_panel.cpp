@@ -12,7 +12,9 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
+#include <QTextDocument>
 #include <QTextEdit>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <climits>
@@ -93,7 +95,20 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   hint_ = new QLabel(this);
   hint_->setWordWrap(true);
   layout->addWidget(hint_);
+  challengeBox_ = new QFrame(this);
+  challengeBox_->setObjectName("challengeBox");
+  challenge_ = new QLabel(challengeBox_);
+  challenge_->setObjectName("challenge");
+  challenge_->setWordWrap(true);
+  challenge_->setTextFormat(Qt::RichText);
+  auto* challengeLayout = new QVBoxLayout(challengeBox_);
+  challengeLayout->setContentsMargins(6, 4, 6, 4);
+  challengeLayout->addWidget(challenge_);
+  challengeBox_->hide();
+  setChallengeLook(false);
+  layout->addWidget(challengeBox_);
   auto* progressRow = new QHBoxLayout;
+  progressRow_ = progressRow;
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 1000);
   progress_->setValue(0);
@@ -115,6 +130,10 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   // Follow the output unless the learner scrolls up during the run (scrolling back down follows again).
   QScrollBar* bar = console_->verticalScrollBar();
   connect(bar, &QScrollBar::actionTriggered, this, [this, bar] { followOutput_ = bar->sliderPosition() >= bar->maximum(); });
+  // Following, it stays at the end when the console's height changes (the challenge box grows).
+  connect(bar, &QScrollBar::rangeChanged, this, [this, bar] {
+    if (followOutput_) bar->setValue(bar->maximum());
+  });
   connect(run_, &QPushButton::clicked, this, &RunPanel::runClicked);
   connect(pause_, &QPushButton::clicked, this, &RunPanel::pauseClicked);
   connect(stop_, &QPushButton::clicked, this, &RunPanel::stopClicked);
@@ -144,6 +163,7 @@ void RunPanel::setLesson(const course::Lesson* lesson) {
 }
 
 int RunPanel::currentRun() const { return runs_->currentIndex(); }
+int RunPanel::runCount() const { return runs_->count(); }
 void RunPanel::selectRun(int index) { runs_->setCurrentIndex(index); }
 
 void RunPanel::rebuildControls() {
@@ -315,6 +335,51 @@ void RunPanel::finishRun(const QString& error, bool stopped) {
   progress_->setValue(done ? 1000 : std::max(0, value));
   if (!error.isEmpty()) appendError(error);
   else append(stopped ? "<b>Stopped.</b>" : "<b>Done.</b>");
+}
+
+void RunPanel::addRunAction(QAction* action) {
+  auto* b = new QToolButton(this);
+  b->setDefaultAction(action);
+  b->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  progressRow_->addWidget(b);
+}
+
+void RunPanel::setChallengeLook(bool met) {
+  challengeMet_ = met;
+  challengeBox_->setStyleSheet(met ? "#challengeBox { background: #e6f4ea; border: 1px solid #34a853; border-radius: 3px; }"
+                                   : "#challengeBox { border: 1px solid #9aa0a6; border-radius: 3px; }");
+}
+
+void RunPanel::showChallenge(const course::Challenge* challenge, bool met) {
+  challengeBox_->setVisible(challenge != nullptr);
+  setChallengeLook(challenge && met);
+  if (!challenge) {
+    challenge_->clear();
+    return;
+  }
+  challenge_->setText(QString("<b>Challenge%1:</b> %2").arg(met ? " — met ✓" : "", html(challenge->text)));
+  challenge_->setToolTip(met ? "A run of yours met this challenge." : "Run the lab so that its measurements meet this challenge.");
+}
+
+void RunPanel::showChallengeResult(const course::ChallengeResult& result, bool metBefore) {
+  QStringList lines;
+  for (const course::CheckResult& c : result.checks)
+    lines << QString("<span style='color:%1'>%2 %3</span>").arg(c.met ? "#188038" : "#d62728", c.met ? "✓" : "✗", html(c.line));
+  const QString verdict = result.met ? "met by this run ✓" : metBefore ? "not met by this run (met before)" : "not met yet";
+  challenge_->setText(QString("<b>Challenge %1:</b> %2<br>%3").arg(verdict, html(result.text), lines.join("<br>")));
+  setChallengeLook(result.met);
+  append(QString("<b>Challenge %1:</b> %2<br>%3").arg(verdict, html(result.text), lines.join("<br>")));
+}
+
+void RunPanel::showChallengeNotGraded(const QString& why) {
+  challenge_->setText(challenge_->text() + "<br><i>" + html(why) + "</i>");
+  append("<i>" + html(why) + "</i>");
+}
+
+QString RunPanel::challengeText() const {
+  QTextDocument doc;
+  doc.setHtml(challenge_->text());
+  return doc.toPlainText();
 }
 
 void RunPanel::beginRunOutput() {

@@ -5,10 +5,15 @@
 // console. The console shows, in the order the lab sent them, its messages (engine errors in red,
 // warnings in amber), its measurements and the rows of its tables, so a number never shows before
 // the rows it follows; the run panel knows nothing of any particular lab.
+//
+// The challenge box, under the parameters: the selected run block's challenge (lesson.h) in its own
+// words, "met" once a run met it; after a graded run, each check's line (what was measured against
+// what was asked), green when the run met it. The grading is the main window's (course::grade).
 #include <QWidget>
 #include <map>
 #include <string>
 
+#include "app/course/challenge.h"
 #include "app/course/lesson.h"
 #include "app/gui/lab_runner.h"
 
@@ -19,6 +24,9 @@ class QPushButton;
 class QTextEdit;
 class QScrollArea;
 class QLabel;
+class QFrame;
+class QAction;
+class QHBoxLayout;
 
 namespace gpulab::app {
 
@@ -30,6 +38,7 @@ class RunPanel final : public QWidget {
 
   void setLesson(const course::Lesson* lesson);
   int currentRun() const;
+  int runCount() const;
   void selectRun(int index);
   // The settings of the selected run block: its presets, overridden by the controls.
   std::map<std::string, std::string> settings() const;
@@ -47,6 +56,21 @@ class RunPanel final : public QWidget {
   QString consoleText() const;
   int progressValue() const;  // of 1000
   QString progressLabel() const;
+  // The selected run block's challenge (nullptr: it has none, and the box hides), and whether a run
+  // met it before.
+  void showChallenge(const course::Challenge* challenge, bool met);
+  // The grade of the run that just ended: its lines in the console and in the box (green when met).
+  // `metBefore`: an earlier run met it (the box says so when this one did not).
+  void showChallengeResult(const course::ChallengeResult& result, bool metBefore);
+  // The run ended without finishing (stopped or failed): it is not graded, and the box says why.
+  void showChallengeNotGraded(const QString& why);
+  // An action about the run that ended (the main window's memory history export), as a button beside
+  // the progress bar.
+  void addRunAction(QAction* action);
+  QFrame* challengeBox() const { return challengeBox_; }
+  QString challengeText() const;  // the box's text, plain
+  bool challengeShownMet() const { return challengeMet_; }  // the box is green
+
   // The control of an exposed parameter (nullptr when it is not exposed).
   QWidget* parameterControl(const QString& name) const;
 
@@ -65,6 +89,7 @@ class RunPanel final : public QWidget {
  private:
   void rebuildControls();
   void append(const QString& html);
+  void setChallengeLook(bool met);
   const course::Lesson* lesson_ = nullptr;
   QComboBox* runs_;
   QFormLayout* form_;
@@ -73,9 +98,13 @@ class RunPanel final : public QWidget {
   bool followOutput_ = true;
   QPushButton *run_, *pause_, *stop_, *reset_;
   QProgressBar* progress_;
+  QHBoxLayout* progressRow_;
   QLabel* progressLabel_;
   QTextEdit* console_;
   QLabel* hint_;
+  QFrame* challengeBox_;
+  QLabel* challenge_;
+  bool challengeMet_ = false;
   std::map<QString, QWidget*> controls_;
   std::map<std::string, lab::ViewSpec> views_;  // the running lab's views: its table rows' columns
   std::map<std::string, int> rowsShown_;         // rows of each table printed so far

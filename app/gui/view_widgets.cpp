@@ -28,6 +28,39 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // The run a plottable or item belongs to, kept on it as a dynamic property (tooltips).
 constexpr const char* kRunProperty = "gpulabRun";
 constexpr const char* kOverlayLayer = "over stack";  // QCustomPlot has its own "overlay"
+constexpr const char* kLegendTextProperty = "gpulabLegendText";  // a plottable's text in the legend
+constexpr int kMaxLegendTextWidth = 260;  // pixels: a longer legend text is elided
+
+// A legend entry that shows the plottable's short legend text (kLegendTextProperty, else its
+// name), elided to kMaxLegendTextWidth. QCPPlottableLegendItem draws (and measures) the plottable's
+// name, and the plottable's legend icon is drawn only from there: the short text stands in for the
+// name while it does.
+class ShortLegendItem final : public QCPPlottableLegendItem {
+ public:
+  using QCPPlottableLegendItem::QCPPlottableLegendItem;
+  QString text() const {
+    const QVariant text = mPlottable->property(kLegendTextProperty);
+    return QFontMetrics(getFont()).elidedText(text.isValid() ? text.toString() : mPlottable->name(), Qt::ElideMiddle, kMaxLegendTextWidth);
+  }
+
+ protected:
+  void draw(QCPPainter* painter) override {
+    const NameAsText swap(*this);
+    QCPPlottableLegendItem::draw(painter);
+  }
+  QSize minimumOuterSizeHint() const override {
+    const NameAsText swap(*this);
+    return QCPPlottableLegendItem::minimumOuterSizeHint();
+  }
+
+ private:
+  struct NameAsText {
+    explicit NameAsText(const ShortLegendItem& item) : plottable(item.mPlottable), name(plottable->name()) { plottable->setName(item.text()); }
+    ~NameAsText() { plottable->setName(name); }
+    QCPAbstractPlottable* plottable;
+    QString name;
+  };
+};
 
 // Distinct colours (matplotlib's tab10 order), cycled for series or runs.
 QColor paletteColour(int i) {
@@ -93,9 +126,17 @@ void configureAxis(QCPAxis* axis, const lab::Axis& spec) {
     axis->setTicker(bytes ? QSharedPointer<QCPAxisTicker>(new BytesTicker) : QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
 }
 
+// The legend's entries: a legend in columns has empty cells, which QCPLegend::itemCount() counts.
+int legendItemCount(QCPLegend* legend) {
+  int n = 0;
+  for (int i = 0; i < legend->itemCount(); ++i) n += legend->item(i) != nullptr;
+  return n;
+}
+
 void syncLegend(QCPAbstractPlottable* p, bool shown) {
-  if (shown) p->addToLegend();
-  else p->removeFromLegend();
+  QCPLegend* legend = p->parentPlot()->legend;
+  if (shown && !legend->hasItemWithPlottable(p)) legend->addItem(new ShortLegendItem(legend, p));
+  else if (!shown) p->removeFromLegend();
 }
 
 // The x of a point or marker on axis `axis` (NaN where it has none).
@@ -245,6 +286,14 @@ int ViewWidget::pointCount(int run) const {
 
 int ViewWidget::markerCount() const { return static_cast<int>(markers_.size()); }
 
+QStringList ViewWidget::legendTexts() const {
+  QStringList out;
+  QCustomPlot* p = plot();
+  for (int i = 0; p && i < p->legend->itemCount(); ++i)
+    if (auto* item = dynamic_cast<ShortLegendItem*>(p->legend->item(i))) out << item->text();
+  return out;
+}
+
 QStringList ViewWidget::legendEntries() const {
   QStringList out;
   QCustomPlot* p = plot();
@@ -292,6 +341,13 @@ QString ViewWidget::legendName(int run, const std::string& seriesId) const {
   const lab::SeriesSpec* s = series(run, seriesId);
   const QString label = QString::fromStdString(s && !s->label.empty() ? s->label : seriesId);
   const QString name = style(run).name;
+  return name.isEmpty() ? label : label + " — " + name;
+}
+
+QString ViewWidget::legendText(int run, const std::string& seriesId) const {
+  const lab::SeriesSpec* s = series(run, seriesId);
+  const QString label = QString::fromStdString(s && !s->label.empty() ? s->label : seriesId);
+  const QString name = style(run).shortName.isEmpty() ? style(run).name : style(run).shortName;
   return name.isEmpty() ? label : label + " — " + name;
 }
 
@@ -413,12 +469,13 @@ namespace {
 QCustomPlot* makePlot(QWidget* owner, const QString& title) {
   auto* p = new QCustomPlot;
   p->legend->setVisible(false);  // shown once it has an entry
+  p->setAutoAddPlottableToLegend(false);  // syncLegend adds the entries, short (ShortLegendItem)
   // One point smaller than the axes: a reference run's entries carry its full label, and the legend
   // must stay narrower than a plot in a 1280-pixel window.
   QFont legendFont = p->legend->font();
   legendFont.setPointSizeF(std::max(6.0, legendFont.pointSizeF() - 1.0));
   p->legend->setFont(legendFont);
-  p->legend->setIconSize(24, 12);
+  p->legend->setIconSize(24, 14);  // tall enough for an underscore under the text (a_name)
   p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom | QCP::iSelectPlottables);
   // Live curves grow to thousands of points: thin, non-antialiased lines keep a replot to a few
   // milliseconds, so the GUI thread stays responsive while a run streams.
@@ -443,10 +500,17 @@ QCustomPlot* makePlot(QWidget* owner, const QString& title) {
     axis->setTickLabelColor(pal.color(QPalette::Text));
     axis->setLabelColor(pal.color(QPalette::Text));
   }
-  // A translucent legend: long entries (a reference run's label) must not hide the curves under them.
-  QColor legendBackground = pal.color(QPalette::Base);
-  legendBackground.setAlpha(180);
-  p->legend->setBrush(legendBackground);
+  // The legend below the axes (a row of the plot's layout, so exports have it too), never over the
+  // data; PlotViewBase::placeLegend gives it as many columns as the width holds.
+  p->axisRect()->insetLayout()->take(p->legend);
+  p->plotLayout()->addElement(2, 0, p->legend);
+  p->plotLayout()->setRowStretchFactor(2, 0.001);
+  p->legend->setFillOrder(QCPLegend::foColumnsFirst);
+  p->legend->setBorderPen(Qt::NoPen);
+  p->legend->setBrush(Qt::NoBrush);
+  p->legend->setMargins(QMargins(6, 0, 6, 2));
+  p->legend->setRowSpacing(1);
+  p->legend->setColumnSpacing(14);
   p->legend->setTextColor(pal.color(QPalette::Text));
   return p;
 }
@@ -466,8 +530,25 @@ class PlotViewBase : public ViewWidget {
   // After the data changed: legend entries for what has points (none for a failed run), the legend
   // only when it has entries, then a queued replot.
   void finishRedraw() {
-    plot_->legend->setVisible(plot_->legend->itemCount() > 0);
+    plot_->legend->setVisible(legendItemCount(plot_->legend) > 0);
+    placeLegend();
     plot_->replot(QCustomPlot::rpQueuedReplot);
+  }
+  // As many legend columns as the plot's width holds (the widest entry sets a column's width).
+  void placeLegend() {
+    QCPLegend* legend = plot_->legend;
+    int widest = 1;
+    for (int i = 0; i < legend->itemCount(); ++i)
+      if (legend->item(i)) widest = std::max(widest, legend->item(i)->minimumOuterSizeHint().width());
+    const int room = plot_->width() - legend->margins().left() - legend->margins().right();
+    const int columns = std::clamp((room + legend->columnSpacing()) / (widest + legend->columnSpacing()), 1, std::max(1, legendItemCount(legend)));
+    // Rearranged every time: a removed entry (a failed run's) leaves a hole in the grid.
+    legend->setWrap(columns);
+    legend->setFillOrder(QCPLegend::foColumnsFirst, true);
+  }
+  void resizeEvent(QResizeEvent* event) override {
+    ViewWidget::resizeEvent(event);
+    placeLegend();
   }
   // Removes `run`'s entries from a map keyed by (run, series) and from its order, their plottables
   // (what `plottableOf` gives for an entry) from the plot.
@@ -558,6 +639,7 @@ class LineView final : public PlotViewBase {
     const lab::SeriesStyle kind = spec ? spec->style : lab::SeriesStyle::Line;
     QCPGraph* g = s.graph;
     g->setName(legendName(s.run, s.id));
+    g->setProperty(kLegendTextProperty, legendText(s.run, s.id));
     QPen pen = seriesPen(run, s.index, kind);
     if (s.layer) {
       // Stacked layers keep a colour per category (what the stack shows); runs differ by outline.
@@ -630,7 +712,10 @@ class LineView final : public PlotViewBase {
   void redraw() override {
     if (stackDirty_) restack();
     stackDirty_ = false;
-    for (auto& [key, s] : series_) syncLegend(s.graph, !style(s.run).failed && s.graph->dataCount() > 0);
+    for (const auto& key : order_) {  // the legend in the order the series appeared
+      const Series& s = series_.at(key);
+      syncLegend(s.graph, !style(s.run).failed && s.graph->dataCount() > 0);
+    }
     plot_->rescaleAxes(true);
     fromZero();
     finishRedraw();
@@ -718,6 +803,7 @@ class BarsView final : public PlotViewBase {
     const RunStyle& run = style(s.run);
     static const Qt::BrushStyle kPatterns[] = {Qt::SolidPattern, Qt::Dense4Pattern, Qt::BDiagPattern, Qt::FDiagPattern, Qt::CrossPattern};
     s.bars->setName(legendName(s.run, s.id));
+    s.bars->setProperty(kLegendTextProperty, legendText(s.run, s.id));
     QColor c = run.reference ? grey(s.index) : run.several ? paletteColour(run.colour) : paletteColour(s.index);
     s.bars->setPen(QPen(c.darker(120), 1, run.reference ? Qt::DashLine : Qt::SolidLine));
     QColor fill = c;
@@ -727,7 +813,8 @@ class BarsView final : public PlotViewBase {
 
   void redraw() override {
     const double width = 0.8 / std::max<std::size_t>(1, sets_.size());
-    for (auto& [key, s] : sets_) {
+    for (const auto& key : order_) {  // the legend in the order the series appeared
+      BarSet& s = sets_.at(key);
       QVector<double> keys, values;
       for (const auto& [c, v] : s.values) {
         keys << c + 1;

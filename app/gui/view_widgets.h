@@ -11,6 +11,9 @@
 //   - one of the learner's runs: a colour per series; several: a colour per run (a fixed palette,
 //     cycling) and a line style per series; a reference run: grey and dashed;
 //   - a failed run keeps what it drew but has no legend entries; the legend hides when it is empty;
+//   - the legend sits below the axes, never over the data, in as many columns as the plot's width
+//     holds; its entries are short (a reference run is "reference (NVIDIA H100)", the curve's
+//     tooltip and the exports have its full label), elided when still too long;
 //   - nothing is redrawn per point: the panel calls refresh() on a timer for the view on screen.
 #include <QPointF>
 #include <QString>
@@ -33,6 +36,7 @@ namespace gpulab::app {
 struct RunStyle {
   int run = 0;
   QString name;             // legend suffix: "lr=0.01", a reference's label; empty for a lone run
+  QString shortName;        // the legend's own, shorter suffix ("reference (NVIDIA H100)"); empty: name
   int colour = 0;           // the run's place among the learner's runs (palette index)
   bool reference = false;   // grey and dashed
   bool failed = false;      // no legend entries
@@ -73,6 +77,8 @@ class ViewWidget : public QWidget {
   int pointCount(int run) const;  // what `run` drew here: points, bars, rows or spans
   int markerCount() const;
   QStringList legendEntries() const;
+  // The texts the legend shows (shorter than the entries' names, see above).
+  QStringList legendTexts() const;
   virtual QCustomPlot* plot() const { return nullptr; }
   virtual QWidget* view() const = 0;  // the plot or the table
   // What hovering `pos` (pixels of view()) shows: the series and the value near it.
@@ -102,6 +108,8 @@ class ViewWidget : public QWidget {
   const lab::SeriesSpec* series(int run, const std::string& id, int* index = nullptr) const;
   // "train — lr=0.01": the series' label, then the run's name when it has one.
   QString legendName(int run, const std::string& seriesId) const;
+  // The same with the run's short name: what the legend shows.
+  QString legendText(int run, const std::string& seriesId) const;
   void markDirty() { dirty_ = true; }
   void setTitleText(const QString& text);
   virtual void applyTitle(const QString& text) = 0;

@@ -14,12 +14,14 @@
 // tensor hooks, which PyTorch's use_reentrant=False uses), so the checkpoint cannot see, during a
 // no-grad forward, which tensors fn reads. The tensors it reads besides its inputs and that need
 // gradients (a module's parameters; nn::Checkpoint passes them) are listed in `params`: the output
-// requires grad when an input or one of them does. A leaf that requires grad but is not listed still
-// receives its gradient, accumulated during the recompute (PyTorch's use_reentrant=True behaviour),
-// but only when the output requires grad for another reason. fn must not read tensors with grad
-// history that are neither inputs nor params (the recompute would backpropagate into the outer graph).
+// requires grad when an input or one of them does. An unlisted leaf that requires grad still gets
+// its gradient: accumulated during the recompute when an input or param requires grad (PyTorch's
+// use_reentrant=True behaviour), otherwise because fn then runs unchanged, recorded as usual. fn must
+// not read tensors with grad history that are neither inputs nor params (the recompute would
+// backpropagate into the outer graph, whose nodes the outer backward then finds already freed).
 //
-// Under NoGradGuard, or when nothing requires grad, checkpoint just calls fn. Backward twice through
+// Under NoGradGuard, or when no input or param requires grad, checkpoint just calls fn (PyTorch warns
+// in the first case; we just run). Backward twice through
 // the node raises the engine's usual "Trying to backward through the graph a second time" error.
 // Only the default generator is replayed (as PyTorch replays only the default CPU/CUDA generators);
 // a Dropout with its own Generator inside a checkpoint would draw new masks in the recompute.

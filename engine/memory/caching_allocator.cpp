@@ -267,7 +267,14 @@ std::int64_t CachingAllocator::effectiveCap() const {
 
 void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
   ++stats_.num_ooms;
-  publish(MemoryEventKind::OutOfMemory, static_cast<std::int64_t>(rounded), nullptr, 0, MemoryCategoryScope::current());
+  {
+    // The event's address carries the bytes the cap (or the device) left free, as PyTorch's OOM trace
+    // entry carries device_free in its address (see the header and engine/memory/memory_snapshot.h).
+    const std::int64_t capBytes = capLocked();
+    const std::int64_t freeBytes = capBytes > 0 ? std::max<std::int64_t>(0, capBytes - stats_.reserved_bytes.current) : raw_->capacity().free;
+    publish(MemoryEventKind::OutOfMemory, static_cast<std::int64_t>(rounded), reinterpret_cast<const void*>(static_cast<std::uintptr_t>(freeBytes)), 0,
+            MemoryCategoryScope::current());
+  }
   const bool budget = limitBytes_ > 0;
   MemoryCapacity cap = raw_->capacity();
   if (budget) cap = {std::max<std::int64_t>(0, limitBytes_ - stats_.reserved_bytes.current), limitBytes_};

@@ -24,7 +24,9 @@
 //   wholly free cached segment is released and the request is tried once more; only then does it
 //   fail with OutOfMemoryError, whose message reads like PyTorch's.
 // - Statistics (current/peak/allocated/freed for bytes, blocks and segments; retries; OOMs) are exact
-//   after every call, and every change is published to the memory event stream.
+//   after every call, and every change is published to the memory event stream. An OutOfMemory
+//   event has no address of its own: its `address` is the bytes the cap (or the device) left free at
+//   that moment, PyTorch's device_free.
 #include <cstdint>
 #include <memory>
 #include <mutex>

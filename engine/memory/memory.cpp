@@ -168,13 +168,22 @@ void set_cpu_memory_budget(std::int64_t bytes) { allocatorFor(kCPU).setLimitByte
 std::int64_t cpu_memory_budget() { return allocatorFor(kCPU).limitBytes(); }
 std::int64_t cpu_default_memory_budget() { return hostBudget().budget(); }
 
+namespace {
+constexpr const char* kNoDriverViewOnCpu = "not available on the CPU (nvidia-smi's view exists for GPUs only)";
+}
+
 DriverMemoryInfo driver_memory_info(Device d) {
-  if (d.isCpu()) {
-    DriverMemoryInfo info;
-    info.reason = "not available on the CPU (nvidia-smi's view exists for GPUs only)";
-    return info;
-  }
-  return cuda::driverMemoryInfo(d.index());
+  if (!d.isCpu()) return cuda::driverMemoryInfo(d.index());
+  DriverMemoryInfo info;
+  info.reason = kNoDriverViewOnCpu;
+  return info;
+}
+
+DeviceTelemetry device_telemetry(Device d) {
+  if (!d.isCpu()) return cuda::deviceTelemetry(d.index());
+  DeviceTelemetry t;
+  t.reason = kNoDriverViewOnCpu;
+  return t;
 }
 
 }  // namespace gpulab

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/core/device.h"
 #include "engine/memory/caching_allocator.h"
@@ -52,5 +53,27 @@ struct DriverMemoryInfo {
   std::string process_reason;                 // why process_used is absent
 };
 DriverMemoryInfo driver_memory_info(Device device);
+
+// What nvidia-smi shows for a GPU, through NVML: memory, utilisation, temperature, power and the
+// processes using it. Each reading is optional (a driver or a GPU may not offer it); without NVML,
+// on the CPU and on the emulated GPU, `available` is false and `reason` says why.
+struct DeviceTelemetry {
+  struct Process {
+    unsigned pid = 0;
+    std::string name;  // as the system names it; empty when NVML cannot say
+    std::int64_t used_bytes = 0;
+    bool self = false;  // this process
+  };
+  bool available = false;
+  std::string reason;
+  std::string name;
+  std::int64_t memory_used = 0, memory_total = 0;
+  std::optional<int> gpu_utilization, memory_utilization;  // percent, over NVML's last sample period
+  std::optional<int> temperature_c;
+  std::optional<double> power_w, power_limit_w;
+  std::vector<Process> processes;
+  std::string processes_reason;  // why the list is missing, when it is
+};
+DeviceTelemetry device_telemetry(Device device);
 
 }  // namespace gpulab

@@ -26,7 +26,7 @@ struct MemoryEvent {
   MemoryEventKind kind = MemoryEventKind::Allocate;
   Device device;
   std::int64_t size = 0;          // bytes (rounded size for blocks, segment size for segments)
-  std::uintptr_t address = 0;
+  std::uintptr_t address = 0;     // an OutOfMemory event: the bytes still free under the cap (see caching_allocator.h)
   std::uintptr_t stream = 0;
   MemoryCategory category = MemoryCategory::Other;
   double time_s = 0;              // seconds since the process started

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
@@ -53,6 +54,19 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (const auto& [n, child] : named_children()) h = (*child)(h);
   return h;
+}
+
+Checkpoint::Checkpoint(std::shared_ptr<Module> module, bool preserve_rng_state)
+    : module_(std::move(module)), preserveRngState_(preserve_rng_state) {
+  if (!module_) throw ValueError("Checkpoint: cannot wrap a null module");
+  register_module("module", module_);
+}
+
+Tensor Checkpoint::forward(const Tensor& x) {
+  // The child's parameters are the tensors it reads that need gradients: listed, so the output
+  // requires grad even when x does not (the first block of a network).
+  return checkpoint([module = module_](const Tensor& in) { return (*module)(in); }, x, module_->parameters(),
+                    preserveRngState_);
 }
 
 }  // namespace gpulab::nn

@@ -79,4 +79,20 @@ class Sequential final : public Module {
   std::size_t size() const { return named_children().size(); }
 };
 
+// torch.utils.checkpoint around a module (a wrapper, printed as PyTorch prints one): forward is
+// checkpoint(module) -- the module's activations are recomputed in backward instead of stored (see
+// engine/autograd/checkpoint.h). The module is a registered child, so parameters(), to(device),
+// train()/eval() and state_dict ("module.0.weight", ...) reach it.
+class Checkpoint final : public Module {
+ public:
+  explicit Checkpoint(std::shared_ptr<Module> module, bool preserve_rng_state = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Checkpoint"; }
+  const std::shared_ptr<Module>& module() const { return module_; }
+
+ private:
+  std::shared_ptr<Module> module_;
+  bool preserveRngState_;
+};
+
 }  // namespace gpulab::nn

@@ -11,14 +11,16 @@
 namespace gpulab {
 class Backend;
 struct DriverMemoryInfo;
+struct DeviceTelemetry;
 }
 
 namespace gpulab::cuda {
 
 // 2: Availability gained the emulated GPU's fields, RawAllocator outOfMemoryNote().
-constexpr int kModuleAbiVersion = 2;
+// 3: deviceTelemetry.
+constexpr int kModuleAbiVersion = 3;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi2";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi3";
 
 struct ModuleApi {
   int abi_version;
@@ -30,6 +32,7 @@ struct ModuleApi {
   CachingAllocator& (*deviceAllocator)(int index);
   CachingAllocator& (*pinnedHostAllocator)();
   DriverMemoryInfo (*driverMemoryInfo)(int index);
+  DeviceTelemetry (*deviceTelemetry)(int index);
   void (*copyBytes)(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
                     bool srcPinned);
   Backend& (*backend)(int device);

@@ -13,6 +13,7 @@
 namespace gpulab {
 class CachingAllocator;
 struct DriverMemoryInfo;
+struct DeviceTelemetry;
 }
 
 namespace gpulab::cuda {
@@ -69,6 +70,8 @@ CachingAllocator& deviceAllocator(int index);
 CachingAllocator& pinnedHostAllocator();
 // The driver's view of a GPU's memory through NVML, loaded at run time (see memory.h).
 DriverMemoryInfo driverMemoryInfo(int index);
+// nvidia-smi's numbers for a GPU (see memory.h).
+DeviceTelemetry deviceTelemetry(int index);
 
 // Copies `bytes` between any two devices, ordered on the destination's compute stream (see the
 // stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies from pinned memory

@@ -462,6 +462,16 @@ struct Nvml {
   Return (*memoryInfo)(void*, Memory*) = nullptr;
   Return (*runningProcesses)(void*, unsigned int*, void*) = nullptr;  // entries: see nvml_processes.h
   Return (*driverVersion)(char*, unsigned int) = nullptr;
+  // nvidia-smi's other readings; each may be missing from an old driver (then null: not shown).
+  struct Utilization {
+    unsigned int gpu, memory;
+  };
+  Return (*utilization)(void*, Utilization*) = nullptr;
+  Return (*temperature)(void*, int sensor, unsigned int*) = nullptr;  // sensor 0: NVML_TEMPERATURE_GPU
+  Return (*powerUsage)(void*, unsigned int*) = nullptr;               // milliwatts
+  Return (*powerLimit)(void*, unsigned int*) = nullptr;               // milliwatts
+  Return (*processName)(unsigned int pid, char*, unsigned int) = nullptr;
+  Return (*deviceName)(void*, char*, unsigned int) = nullptr;
   std::size_t processInfoSize = 24;
   const char* (*errorString)(Return) = nullptr;
 };
@@ -483,6 +493,12 @@ Nvml& nvml() {
     x->runningProcesses = reinterpret_cast<Nvml::Return (*)(void*, unsigned int*, void*)>(procs);
     x->driverVersion = reinterpret_cast<Nvml::Return (*)(char*, unsigned int)>(sym("nvmlSystemGetDriverVersion"));
     x->errorString = reinterpret_cast<const char* (*)(Nvml::Return)>(sym("nvmlErrorString"));
+    x->utilization = reinterpret_cast<Nvml::Return (*)(void*, Nvml::Utilization*)>(sym("nvmlDeviceGetUtilizationRates"));
+    x->temperature = reinterpret_cast<Nvml::Return (*)(void*, int, unsigned int*)>(sym("nvmlDeviceGetTemperature"));
+    x->powerUsage = reinterpret_cast<Nvml::Return (*)(void*, unsigned int*)>(sym("nvmlDeviceGetPowerUsage"));
+    x->powerLimit = reinterpret_cast<Nvml::Return (*)(void*, unsigned int*)>(sym("nvmlDeviceGetEnforcedPowerLimit"));
+    x->processName = reinterpret_cast<Nvml::Return (*)(unsigned int, char*, unsigned int)>(sym("nvmlSystemGetProcessName"));
+    x->deviceName = reinterpret_cast<Nvml::Return (*)(void*, char*, unsigned int)>(sym("nvmlDeviceGetName"));
     if (!x->init || !x->handleByPciBusId || !x->memoryInfo) {
       x->error = "NVML is too old (missing entry points)";
     } else if (const Nvml::Return r = x->init(); r != 0) {
@@ -529,49 +545,106 @@ std::optional<std::size_t> nvmlFreeBytes(int ordinal) {
   return static_cast<std::size_t>(mem.free);
 }
 
-DriverMemoryInfo driverMemoryInfoImpl(int index) {
-  DriverMemoryInfo info;
+// The NVML handle and memory of the engine's cuda:index, and the processes on it; `reason` says why
+// not when NVML cannot answer (no GPU, no NVML, an unknown device).
+struct NvmlReading {
+  void* handle = nullptr;
+  Nvml::Memory memory{};
+  std::string reason;
+};
+
+NvmlReading readNvml(int index) {
+  NvmlReading r;
   if (!isAvailableImpl()) {
-    info.reason = "not available: no usable GPU: " + state().info.reason;
-    return info;
+    r.reason = "not available: no usable GPU: " + state().info.reason;
+    return r;
   }
   checkDeviceUsableImpl(Device(DeviceType::CUDA, index));
   Nvml& n = nvml();
   if (!n.error.empty()) {
-    info.reason = "not available: " + n.error;
-    return info;
+    r.reason = "not available: " + n.error;
+    return r;
   }
   std::string why;
-  Nvml::Memory mem{};
-  void* handle = nvmlMemory(n, ordinalOf(index), "cuda:" + std::to_string(index), mem, why);
-  if (!handle) {
-    info.reason = "not available: " + why;
+  r.handle = nvmlMemory(n, ordinalOf(index), "cuda:" + std::to_string(index), r.memory, why);
+  if (!r.handle) r.reason = "not available: " + why;
+  return r;
+}
+
+// The processes NVML lists on the GPU; `reason` says why not when it cannot.
+std::optional<NvmlProcessList> nvmlProcesses(void* handle, std::string& reason) {
+  Nvml& n = nvml();
+  if (!n.runningProcesses) {
+    reason = "NVML cannot list processes with this driver";
+    return std::nullopt;
+  }
+  NvmlProcessList list = queryNvmlProcesses(
+      [&](unsigned int* count, void* buffer) { return n.runningProcesses(handle, count, buffer); }, n.processInfoSize);
+  if (!list.ok) {
+    reason = list.error;
+    return std::nullopt;
+  }
+  return list;
+}
+
+DriverMemoryInfo driverMemoryInfoImpl(int index) {
+  DriverMemoryInfo info;
+  const NvmlReading r = readNvml(index);
+  if (!r.handle) {
+    info.reason = r.reason;
     return info;
   }
   info.available = true;
-  info.device_used = static_cast<std::int64_t>(mem.used);
-  info.device_total = static_cast<std::int64_t>(mem.total);
-  if (!n.runningProcesses) {
-    info.process_reason = "NVML cannot list processes with this driver";
-    return info;
-  }
-  const NvmlProcessList list = queryNvmlProcesses(
-      [&](unsigned int* count, void* buffer) { return n.runningProcesses(handle, count, buffer); }, n.processInfoSize);
-  if (!list.ok) {
-    info.process_reason = list.error;
-    return info;
-  }
+  info.device_used = static_cast<std::int64_t>(r.memory.used);
+  info.device_total = static_cast<std::int64_t>(r.memory.total);
+  const std::optional<NvmlProcessList> list = nvmlProcesses(r.handle, info.process_reason);
+  if (!list) return info;
   const auto self = static_cast<unsigned int>(getpid());
-  for (const NvmlProcess& p : list.processes) {
+  for (const NvmlProcess& p : list->processes) {
     if (p.pid == self) info.process_used = static_cast<std::int64_t>(p.used_bytes);
   }
   if (!info.process_used) {
     // Inside a container NVML reports the host's PIDs, which this process cannot know.
-    info.process_reason = "NVML lists " + std::to_string(list.processes.size()) + " process" +
-                          (list.processes.size() == 1 ? "" : "es") + " on this GPU, none with this process's PID " +
+    info.process_reason = "NVML lists " + std::to_string(list->processes.size()) + " process" +
+                          (list->processes.size() == 1 ? "" : "es") + " on this GPU, none with this process's PID " +
                           std::to_string(self) + " (in a container, NVML reports host PIDs)";
   }
   return info;
+}
+
+DeviceTelemetry deviceTelemetryImpl(int index) {
+  DeviceTelemetry t;
+  const NvmlReading r = readNvml(index);
+  if (!r.handle) {
+    t.reason = r.reason;
+    return t;
+  }
+  Nvml& n = nvml();
+  void* handle = r.handle;
+  t.available = true;
+  t.memory_used = static_cast<std::int64_t>(r.memory.used);
+  t.memory_total = static_cast<std::int64_t>(r.memory.total);
+  char name[96] = {};
+  if (n.deviceName && n.deviceName(handle, name, sizeof name) == 0) t.name = name;
+  Nvml::Utilization u{};
+  if (n.utilization && n.utilization(handle, &u) == 0) {
+    t.gpu_utilization = static_cast<int>(u.gpu);
+    t.memory_utilization = static_cast<int>(u.memory);
+  }
+  unsigned int value = 0;
+  if (n.temperature && n.temperature(handle, 0, &value) == 0) t.temperature_c = static_cast<int>(value);
+  if (n.powerUsage && n.powerUsage(handle, &value) == 0) t.power_w = value / 1000.0;
+  if (n.powerLimit && n.powerLimit(handle, &value) == 0) t.power_limit_w = value / 1000.0;
+  const std::optional<NvmlProcessList> list = nvmlProcesses(handle, t.processes_reason);
+  if (!list) return t;
+  const auto self = static_cast<unsigned int>(getpid());
+  for (const NvmlProcess& p : list->processes) {
+    DeviceTelemetry::Process out{p.pid, {}, static_cast<std::int64_t>(p.used_bytes), p.pid == self};
+    char pname[256] = {};
+    if (n.processName && n.processName(p.pid, pname, sizeof pname) == 0) out.name = pname;
+    t.processes.push_back(std::move(out));
+  }
+  return t;
 }
 
 }  // namespace gpulab::cuda
@@ -590,6 +663,7 @@ extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion,
       deviceAllocatorImpl,
       pinnedHostAllocatorImpl,
       driverMemoryInfoImpl,
+      deviceTelemetryImpl,
       copyBytesImpl,
       [](int device) -> gpulab::Backend& { return gpulab::cudaBackend(device); },
   };

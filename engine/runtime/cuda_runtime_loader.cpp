@@ -139,6 +139,17 @@ DriverMemoryInfo driverMemoryInfo(int index) {
   info.reason = "not available: " + loaded().reason;
   return info;
 }
+DeviceTelemetry deviceTelemetry(int index) {
+  if (isEmulated(Device(DeviceType::CUDA, index))) {
+    DeviceTelemetry t;
+    t.reason = emulatedDriverMemoryInfo().reason;
+    return t;
+  }
+  if (const ModuleApi* m = loaded().api) return m->deviceTelemetry(index);
+  DeviceTelemetry t;
+  t.reason = "not available: " + loaded().reason;
+  return t;
+}
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
                bool srcPinned) {
   // The emulated GPU's memory is host memory: to the module it is the CPU's (a pageable buffer).

@@ -33,7 +33,6 @@ std::vector<lab::ParamSpec> DevicesLab::params() const {
 
 namespace {
 
-std::string gib(std::size_t bytes) { return formatBytes(static_cast<std::int64_t>(bytes)); }
 
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -42,11 +41,6 @@ double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 // long and the stop token is checked between them.
 constexpr double kSliceSeconds = 0.05;
 
-// Waits for the device's queued work: a slice's clock then measures the work itself, and a stop
-// check is never behind a queue of launched products.
-void finishQueued(Device device) {
-  if (device.isCuda()) cuda::synchronize(device.index());
-}
 
 // randn({n, n}, gen) on `device`, made in blocks of rows so that a large one (8192 x 8192 is 67M
 // numbers) does not hold up Stop. The generator is counter-based, so the values are the same as one
@@ -87,7 +81,7 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
   auto timed = [&](auto&& work) {
     const auto t0 = Clock::now();
     work();
-    finishQueued(device);
+    synchronizeDevice(device);  // the clock then measures the work, and no stop check waits behind queued products
     return secondsSince(t0);
   };
 

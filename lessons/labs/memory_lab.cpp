@@ -31,15 +31,17 @@ namespace gpulab::labs {
 std::vector<lab::ParamSpec> MemoryLab::params() const {
   using namespace lab;
   return {
-      choiceParam("mode", "oom-sweep", {"oom-sweep", "report", "fraction"},
+      choiceParam("mode", "oom-sweep", {"oom-sweep", "report", "fraction", "checkpoint"},
                   "Sweep to an out-of-memory error and recover; report allocated vs reserved vs driver memory through del and "
-                  "empty_cache(); or fill a per-process memory fraction and measure what it caps"),
+                  "empty_cache(); fill a per-process memory fraction and measure what it caps; or train with and without "
+                  "activation checkpointing"),
       choiceParam("dataset", "fashion-mnist", {"regression", "fashion-mnist"}, "Data set the model trains on"),
       textParam("hidden", "256,128,100", "Hidden layer widths when the sweep grows the batch", checkHiddenWidths),
       choiceParam("grow", "batch", {"batch", "width"}, "What the sweep doubles: the batch size or the hidden width"),
       intParam("start_batch", 64, 1, 1 << 20, "Batch size: the sweep's first (and its batch when growing the width), or the one the report trains with"),
       intParam("start_width", 256, 1, 1 << 16, "First hidden width when growing the width (two hidden layers)"),
       intParam("steps", 2, 1, 1000, "Training steps per attempt"),
+      intParam("segments", 2, 1, 64, "Checkpoint mode: the segments the hidden layers are cut into (checkpoint_sequential)"),
       boolParam("accumulate", true, "Recover with gradient accumulation, keeping the effective batch"),
       intParam("cap_mb", 100, 1, 1 << 24, "Memory the sweep may use beyond what is in use when it starts (sets the budget or fraction unless given)"),
       intParam("budget", 0, 0, std::int64_t{1} << 50, "Emulated CPU memory budget in bytes (0: in use + cap_mb)"),
@@ -146,7 +148,7 @@ class Session {
   // makes is gone when it returns or throws (`del model, optimizer`); `whileAlive`, when given, gets
   // the memory just before that.
   double attempt(std::int64_t batch, const std::vector<std::int64_t>& hidden, int accumulate, std::int64_t steps,
-                 Snapshot* whileAlive = nullptr) {
+                 Snapshot* whileAlive = nullptr, int checkpointSegments = 0) {
     MemoryEventRecorder recorder(device_);  // the first step's events include the model's parameters
     // What a failed step had allocated, and the frees as the attempt's tensors go, are still shown:
     // the events are drained on the way out, however it ends (a destructor must not throw).
@@ -161,7 +163,7 @@ class Session {
       }
     } drainOnExit{*this, recorder};
     Generator gen(seed_);
-    auto model = makeMlp(*data_, hidden, classification_ ? 10 : 1, gen);
+    auto model = makeMlp(*data_, hidden, classification_ ? 10 : 1, gen, checkpointSegments);
     {
       MemoryCategoryScope tag(MemoryCategory::Parameter);
       model->to(device_);
@@ -170,9 +172,11 @@ class Session {
     data::DataLoader loader(data_, {.batch_size = batch, .shuffle = true, .drop_last = true, .seed = seed_});
     auto it = loader.begin();
     double lastLoss = 0;
+    lastAttempt_ = {};
     for (std::int64_t s = 0; s < steps && !stop_.stopRequested(); ++s) {
       setMemoryStep(++steps_);
       reset_peak_memory_stats(device_);
+      const auto stepStart = Clock::now();
       double lossSum = 0;
       for (int a = 0; a < accumulate && !stop_.stopRequested(); ++a) {  // Stop within a micro-batch
         if (it == loader.end()) it = loader.begin();
@@ -182,7 +186,11 @@ class Session {
       if (stop_.stopRequested()) break;  // a partly accumulated step is not taken
       optimizer->step();
       optimizer->zero_grad();
+      synchronizeDevice(device_);
       lastLoss = lossSum / accumulate;
+      // The first step pays for set-up (the cache's first segments, threads): timed from the second.
+      if (s > 0) lastAttempt_.seconds.push_back(std::chrono::duration<double>(Clock::now() - stepStart).count());
+      lastAttempt_.peak = std::max(lastAttempt_.peak, max_memory_allocated(device_));
       report(recorder.drain());
       explainer_.poll();
       sink_.progress(static_cast<double>(s + 1), static_cast<double>(steps), "batch " + std::to_string(batch) + ", step " + std::to_string(s + 1));
@@ -226,6 +234,7 @@ class Session {
   void oomSweep();
   void report();
   void fraction();
+  void checkpointing();
 
  private:
   void setCap(CachingAllocator& memory);
@@ -240,6 +249,10 @@ class Session {
   std::int64_t steps_ = 0;
   CategoryTimeline timeline_;
   OomExplainer explainer_;
+  struct AttemptStats {
+    std::int64_t peak = 0;         // the highest step peak, bytes
+    std::vector<double> seconds;   // each step's time, the first left out
+  } lastAttempt_;
 };
 
 void Session::setCap(CachingAllocator& memory) {
@@ -342,15 +355,39 @@ void Session::oomSweep() {
 void Session::report() {
   // 1. Train for a few steps (the stacked view shows where the memory goes), then `del model,
   //    optimizer`: their tensors return to the cache -- allocated falls, reserved does not.
+  // nvidia-smi's view of the device at each moment, where NVML is there to ask (else why not).
+  const DeviceTelemetry first = device_telemetry(device_);
+  sink_.view({.id = "nvidia-smi", .title = "The device as nvidia-smi sees it", .kind = lab::ViewKind::Table,
+              .columns = {{"moment", ""}, {"memory used", "bytes"}, {"memory total", "bytes"}, {"GPU use", "%"},
+                          {"temperature", "°C"}, {"power", "W"}},
+              .note = first.available ? std::string() : "No nvidia-smi view: " + first.reason});
+  auto smi = [&](const std::string& moment) {
+    const DeviceTelemetry t = device_telemetry(device_);
+    if (!t.available) return t;
+    auto optional = [](const auto& v) { return v ? lab::Value(static_cast<double>(*v)) : lab::Value(std::string("n/a")); };
+    sink_.row("nvidia-smi", {moment, t.memory_used, t.memory_total, optional(t.gpu_utilization), optional(t.temperature_c), optional(t.power_w)});
+    return t;
+  };
   const std::int64_t batch = std::min<std::int64_t>(p_.getInt("start_batch"), datasetSize());
   Snapshot trained;
   attempt(batch, parseWidths(p_.getString("hidden")), 1, p_.getInt("steps"), &trained);
+  smi("after training");
   const Snapshot deleted = snapshot(device_);
+  smi("after del model, optimizer");
   sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "del model, optimizer", lab::MarkerKind::Event);
   // 2. empty_cache(): the cache's unused segments go back to the driver -- reserved falls.
   const std::int64_t released = empty_cache(device_);
   sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "empty_cache()", lab::MarkerKind::EmptyCache);
   const Snapshot after = snapshot(device_);
+  const DeviceTelemetry last = smi("after empty_cache()");
+  if (last.available) {
+    sink_.view({.id = "gpu-processes", .title = "Processes on the GPU (nvidia-smi)", .kind = lab::ViewKind::Table,
+                .columns = {{"pid", ""}, {"name", ""}, {"memory", "bytes"}, {"this process", ""}},
+                .note = last.processes_reason.empty() ? std::string() : "No process list: " + last.processes_reason});
+    for (const DeviceTelemetry::Process& proc : last.processes) {
+      sink_.row("gpu-processes", {std::int64_t{proc.pid}, proc.name.empty() ? std::string("?") : proc.name, proc.used_bytes, proc.self});
+    }
+  }
   const DriverMemoryInfo driver = driver_memory_info(device_);
   std::string note;
   if (!driver.available) note = driver.reason;
@@ -461,6 +498,39 @@ void Session::fraction() {
   }
 }
 
+// torch.utils.checkpoint: the same training steps with every hidden block's activations stored, then
+// recomputed in backward -- the peak memory and the step time of both, side by side.
+void Session::checkpointing() {
+  const std::int64_t batch = std::min<std::int64_t>(p_.getInt("start_batch"), datasetSize());
+  const std::vector<std::int64_t> hidden = parseWidths(p_.getString("hidden"));
+  const std::int64_t steps = std::max<std::int64_t>(p_.getInt("steps"), 2);  // one step to warm up, one timed at least
+  const bool emulated = cuda::isEmulated(device_);
+  sink_.view({.id = "checkpoint-memory", .title = "Peak memory of a training step", .kind = lab::ViewKind::Bars, .y = {"memory", "bytes"},
+              .yFromZero = true, .series = {{"peak", "peak allocated"}}});
+  sink_.view({.id = "checkpoint-time", .title = "Time of a training step", .kind = lab::ViewKind::Bars, .y = {"time", "s"}, .yFromZero = true,
+              .series = {{"time", "median step time"}},
+              .note = emulated ? "Timed on your CPU: the emulated GPU computes there. The recompute's extra forward pass costs time on a "
+                                 "GPU too, but how much is for a GPU to say."
+                               : std::string()});
+  for (const bool recompute : {false, true}) {
+    if (stop_.stopRequested()) return;
+    const std::string name = recompute ? "checkpointed (recomputed)" : "stored";
+    sink_.info(std::string(recompute ? "With" : "Without") + " checkpointing: batch " + std::to_string(batch) + ", " +
+               std::to_string(steps) + " steps");
+    attempt(batch, hidden, 1, steps, nullptr, recompute ? static_cast<int>(p_.getInt("segments")) : 0);
+    if (lastAttempt_.seconds.empty()) return;  // stopped
+    std::vector<double> t = lastAttempt_.seconds;
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    const double median = t[t.size() / 2];
+    sink_.bar("checkpoint-memory", "peak", name, static_cast<double>(lastAttempt_.peak));
+    sink_.bar("checkpoint-time", "time", name, median);
+    sink_.measurement("peak allocated, activations " + std::string(recompute ? "recomputed" : "stored"),
+                      static_cast<double>(lastAttempt_.peak), "bytes");
+    sink_.measurement("step time, activations " + std::string(recompute ? "recomputed" : "stored") + (emulated ? " (on the CPU)" : ""),
+                      median, "s");
+  }
+}
+
 }  // namespace
 
 void MemoryLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
@@ -471,6 +541,7 @@ void MemoryLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Stop
   reset_peak_memory_stats(session.device());
   if (p.getString("mode") == "report") session.report();
   else if (p.getString("mode") == "fraction") session.fraction();
+  else if (p.getString("mode") == "checkpoint") session.checkpointing();
   else session.oomSweep();
   setMemoryStep(0);
   const MemoryStats ms = memory_stats(session.device());

@@ -57,6 +57,7 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       intParam("samples", 1024, 16, 10000000, "Training examples of the regression task"),
       intParam("train_subset", 0, 0, 100000000, "Use only the first N training examples (0: all)"),
       intParam("log_every", 10, 1, 100000, "Report a step metric every N steps (and at each epoch end)"),
+      intParam("checkpoint_segments", 0, 0, 64, "Activation checkpointing: cut the hidden layers into N segments whose activations are recomputed in backward instead of stored (0: off)"),
       intParam("memory_cap_mb", 0, 0, 1 << 24, "Cap this run's memory on the device at N MiB, with set_per_process_memory_fraction(N MiB / capacity) (0: no cap)"),
       boolParam("move_model", true, "model.to(device) once, before training (uncheck to make the mistake: the model stays on the CPU)"),
       boolParam("move_batch", true, "x.to(device), y.to(device) for every batch (uncheck: the batch stays on the CPU)"),
@@ -133,7 +134,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   data::DataLoader testLoader(testSet, {.batch_size = 1024, .num_workers = 0, .pin_memory = pin});
 
   // 3. The model, moved to the device once.
-  auto model = makeMlp(*trainSet, parseWidths(p.getString("hidden")), classification ? 10 : 1, gen);
+  auto model = makeMlp(*trainSet, parseWidths(p.getString("hidden")), classification ? 10 : 1, gen, static_cast<int>(p.getInt("checkpoint_segments")));
   if (moveModel) {
     MemoryCategoryScope tag(MemoryCategory::Parameter);
     model->to(device);

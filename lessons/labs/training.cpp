@@ -92,16 +92,33 @@ lab::ParamSpec deviceParam(std::string name, std::string description) {
 }
 
 std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
-                                        std::int64_t outputs, Generator& gen) {
+                                        std::int64_t outputs, Generator& gen, int checkpointSegments) {
   MemoryCategoryScope tag(MemoryCategory::Parameter);
   std::int64_t width = 1;
   for (std::int64_t s : data.inputShape()) width *= s;
   auto model = std::make_shared<nn::Sequential>();
   if (data.inputShape().size() > 1) model->push_back(std::make_shared<nn::Flatten>());
-  for (std::int64_t h : hidden) {
-    model->push_back(std::make_shared<nn::Linear>(width, h, true, gen));
-    model->push_back(std::make_shared<nn::ReLU>());
-    width = h;
+  // Hidden block i goes to segment i * segments / blocks (segments as even as they can be).
+  const auto blocks = static_cast<std::int64_t>(hidden.size());
+  const std::int64_t segments = std::min<std::int64_t>(checkpointSegments, blocks);
+  std::shared_ptr<nn::Sequential> segment;
+  std::int64_t segmentIndex = -1;
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    auto linear = std::make_shared<nn::Linear>(width, hidden[static_cast<std::size_t>(i)], true, gen);
+    auto relu = std::make_shared<nn::ReLU>();
+    width = hidden[static_cast<std::size_t>(i)];
+    if (segments <= 0) {
+      model->push_back(linear);
+      model->push_back(relu);
+      continue;
+    }
+    if (const std::int64_t s = i * segments / blocks; s != segmentIndex) {
+      segmentIndex = s;
+      segment = std::make_shared<nn::Sequential>();
+      model->push_back(std::make_shared<nn::Checkpoint>(segment));
+    }
+    segment->push_back(linear);
+    segment->push_back(relu);
   }
   model->push_back(std::make_shared<nn::Linear>(width, outputs, true, gen));
   return model;
@@ -192,8 +209,14 @@ bool OomExplainer::explain(lab::MetricSink& sink) {
   sink.view({.id = "oom-fixes", .title = "Fixes, ranked by what they would free on this run", .kind = lab::ViewKind::Table,
              .columns = {{"fix", ""}, {"would free about", "bytes"}, {"enough for the request", ""}},
              .note = "Estimates from the memory held at the failure; the request that failed was " + formatBytes(oom->size) + "."});
-  for (const auto& [fix, saved] : fixes) sink.row("oom-fixes", {fix, saved, std::string(saved >= oom->size ? "yes" : "no")});
+  for (const auto& [fix, saved] : fixes) {
+    if (saved > 0) sink.row("oom-fixes", {fix, saved, std::string(saved >= oom->size ? "yes" : "no")});  // (no state yet: nothing to free)
+  }
   return true;
+}
+
+void synchronizeDevice(Device device) {
+  if (device.isCuda() && !cuda::isEmulated(device)) cuda::synchronize(device.index());
 }
 
 void announceDevice(lab::MetricSink& sink, Device device) {

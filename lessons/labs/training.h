@@ -35,9 +35,12 @@ void checkHiddenWidths(const std::string& text);
 // business (a lesson that says cuda must still load on a machine without one).
 void checkDeviceString(const std::string& text);
 
-// [Flatten,] Linear, ReLU, ..., Linear: from the data set's input shape to `outputs` values.
+// [Flatten,] Linear, ReLU, ..., Linear: from the data set's input shape to `outputs` values. With
+// `checkpointSegments` > 0 the hidden blocks (Linear, ReLU) are cut into that many consecutive
+// segments, each wrapped in nn::Checkpoint, as torch.utils.checkpoint.checkpoint_sequential does: a
+// segment keeps only its input, and its activations are recomputed in backward instead of stored.
 std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
-                                        std::int64_t outputs, Generator& gen);
+                                        std::int64_t outputs, Generator& gen, int checkpointSegments = 0);
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,
                                                 double momentum, double weightDecay);
 Tensor taskLoss(bool classification, const Tensor& output, const Tensor& target, Reduction reduction = Reduction::Mean);
@@ -96,6 +99,10 @@ class OomExplainer {
   std::optional<MemoryEvent> oom_;       // the last OOM, and the blocks live at that moment
   std::map<std::uintptr_t, Live> atOom_;
 };
+
+// torch.cuda.synchronize(device): waits for the device's queued work (nothing to wait for on the CPU
+// or the emulated GPU), so that a clock read next measures the work itself.
+void synchronizeDevice(Device device);
 
 // Where the run computes, said once at its start: the RunDevice update (renderers label titles and
 // exports with it, "emulated GPU — runs on your CPU" included) and a console line.
