@@ -177,14 +177,19 @@ bool OomExplainer::explain(lab::MetricSink& sink) {
 
   // 2. Memory by category at the failing allocation, beside the request that failed.
   sink.view({.id = "oom-memory", .title = "At the failed allocation: what memory held", .kind = lab::ViewKind::Bars,
-             .y = {"memory", "bytes"}, .yFromZero = true, .series = {{"bytes", "bytes"}}});
+             .y = {"memory", "bytes"}, .yFromZero = true, .series = {{"bytes", "bytes"}},
+             .note = "Live tensors by category when the allocation failed; \"earlier\": allocated before the run began; \"cached\": "
+                     "reserved but unused (in segments that live tensors share); \"request\": the allocation that failed."});
+  // Short labels: they sit side by side under the bars.
   for (int c = 1; c <= kMemoryCategoryCount; ++c) {
     const auto category = static_cast<MemoryCategory>(c % kMemoryCategoryCount);  // Other last
-    if (bytes(category) > 0) sink.bar("oom-memory", "bytes", memoryCategoryName(category), static_cast<double>(bytes(category)));
+    std::string label = memoryCategoryName(category);
+    std::replace(label.begin(), label.end(), '_', ' ');
+    if (bytes(category) > 0) sink.bar("oom-memory", "bytes", label, static_cast<double>(bytes(category)));
   }
-  if (oom->allocated_bytes > tracked) sink.bar("oom-memory", "bytes", "before the run", static_cast<double>(oom->allocated_bytes - tracked));
-  sink.bar("oom-memory", "bytes", "cached in shared segments", static_cast<double>(oom->reserved_bytes - oom->allocated_bytes));
-  sink.bar("oom-memory", "bytes", "the failed request", static_cast<double>(oom->size));
+  if (oom->allocated_bytes > tracked) sink.bar("oom-memory", "bytes", "earlier", static_cast<double>(oom->allocated_bytes - tracked));
+  sink.bar("oom-memory", "bytes", "cached", static_cast<double>(oom->reserved_bytes - oom->allocated_bytes));
+  sink.bar("oom-memory", "bytes", "request", static_cast<double>(oom->size));
 
   // 3. The largest live tensors then.
   std::sort(blocks.begin(), blocks.end(), [](const Live& a, const Live& b) { return a.size > b.size; });
