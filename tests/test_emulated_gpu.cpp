@@ -415,7 +415,7 @@ class TestEmulatedGpu : public QObject {
     const std::string what = textOf([&] { Tensor t = Tensor::empty({request / 4}, kFloat32, emu); });
     set_per_process_memory_fraction(1.0, emu);
     QVERIFY2(what.starts_with("CUDA out of memory. Tried to allocate "), what.c_str());
-    QVERIFY2(what.find("at most a fraction of 0.50 of it (" + formatBytes(budget / 2) + ", set_per_process_memory_fraction)") != std::string::npos,
+    QVERIFY2(what.find("at most a fraction of 0.5 of it (" + formatBytes(budget / 2) + ", set_per_process_memory_fraction)") != std::string::npos,
              what.c_str());
     { Tensor fitsAgain = Tensor::empty({request / 4}, kFloat32, emu); }
     empty_cache(emu);

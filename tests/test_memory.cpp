@@ -146,7 +146,7 @@ class TestMemory : public QObject {
       f.alloc->allocate(12 * MiB);
       QFAIL("expected the fraction cap to refuse");
     } catch (const OutOfMemoryError& e) {
-      QVERIFY2(std::string(e.what()).find("a fraction of 0.50 of it (32.00 MiB, set_per_process_memory_fraction)") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("a fraction of 0.5 of it (32.00 MiB, set_per_process_memory_fraction)") != std::string::npos, e.what());
     }
     QVERIFY(f.alloc->stats().reserved_bytes.current <= qint64(32 * MiB));
     QVERIFY_THROWS_EXCEPTION(ValueError, f.alloc->setMemoryFraction(0));
@@ -345,7 +345,7 @@ class TestMemory : public QObject {
     const auto markers = sink.all<lab::Marker>();
     QVERIFY(std::any_of(markers.begin(), markers.end(), [](const lab::Marker& m) { return m.kind == lab::MarkerKind::OutOfMemory; }));
     std::map<std::string, std::size_t> results;  // the attempts table's "result" column
-    for (const lab::Row& row : sink.rows("attempts")) ++results[std::get<std::string>(row.cells[4])];
+    for (const lab::Row& row : sink.rows("attempts")) ++results[std::get<std::string>(row.cells[row.cells.size() - 2])];
     QCOMPARE(results["out of memory"], ooms.size());
     QCOMPARE(results["recovered"], std::size_t{1});
     QVERIFY(results["fits"] >= 1);

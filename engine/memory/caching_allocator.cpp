@@ -285,7 +285,7 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
                     " is allocated by GPU Lab, and " + formatBytes(stats_.reserved_bytes.current - stats_.allocated_bytes.current) +
                     " is reserved by GPU Lab but unallocated.";
   if (fractionCapBytes_ > 0) {
-    msg += " This process may use at most a fraction of " + formatFixed(fraction_, 2) + " of it (" + formatBytes(fractionCapBytes_) +
+    msg += " This process may use at most a fraction of " + formatGeneral(fraction_, 6) + " of it (" + formatBytes(fractionCapBytes_) +
            ", set_per_process_memory_fraction).";
   }
   if (std::string note = raw_->outOfMemoryNote(); !note.empty()) msg += " " + note;

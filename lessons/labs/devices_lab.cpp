@@ -171,7 +171,7 @@ void DevicesLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   }
   if (const std::optional<Device> emulated = cuda::emulatedDevice()) {
     const auto [free, total] = mem_get_info(*emulated);
-    sink.row("devices", {emulated->str(), cuda::deviceLabel(*emulated), std::string("-"), std::int64_t{0}, total, free});
+    sink.row("devices", {emulated->str(), cuda::deviceLabel(*emulated), std::string("-"), std::string("-"), total, free});
     sink.info(emulated->str() + " is GPU Lab's emulated GPU: its tensors live in their own memory with a GPU's budget, "
               "computed by the CPU. It makes the same-device rule and out-of-memory errors real without a GPU; it is never timed.");
   }
@@ -237,7 +237,7 @@ void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::
   const bool fixed = p.getBool("fixed"), model = p.getString("case") == "model";
   sink.view({.id = "operations", .title = "Operations and where their tensors live", .kind = lab::ViewKind::Table,
              .columns = {{"operation", ""}, {"operands", ""}, {"result", ""}}});
-  std::int64_t errors = 0, completed = 0;
+  std::int64_t errors = 0, completed = 0, modelCalls = 0;
   // Runs one operation for real: a row saying what happened, and the engine's own error when it raises.
   auto attempt = [&](const std::string& code, const std::string& operands, auto&& op) {
     sink.info(">>> " + code);
@@ -265,6 +265,7 @@ void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::
     net.to(gpu);
     if (!fixed) attempt("model(cpu_tensor)  # model.to(\"" + g + "\")", "input on cpu, parameters on " + g, [&] { return net(cpuTensor); });
     else attempt("model(cpu_tensor.to(\"" + g + "\"))", "input and parameters on " + g, [&] { return net(cpuTensor.to(gpu)); });
+    modelCalls = completed;  // the model's forward pass, when it ran
   }
   // The one exception, real on every device: a 0-dim CPU tensor (a Python number) may join any op.
   Tensor scalar = scalar_tensor(2.0);
@@ -277,6 +278,7 @@ void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::
   }
   sink.measurement("device-mismatch errors", static_cast<double>(errors), "");
   sink.measurement("operations completed", static_cast<double>(completed), "");
+  sink.measurement("model forward passes completed", static_cast<double>(modelCalls), "");
   sink.record("done", {{"device", g}, {"errors", errors}, {"completed", completed}});
 }
 

@@ -134,13 +134,10 @@ class Session {
   std::int64_t steps() const { return steps_; }
   std::int64_t datasetSize() const { return data_->size(); }
 
-  // The views: memory by category over time (with reserved, each step's peak and the cap), and a row
-  // per attempt.
+  // The view every mode shows: memory by category over time, with reserved, each step's peak and the cap.
   void declareViews() {
     sink_.view({.id = "memory", .title = "Memory on " + device_.str() + " by category", .kind = lab::ViewKind::StackedArea,
                 .x = {{"time", "s"}}, .y = {"memory", "bytes"}, .yFromZero = true, .series = CategoryTimeline::series()});
-    sink_.view({.id = "attempts", .title = "Attempts", .kind = lab::ViewKind::Table,
-                .columns = {{"batch", ""}, {"width", ""}, {"accumulate", ""}, {"effective batch", ""}, {"result", ""}, {"peak allocated", "bytes"}}});
     timeline_.origin();
   }
 
@@ -227,8 +224,23 @@ class Session {
     sink_.record("memory", fields);
   }
 
+  // The sweep's table: a row per attempt (with the width only when the sweep grows it).
+  void declareAttempts(bool withWidth) {
+    withWidth_ = withWidth;
+    std::vector<lab::Axis> columns{{"batch", ""}};
+    if (withWidth) columns.push_back({"width", ""});
+    for (const lab::Axis& c : std::initializer_list<lab::Axis>{{"accumulate", ""}, {"effective batch", ""}, {"result", ""}, {"peak allocated", "bytes"}}) {
+      columns.push_back(c);
+    }
+    sink_.view({.id = "attempts", .title = "Attempts", .kind = lab::ViewKind::Table, .columns = columns});
+  }
   void attemptRow(std::int64_t batch, std::int64_t width, int accumulate, const std::string& result) {
-    sink_.row("attempts", {batch, width, std::int64_t{accumulate}, batch * accumulate, result, max_memory_allocated(device_)});
+    std::vector<lab::Value> row{batch};
+    if (withWidth_) row.push_back(width);
+    for (const lab::Value& v : std::initializer_list<lab::Value>{std::int64_t{accumulate}, batch * accumulate, result, max_memory_allocated(device_)}) {
+      row.push_back(v);
+    }
+    sink_.row("attempts", row);
   }
 
   void oomSweep();
@@ -249,6 +261,7 @@ class Session {
   std::int64_t steps_ = 0;
   CategoryTimeline timeline_;
   OomExplainer explainer_;
+  bool withWidth_ = false;
   struct AttemptStats {
     std::int64_t peak = 0;         // the highest step peak, bytes
     std::vector<double> seconds;   // each step's time, the first left out
@@ -286,6 +299,7 @@ void Session::oomSweep() {
   const std::vector<std::int64_t> hidden = parseWidths(p_.getString("hidden"));
   auto hiddenFor = [&](std::int64_t w) { return growWidth ? std::vector<std::int64_t>{w, w} : hidden; };
   const std::int64_t shownWidth = growWidth ? width : 0;
+  declareAttempts(growWidth);
 
   // 1. Double until it does not fit.
   bool oom = false;
@@ -471,6 +485,7 @@ void Session::fraction() {
       timeline_.apply(recorder.drain(), std::nullopt);
       sink_.progress(static_cast<double>(memory_allocated(device_)), static_cast<double>(cap), "filling the cap");
     }
+    sink_.progress(1, 1, allocatedAtOom < 0 ? "stopped" : "the allocator refused at " + formatBytes(allocatedAtOom));
     const std::optional<std::int64_t> driverAtCap = driver_memory_info(device_).process_used;
     held.clear();
     timeline_.apply(recorder.drain(), std::nullopt);
@@ -478,15 +493,20 @@ void Session::fraction() {
 
     sink_.view({.id = "fraction", .title = "What the fraction caps", .kind = lab::ViewKind::Bars, .y = {"memory", "bytes"}, .yFromZero = true,
                 .series = {{"bytes", "bytes"}},
+                .note = "cap: the fraction times the capacity; allocated and reserved: this process's tensors and its allocator's "
+                        "segments when the allocator refused (the cap counts reserved memory)."});
+    sink_.bar("fraction", "bytes", "cap", static_cast<double>(cap));
+    sink_.bar("fraction", "bytes", "allocated", static_cast<double>(allocatedAtOom));
+    sink_.bar("fraction", "bytes", "reserved", static_cast<double>(reservedAtOom));
+    if (driverAtCap) sink_.bar("fraction", "bytes", "nvidia-smi", static_cast<double>(*driverAtCap));
+    sink_.view({.id = "free", .title = "Free memory, before and after the fraction", .kind = lab::ViewKind::Bars, .y = {"memory", "bytes"},
+                .yFromZero = true, .series = {{"free", "free"}},
                 .note = device_.isCuda() && !cuda::isEmulated(device_)
-                            ? std::string()
-                            : "Free memory here is what " + device_.str() + "'s budget leaves; on a GPU it is the driver's number (cudaMemGetInfo), which no fraction changes."});
-    sink_.bar("fraction", "bytes", "the cap", static_cast<double>(cap));
-    sink_.bar("fraction", "bytes", "allocated when refused", static_cast<double>(allocatedAtOom));
-    sink_.bar("fraction", "bytes", "reserved when refused", static_cast<double>(reservedAtOom));
-    sink_.bar("fraction", "bytes", "free before the fraction", static_cast<double>(freeBefore));
-    sink_.bar("fraction", "bytes", "free after the fraction", static_cast<double>(freeAfter));
-    if (driverAtCap) sink_.bar("fraction", "bytes", "this process (nvidia-smi) at the cap", static_cast<double>(*driverAtCap));
+                            ? "The driver's free memory (cudaMemGetInfo): setting a fraction reserves nothing."
+                            : "Free memory here is what " + device_.str() + "'s budget leaves; on a GPU it is the driver's number "
+                              "(cudaMemGetInfo), which no fraction changes either."});
+    sink_.bar("free", "free", "before", static_cast<double>(freeBefore));
+    sink_.bar("free", "free", "after", static_cast<double>(freeAfter));
     sink_.measurement("the cap", static_cast<double>(cap), "bytes");
     sink_.measurement("allocated when the allocator refused", static_cast<double>(allocatedAtOom), "bytes");
     sink_.measurement("reserved when the allocator refused", static_cast<double>(reservedAtOom), "bytes");

@@ -34,6 +34,7 @@
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 
 namespace gpulab::labs {
 
@@ -152,8 +153,11 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   sink.view({.id = "loss", .title = "Loss", .kind = lab::ViewKind::Line, .x = trainingAxes(), .y = {"loss", ""},
              .series = {{"train", "train loss"}, {"eval", "eval loss", lab::SeriesStyle::Points}}});
   const bool withDriver = declareMemoryView(sink, "memory", device, trainingAxes());
+  // The emulated GPU computes on the CPU: its speed is the CPU's, and the view says so.
+  const bool emulated = cuda::isEmulated(device);
   sink.view({.id = "throughput", .title = "Throughput", .kind = lab::ViewKind::Line, .x = trainingAxes(),
-             .y = {"throughput", "samples/s"}, .yFromZero = true, .series = {{"throughput", "training samples per second"}}});
+             .y = {"throughput", "samples/s"}, .yFromZero = true, .series = {{"throughput", "training samples per second"}},
+             .note = emulated ? "Measured on your CPU: the emulated GPU computes there, so this is your CPU's speed, not a GPU's." : std::string()});
   std::vector<lab::Axis> columns{{"epoch", ""}, {"train loss", ""}, {"eval loss", ""}};
   if (classification) columns.push_back({"test accuracy", ""});
   columns.push_back({"time", "s"});
@@ -369,7 +373,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   sink.measurement("training peak allocated", static_cast<double>(trainPeak), "bytes");
   // A run that failed trained at no batch: nothing for a challenge to count.
   if (steps > 0 && !shownError) sink.measurement("effective batch", static_cast<double>(p.getInt("batch_size") * accumulate), "");
-  if (steps > 0) sink.measurement("training time", trainSeconds, "s");
+  if (steps > 0) sink.measurement(emulated ? "training time (on the CPU: emulated GPU)" : "training time", trainSeconds, "s");
   if (trainLoss) sink.measurement("final train loss", *trainLoss, "");
   if (evalLoss) sink.measurement("final eval loss", *evalLoss, "");
   sink.measurement("epochs completed", static_cast<double>(epochsDone), "");
@@ -379,7 +383,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
                         std::to_string(steps) + " steps on " + device.str() + " in " + formatFixed(trainSeconds, 3) + " s";
   if (trainLoss) summary += "; final train loss " + formatFixed(*trainLoss, 4) + ", eval loss " + formatFixed(*evalLoss, 4);
   if (testAccuracy) summary += ", test accuracy " + formatFixed(*testAccuracy, 4);
-  summary += "; peak memory " + formatBytes(runPeak) + " allocated, " + formatBytes(ms.reserved_bytes.peak) + " reserved";
+  summary += "; peak memory of the run (training and evaluation) " + formatBytes(runPeak) + " allocated, " +
+             formatBytes(ms.reserved_bytes.peak) + " reserved";
   sink.info(summary);
   std::vector<std::pair<std::string, lab::Value>> done{{"seconds", trainSeconds}, {"steps", steps}, {"device", device.str()},
                                                        {"stopped", stopped}, {"diverged", diverged},

@@ -196,7 +196,9 @@ bool OomExplainer::explain(lab::MetricSink& sink) {
   sink.view({.id = "oom-tensors", .title = "The largest tensors at the failure", .kind = lab::ViewKind::Table,
              .columns = {{"size", "bytes"}, {"category", ""}}});
   for (std::size_t i = 0; i < std::min<std::size_t>(8, blocks.size()); ++i) {
-    sink.row("oom-tensors", {blocks[i].size, std::string(memoryCategoryName(blocks[i].category))});
+    std::string category = memoryCategoryName(blocks[i].category);
+    std::replace(category.begin(), category.end(), '_', ' ');
+    sink.row("oom-tensors", {blocks[i].size, category});
   }
 
   // 4. The fixes, by what each would free here: estimates from the bytes above.
@@ -212,7 +214,7 @@ bool OomExplainer::explain(lab::MetricSink& sink) {
   // could; what is still cached lies in segments that live tensors share.)
   std::sort(fixes.begin(), fixes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   sink.view({.id = "oom-fixes", .title = "Fixes, ranked by what they would free on this run", .kind = lab::ViewKind::Table,
-             .columns = {{"fix", ""}, {"would free about", "bytes"}, {"enough for the request", ""}},
+             .columns = {{"fix", ""}, {"frees about", "bytes"}, {"enough?", ""}},
              .note = "Estimates from the memory held at the failure; the request that failed was " + formatBytes(oom->size) + "."});
   for (const auto& [fix, saved] : fixes) {
     if (saved > 0) sink.row("oom-fixes", {fix, saved, std::string(saved >= oom->size ? "yes" : "no")});  // (no state yet: nothing to free)
