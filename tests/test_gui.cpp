@@ -988,7 +988,8 @@ class TestGui : public QObject {
     QCOMPARE(panel.pointCount("steps"), 3);
   }
 
-  // Markers are vertical lines with their label (an OOM in red); a Level is a dashed horizontal line.
+  // Markers are vertical lines with their label (an OOM in red); a Level is a dashed horizontal line,
+  // or, when it lies above the data (a capacity far over what a run uses), a label pinned to the top.
   void markersAndLevelsAreDrawn() {
     PlotPanel panel;
     panel.show();
@@ -996,20 +997,25 @@ class TestGui : public QObject {
     spec.y = {"memory", "bytes"};
     panel.addBatch(batch({spec, point("mem", "a", {1}, 100), point("mem", "a", {2}, 200),
                           lab::Marker{"mem", {2}, "OOM at batch 4096", lab::MarkerKind::OutOfMemory},
-                          lab::Marker{"mem", {3}, "empty_cache()", lab::MarkerKind::EmptyCache}, lab::Level{"mem", "capacity", 4096}}));
+                          lab::Marker{"mem", {3}, "empty_cache()", lab::MarkerKind::EmptyCache}, lab::Level{"mem", "capacity", 4096},
+                          lab::Level{"mem", "cap", 150}}));
     QCOMPARE(panel.markerCount("mem"), 2);
     QCustomPlot* p = panel.plot("mem");
+    panel.view("mem")->refresh();
     const auto lines = itemsOf<QCPItemStraightLine>(p);
-    QCOMPARE(lines.size(), 3);
+    QCOMPARE(lines.size(), 4);
     QCOMPARE(lines[0]->point1->coords().x(), 2.0);
     QCOMPARE(lines[0]->pen().color(), QColor(214, 39, 40));  // the OOM in red
     QVERIFY(lines[1]->pen().color() != QColor(214, 39, 40));
     QCOMPARE(lines[2]->point1->coords().y(), 4096.0);  // the level: horizontal
     QCOMPARE(lines[2]->point2->coords().y(), 4096.0);
     QCOMPARE(lines[2]->pen().style(), Qt::DashLine);
+    QVERIFY(!lines[2]->visible());  // 4096 is above the data: no line ...
+    QVERIFY(lines[3]->visible());   // ... 150 is within it
+    QCOMPARE(lines[3]->point1->coords().y(), 150.0);
     QStringList texts;
     for (QCPItemText* t : itemsOf<QCPItemText>(p)) texts << t->text();
-    QCOMPARE(texts, (QStringList{"OOM at batch 4096", "empty_cache()", "capacity (4.00 KiB)"}));
+    QCOMPARE(texts, (QStringList{"OOM at batch 4096", "empty_cache()", "↑ capacity: 4.00 KiB, above the plot", "cap (150 bytes)"}));
   }
 
   // A diverging run's NaN and inf are not plotted, and the axes still scale to the finite points.
@@ -1281,6 +1287,15 @@ class TestGui : public QObject {
     QVERIFY(device->toolTip().contains("Allowed: "));
     QVERIFY(w.runPanel()->setParameter("device", "cpu"));
     QCOMPARE(w.runPanel()->settings().at("device"), std::string("cpu"));
+    // Each device is shown with its label and stands for its value: the emulated GPU says what it is.
+    if (const auto emulated = gpulab::cuda::emulatedDevice()) {
+      const int i = device->findData(QString::fromStdString(emulated->str()));
+      QVERIFY(i >= 0);
+      QVERIFY2(device->itemText(i).contains("emulated GPU"), qPrintable(device->itemText(i)));
+      QVERIFY(w.runPanel()->setParameter("device", QString::fromStdString(emulated->str())));
+      QCOMPARE(device->currentIndex(), i);
+      QCOMPARE(w.runPanel()->settings().at("device"), emulated->str());
+    }
   }
 
   // Issue 10: a run block's challenge is graded from the run's measurements when the run ends: not

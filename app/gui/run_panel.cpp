@@ -216,10 +216,14 @@ void RunPanel::rebuildControls() {
           break;
         }
         // The values this machine offers (its devices), and the lesson's own if it is not one of them.
+        // Each item shows its label and carries its value.
         auto* cb = new QComboBox;
-        for (const auto& c : spec.suggestions) cb->addItem(QString::fromStdString(c));
-        if (cb->findText(value) < 0) cb->addItem(value);
-        cb->setCurrentText(value);
+        for (std::size_t k = 0; k < spec.suggestions.size(); ++k) {
+          const QString v = QString::fromStdString(spec.suggestions[k]);
+          cb->addItem(k < spec.suggestionLabels.size() ? QString::fromStdString(spec.suggestionLabels[k]) : v, v);
+        }
+        if (cb->findData(value) < 0) cb->addItem(value, value);
+        cb->setCurrentIndex(cb->findData(value));
         cb->setProperty("suggestions", true);
         w = cb;
         break;
@@ -243,7 +247,9 @@ std::map<std::string, std::string> RunPanel::settings() const {
     if (auto* sb = qobject_cast<QSpinBox*>(w)) v = std::to_string(sb->value());
     else if (auto* db = qobject_cast<QDoubleSpinBox*>(w)) v = QString::number(db->value(), 'g', 10).toStdString();
     else if (auto* cb = qobject_cast<QCheckBox*>(w)) v = cb->isChecked() ? "true" : "false";
-    else if (auto* combo = qobject_cast<QComboBox*>(w)) v = combo->currentText().toStdString();
+    else if (auto* combo = qobject_cast<QComboBox*>(w)) {
+      v = (combo->property("suggestions").toBool() ? combo->currentData().toString() : combo->currentText()).toStdString();
+    }
     else if (auto* le = qobject_cast<QLineEdit*>(w)) v = le->text().trimmed().toStdString();
     out[name.toStdString()] = v;
   }
@@ -259,8 +265,12 @@ bool RunPanel::setParameter(const QString& name, const QString& value) {
   else if (auto* cb = qobject_cast<QCheckBox*>(w)) cb->setChecked(value == "true");
   else if (auto* combo = qobject_cast<QComboBox*>(w)) {
     // A text parameter takes a value beyond its suggestions (the lab's validator decides).
-    if (combo->property("suggestions").toBool() && combo->findText(value) < 0) combo->addItem(value);
-    combo->setCurrentText(value);
+    if (combo->property("suggestions").toBool()) {
+      if (combo->findData(value) < 0) combo->addItem(value, value);
+      combo->setCurrentIndex(combo->findData(value));
+    } else {
+      combo->setCurrentText(value);
+    }
   } else if (auto* le = qobject_cast<QLineEdit*>(w)) {
     le->setText(value);
   }

@@ -277,6 +277,25 @@ void ViewWidget::setTitleText(const QString& text) { applyTitle(text); }
 void ViewWidget::refresh() {
   dirty_ = false;
   redraw();
+  placeLevels();
+}
+
+// A level far above the data (a limit much higher than anything a run reaches) is not worth
+// flattening the curves for: its label is pinned to the top of the plot, saying where it is.
+void ViewWidget::placeLevels() {
+  QCustomPlot* p = plot();
+  if (!p) return;
+  for (const LevelItem& l : levels_) {
+    const bool above = l.level.y > p->yAxis->range().upper;
+    const QString value = formatQuantity(l.level.y, spec_.y.unit);
+    l.line->setVisible(!above);
+    l.text->position->setTypeY(above ? QCPItemPosition::ptAxisRectRatio : QCPItemPosition::ptPlotCoords);
+    l.text->position->setCoords(0.01, above ? 0.0 : l.level.y);
+    l.text->setPositionAlignment(Qt::AlignLeft | (above ? Qt::AlignTop : Qt::AlignBottom));
+    l.text->setText(above ? QString("↑ %1: %2, above the plot").arg(QString::fromStdString(l.level.label), value)
+                          : QString("%1 (%2)").arg(QString::fromStdString(l.level.label), value));
+  }
+  p->replot(QCustomPlot::rpQueuedReplot);
 }
 
 int ViewWidget::pointCount(int run) const {
@@ -399,8 +418,8 @@ void ViewWidget::addLevel(int run, const lab::Level& l) {
   text->position->setTypeY(QCPItemPosition::ptPlotCoords);
   text->position->setCoords(0.01, l.y);
   text->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-  text->setText(QString("%1 (%2)").arg(QString::fromStdString(l.label), formatQuantity(l.y, spec_.y.unit)));
   levels_.push_back({run, l, line, text});
+  placeLevels();
   styleItems();
 }
 

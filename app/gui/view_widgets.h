@@ -117,6 +117,7 @@ class ViewWidget : public QWidget {
   void addMarker(int run, const lab::Marker& m);
   void addLevel(int run, const lab::Level& l);
   void placeMarkers();
+  void placeLevels();
   void styleItems();
 
   lab::ViewSpec spec_;

@@ -35,19 +35,19 @@ namespace {
 }  // namespace
 
 ParamSpec intParam(std::string name, std::int64_t def, std::int64_t min, std::int64_t max, std::string description) {
-  return ParamSpec{std::move(name), ParamType::Int, def, std::move(description), static_cast<double>(min), static_cast<double>(max), {}, {}, {}};
+  return ParamSpec{std::move(name), ParamType::Int, def, std::move(description), static_cast<double>(min), static_cast<double>(max), {}, {}, {}, {}};
 }
 ParamSpec floatParam(std::string name, double def, double min, double max, std::string description) {
-  return ParamSpec{std::move(name), ParamType::Float, def, std::move(description), min, max, {}, {}, {}};
+  return ParamSpec{std::move(name), ParamType::Float, def, std::move(description), min, max, {}, {}, {}, {}};
 }
 ParamSpec boolParam(std::string name, bool def, std::string description) {
-  return ParamSpec{std::move(name), ParamType::Bool, def, std::move(description), 0, 1, {}, {}, {}};
+  return ParamSpec{std::move(name), ParamType::Bool, def, std::move(description), 0, 1, {}, {}, {}, {}};
 }
 ParamSpec choiceParam(std::string name, std::string def, std::vector<std::string> choices, std::string description) {
-  return ParamSpec{std::move(name), ParamType::Choice, std::move(def), std::move(description), 0, 0, std::move(choices), {}, {}};
+  return ParamSpec{std::move(name), ParamType::Choice, std::move(def), std::move(description), 0, 0, std::move(choices), {}, {}, {}};
 }
 ParamSpec textParam(std::string name, std::string def, std::string description, TextValidator validate) {
-  return ParamSpec{std::move(name), ParamType::Text, std::move(def), std::move(description), 0, 0, {}, std::move(validate), {}};
+  return ParamSpec{std::move(name), ParamType::Text, std::move(def), std::move(description), 0, 0, {}, std::move(validate), {}, {}};
 }
 
 Params::Params(std::vector<ParamSpec> specs) : specs_(std::move(specs)) {

@@ -38,6 +38,7 @@ struct ParamSpec {
   // Text: the values to offer as a choice (the devices this machine has); the validator still decides
   // what is allowed, so a lesson written for "cuda" loads on a machine without a GPU.
   std::vector<std::string> suggestions;
+  std::vector<std::string> suggestionLabels;  // what a form shows for each suggestion (empty: the values)
 };
 
 // Spec builders, so a lab's parameter list reads as a table.

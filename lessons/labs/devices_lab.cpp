@@ -206,7 +206,11 @@ void DevicesLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
 std::vector<lab::ParamSpec> DeviceRuleLab::params() const {
   using namespace lab;
   lab::ParamSpec gpu = deviceParam("device", "The GPU to pair with the CPU");
-  gpu.suggestions.erase(std::remove(gpu.suggestions.begin(), gpu.suggestions.end(), "cpu"), gpu.suggestions.end());
+  for (std::size_t i = gpu.suggestions.size(); i-- > 0;) {  // the CPU is the other side of the rule, not a choice
+    if (gpu.suggestions[i] != "cpu") continue;
+    gpu.suggestions.erase(gpu.suggestions.begin() + static_cast<std::ptrdiff_t>(i));
+    gpu.suggestionLabels.erase(gpu.suggestionLabels.begin() + static_cast<std::ptrdiff_t>(i));
+  }
   return {
       gpu,
       choiceParam("case", "tensors", {"tensors", "model"}, "What meets the CPU tensor: another tensor on the GPU, or a model on the GPU"),

@@ -87,7 +87,11 @@ lab::ParamSpec deviceParam(std::string name, std::string description) {
   lab::ParamSpec spec = lab::textParam(std::move(name), "auto", description + ": auto (the GPU if one is usable, else the CPU), cpu, cuda or cuda:N",
                                        checkDeviceString);
   spec.suggestions.push_back("auto");
-  for (const cuda::DeviceChoice& d : cuda::availableDevices()) spec.suggestions.push_back(d.device.str());
+  spec.suggestionLabels.push_back("auto (the GPU if one is usable, else the CPU)");
+  for (const cuda::DeviceChoice& d : cuda::availableDevices()) {
+    spec.suggestions.push_back(d.device.str());
+    spec.suggestionLabels.push_back(d.label);
+  }
   return spec;
 }
 
