@@ -206,6 +206,7 @@ void DevicesLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
 std::vector<lab::ParamSpec> DeviceRuleLab::params() const {
   using namespace lab;
   lab::ParamSpec gpu = deviceParam("device", "The GPU to pair with the CPU");
+  gpu.suggestionLabels.front() = "auto (the GPU; without one, the emulated GPU)";  // "auto" here: see ruleDevice
   for (std::size_t i = gpu.suggestions.size(); i-- > 0;) {  // the CPU is the other side of the rule, not a choice
     if (gpu.suggestions[i] != "cpu") continue;
     gpu.suggestions.erase(gpu.suggestions.begin() + static_cast<std::ptrdiff_t>(i));
@@ -240,7 +241,7 @@ void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::
   announceDevice(sink, gpu);
   const bool fixed = p.getBool("fixed"), model = p.getString("case") == "model";
   sink.view({.id = "operations", .title = "Operations and where their tensors live", .kind = lab::ViewKind::Table,
-             .columns = {{"operation", ""}, {"operands", ""}, {"result", ""}}});
+             .columns = {{"operation", ""}, {"result", ""}, {"operands", ""}}});
   std::int64_t errors = 0, completed = 0, modelCalls = 0;
   // Runs one operation for real: a row saying what happened, and the engine's own error when it raises.
   auto attempt = [&](const std::string& code, const std::string& operands, auto&& op) {
@@ -248,10 +249,10 @@ void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::
     try {
       const Tensor out = op();
       ++completed;
-      sink.row("operations", {code, operands, "ok: result on " + out.device().str() + ", shape " + shapeStr(out.sizes())});
+      sink.row("operations", {code, "ok: result on " + out.device().str() + ", shape " + shapeStr(out.sizes()), operands});
     } catch (const DeviceMismatchError& e) {
       ++errors;
-      sink.row("operations", {code, operands, std::string("DeviceMismatchError")});
+      sink.row("operations", {code, std::string("DeviceMismatchError"), operands});
       sink.engineError(e.what());
     }
   };
