@@ -61,6 +61,8 @@ class TestCudaParity : public QObject {
     QTest::newRow("sgd_momentum_nesterov_wd") << "sgd_nesterov";
     QTest::newRow("adam") << "adam";
     QTest::newRow("adamw") << "adamw";
+    QTest::newRow("adam_amsgrad") << "adam_amsgrad";
+    QTest::newRow("adamw_amsgrad") << "adamw_amsgrad";
   }
 
   void optimizerStepsMatch() {
@@ -73,6 +75,8 @@ class TestCudaParity : public QObject {
       if (optimizer == "sgd") opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1});
       else if (optimizer == "sgd_nesterov") opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
       else if (optimizer == "adam") opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+      else if (optimizer == "adam_amsgrad") opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+      else if (optimizer == "adamw_amsgrad") opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .amsgrad = true});
       else opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
       for (int step = 0; step < 5; ++step) {
         opt->zero_grad();

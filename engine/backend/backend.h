@@ -69,8 +69,9 @@ class Backend {
 
   // Fused optimizer updates, in place: one parameter tensor...
   virtual void sgdStep(const Tensor& param, const Tensor& grad, const Tensor* momentumBuffer, const SgdHyper& h) = 0;
+  // maxExpAvgSq: amsgrad's max_exp_avg_sq, null without amsgrad.
   virtual void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq,
-                        const AdamHyper& h) = 0;
+                        const Tensor* maxExpAvgSq, const AdamHyper& h) = 0;
   // ... or all of a model's at once (PyTorch's foreach/fused optimizers): the CUDA backend updates many
   // small tensors in one launch, where launch overhead would otherwise dominate. By default, one by one.
   struct AdamTensors {
@@ -78,10 +79,11 @@ class Backend {
     const Tensor* grad;
     const Tensor* expAvg;
     const Tensor* expAvgSq;
+    const Tensor* maxExpAvgSq;  // null without amsgrad
     AdamHyper hyper;
   };
   virtual void adamSteps(const std::vector<AdamTensors>& items) {
-    for (const AdamTensors& t : items) adamStep(*t.param, *t.grad, *t.expAvg, *t.expAvgSq, t.hyper);
+    for (const AdamTensors& t : items) adamStep(*t.param, *t.grad, *t.expAvg, *t.expAvgSq, t.maxExpAvgSq, t.hyper);
   }
 };
 

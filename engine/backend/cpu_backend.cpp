@@ -190,8 +190,10 @@ class CpuBackend final : public Backend {
       float sum = 0.0f;
       for (std::int64_t c = 0; c < cols; ++c) sum += std::exp(xr[c] - mx);
       if (log) {
-        const float lse = mx + std::log(sum);
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+        // (x - max) - log(sum), PyTorch's order: folding max into lse = max + log(sum) first rounds
+        // log(sum) to the ulp of max (about 1e-3 at max = 1e4) and loses the small terms.
+        const float logSum = std::log(sum);
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mx) - logSum;
       } else {
         const float inv = 1.0f / sum;
         for (std::int64_t c = 0; c < cols; ++c) yr[c] = std::exp(xr[c] - mx) * inv;
@@ -311,13 +313,14 @@ class CpuBackend final : public Backend {
   }
 
   void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq,
-                const AdamHyper& h) override {
+                const Tensor* maxExpAvgSq, const AdamHyper& h) override {
     const auto update = fn::makeAdamUpdate(h);
     float* p = param.data<float>();
     const float* g = grad.data<float>();
     float* m = expAvg.data<float>();
     float* v = expAvgSq.data<float>();
-    for (std::int64_t i = 0, n = param.numel(); i < n; ++i) update(p[i], g[i], m[i], v[i]);
+    float* vmax = maxExpAvgSq ? maxExpAvgSq->data<float>() : nullptr;
+    for (std::int64_t i = 0, n = param.numel(); i < n; ++i) update(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr);
   }
 };
 

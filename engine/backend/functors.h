@@ -13,7 +13,7 @@
 
 namespace gpulab {
 
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, Square, Sign, Reciprocal };
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, GeluTanh, Square, Sign, Reciprocal };
 
 // Binary ops also carry the backward rules of unary ops, f(grad, saved): one launch per backward.
 enum class BinaryOp {
@@ -22,6 +22,7 @@ enum class BinaryOp {
   SigmoidBackward,  // (grad, output)
   TanhBackward,     // (grad, output)
   GeluBackward,     // (grad, input)
+  GeluTanhBackward, // (grad, input)
   AbsBackward,      // (grad, input)
 };
 
@@ -34,9 +35,12 @@ struct SgdHyper {
   bool first_step = true;  // the momentum buffer starts as the gradient itself
 };
 
+// Double, as torch.optim's Python floats: the scalars derived from them (bias corrections, 1 - beta)
+// are computed in double and rounded to float once, as PyTorch does.
 struct AdamHyper {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled_weight_decay = false;  // AdamW
+  bool amsgrad = false;                 // max_exp_avg_sq, which the backends get as a tensor (null without)
   std::int64_t step = 1;                // 1-based, for bias correction
 };
 
@@ -91,6 +95,18 @@ GPULAB_HD float geluGrad(float x) {
   const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
   return cdf + x * pdf;
 }
+// GELU's tanh approximation (F.gelu(x, approximate='tanh')):
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its derivative as PyTorch's GeluBackward writes it.
+GPULAB_HD float geluTanh(float x) {
+  const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+GPULAB_HD float geluTanhGrad(float x) {
+  const float x2 = x * x;
+  const float t = tanhf(kSqrt2OverPi * (x + kGeluCoeff * x2 * x));
+  const float left = 0.5f * x, right = 1.0f + t;
+  return 0.5f * right + left * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x2);
+}
 GPULAB_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 }  // namespace gpulab::fn
@@ -112,6 +128,7 @@ GPULAB_UNARY(Relu, x > T(0) || x != x ? x : T(0))  // NaN stays NaN, as in PyTor
 GPULAB_UNARY(Sigmoid, sigmoid(x))
 GPULAB_UNARY(Tanh, tanhf(x))
 GPULAB_UNARY(Gelu, gelu(x))
+GPULAB_UNARY(GeluTanh, geluTanh(x))
 GPULAB_UNARY(Square, x * x)
 GPULAB_UNARY(Sign, T((x > T(0)) - (x < T(0))))
 GPULAB_UNARY(Reciprocal, T(1) / x)
@@ -138,6 +155,7 @@ GPULAB_BINARY(ReluBackward, b <= T(0) ? T(0) : a)         // a = grad, b = input
 GPULAB_BINARY(SigmoidBackward, a * b * (T(1) - b))        // b = output
 GPULAB_BINARY(TanhBackward, a * (T(1) - b * b))           // b = output
 GPULAB_BINARY(GeluBackward, T(a * geluGrad(float(b))))    // b = input
+GPULAB_BINARY(GeluTanhBackward, T(a * geluTanhGrad(float(b))))  // b = input
 GPULAB_BINARY(AbsBackward, a * T((b > T(0)) - (b < T(0))))  // b = input
 #undef GPULAB_BINARY
 
@@ -154,6 +172,7 @@ void dispatchUnary(UnaryOp op, F&& f) {
     case UnaryOp::Sigmoid: return f(Sigmoid{});
     case UnaryOp::Tanh: return f(Tanh{});
     case UnaryOp::Gelu: return f(Gelu{});
+    case UnaryOp::GeluTanh: return f(GeluTanh{});
     case UnaryOp::Square: return f(Square{});
     case UnaryOp::Sign: return f(Sign{});
     case UnaryOp::Reciprocal: return f(Reciprocal{});
@@ -178,6 +197,7 @@ void dispatchBinary(BinaryOp op, F&& f) {
     case BinaryOp::SigmoidBackward: return f(SigmoidBackward{});
     case BinaryOp::TanhBackward: return f(TanhBackward{});
     case BinaryOp::GeluBackward: return f(GeluBackward{});
+    case BinaryOp::GeluTanhBackward: return f(GeluTanhBackward{});
     case BinaryOp::AbsBackward: return f(AbsBackward{});
   }
 }
@@ -197,25 +217,37 @@ struct SgdUpdate {
   }
 };
 
+// torch.optim.Adam/AdamW's single-tensor step. The scalars are PyTorch's, rounded to float once:
+// step_size = lr / (1 - beta1^t), bias_correction2_sqrt = sqrt(1 - beta2^t), decay = 1 - lr * wd.
+// With amsgrad, vmax (max_exp_avg_sq) keeps the running maximum of v and the denominator uses it.
 struct AdamUpdate {
-  float lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2_sqrt;
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay, step_size, bias_correction2_sqrt;
   bool decoupled;
-  GPULAB_HD void operator()(float& p, float g, float& m, float& v) const {
+  GPULAB_HD void operator()(float& p, float g, float& m, float& v, float* vmax) const {
     if (weight_decay != 0.0f) {
-      if (decoupled) p *= 1.0f - lr * weight_decay;
+      if (decoupled) p *= decay;
       else g += weight_decay * p;
     }
-    m = beta1 * m + (1.0f - beta1) * g;
-    v = beta2 * v + (1.0f - beta2) * g * g;
-    const float denom = sqrtf(v) / bias_correction2_sqrt + eps;
-    p -= (lr / bias_correction1) * m / denom;
+    m = m * beta1 + one_minus_beta1 * g;  // PyTorch 2.x: exp_avg.lerp_(grad, 1 - beta1), equal to rounding
+    v = v * beta2 + one_minus_beta2 * g * g;
+    float vhat = v;
+    if (vmax) {
+      vhat = *vmax > v || *vmax != *vmax ? *vmax : v;  // torch.maximum: NaN propagates
+      *vmax = vhat;
+    }
+    const float denom = sqrtf(vhat) / bias_correction2_sqrt + eps;
+    p += (-step_size * m) / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
   }
 };
 
 inline AdamUpdate makeAdamUpdate(const AdamHyper& h) {
-  return AdamUpdate{h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
-                    1.0f - std::pow(h.beta1, static_cast<float>(h.step)),
-                    std::sqrt(1.0f - std::pow(h.beta2, static_cast<float>(h.step))), h.decoupled_weight_decay};
+  const double step = static_cast<double>(h.step);
+  const double bias_correction1 = 1.0 - std::pow(h.beta1, step);
+  const double bias_correction2 = 1.0 - std::pow(h.beta2, step);
+  return AdamUpdate{static_cast<float>(h.beta1), static_cast<float>(1.0 - h.beta1), static_cast<float>(h.beta2),
+                    static_cast<float>(1.0 - h.beta2), static_cast<float>(h.eps), static_cast<float>(h.weight_decay),
+                    static_cast<float>(1.0 - h.lr * h.weight_decay), static_cast<float>(h.lr / bias_correction1),
+                    static_cast<float>(std::sqrt(bias_correction2)), h.decoupled_weight_decay};
 }
 inline SgdUpdate makeSgdUpdate(const SgdHyper& h, bool hasBuffer) {
   return SgdUpdate{h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, h.first_step, hasBuffer};

@@ -228,6 +228,9 @@ Tensor Tensor::mean() const { return gpulab::mean(*this); }
 Tensor Tensor::mean(std::int64_t d, bool keepdim) const { return gpulab::mean(*this, d, keepdim); }
 Tensor Tensor::max() const { return gpulab::max(*this); }
 Tensor Tensor::argmax(std::int64_t d, bool keepdim) const { return gpulab::argmax(*this, d, keepdim); }
+Tensor Tensor::argmax() const { return gpulab::argmax(*this); }
+Tensor Tensor::argmin(std::int64_t d, bool keepdim) const { return gpulab::argmin(*this, d, keepdim); }
+Tensor Tensor::argmin() const { return gpulab::argmin(*this); }
 Tensor Tensor::relu() const { return gpulab::relu(*this); }
 Tensor Tensor::sigmoid() const { return gpulab::sigmoid(*this); }
 Tensor Tensor::tanh() const { return gpulab::tanh(*this); }
@@ -249,6 +252,7 @@ Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return rdiv(b, a); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 
 }  // namespace gpulab

@@ -115,6 +115,9 @@ class Tensor {
   Tensor mean(std::int64_t dim, bool keepdim = false) const;
   Tensor max() const;
   Tensor argmax(std::int64_t dim, bool keepdim = false) const;
+  Tensor argmax() const;  // flat index, 0-dim int64
+  Tensor argmin(std::int64_t dim, bool keepdim = false) const;
+  Tensor argmin() const;
   Tensor relu() const;
   Tensor sigmoid() const;
   Tensor tanh() const;
@@ -144,6 +147,7 @@ Tensor operator/(const Tensor& a, double b);
 Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);  // a * b^-1 elementwise; float32 even for int64 b
 Tensor operator==(const Tensor& a, const Tensor& b);  // 0/1 in the inputs' dtype (no bool dtype yet)
 
 // Contiguous row-major strides for `shape`.

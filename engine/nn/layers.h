@@ -40,10 +40,16 @@ class Tanh final : public Module {
   std::string name() const override { return "Tanh"; }
 };
 
+// nn.GELU(approximate='none'|'tanh'); like PyTorch, an unknown string raises when the module runs.
 class GELU final : public Module {
  public:
-  Tensor forward(const Tensor& x) override { return gelu(x); }
+  explicit GELU(std::string approximate = "none") : approximate_(std::move(approximate)) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate_); }
   std::string name() const override { return "GELU"; }
+  std::string extraRepr() const override { return "approximate='" + approximate_ + "'"; }
+
+ private:
+  std::string approximate_;
 };
 
 class Dropout final : public Module {

@@ -135,6 +135,18 @@ Tensor rsub(const Tensor& a, double s) {
   return autograd::record(out, "RsubBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }
 
+Tensor rdiv(const Tensor& a0, double s) {
+  // True division: an int64 tensor divides as float32, as in PyTorch (2 / tensor([1, 2]) is float).
+  Tensor a = a0.dtype() == kFloat32 ? a0 : a0.to(kFloat32);
+  Tensor out = computeScalar(BinaryOp::Div, a, s, /*scalarFirst=*/true);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor sa = a.detach();
+  // The reciprocal rule: d(s / x)/dx = -s / x^2.
+  return autograd::record(out, "DivBackward1", {a}, [sa, s](const Tensor& g, const Needs&) {
+    return Grads{mul(g / (sa * sa), -s)};
+  });
+}
+
 Tensor pow(const Tensor& a, double e) {
   detail::requireFloat("pow", a);
   Tensor out = e == 2.0 ? computeUnary("pow", UnaryOp::Square, a) : computeScalar(BinaryOp::Pow, a, e, false);
@@ -183,7 +195,9 @@ Tensor sigmoid(const Tensor& a) {
 Tensor tanh(const Tensor& a) {
   return unaryWithBackward("tanh", "TanhBackward0", UnaryOp::Tanh, BinaryOp::TanhBackward, a, true);
 }
-Tensor gelu(const Tensor& a) {
+Tensor gelu(const Tensor& a, const std::string& approximate) {
+  if (approximate == "tanh") return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, a, false);
+  if (approximate != "none") throw Error("approximate argument must be either none or tanh.");
   return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::Gelu, BinaryOp::GeluBackward, a, false);
 }
 

@@ -69,7 +69,7 @@ Tensor fromHost(const std::vector<T>& values, const Shape& shape, DType dtype, c
   if (static_cast<std::size_t>(host.numel()) != values.size()) {
     throw ValueError("tensor(): " + std::to_string(values.size()) + " values do not fill shape " + shapeStr(shape));
   }
-  std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(T));  // (no data: no pointer)
   Tensor t = host.to(o.dtype).to(o.device);
   if (t.sameAs(host) && o.requires_grad) return finish(t, o);
   return finish(t.detach(), o);

@@ -1,4 +1,6 @@
 // torch.nn.functional: softmax, losses and dropout, each a fused kernel pair (forward, backward).
+// Reduction::None is composed from differentiable ops instead (one loss per element or per sample
+// is plain elementwise math), so it needs no kernels of its own and runs wherever those ops do.
 #include "engine/ops/op_util.h"
 
 #include "engine/core/number_format.h"
@@ -47,6 +49,10 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input, const Te
     if (in.device().isCpu()) in = in.to(tg.device());
     else tg = tg.to(in.device());
   }
+  if (reduction == Reduction::None) {
+    Tensor d = sub(in, tg);  // an int64 target promotes to float32, as in PyTorch
+    return kind == PointLoss::MSE ? d.pow(2.0) : d.abs();
+  }
   Tensor x = in.contiguous(), y = tg.to(kFloat32).contiguous();
   const float scale = reduction == Reduction::Mean ? 1.0f / static_cast<float>(std::max<std::int64_t>(x.numel(), 1)) : 1.0f;
   Tensor out = Tensor::empty({}, kFloat32, x.device());
@@ -87,7 +93,15 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction) {
   const std::int64_t rows = x.size(0), cols = x.size(1);
   const float scale = reduction == Reduction::Mean ? 1.0f / static_cast<float>(std::max<std::int64_t>(rows, 1)) : 1.0f;
   Tensor out = Tensor::empty({}, kFloat32, x.device());
-  detail::backendOf(x).nllLoss(out, x, t, rows, cols, scale);
+  detail::backendOf(x).nllLoss(out, x, t, rows, cols, scale);  // also what checks the labels' range
+  if (reduction == Reduction::None) {
+    // loss[i] = -logp[i, target[i]], picked with a one-hot mask (N, C) that the backward kernel writes
+    // (gradient 1, scale -1). The mask multiplies, so a -inf log-probability outside the target class
+    // gives NaN where PyTorch gives the row's loss; log_softmax of finite logits never has one.
+    Tensor onehot = Tensor::empty({rows, cols}, kFloat32, x.device());
+    detail::backendOf(x).nllLossBackward(onehot, ones({}, {.device = x.device()}), t, rows, cols, -1.0f);
+    return neg(sum(x * onehot, 1));
+  }
   return autograd::record(out, "NllLossBackward0", {x}, [t, rows, cols, scale](const Tensor& g, const Needs&) {
     Tensor gi = Tensor::empty({rows, cols}, kFloat32, g.device());
     detail::backendOf(g).nllLossBackward(gi, g.contiguous(), t, rows, cols, scale);
@@ -98,6 +112,26 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction) {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction) {
   checkSameDevice("cross_entropy", {{"input", logits}, {"target", target}});
   return nll_loss(log_softmax(logits, 1), target, reduction);
+}
+
+Reduction parseReduction(const std::string& name) {
+  if (name == "mean") return Reduction::Mean;
+  if (name == "sum") return Reduction::Sum;
+  if (name == "none") return Reduction::None;
+  throw ValueError(name + " is not a valid value for reduction");
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  return mse_loss(input, target, parseReduction(reduction));
+}
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  return l1_loss(input, target, parseReduction(reduction));
+}
+Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::string& reduction) {
+  return nll_loss(logp, target, parseReduction(reduction));
+}
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction) {
+  return cross_entropy(logits, target, parseReduction(reduction));
 }
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {

@@ -46,6 +46,7 @@ Tensor eq(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor rsub(const Tensor& a, double b);  // b - a
+Tensor rdiv(const Tensor& a, double b);  // b / a (float32 even for an int64 `a`, as in PyTorch)
 Tensor pow(const Tensor& a, double exponent);
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
@@ -55,7 +56,8 @@ Tensor abs(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
-Tensor gelu(const Tensor& a);
+// approximate: "none" (the exact erf form) or "tanh", as F.gelu; anything else raises.
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 
 // Reductions.
 Tensor sum(const Tensor& a);
@@ -65,6 +67,11 @@ Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& a);
 std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim = false);  // values, indices
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& a, std::int64_t dim, bool keepdim = false);
+// Over all elements: a 0-dim int64 tensor holding the flat index of the first maximum (minimum);
+// NaN counts as both the maximum and the minimum, as in PyTorch.
+Tensor argmax(const Tensor& a);
+Tensor argmin(const Tensor& a);
 // Sums `a` down to `shape` (the inverse of broadcasting), as autograd needs.
 Tensor sum_to_size(const Tensor& a, const Shape& shape);
 
@@ -75,11 +82,21 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 // Activations and losses (torch.nn.functional).
 Tensor softmax(const Tensor& a, std::int64_t dim);
 Tensor log_softmax(const Tensor& a, std::int64_t dim);
-enum class Reduction { Mean, Sum };
+// Reduction::None keeps one loss per element (mse_loss, l1_loss: the input's shape) or per sample
+// (nll_loss, cross_entropy: shape (N)).
+enum class Reduction { Mean, Sum, None };
+// PyTorch's names: "mean", "sum", "none"; anything else throws ValueError("<name> is not a valid value
+// for reduction").
+Reduction parseReduction(const std::string& name);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction = Reduction::Mean);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean);
+// The same with PyTorch's reduction strings: mse_loss(x, y, "none").
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction);
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction);
+Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::string& reduction);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction);
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = defaultGenerator());
 
 // Device and dtype moves (recorded by autograd: the gradient goes back to the source device).

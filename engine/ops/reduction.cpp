@@ -114,6 +114,31 @@ Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim) {
   return max(a, dim, keepdim).second;
 }
 
+namespace {
+
+// `a` with its order reversed and no value moved past another (argmin is argmax of it): -a for floats
+// (exact; NaN stays NaN, so it still wins), -1 - a for int64 (~a: no overflow at the int64 minimum).
+Tensor orderReversed(const Tensor& a) { return a.dtype() == kInt64 ? rsub(a, -1.0) : neg(a); }
+
+Tensor argAll(const char* name, const Tensor& a, bool min) {
+  if (a.numel() == 0) {
+    throw IndexError(std::string(name) + "(): Expected reduction dim to be specified for input.numel() == 0.");
+  }
+  NoGradGuard noGrad;
+  const Tensor flat = a.reshape({-1});
+  return max(min ? orderReversed(flat) : flat, 0).second;  // (n) -> 0-dim
+}
+
+}  // namespace
+
+Tensor argmin(const Tensor& a, std::int64_t dim, bool keepdim) {
+  NoGradGuard noGrad;
+  return max(orderReversed(a), dim, keepdim).second;
+}
+
+Tensor argmax(const Tensor& a) { return argAll("argmax", a, false); }
+Tensor argmin(const Tensor& a) { return argAll("argmin", a, true); }
+
 Tensor sum_to_size(const Tensor& a, const Shape& shape) {
   if (a.sizes() == shape) return a;
   Tensor r = a;

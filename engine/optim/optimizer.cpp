@@ -89,15 +89,17 @@ void SGD::update(std::size_t i, const Tensor& p, const Tensor& g) {
   backendFor(p.device()).sgdStep(p, g, buf, h);
 }
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled)
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled, double defaultWeightDecay)
     : Optimizer(std::move(params)), options_(o), decoupled_(decoupled) {
+  options_.weight_decay = o.weight_decay.value_or(defaultWeightDecay);
   setLearningRate(o.lr);
   checkRange("epsilon value", o.eps, 0.0, 1e6);
   checkRange("beta parameter at index 0", o.beta1, 0.0, 0.999999999);
   checkRange("beta parameter at index 1", o.beta2, 0.0, 0.999999999);
-  checkRange("weight_decay value", o.weight_decay, 0.0, 1e6);
+  checkRange("weight_decay value", *options_.weight_decay, 0.0, 1e6);
   expAvg_.resize(params_.size());
   expAvgSq_.resize(params_.size());
+  maxExpAvgSq_.resize(params_.size());
   steps_.assign(params_.size(), 0);
 }
 
@@ -105,17 +107,20 @@ AdamHyper Adam::hyper(std::size_t i) {
   const Tensor& p = params_[i];
   followDevice(expAvg_[i], p);
   followDevice(expAvgSq_[i], p);
-  if (!expAvg_[i].defined()) {
+  followDevice(maxExpAvgSq_[i], p);
+  if (!expAvg_[i].defined()) {  // step() has tagged these MemoryCategory::OptimizerState
     expAvg_[i] = zeros(p.sizes(), {.device = p.device()});
     expAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
+    if (options_.amsgrad) maxExpAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
   }
-  return AdamHyper{static_cast<float>(lr_), static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-                   static_cast<float>(options_.eps), static_cast<float>(options_.weight_decay), decoupled_, ++steps_[i]};
+  return AdamHyper{lr_, options_.beta1, options_.beta2, options_.eps, *options_.weight_decay, decoupled_, options_.amsgrad, ++steps_[i]};
 }
+
+const Tensor* Adam::maxExpAvgSq(std::size_t i) const { return options_.amsgrad ? &maxExpAvgSq_[i] : nullptr; }
 
 void Adam::update(std::size_t i, const Tensor& p, const Tensor& g) {
   const AdamHyper h = hyper(i);
-  backendFor(p.device()).adamStep(p, g, expAvg_[i], expAvgSq_[i], h);
+  backendFor(p.device()).adamStep(p, g, expAvg_[i], expAvgSq_[i], maxExpAvgSq(i), h);
 }
 
 // All parameters of one device in one call, so the CUDA backend can update them in a few launches.
@@ -130,7 +135,7 @@ void Adam::updateAll(const std::vector<Pending>& pending) {
     if (!batch.empty() && u.param.device() != device) flush();
     device = u.param.device();
     const AdamHyper h = hyper(u.index);
-    batch.push_back({&u.param, &u.grad, &expAvg_[u.index], &expAvgSq_[u.index], h});
+    batch.push_back({&u.param, &u.grad, &expAvg_[u.index], &expAvgSq_[u.index], maxExpAvgSq(u.index), h});
   }
   flush();
 }

@@ -2,6 +2,7 @@
 // torch.optim: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW. Each step is one
 // fused kernel per parameter tensor (engine/backend/functors.h has the update formulas), so on the
 // GPU an optimizer step costs one launch per parameter instead of a dozen elementwise ops.
+#include <optional>
 #include <vector>
 
 #include "engine/backend/functors.h"
@@ -53,28 +54,40 @@ class SGD final : public Optimizer {
   std::vector<Tensor> momentum_;  // momentum_buffer per parameter, created on first step
 };
 
+// Written with designated initializers ({.lr = 0.01}), so a field left out must still mean the
+// optimizer's own default: weight_decay unset is PyTorch's default for the class (Adam 0, AdamW 0.01).
 struct AdamOptions {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  std::optional<double> weight_decay = std::nullopt;
+  bool amsgrad = false;  // AMSGrad: divide by the square root of the running maximum of exp_avg_sq
 };
 
 class Adam : public Optimizer {
  public:
-  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupledWeightDecay = false);
+  explicit Adam(std::vector<Tensor> params, const AdamOptions& options = {}) : Adam(std::move(params), options, false, 0.0) {}
+
+ protected:
+  // AdamW's constructor: decoupled weight decay and its own default weight_decay.
+  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupledWeightDecay, double defaultWeightDecay);
 
  private:
   void update(std::size_t index, const Tensor& param, const Tensor& grad) override;
   void updateAll(const std::vector<Pending>& pending) override;
   AdamHyper hyper(std::size_t index);  // creates the state on first use, counts the step
-  AdamOptions options_;
+  const Tensor* maxExpAvgSq(std::size_t index) const;  // amsgrad's state, null without amsgrad
+  AdamOptions options_;  // weight_decay resolved
   bool decoupled_;
-  std::vector<Tensor> expAvg_, expAvgSq_;
+  std::vector<Tensor> expAvg_, expAvgSq_, maxExpAvgSq_;  // maxExpAvgSq_ with amsgrad only
   std::vector<std::int64_t> steps_;
 };
 
-// AdamW: Adam with decoupled weight decay (default weight_decay 0.01, as in PyTorch).
+// AdamW: Adam with decoupled weight decay (default weight_decay 0.01, as in PyTorch, also when only
+// other options are given: AdamW(params, {.lr = 0.1}) decays by 0.01).
 class AdamW final : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, AdamOptions options = {.weight_decay = 1e-2}) : Adam(std::move(params), options, true) {}
+  static constexpr double kDefaultWeightDecay = 1e-2;
+  explicit AdamW(std::vector<Tensor> params, const AdamOptions& options = {})
+      : Adam(std::move(params), options, true, kDefaultWeightDecay) {}
 };
 
 }  // namespace gpulab::optim

@@ -159,7 +159,7 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
     srcPinned = false;
   }
   if (dstDevice.isCpu() && srcDevice.isCpu()) {
-    std::memcpy(dst, src, bytes);
+    if (bytes) std::memcpy(dst, src, bytes);  // an empty tensor may have no memory at all
     return;
   }
   if (const ModuleApi* m = loaded().api) return m->copyBytes(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned);

@@ -1,18 +1,16 @@
 #include "lessons/labs/labs.h"
 
 #include "engine/core/errors.h"
-#include "lessons/labs/devices_lab.h"
-#include "lessons/labs/memory_lab.h"
-#include "lessons/labs/train_lab.h"
+// GPULAB_BUILTIN_LABS(X): X(Class) for each lab of the course's one list (lessons/CMakeLists.txt).
+#include "lessons/labs/lab_registry.inc"
 
 namespace gpulab::labs {
 
 std::vector<std::unique_ptr<lab::Lab>> makeBuiltinLabs() {
   std::vector<std::unique_ptr<lab::Lab>> all;
-  all.push_back(std::make_unique<DevicesLab>());
-  all.push_back(std::make_unique<DeviceRuleLab>());
-  all.push_back(std::make_unique<TrainLab>());
-  all.push_back(std::make_unique<MemoryLab>());
+#define GPULAB_ADD_LAB(Class) all.push_back(std::make_unique<Class>());
+  GPULAB_BUILTIN_LABS(GPULAB_ADD_LAB)
+#undef GPULAB_ADD_LAB
   return all;
 }
 

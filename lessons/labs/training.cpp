@@ -131,6 +131,8 @@ std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::ve
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,
                                                 double momentum, double wd) {
   if (name == "sgd") return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = lr, .momentum = momentum, .weight_decay = wd});
+  // The lab always passes its weight_decay parameter (default 0.0), so "adamw" here runs without decay
+  // unless the learner sets it; optim::AdamW's own default (0.01, as PyTorch) applies only when unset.
   if (name == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamOptions{.lr = lr, .weight_decay = wd});
   if (name == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = lr, .weight_decay = wd});
   throw ValueError("unknown optimizer '" + name + "' (sgd, adam, adamw)");

@@ -304,9 +304,9 @@ __global__ void softmaxKernel(float* out, const float* in, std::int64_t cols, bo
   float sum = 0.0f;
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += expf(x[c] - mx);
   sum = shareFromThread0(blockSum(sum));
-  if (log) {
-    const float lse = mx + logf(sum);
-    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = x[c] - lse;
+  if (log) {  // (x - max) - log(sum) as the CPU reference: max + log(sum) would round at max's ulp
+    const float logSum = logf(sum);
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = (x[c] - mx) - logSum;
   } else {
     const float inv = 1.0f / sum;
     for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = expf(x[c] - mx) * inv;
@@ -405,8 +405,8 @@ __global__ void dropoutKernel(float* out, float* mask, const float* in, std::int
 __global__ void sgdKernel(fn::SgdUpdate u, float* p, const float* g, float* buf, std::int64_t n) {
   GRID_STRIDE(i, n) u(p[i], g[i], buf ? buf + i : nullptr);
 }
-__global__ void adamKernel(fn::AdamUpdate u, float* p, const float* g, float* m, float* v, std::int64_t n) {
-  GRID_STRIDE(i, n) u(p[i], g[i], m[i], v[i]);
+__global__ void adamKernel(fn::AdamUpdate u, float* p, const float* g, float* m, float* v, float* vmax, std::int64_t n) {
+  GRID_STRIDE(i, n) u(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr);
 }
 
 // Many small tensors in one launch (PyTorch's multi_tensor_apply): the tensors' pointers travel in the
@@ -419,6 +419,7 @@ struct MultiAdamArgs {
   const float* g[kMultiTensors];
   float* m[kMultiTensors];
   float* v[kMultiTensors];
+  float* vmax[kMultiTensors];  // amsgrad's max_exp_avg_sq, or null
   std::int64_t n[kMultiTensors];
   fn::AdamUpdate update[kMultiTensors];
   unsigned char blockTensor[kMultiBlocks];
@@ -431,7 +432,7 @@ __global__ void multiAdamKernel(MultiAdamArgs a) {
   const std::int64_t begin = static_cast<std::int64_t>(a.blockChunk[blockIdx.x]) * kMultiChunk;
   const std::int64_t end = min(a.n[t], begin + kMultiChunk);
   const fn::AdamUpdate u = a.update[t];
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) u(a.p[t][i], a.g[t][i], a.m[t][i], a.v[t][i]);
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) u(a.p[t][i], a.g[t][i], a.m[t][i], a.v[t][i], a.vmax[t] ? a.vmax[t] + i : nullptr);
 }
 
 // ---- the backend ---------------------------------------------------------------------------------
@@ -710,7 +711,7 @@ class CudaBackend final : public Backend {
       const std::int64_t chunks = (n + kMultiChunk - 1) / kMultiChunk;
       if (n == 0) continue;
       if (chunks > kMultiBlocks / 4) {  // a big tensor: its own launch costs nothing in comparison
-        adamStep(*t.param, *t.grad, *t.expAvg, *t.expAvgSq, t.hyper);
+        adamStep(*t.param, *t.grad, *t.expAvg, *t.expAvgSq, t.maxExpAvgSq, t.hyper);
         continue;
       }
       if (args.tensors == kMultiTensors || args.blocks + chunks > kMultiBlocks) launch();
@@ -719,6 +720,7 @@ class CudaBackend final : public Backend {
       args.g[k] = t.grad->data<float>();
       args.m[k] = t.expAvg->data<float>();
       args.v[k] = t.expAvgSq->data<float>();
+      args.vmax[k] = t.maxExpAvgSq ? t.maxExpAvgSq->data<float>() : nullptr;
       args.n[k] = n;
       args.update[k] = fn::makeAdamUpdate(t.hyper);
       for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
@@ -730,12 +732,14 @@ class CudaBackend final : public Backend {
     launch();
   }
 
-  void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq, const AdamHyper& h) override {
+  void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq, const Tensor* maxExpAvgSq,
+                const AdamHyper& h) override {
     auto& c = ctx();
     const std::int64_t n = param.numel();
     if (n == 0) return;
     adamKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(fn::makeAdamUpdate(h), param.data<float>(), grad.data<float>(),
-                                                                     expAvg.data<float>(), expAvgSq.data<float>(), n);
+                                                                     expAvg.data<float>(), expAvgSq.data<float>(),
+                                                                     maxExpAvgSq ? maxExpAvgSq->data<float>() : nullptr, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   }
 
