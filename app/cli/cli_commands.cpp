@@ -44,19 +44,12 @@ const char* errorType(const std::exception& e) {
   return "RuntimeError";
 }
 
-// A value as the terminal shows it: bytes as KiB/MiB/GiB, seconds and factors with their unit.
-QString formatValue(double v, const std::string& unit) {
-  if (unit == "bytes") return QString::fromStdString(formatBytes(static_cast<std::int64_t>(v)));
-  const QString number = QString::fromStdString(formatGeneral(v, 6));
-  if (unit.empty()) return number;
-  return number + (unit == "x" ? "" : " ") + QString::fromStdString(unit);
-}
-
+// A table cell as the terminal shows it; numbers as a challenge's report writes them.
 QString formatCell(const lab::Value& v, const std::string& unit) {
   if (const auto* s = std::get_if<std::string>(&v)) return QString::fromStdString(*s);
   if (const auto* b = std::get_if<bool>(&v)) return *b ? "yes" : "no";
-  if (const auto* i = std::get_if<std::int64_t>(&v)) return !unit.empty() ? formatValue(static_cast<double>(*i), unit) : QString::number(*i);
-  return formatValue(std::get<double>(v), unit);
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return !unit.empty() ? course::formatMeasured(static_cast<double>(*i), unit) : QString::number(*i);
+  return course::formatMeasured(std::get<double>(v), unit);
 }
 
 // The terminal's renderer of the lab protocol: with --json, every update as one JSON line
@@ -95,7 +88,7 @@ class CliSink final : public lab::MetricSink {
   }
   void show(const lab::Measurement& m) {
     endProgress();
-    out_ << "measured: " << QString::fromStdString(m.name) << " = " << formatValue(m.value, m.unit) << "\n";
+    out_ << "measured: " << QString::fromStdString(m.name) << " = " << course::formatMeasured(m.value, m.unit) << "\n";
   }
   void show(const lab::Row& r) {
     endProgress();
@@ -118,7 +111,7 @@ class CliSink final : public lab::MetricSink {
       if (s.id == b.series) series = QString::fromStdString(s.label);
     }
     out_ << QString::fromStdString(v->title) << ": " << QString::fromStdString(b.category) << ", " << series << " = "
-         << formatValue(b.value, v->y.unit) << "\n";
+         << course::formatMeasured(b.value, v->y.unit) << "\n";
   }
   void show(const lab::Marker& m) {
     if (m.kind == lab::MarkerKind::Event) return;

@@ -75,7 +75,7 @@ Snapshot snapshot(Device device) {
 // activations rise and fall within it.
 class CategoryTimeline {
  public:
-  CategoryTimeline(lab::MetricSink& sink, Device device) : sink_(sink), device_(device) {}
+  explicit CategoryTimeline(lab::MetricSink& sink) : sink_(sink) {}
 
   static std::vector<lab::SeriesSpec> series() {
     std::vector<lab::SeriesSpec> out;
@@ -116,7 +116,6 @@ class CategoryTimeline {
     sink_.point("memory", "reserved", x, static_cast<double>(reserved));
   }
   lab::MetricSink& sink_;
-  Device device_;
   std::int64_t live_[kMemoryCategoryCount] = {};
   double origin_ = -1;
 };
@@ -126,13 +125,16 @@ class Session {
   Session(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop)
       : p_(p), sink_(sink), stop_(stop), device_(resolveDevice(p.getString("device"))),
         classification_(p.getString("dataset") == "fashion-mnist"), seed_(static_cast<std::uint64_t>(p.getInt("seed"))),
-        timeline_(sink, device_), explainer_(device_) {
-    data_ = classification_ ? data::loadFashionMnist(true) : data::makeRegressionDataset(65536, 16, 0.1, seed_);
-  }
+        timeline_(sink), explainer_(device_) {}
 
   Device device() const { return device_; }
   std::int64_t steps() const { return steps_; }
-  std::int64_t datasetSize() const { return data_->size(); }
+  std::int64_t datasetSize() { return data()->size(); }
+  // The training set, loaded when a mode first trains (the fraction mode never does).
+  const std::shared_ptr<data::TensorDataset>& data() {
+    if (!data_) data_ = classification_ ? data::loadFashionMnist(true) : data::makeRegressionDataset(65536, 16, 0.1, seed_);
+    return data_;
+  }
 
   // The view every mode shows: memory by category over time, with reserved, each step's peak and the cap.
   void declareViews() {
@@ -160,13 +162,13 @@ class Session {
       }
     } drainOnExit{*this, recorder};
     Generator gen(seed_);
-    auto model = makeMlp(*data_, hidden, classification_ ? 10 : 1, gen, checkpointSegments);
+    auto model = makeMlp(*data(), hidden, classification_ ? 10 : 1, gen, checkpointSegments);
     {
       MemoryCategoryScope tag(MemoryCategory::Parameter);
       model->to(device_);
     }
     auto optimizer = makeOptimizer("adam", model->parameters(), 1e-3, 0.0, 0.0);
-    data::DataLoader loader(data_, {.batch_size = batch, .shuffle = true, .drop_last = true, .seed = seed_});
+    data::DataLoader loader(data(), {.batch_size = batch, .shuffle = true, .drop_last = true, .seed = seed_});
     auto it = loader.begin();
     double lastLoss = 0;
     lastAttempt_ = {};
@@ -188,7 +190,7 @@ class Session {
       // The first step pays for set-up (the cache's first segments, threads): timed from the second.
       if (s > 0) lastAttempt_.seconds.push_back(std::chrono::duration<double>(Clock::now() - stepStart).count());
       lastAttempt_.peak = std::max(lastAttempt_.peak, max_memory_allocated(device_));
-      report(recorder.drain());
+      reportStep(recorder.drain());
       explainer_.poll();
       sink_.progress(static_cast<double>(s + 1), static_cast<double>(steps), "batch " + std::to_string(batch) + ", step " + std::to_string(s + 1));
     }
@@ -197,7 +199,7 @@ class Session {
   }
 
   // One step's events: the stacked view, and the step's "memory" record for scripts.
-  void report(const std::vector<MemoryEvent>& events) {
+  void reportStep(const std::vector<MemoryEvent>& events) {
     const MemoryStats s = memory_stats(device_);
     timeline_.apply(events, s.allocated_bytes.peak);
     std::int64_t allocs = 0, frees = 0, reserves = 0, releases = 0;
@@ -291,6 +293,7 @@ void Session::setCap(CachingAllocator& memory) {
 }
 
 void Session::oomSweep() {
+  data();  // loaded before the cap is set: on the CPU the training set counts as memory already in use
   CachingAllocator& memory = allocatorFor(device_);
   CapGuard restore(memory);
   setCap(memory);

@@ -104,6 +104,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   const Device device = resolveDevice(p.getString("device"));
   announceDevice(sink, device);
   const bool moveModel = p.getBool("move_model"), moveBatch = p.getBool("move_batch");
+  const bool zeroGrad = p.getBool("zero_grad"), evalNoGrad = p.getBool("eval_no_grad"), detachLoss = p.getBool("detach_loss");
   if ((!moveModel || !moveBatch) && device.isCpu()) {
     sink.warning("A switch leaves the " + std::string(!moveModel ? "model" : "batch") +
                  " on the CPU, but the device is the CPU: everything is on one device and nothing fails. Choose a cuda "
@@ -205,8 +206,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
       // The running sums: detached, or (the mistake) with every step's graph attached.
       auto addLoss = [&](Tensor& sum, const Tensor& loss, double scale) {
         std::optional<NoGradGuard> noGrad;
-        if (p.getBool("detach_loss")) noGrad.emplace();
-        sum = sum + (p.getBool("detach_loss") ? loss.detach() : loss) * scale;
+        if (detachLoss) noGrad.emplace();
+        sum = sum + (detachLoss ? loss.detach() : loss) * scale;
       };
       for (const data::Batch& batch : trainLoader) {
         if (stop.stopRequested()) {
@@ -224,7 +225,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
 
         // 6b. The optimizer step, then the gradients are freed for the next group.
         optimizer->step();
-        if (p.getBool("zero_grad")) optimizer->zero_grad();
+        if (zeroGrad) optimizer->zero_grad();
         addLoss(windowLoss, groupLoss, 1.0 / static_cast<double>(inGroup));
         groupLoss = zeros({}, {.device = device});
         ++windowSteps;
@@ -275,7 +276,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
       std::int64_t evalCount = 0, correct = 0;
       {
         std::optional<NoGradGuard> noGrad;
-        if (p.getBool("eval_no_grad")) noGrad.emplace();
+        if (evalNoGrad) noGrad.emplace();
         const std::int64_t before = memory_allocated(device);
         trainPeak = std::max(trainPeak, max_memory_allocated(device));  // the peaks of training and of
         reset_peak_memory_stats(device);                               // evaluation are kept apart
@@ -290,7 +291,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
           Tensor y = moveBatch ? batch.targets.to(device, pin) : batch.targets;
           Tensor out = (*model)(x);
           Tensor loss = classification ? cross_entropy(out, y, Reduction::Sum) : mse_loss(out, y, Reduction::Sum);
-          lossSum = lossSum + (p.getBool("detach_loss") ? loss.detach() : loss);
+          lossSum = lossSum + (detachLoss ? loss.detach() : loss);
           if (classification) correctSum = correctSum + (out.argmax(1) == y).sum();
           evalCount += batch.inputs.size(0);
         }
