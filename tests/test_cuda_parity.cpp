@@ -1,91 +1,199 @@
 // CPU/CUDA parity: every op of the gradient-check table, forward and backward, run on the CPU (the
-// reference) and on cuda:0 from the same inputs; plus the kernels that have no gradient (random
-// numbers, optimizer steps, strided copies, int64 reductions). Skipped when no GPU is usable.
+// reference) and on cuda:0 from the same inputs, in each floating dtype (float32, float64, float16,
+// bfloat16); plus the kernels that have no gradient (random numbers, optimizer steps, conversions
+// between any two dtypes, strided copies, int64 reductions, GEMM with and without TF32). Skipped when
+// no GPU is usable.
 //
-// Tolerances (float32): absolute 1e-4 + relative 1e-4 for elementwise results; GEMM-based and
-// reduction results use 1e-3 because cuBLAS and tree reductions sum in a different order.
+// Both backends load elements, compute in the same math type (float for float16/bfloat16, double for
+// float64) and round once on store, so what differs is only summation order (cuBLAS, tree reductions
+// against the CPU's sequential double sums), CUDA's transcendental functions against glibc's (an ulp
+// or two) and, in the 16-bit types, a result that lands on the other side of a rounding boundary
+// (one ulp of the output dtype: 2^-10 relative for float16, 2^-7 for bfloat16), which composite ops
+// (an MLP, a backward pass) carry along. Tolerances, absolute + relative:
+//
+//   dtype      op table, row kernels     GEMM                 large sums        randn
+//   float32    1e-3  + 1e-3              1e-3 + 1e-4          1e-2 + 1e-4       1e-5 + 1e-5
+//   float64    1e-9  + 1e-9              1e-10 + 1e-10        1e-8 + 1e-10      1e-5 + 1e-5 (drawn in float)
+//   float16    1e-2  + 1e-2              1e-2 + 2e-3          1e-2 + 2e-3       1e-3 + 1e-3
+//   bfloat16   5e-2  + 5e-2              5e-2 + 1e-2          5e-2 + 1e-2       1e-2 + 1e-2
+//   TF32 (float32 GEMM with allowTf32): 5e-2 + 1e-2 (inputs rounded to a 10-bit mantissa).
+//
+// Exact (0, 0) wherever the arithmetic is the same on both sides: conversions between dtypes,
+// arange, rand, randint, max/argmax, and add/mul/neg/relu/maximum (one IEEE operation, then one
+// rounding). To add a dtype: a row in kDTypes with its tolerances, and a column here.
 #include <limits>
 
-#include "engine/backend/backend.h"
+#include "engine/kernels/backend.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "engine/optim/optimizer.h"
+#include "engine/runtime/cuda_runtime.h"
 #include "op_cases.h"
 #include "lab_runner.h"
 #include "test_util.h"
 
 using namespace gpulab;
 
+namespace {
+
+struct Tolerance {
+  double atol, rtol;
+};
+// The floating dtypes every parity test walks, with the op-table tolerance of each (see the top).
+struct DTypeCase {
+  const char* name;
+  DType dtype;
+  Tolerance ops;     // op table and row kernels (softmax, losses)
+  Tolerance gemm;    // matrix products
+  Tolerance sums;    // long sums
+  Tolerance randn;   // normal draws (Box-Muller in float on both sides)
+  Tolerance optim;   // five optimizer steps
+};
+const DTypeCase kDTypes[] = {
+    {"float32", kFloat32, {1e-3, 1e-3}, {1e-3, 1e-4}, {1e-2, 1e-4}, {1e-5, 1e-5}, {1e-5, 1e-4}},
+    {"float64", kFloat64, {1e-9, 1e-9}, {1e-10, 1e-10}, {1e-8, 1e-10}, {1e-5, 1e-5}, {1e-12, 1e-10}},
+    {"float16", kFloat16, {1e-2, 1e-2}, {1e-2, 2e-3}, {1e-2, 2e-3}, {1e-3, 1e-3}, {1e-3, 1e-2}},
+    {"bfloat16", kBFloat16, {5e-2, 5e-2}, {5e-2, 1e-2}, {5e-2, 1e-2}, {1e-2, 1e-2}, {1e-2, 5e-2}},
+};
+constexpr int kDTypeCount = static_cast<int>(std::size(kDTypes));
+// Every dtype, int64 included (conversions).
+const DType kAllDTypes[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64};
+
+// A column "dtype" (an index into kDTypes) with one row per floating dtype.
+void addDTypeRows() {
+  QTest::addColumn<int>("dtype");
+  for (int d = 0; d < kDTypeCount; ++d) QTest::newRow(kDTypes[d].name) << d;
+}
+
+// Sets allowTf32 for a scope (torch.backends.cuda.matmul.allow_tf32), restoring the previous value.
+class AllowTf32Scope {
+ public:
+  explicit AllowTf32Scope(bool allow) : previous_(cuda::allowTf32()) { cuda::setAllowTf32(allow); }
+  ~AllowTf32Scope() { cuda::setAllowTf32(previous_); }
+  AllowTf32Scope(const AllowTf32Scope&) = delete;
+  AllowTf32Scope& operator=(const AllowTf32Scope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace
+
 class TestCudaParity : public QObject {
   Q_OBJECT
 
  private slots:
+  // Each case of the op table in each floating dtype: inputs drawn in float32 on the CPU, converted
+  // to the dtype, then run on both devices.
   void opsMatchCpu_data() {
-    test::addOpCaseRows();
+    QTest::addColumn<int>("index");
+    QTest::addColumn<int>("dtype");
+    const auto cases = test::opCases();
+    for (int i = 0; i < static_cast<int>(cases.size()); ++i)
+      for (int d = 0; d < kDTypeCount; ++d)
+        QTest::newRow((cases[static_cast<std::size_t>(i)].name + "/" + kDTypes[d].name).c_str()) << i << d;
   }
 
   void opsMatchCpu() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
     QFETCH(int, index);
+    QFETCH(int, dtype);
     const test::OpCase c = test::opCases()[static_cast<std::size_t>(index)];
+    const DTypeCase& dt = kDTypes[dtype];
     auto run = [&](Device d) {
       std::vector<Tensor> inputs;
-      for (const Tensor& t : test::makeInputs(c)) inputs.push_back(t.to(d).requires_grad_(true));
+      for (const Tensor& t : test::makeInputs(c)) inputs.push_back(t.to(dt.dtype).to(d).requires_grad_(true));
       std::vector<Tensor> args = inputs;
       for (const Tensor& e : c.extra) args.push_back(e.to(d));
       Tensor out = c.fn(args);
       Generator wg(99);
-      (out * randn(out.sizes(), wg).to(d)).sum().backward();
+      (out * randn(out.sizes(), wg).to(out.dtype()).to(d)).sum().backward();
       std::vector<Tensor> results{out.detach().cpu()};
       for (const Tensor& t : inputs) results.push_back(t.grad().cpu());
       return results;
     };
-    const auto cpu = run(kCPU);
+    std::vector<Tensor> cpu;
+    try {
+      cpu = run(kCPU);
+    } catch (const NotImplementedError& e) {
+      // Not available in this dtype on the CPU either: the GPU must refuse it too.
+      bool refused = false;
+      try {
+        run(test::cudaDevice());
+      } catch (const NotImplementedError&) {
+        refused = true;
+      }
+      QVERIFY2(refused, "the CPU refuses this dtype but the GPU computes it");
+      QSKIP(e.what());
+    }
     const auto gpu = run(test::cudaDevice());
     QCOMPARE(gpu.size(), cpu.size());
-    for (std::size_t i = 0; i < cpu.size(); ++i) GPULAB_COMPARE_TENSORS(gpu[i], cpu[i], 1e-3, 1e-3);
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      QCOMPARE(gpu[i].dtype(), cpu[i].dtype());
+      GPULAB_COMPARE_TENSORS(gpu[i], cpu[i], dt.ops.atol, dt.ops.rtol);
+    }
   }
 
+  void randomNumbersAreIdenticalOnBothDevices_data() { addDTypeRows(); }
   void randomNumbersAreIdenticalOnBothDevices() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, dtype);
+    const DTypeCase& dt = kDTypes[dtype];
+    const Device gpu = test::cudaDevice();
     Generator a(5), b(5);
-    GPULAB_COMPARE_TENSORS(randn({1000}, a, {.device = test::cudaDevice()}), randn({1000}, b), 1e-5, 1e-5);
-    GPULAB_COMPARE_TENSORS(rand({1000}, a, {.device = test::cudaDevice()}), rand({1000}, b), 0, 0);
-    QCOMPARE(randint(0, 10, {500}, a, {.dtype = kInt64, .device = test::cudaDevice()}).toVector<std::int64_t>(),
+    GPULAB_COMPARE_TENSORS(randn({1000}, a, {.dtype = dt.dtype, .device = gpu}), randn({1000}, b, {.dtype = dt.dtype}),
+                           dt.randn.atol, dt.randn.rtol);
+    GPULAB_COMPARE_TENSORS(rand({1000}, a, {.dtype = dt.dtype, .device = gpu}), rand({1000}, b, {.dtype = dt.dtype}), 0, 0);
+    QCOMPARE(randint(0, 10, {500}, a, {.dtype = kInt64, .device = gpu}).toVector<std::int64_t>(),
              randint(0, 10, {500}, b).toVector<std::int64_t>());
+    // randint into a floating tensor (the backend supports it; the op layer makes int64 only).
+    Tensor ig = Tensor::empty({500}, dt.dtype, gpu), ic = Tensor::empty({500}, dt.dtype);
+    backendFor(gpu).randint(ig, -7, 10, 77, 3);
+    cpuBackend().randint(ic, -7, 10, 77, 3);
+    GPULAB_COMPARE_TENSORS(ig.cpu(), ic, 0, 0);
+    Tensor x = randn({999}, a).to(dt.dtype);
+    Generator ga(8), gb(8);
+    GPULAB_COMPARE_TENSORS(dropout(x.to(gpu), 0.3, true, ga).cpu(), dropout(x, 0.3, true, gb), 0, 0);
   }
 
   void optimizerStepsMatch_data() {
     QTest::addColumn<QString>("optimizer");
-    QTest::newRow("sgd") << "sgd";
-    QTest::newRow("sgd_momentum_nesterov_wd") << "sgd_nesterov";
-    QTest::newRow("adam") << "adam";
-    QTest::newRow("adamw") << "adamw";
-    QTest::newRow("adam_amsgrad") << "adam_amsgrad";
-    QTest::newRow("adamw_amsgrad") << "adamw_amsgrad";
+    QTest::addColumn<int>("dtype");
+    for (const char* o : {"sgd", "sgd_nesterov", "adam", "adamw", "adam_amsgrad", "adamw_amsgrad"})
+      for (int d = 0; d < kDTypeCount; ++d) QTest::newRow((std::string(o) + "/" + kDTypes[d].name).c_str()) << QString(o) << d;
   }
 
   void optimizerStepsMatch() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
     QFETCH(QString, optimizer);
+    QFETCH(int, dtype);
+    const DTypeCase& dt = kDTypes[dtype];
+    // Two parameters: a small one (the multi-tensor launch takes it) and one of 300000 elements
+    // (launched on its own).
     auto run = [&](Device d) {
       Generator g(3);
-      Tensor p = randn({257}, g).to(d).requires_grad_(true);
+      Tensor p = randn({257}, g).to(dt.dtype).to(d).requires_grad_(true);
+      Tensor q = (randn({300000}, g) * 0.5).to(dt.dtype).to(d).requires_grad_(true);
+      const std::vector<Tensor> params{p, q};
       std::unique_ptr<optim::Optimizer> opt;
-      if (optimizer == "sgd") opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1});
-      else if (optimizer == "sgd_nesterov") opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
-      else if (optimizer == "adam") opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
-      else if (optimizer == "adam_amsgrad") opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
-      else if (optimizer == "adamw_amsgrad") opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .amsgrad = true});
-      else opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+      if (optimizer == "sgd") opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1});
+      else if (optimizer == "sgd_nesterov") opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+      else if (optimizer == "adam") opt = std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+      else if (optimizer == "adam_amsgrad") opt = std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+      else if (optimizer == "adamw_amsgrad") opt = std::make_unique<optim::AdamW>(params, optim::AdamOptions{.lr = 0.01, .amsgrad = true});
+      else opt = std::make_unique<optim::AdamW>(params, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
       for (int step = 0; step < 5; ++step) {
         opt->zero_grad();
-        (p * p * p).sum().backward();
+        ((p * p * p).sum() + (q * q * q).sum()).backward();
         opt->step();
       }
-      return p.detach().cpu();
+      return std::pair{p.detach().cpu(), q.detach().cpu()};
     };
-    GPULAB_COMPARE_TENSORS(run(test::cudaDevice()), run(kCPU), 1e-5, 1e-4);
+    const auto [gp, gq] = run(test::cudaDevice());
+    const auto [cp, cq] = run(kCPU);
+    QCOMPARE(gp.dtype(), dt.dtype);
+    GPULAB_COMPARE_TENSORS(gp, cp, dt.optim.atol, dt.optim.rtol);
+    GPULAB_COMPARE_TENSORS(gq, cq, dt.optim.atol, dt.optim.rtol);
   }
 
   void stridedCopiesAndInt64ReductionsMatch() {
@@ -203,6 +311,177 @@ class TestCudaParity : public QObject {
     GPULAB_COMPARE_TENSORS(gv.cpu(), cv, 0, 0);
     QCOMPARE(gi.cpu().toVector<std::int64_t>(), ci.toVector<std::int64_t>());
     GPULAB_COMPARE_TENSORS(a.cuda().max().cpu(), a.max(), 0, 0);
+  }
+
+  // Conversions between any two dtypes, bit for bit: contiguous (four elements a load, plus a tail),
+  // misaligned (a view at offset 1: one at a time) and strided (a transposed view). The values include
+  // what each conversion must get right: NaN, infinities, float16's overflow threshold (65504 stays,
+  // 65520 rounds to inf), subnormals, ties, and values beyond int64.
+  void conversionsAreBitExact_data() {
+    QTest::addColumn<int>("src");
+    QTest::addColumn<int>("dst");
+    for (int si = 0; si < 5; ++si)
+      for (int di = 0; di < 5; ++di)
+        QTest::newRow((dtypeName(kAllDTypes[si]) + "->" + dtypeName(kAllDTypes[di])).c_str()) << si << di;
+  }
+  void conversionsAreBitExact() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, src);
+    QFETCH(int, dst);
+    const DType S = kAllDTypes[src], D = kAllDTypes[dst];
+    const Device gpu = test::cudaDevice();
+    Generator g(21);
+    std::vector<float> v = (randn({1003}, g) * 50.0).toVector<float>();
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> special{nan, inf, -inf, 1e30f, -1e30f, 65504.0f, 65520.0f, 1e-8f, -1e-8f, 3e-39f,
+                                     0.0f, -0.0f, 2.5f, -2.5f, 0.5f, 1.5f, 1.00048828125f, 3.0e9f};
+    std::copy(special.begin(), special.end(), v.begin());
+    const Tensor x = tensor(v, {1003}).to(S);
+    const Tensor xg = x.to(gpu);
+    GPULAB_COMPARE_TENSORS(xg.to(D).cpu(), x.to(D), 0, 0);
+    GPULAB_COMPARE_TENSORS(xg.slice(0, 1, 1003).to(D).cpu(), x.slice(0, 1, 1003).to(D), 0, 0);
+    GPULAB_COMPARE_TENSORS(xg.reshape({17, 59}).t().to(D).cpu(), x.reshape({17, 59}).t().to(D), 0, 0);
+    GPULAB_COMPARE_TENSORS(xg.reshape({17, 59}).t().contiguous().cpu(), x.reshape({17, 59}).t().contiguous(), 0, 0);
+    QCOMPARE(xg.to(D).dtype(), D);
+  }
+
+  // Elementwise kernels per dtype: one IEEE operation then one rounding is exact on both devices;
+  // transcendental functions are within the op tolerance. Offsets 0 and 1 take the vectorised
+  // contiguous path (with a tail) and the one-at-a-time path; a broadcast takes the strided one.
+  void elementwiseMatchesCpu_data() { addDTypeRows(); }
+  void elementwiseMatchesCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, dtype);
+    const DTypeCase& dt = kDTypes[dtype];
+    const Device gpu = test::cudaDevice();
+    Generator g(31);
+    const Tensor a = randn({1003}, g).to(dt.dtype), b = randn({1003}, g).to(dt.dtype);
+    const Tensor ag = a.to(gpu), bg = b.to(gpu);
+    for (const std::int64_t offset : {0, 1}) {
+      const Tensor x = a.slice(0, offset, 1003), y = b.slice(0, offset, 1003);
+      const Tensor xg = ag.slice(0, offset, 1003), yg = bg.slice(0, offset, 1003);
+      GPULAB_COMPARE_TENSORS((xg + yg).cpu(), x + y, 0, 0);
+      GPULAB_COMPARE_TENSORS((xg * yg).cpu(), x * y, 0, 0);
+      GPULAB_COMPARE_TENSORS((xg / yg).cpu(), x / y, 0, 0);
+      GPULAB_COMPARE_TENSORS(maximum(xg, yg).cpu(), maximum(x, y), 0, 0);
+      GPULAB_COMPARE_TENSORS((xg + 2.5).cpu(), x + 2.5, 0, 0);
+      GPULAB_COMPARE_TENSORS((1.0 - xg).cpu(), 1.0 - x, 0, 0);
+      GPULAB_COMPARE_TENSORS((xg * -3.0).cpu(), x * -3.0, 0, 0);
+      GPULAB_COMPARE_TENSORS((-xg).cpu(), -x, 0, 0);
+      GPULAB_COMPARE_TENSORS(xg.relu().cpu(), x.relu(), 0, 0);
+      GPULAB_COMPARE_TENSORS(xg.abs().cpu(), x.abs(), 0, 0);
+      GPULAB_COMPARE_TENSORS(xg.exp().cpu(), x.exp(), dt.ops.atol, dt.ops.rtol);
+      GPULAB_COMPARE_TENSORS(xg.tanh().cpu(), x.tanh(), dt.ops.atol, dt.ops.rtol);
+      GPULAB_COMPARE_TENSORS(xg.sigmoid().cpu(), x.sigmoid(), dt.ops.atol, dt.ops.rtol);
+      GPULAB_COMPARE_TENSORS(gelu(xg).cpu(), gelu(x), dt.ops.atol, dt.ops.rtol);
+      GPULAB_COMPARE_TENSORS(gelu(xg, "tanh").cpu(), gelu(x, "tanh"), dt.ops.atol, dt.ops.rtol);
+    }
+    // Broadcasting: a (17, 59) matrix with a row and a column.
+    const Tensor m = a.slice(0, 0, 17 * 59).reshape({17, 59}), row = b.slice(0, 0, 59), col = b.slice(0, 100, 117).reshape({17, 1});
+    const Tensor mg = m.to(gpu), rowg = row.to(gpu), colg = col.to(gpu);
+    GPULAB_COMPARE_TENSORS((mg + rowg).cpu(), m + row, 0, 0);
+    GPULAB_COMPARE_TENSORS((mg * colg).cpu(), m * col, 0, 0);
+    GPULAB_COMPARE_TENSORS((mg.t() - colg.t()).cpu(), m.t() - col.t(), 0, 0);
+    if (dt.dtype == kFloat32) {  // and int64, once
+      const Tensor i = randint(-100, 100, {1003}, g), j = randint(-100, 100, {1003}, g);
+      const Tensor ig = i.to(gpu), jg = j.to(gpu);
+      QCOMPARE((ig + jg).cpu().toVector<std::int64_t>(), (i + j).toVector<std::int64_t>());
+      QCOMPARE((ig * jg).cpu().toVector<std::int64_t>(), (i * j).toVector<std::int64_t>());
+      QCOMPARE(maximum(ig, jg).cpu().toVector<std::int64_t>(), maximum(i, j).toVector<std::int64_t>());
+      QCOMPARE((-ig).cpu().toVector<std::int64_t>(), (-i).toVector<std::int64_t>());
+    }
+  }
+
+  // Sums and max/argmax per dtype through every reduction shape: a whole-tensor reduction split over
+  // blocks, a block per row, a strided axis with a thread per output, the split column sum.
+  void reductionsMatchCpu_data() { addDTypeRows(); }
+  void reductionsMatchCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, dtype);
+    const DTypeCase& dt = kDTypes[dtype];
+    const Device gpu = test::cudaDevice();
+    const Tolerance t = dt.sums;
+    Generator g(41);
+    const Tensor big = randn({700001}, g).to(dt.dtype);
+    const Tensor bigg = big.to(gpu);
+    GPULAB_COMPARE_TENSORS(bigg.sum().cpu(), big.sum(), t.atol, t.rtol);
+    GPULAB_COMPARE_TENSORS(bigg.max().cpu(), big.max(), 0, 0);
+    const Tensor rows = big.slice(0, 0, 700000).reshape({7, 100000}), rowsg = bigg.slice(0, 0, 700000).reshape({7, 100000});
+    GPULAB_COMPARE_TENSORS(rowsg.sum(1).cpu(), rows.sum(1), t.atol, t.rtol);
+    auto [gv, gi] = max(rowsg, 1);
+    auto [cv, ci] = max(rows, 1);
+    GPULAB_COMPARE_TENSORS(gv.cpu(), cv, 0, 0);
+    QCOMPARE(gi.cpu().toVector<std::int64_t>(), ci.toVector<std::int64_t>());
+    const Tensor m = randn({37, 3000}, g).to(dt.dtype), mg = m.to(gpu);
+    for (const std::int64_t dim : {0, 1}) {
+      GPULAB_COMPARE_TENSORS(mg.sum(dim).cpu(), m.sum(dim), t.atol, t.rtol);
+      auto [mgv, mgi] = max(mg, dim);
+      auto [mcv, mci] = max(m, dim);
+      GPULAB_COMPARE_TENSORS(mgv.cpu(), mcv, 0, 0);
+      QCOMPARE(mgi.cpu().toVector<std::int64_t>(), mci.toVector<std::int64_t>());
+    }
+    const Tensor tall = randn({4096, 96}, g).to(dt.dtype);
+    GPULAB_COMPARE_TENSORS(tall.to(gpu).sum(0).cpu(), tall.sum(0), t.atol, t.rtol);
+  }
+
+  // Softmax, log_softmax and cross-entropy on rows longer than a block (1000 columns), forward and
+  // backward, per dtype; and the losses split over blocks (700001 elements).
+  void rowKernelsMatchCpu_data() { addDTypeRows(); }
+  void rowKernelsMatchCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, dtype);
+    const DTypeCase& dt = kDTypes[dtype];
+    const Device gpu = test::cudaDevice();
+    Generator g(61);
+    const Tensor x = (randn({64, 1000}, g) * 3.0).to(dt.dtype);
+    const Tensor w = randn({64, 1000}, g).to(dt.dtype);
+    const Tensor labels = randint(0, 1000, {64}, g);
+    auto run = [&](Device d) {
+      Tensor xi = x.to(d).requires_grad_(true);
+      Tensor s = xi.softmax(1), ls = xi.log_softmax(1);
+      Tensor loss = cross_entropy(xi, labels.to(d));
+      const Tensor wd = w.to(d);
+      ((s * wd).sum() + (ls * wd).sum() + loss).backward();
+      return std::vector<Tensor>{s.detach().cpu(), ls.detach().cpu(), loss.detach().cpu(), xi.grad().cpu()};
+    };
+    const auto gpuOut = run(gpu), cpuOut = run(kCPU);
+    for (std::size_t i = 0; i < cpuOut.size(); ++i) GPULAB_COMPARE_TENSORS(gpuOut[i], cpuOut[i], dt.ops.atol, dt.ops.rtol);
+    const Tensor a = randn({700001}, g).to(dt.dtype), b = randn({700001}, g).to(dt.dtype);
+    GPULAB_COMPARE_TENSORS(mse_loss(a.to(gpu), b.to(gpu)).cpu(), mse_loss(a, b), dt.sums.atol, dt.sums.rtol);
+    GPULAB_COMPARE_TENSORS(l1_loss(a.to(gpu), b.to(gpu)).cpu(), l1_loss(a, b), dt.sums.atol, dt.sums.rtol);
+  }
+
+  // Matrix products per dtype (cuBLAS against OpenBLAS): plain, batched, transposed operands, linear,
+  // and alpha/beta through the backend directly; float32 also with TF32 tensor cores allowed.
+  void gemmMatchesCpu_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::addColumn<bool>("tf32");
+    for (int d = 0; d < kDTypeCount; ++d) QTest::newRow(kDTypes[d].name) << d << false;
+    QTest::newRow("float32_tf32") << 0 << true;
+  }
+  void gemmMatchesCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, dtype);
+    QFETCH(bool, tf32);
+    const DTypeCase& dt = kDTypes[dtype];
+    const Tolerance t = tf32 ? Tolerance{5e-2, 1e-2} : dt.gemm;
+    const Device gpu = test::cudaDevice();
+    const AllowTf32Scope scope(tf32);
+    Generator g(51);
+    auto make = [&](const Shape& s) { return randn(s, g).to(dt.dtype); };
+    const Tensor a = make({64, 96}), b = make({96, 80}), at = make({96, 64}), bt = make({80, 96}), bias = make({80});
+    const Tensor ba = make({3, 33, 17}), bb = make({3, 17, 45});
+    GPULAB_COMPARE_TENSORS(matmul(a.to(gpu), b.to(gpu)).cpu(), matmul(a, b), t.atol, t.rtol);
+    GPULAB_COMPARE_TENSORS(matmul(at.to(gpu).t(), bt.to(gpu).t()).cpu(), matmul(at.t(), bt.t()), t.atol, t.rtol);
+    GPULAB_COMPARE_TENSORS(matmul(ba.to(gpu), bb.to(gpu)).cpu(), matmul(ba, bb), t.atol, t.rtol);
+    GPULAB_COMPARE_TENSORS(linear(a.to(gpu), bt.to(gpu), bias.to(gpu)).cpu(), linear(a, bt, bias), t.atol, t.rtol);
+    QCOMPARE(matmul(a.to(gpu), b.to(gpu)).dtype(), dt.dtype);
+    // C = 0.5 op(A) op(B) + 2 C, both operands transposed: A stored (96, 64), B stored (80, 96).
+    const Tensor c = make({64, 80});
+    const Tensor cg = c.to(gpu).clone(), cc = c.clone(), atg = at.to(gpu), btg = bt.to(gpu);
+    backendFor(gpu).gemm(dt.dtype, true, true, 64, 80, 96, 0.5, atg.data_ptr(), 64, btg.data_ptr(), 96, 2.0, cg.data_ptr(), 80);
+    cpuBackend().gemm(dt.dtype, true, true, 64, 80, 96, 0.5, at.data_ptr(), 64, bt.data_ptr(), 96, 2.0, cc.data_ptr(), 80);
+    GPULAB_COMPARE_TENSORS(cg.cpu(), cc, t.atol, t.rtol);
   }
 
   void outOfRangeLabelRaisesOnGpu() {

@@ -3,7 +3,7 @@
 // writes. (What needs a GPU is in test_cuda_parity, test_device_rule and test_memory.)
 #include <cstring>
 
-#include "engine/backend/strided.h"
+#include "engine/kernels/strided.h"
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/runtime/device_selection.h"

@@ -3,7 +3,7 @@
 #include <limits>
 #include <set>
 
-#include "engine/backend/functors.h"
+#include "engine/kernels/functors.h"
 #include "engine/core/errors.h"
 #include "test_util.h"
 

@@ -31,8 +31,29 @@ std::string dtypeName(DType t) {
     case DType::Int64: return "int64";
     case DType::Float16: return "float16";
     case DType::BFloat16: return "bfloat16";
+    case DType::Float64: return "float64";
   }
   return "unknown";
+}
+
+std::string scalarTypeName(DType t) {
+  switch (t) {
+    case DType::Float32: return "Float";
+    case DType::Int64: return "Long";
+    case DType::Float16: return "Half";
+    case DType::BFloat16: return "BFloat16";
+    case DType::Float64: return "Double";
+  }
+  return "unknown";
+}
+
+DType parseDType(const std::string& name) {
+  if (name == "float32" || name == "float" || name == "fp32") return kFloat32;
+  if (name == "float16" || name == "half" || name == "fp16") return kFloat16;
+  if (name == "bfloat16" || name == "bf16") return kBFloat16;
+  if (name == "float64" || name == "double" || name == "fp64") return kFloat64;
+  if (name == "int64" || name == "long") return kInt64;
+  throw ValueError("unknown dtype '" + name + "' (expected float32, float16, bfloat16, float64 or int64)");
 }
 
 }  // namespace gpulab

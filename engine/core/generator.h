@@ -1,6 +1,6 @@
 #pragma once
 // A seeded random generator, as torch.Generator. It hands out ranges of counters for the
-// counter-based random functions in engine/backend/functors.h, so a seed fixes every random number
+// counter-based random functions in engine/kernels/functors.h, so a seed fixes every random number
 // drawn through it, on the CPU and on the GPU alike.
 #include <atomic>
 #include <cstdint>

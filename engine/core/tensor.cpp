@@ -7,7 +7,9 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
-#include "engine/backend/backend.h"
+#include "engine/core/dispatch.h"
+#include "engine/runtime/execution_context.h"
+#include "engine/kernels/backend.h"
 #include "engine/core/errors.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/cuda_runtime.h"
@@ -92,19 +94,11 @@ template <class T>
 std::vector<T> Tensor::toVector() const {
   Tensor host = contiguous().cpu();
   std::vector<T> out(static_cast<std::size_t>(host.numel()));
-  switch (host.dtype()) {
-    case DType::Float32: {
-      const float* p = host.data<float>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
-      break;
-    }
-    case DType::Int64: {
-      const std::int64_t* p = host.data<std::int64_t>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
-      break;
-    }
-    default: throw NotImplementedError("toVector is not implemented for dtype " + dtypeName(host.dtype()));
-  }
+  dispatchAll(host.dtype(), "toVector", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const S* p = host.data<S>();
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(static_cast<OpMath<S>>(p[i]));
+  });
   return out;
 }
 template std::vector<float> Tensor::toVector<float>() const;
@@ -139,6 +133,7 @@ std::string Tensor::toString() const {
 
 Tensor Tensor::to(Device device, bool non_blocking) const { return to_device(*this, device, non_blocking); }
 Tensor Tensor::to(DType dtype) const { return to_dtype(*this, dtype); }
+Tensor Tensor::cuda() const { return cuda(executionContext().currentCudaDevice); }
 
 Tensor Tensor::pin_memory() const {
   if (is_cuda()) throw Error("cannot pin '" + device().str() + "' memory: only dense CPU tensors can be pinned");
@@ -165,7 +160,7 @@ Tensor& Tensor::requires_grad_(bool enabled) {
     throw Error("you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
                 "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
   }
-  if (enabled && dtype() != kFloat32) throw Error("only Tensors of floating point dtype can require gradients");
+  if (enabled && !isFloatingPoint(dtype())) throw Error("only Tensors of floating point dtype can require gradients");
   impl().requires_grad = enabled;
   return *this;
 }

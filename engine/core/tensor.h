@@ -72,8 +72,12 @@ class Tensor {
   // Device and dtype conversions (return *this when nothing changes, like PyTorch).
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(DType dtype) const;
+  Tensor half() const { return to(kFloat16); }
+  Tensor bfloat16() const { return to(kBFloat16); }
+  // PyTorch's .float() and .double() are to(kFloat) and to(kDouble) here: both are C++ keywords.
   Tensor cpu() const { return to(kCPU); }
-  Tensor cuda(int index = 0) const { return to(Device(DeviceType::CUDA, index)); }
+  Tensor cuda(int index) const { return to(Device(DeviceType::CUDA, index)); }
+  Tensor cuda() const;  // to the current CUDA device of this thread (CudaDeviceGuard), cuda:0 by default
   Tensor pin_memory() const;
   Tensor contiguous() const;
   Tensor clone() const;

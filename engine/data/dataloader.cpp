@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/backend/functors.h"
+#include "engine/kernels/functors.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
 #include "engine/runtime/cuda_runtime.h"

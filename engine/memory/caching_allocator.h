@@ -16,7 +16,7 @@
 //   allocated for. Then a block freed on the host while kernels queued earlier still read it can be
 //   handed out at once: whatever the new owner queues on that stream runs after those kernels. The
 //   CUDA backend keeps the rule by running every kernel and every copy into device memory on the
-//   device's one compute stream (engine/backend/cuda/cuda_context.h); work on another stream would
+//   device's one compute stream (engine/kernels/cuda/cuda_context.h); work on another stream would
 //   first have to make that stream wait for the block's last use (PyTorch's record_stream).
 // - Freed blocks merge with free neighbours of their segment (coalescing), so a segment whose blocks
 //   are all free is one free block again and can be returned by empty_cache().

@@ -68,6 +68,22 @@ Module& Module::train(bool mode) {
   return *this;
 }
 
+Module& Module::to(DType dtype) {
+  NoGradGuard noGrad;
+  MemoryCategoryScope tag(MemoryCategory::Parameter);
+  for (Tensor& p : parameters()) {
+    if (p.dtype() == dtype || !isFloatingPoint(p.dtype())) continue;
+    Tensor cast = p.detach().to(dtype).contiguous();
+    TensorImpl& impl = p.impl();
+    impl.storage = cast.impl().storage;
+    impl.strides = cast.impl().strides;
+    impl.offset = cast.impl().offset;
+    impl.dtype = dtype;
+    if (impl.grad) impl.grad = Tensor(impl.grad).to(dtype).implPtr();
+  }
+  return *this;
+}
+
 Module& Module::to(Device device) {
   NoGradGuard noGrad;
   MemoryCategoryScope tag(MemoryCategory::Parameter);

@@ -37,6 +37,11 @@ class Module : public Describable {
   bool is_training() const { return training_; }
 
   Module& to(Device device);
+  // Casts every floating parameter (and its gradient) to `dtype` under the same handle, as
+  // module.to(dtype) / module.half() do; int64 parameters are left alone.
+  Module& to(DType dtype);
+  Module& half() { return to(kFloat16); }
+  Module& bfloat16() { return to(kBFloat16); }
   // The device of the first parameter (CPU for a module without parameters).
   Device device() const;
   void zero_grad();

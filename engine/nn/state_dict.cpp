@@ -103,7 +103,7 @@ StateDict parseEntries(Reader& r, std::uint32_t count, const std::string& path) 
     if (nameLen > kMaxNameBytes) throw IOError("'" + path + "' is corrupt: " + entry + " has a name of " + std::to_string(nameLen) + " bytes");
     std::string name(r.take(nameLen, entry + "'s name"));
     const auto dtypeCode = r.get<std::uint8_t>("a dtype");
-    if (dtypeCode > static_cast<std::uint8_t>(DType::BFloat16)) throw IOError("'" + path + "': entry '" + name + "' has unknown dtype code " + std::to_string(dtypeCode));
+    if (dtypeCode > static_cast<std::uint8_t>(kLastDType)) throw IOError("'" + path + "': entry '" + name + "' has unknown dtype code " + std::to_string(dtypeCode));
     const auto ndim = r.get<std::uint32_t>("a rank");
     if (ndim > kMaxDims) throw IOError("'" + path + "': entry '" + name + "' claims " + std::to_string(ndim) + " dimensions");
     Shape shape(ndim);

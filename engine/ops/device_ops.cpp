@@ -93,7 +93,7 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a.dtype() == dtype) return a;
   Tensor out = detail::emptyLike(a, dtype);
   detail::backendOf(a).copy(out, a);
-  if (dtype != kFloat32) return out;  // only floating results carry gradients
+  if (!isFloatingPoint(dtype) || !isFloatingPoint(a.dtype())) return out;  // only floating results carry gradients
   const DType from = a.dtype();
   return autograd::record(out, "ToCopyBackward0", {a}, [from](const Tensor& g, const Needs&) { return Grads{g.to(from)}; });
 }

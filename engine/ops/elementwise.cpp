@@ -1,5 +1,6 @@
 // Elementwise ops with broadcasting. Forward and backward of each op side by side; the math itself
-// is in engine/backend/functors.h, shared by the CPU and CUDA backends.
+// is in engine/kernels/functors.h, shared by the CPU and CUDA backends.
+#include "engine/amp/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
 
@@ -10,8 +11,8 @@ using detail::Needs;
 
 namespace {
 
-// Brings both operands to one dtype (int64 promotes to float32, as in PyTorch) and, for the 0-dim
-// CPU-scalar exception of the same-device rule, to one device.
+// Brings both operands to one dtype (torch.result_type: float16 + float32 gives float32, int64 + any
+// float gives the float) and, for the 0-dim CPU-scalar exception of the same-device rule, to one device.
 std::pair<Tensor, Tensor> prepareOperands(const char* op, const Tensor& a, const Tensor& b) {
   checkSameDevice(op, {{"self", a}, {"other", b}});
   Tensor x = a, y = b;
@@ -20,8 +21,9 @@ std::pair<Tensor, Tensor> prepareOperands(const char* op, const Tensor& a, const
     else y = y.to(x.device());
   }
   if (x.dtype() != y.dtype()) {
-    x = x.to(kFloat32);
-    y = y.to(kFloat32);
+    const DType common = result_type(x, y);
+    x = x.to(common);
+    y = y.to(common);
   }
   return {x, y};
 }
@@ -56,7 +58,7 @@ Tensor unaryWithBackward(const char* name, const char* backwardName, UnaryOp op,
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor saved = saveOutput ? out.detach() : a.detach();
   return autograd::record(out, backwardName, {a}, [saved, backwardOp](const Tensor& g, const Needs&) {
-    return Grads{computeBinary(backwardOp, g.contiguous(), saved.contiguous(), kFloat32)};
+    return Grads{computeBinary(backwardOp, g.contiguous(), saved.contiguous(), saved.dtype())};
   });
 }
 
@@ -108,8 +110,8 @@ Tensor maximum(const Tensor& a0, const Tensor& b0) {
   Tensor sa = a.detach(), sb = b.detach();
   return autograd::record(out, "MaximumBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
     // Ties split the gradient evenly, as in PyTorch.
-    Tensor ties = computeBinary(BinaryOp::Eq, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), kFloat32) * 0.5;
-    Tensor aWins = computeBinary(BinaryOp::Gt, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), kFloat32) + ties;
+    Tensor ties = computeBinary(BinaryOp::Eq, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), sa.dtype()) * 0.5;
+    Tensor aWins = computeBinary(BinaryOp::Gt, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), sa.dtype()) + ties;
     return Grads{n[0] ? sum_to_size(g * aWins, sa.sizes()) : Tensor(),
                  n[1] ? sum_to_size(g * rsub(aWins, 1.0), sb.sizes()) : Tensor()};
   });
@@ -135,9 +137,10 @@ Tensor rsub(const Tensor& a, double s) {
   return autograd::record(out, "RsubBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }
 
-Tensor rdiv(const Tensor& a0, double s) {
+Tensor rdiv(const Tensor& a1, double s) {
+  const Tensor a0 = amp::autocastInputs("rdiv", {a1})[0];
   // True division: an int64 tensor divides as float32, as in PyTorch (2 / tensor([1, 2]) is float).
-  Tensor a = a0.dtype() == kFloat32 ? a0 : a0.to(kFloat32);
+  Tensor a = isFloatingPoint(a0.dtype()) ? a0 : a0.to(kFloat32);
   Tensor out = computeScalar(BinaryOp::Div, a, s, /*scalarFirst=*/true);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach();
@@ -147,7 +150,8 @@ Tensor rdiv(const Tensor& a0, double s) {
   });
 }
 
-Tensor pow(const Tensor& a, double e) {
+Tensor pow(const Tensor& a0, double e) {
+  const Tensor a = amp::autocastInputs("pow", {a0})[0];
   detail::requireFloat("pow", a);
   Tensor out = e == 2.0 ? computeUnary("pow", UnaryOp::Square, a) : computeScalar(BinaryOp::Pow, a, e, false);
   if (!autograd::anyRequiresGrad({a})) return out;
@@ -162,14 +166,16 @@ Tensor neg(const Tensor& a) {
   return autograd::record(out, "NegBackward0", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }
 
-Tensor exp(const Tensor& a) {
+Tensor exp(const Tensor& a0) {
+  const Tensor a = amp::autocastInputs("exp", {a0})[0];
   Tensor out = computeUnary("exp", UnaryOp::Exp, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor so = out.detach();
   return autograd::record(out, "ExpBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g * so}; });
 }
 
-Tensor log(const Tensor& a) {
+Tensor log(const Tensor& a0) {
+  const Tensor a = amp::autocastInputs("log", {a0})[0];
   Tensor out = computeUnary("log", UnaryOp::Log, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach();
@@ -199,6 +205,22 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   if (approximate == "tanh") return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, a, false);
   if (approximate != "none") throw Error("approximate argument must be either none or tanh.");
   return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::Gelu, BinaryOp::GeluBackward, a, false);
+}
+
+}  // namespace gpulab
+
+namespace gpulab {
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool aScalar = a.dim() == 0, bScalar = b.dim() == 0;
+  if (aScalar == bScalar) return promoteTypes(a.dtype(), b.dtype());
+  // A 0-dim tensor beside a dimensioned one decides the dtype only when it is of a higher category
+  // (a float scalar with an int64 tensor); otherwise the dimensioned tensor's dtype wins, so
+  // half_tensor * torch.tensor(2.0) stays float16.
+  const Tensor& dimensioned = aScalar ? b : a;
+  const Tensor& scalar = aScalar ? a : b;
+  if (isFloatingPoint(scalar.dtype()) && !isFloatingPoint(dimensioned.dtype())) return scalar.dtype();
+  return dimensioned.dtype();
 }
 
 }  // namespace gpulab

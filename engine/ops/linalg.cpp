@@ -1,5 +1,8 @@
 // Matrix products through the device's BLAS (OpenBLAS on the CPU, cuBLAS on CUDA). Transposed views
-// are passed to GEMM as transpose flags, so w.t() and the backward's transposes never copy.
+// are passed to GEMM as transpose flags, so w.t() and the backward's transposes never copy. Both
+// operands have one floating dtype (the result's); under autocast they are cast to the region's
+// dtype first -- the GEMMs are what mixed precision speeds up.
+#include "engine/amp/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
 
@@ -16,7 +19,7 @@ struct GemmOperand {
   Tensor holder;
   bool trans = false;
   std::int64_t ld = 0;
-  const float* ptr() const { return holder.data<float>(); }
+  const void* ptr() const { return holder.data_ptr(); }
 };
 
 GemmOperand asGemmOperand(const Tensor& t) {
@@ -32,24 +35,24 @@ GemmOperand asGemmOperand(const Tensor& t) {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  Tensor out = Tensor::empty({m, n}, kFloat32, a.device());
+  Tensor out = Tensor::empty({m, n}, a.dtype(), a.device());
   if (k == 0) {
     out.fill_(0.0);
   } else if (m > 0 && n > 0) {
     GemmOperand A = asGemmOperand(a), B = asGemmOperand(b);
-    detail::backendOf(a).gemm(A.trans, B.trans, m, n, k, 1.0f, A.ptr(), A.ld, B.ptr(), B.ld, 0.0f, out.data<float>(), n);
+    detail::backendOf(a).gemm(a.dtype(), A.trans, B.trans, m, n, k, 1.0, A.ptr(), A.ld, B.ptr(), B.ld, 0.0, out.data_ptr(), n);
   }
   return out;
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   const std::int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
-  Tensor out = Tensor::empty({batch, m, n}, kFloat32, a.device());
+  Tensor out = Tensor::empty({batch, m, n}, a.dtype(), a.device());
   if (k == 0) {
     out.fill_(0.0);
   } else if (batch > 0 && m > 0 && n > 0) {
     GemmOperand A = asGemmOperand(a), B = asGemmOperand(b);
-    detail::backendOf(a).gemm(A.trans, B.trans, m, n, k, 1.0f, A.ptr(), A.ld, B.ptr(), B.ld, 0.0f, out.data<float>(), n,
+    detail::backendOf(a).gemm(a.dtype(), A.trans, B.trans, m, n, k, 1.0, A.ptr(), A.ld, B.ptr(), B.ld, 0.0, out.data_ptr(), n,
                               batch, m * k, k * n, m * n);
   }
   return out;
@@ -59,12 +62,24 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + shapeStr(a.sizes()) + " and " + shapeStr(b.sizes()) + ")");
 }
 
+// PyTorch's words for two operands of different dtypes.
+void requireSameDtype(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) {
+    throw Error("expected mat1 and mat2 to have the same dtype, but got: " + detail::cppTypeName(a.dtype()) +
+                " != " + detail::cppTypeName(b.dtype()));
+  }
+}
+
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  checkSameDevice("matmul", {{"self", a}, {"other", b}});
+Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  checkSameDevice("matmul", {{"self", a0}, {"other", b0}});
+  const auto cast = amp::autocastInputs("matmul", {a0, b0});
+  const Tensor& a = cast[0];
+  const Tensor& b = cast[1];
   detail::requireFloat("matmul", a);
   detail::requireFloat("matmul", b);
+  requireSameDtype(a, b);
   if (a.dim() == 1 && b.dim() >= 2) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (a.dim() >= 2 && b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
   if (a.dim() == 1 && b.dim() == 1) {
@@ -97,9 +112,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                             "-D tensor is not supported (1-D, 2-D and 3-D operands are)");
 }
 
-Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  checkSameDevice("linear", {{"input", input}, {"weight", weight}, {"bias", bias}});
+Tensor linear(const Tensor& input0, const Tensor& weight0, const Tensor& bias0) {
+  checkSameDevice("linear", {{"input", input0}, {"weight", weight0}, {"bias", bias0}});
+  const auto cast = amp::autocastInputs("linear", {input0, weight0, bias0});
+  const Tensor& input = cast[0];
+  const Tensor& weight = cast[1];
+  const Tensor& bias = cast[2];
   detail::requireFloat("linear", input);
+  requireSameDtype(input, weight);
   if (input.dim() == 0 || input.size(-1) != weight.size(1) || weight.dim() != 2) {
     throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + shapeStr(input.sizes()) + " and " +
                      shapeStr(weight.t().sizes()) + ")");
@@ -113,17 +133,18 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const std::int64_t batch = input.size(0), in = weight.size(1), outF = weight.size(0);
   Tensor x = input.contiguous();
   Tensor w = weight.contiguous();
-  Tensor out = Tensor::empty({batch, outF}, kFloat32, x.device());
+  const DType dtype = x.dtype();
+  Tensor out = Tensor::empty({batch, outF}, dtype, x.device());
   Backend& be = detail::backendOf(x);
-  float beta = 0.0f;
+  double beta = 0.0;
   if (bias.defined()) {
     if (bias.dim() != 1 || bias.size(0) != outF) throw ValueError("linear: bias must have shape [" + std::to_string(outF) + "], got " + shapeStr(bias.sizes()));
     NoGradGuard noGrad;
     be.copy(out, bias.expand({batch, outF}));  // out starts as the bias rows; GEMM adds x W^T to it
-    beta = 1.0f;
+    beta = 1.0;
   }
   if (batch > 0 && in > 0) {
-    be.gemm(false, true, batch, outF, in, 1.0f, x.data<float>(), in, w.data<float>(), in, beta, out.data<float>(), outF);
+    be.gemm(dtype, false, true, batch, outF, in, 1.0, x.data_ptr(), in, w.data_ptr(), in, beta, out.data_ptr(), outF);
   } else if (!bias.defined()) {
     be.fill(out, 0.0);
   }
@@ -132,15 +153,16 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   return autograd::record(out, "AddmmBackward0", {x, weight, bias}, [sx, sw](const Tensor& g0, const Needs& n) {
     Tensor g = g0.contiguous();
     Backend& b = detail::backendOf(g);
+    const DType dt = g.dtype();
     const std::int64_t batch = sx.size(0), in = sx.size(1), outF = sw.size(0);
     Grads grads(3);
     if (n[0]) {  // dx = g @ W : (B, out) @ (out, in)
-      grads[0] = Tensor::empty({batch, in}, kFloat32, g.device());
-      b.gemm(false, false, batch, in, outF, 1.0f, g.data<float>(), outF, sw.data<float>(), in, 0.0f, grads[0].data<float>(), in);
+      grads[0] = Tensor::empty({batch, in}, dt, g.device());
+      b.gemm(dt, false, false, batch, in, outF, 1.0, g.data_ptr(), outF, sw.data_ptr(), in, 0.0, grads[0].data_ptr(), in);
     }
     if (n[1]) {  // dW = g^T @ x : (out, B) @ (B, in)
-      grads[1] = Tensor::empty({outF, in}, kFloat32, g.device());
-      b.gemm(true, false, outF, in, batch, 1.0f, g.data<float>(), outF, sx.data<float>(), in, 0.0f, grads[1].data<float>(), in);
+      grads[1] = Tensor::empty({outF, in}, dt, g.device());
+      b.gemm(dt, true, false, outF, in, batch, 1.0, g.data_ptr(), outF, sx.data_ptr(), in, 0.0, grads[1].data_ptr(), in);
     }
     if (n[2]) grads[2] = sum(g, 0);
     return grads;

@@ -1,6 +1,7 @@
 // torch.nn.functional: softmax, losses and dropout, each a fused kernel pair (forward, backward).
 // Reduction::None is composed from differentiable ops instead (one loss per element or per sample
 // is plain elementwise math), so it needs no kernels of its own and runs wherever those ops do.
+#include "engine/amp/autocast.h"
 #include "engine/ops/op_util.h"
 
 #include "engine/core/number_format.h"
@@ -34,8 +35,11 @@ Tensor softmaxImpl(const Tensor& a, std::int64_t dim, bool log) {
                           });
 }
 
-Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input, const Tensor& target, Reduction reduction) {
-  checkSameDevice(name, {{"input", input}, {"target", target}});
+Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input0, const Tensor& target0, Reduction reduction) {
+  checkSameDevice(name, {{"input", input0}, {"target", target0}});
+  const auto cast = amp::autocastInputs(name, {input0, target0});
+  const Tensor& input = cast[0];
+  const Tensor& target = cast[1];
   detail::requireFloat(name, input);
   if (input.sizes() != target.sizes()) {
     throw ValueError(std::string(name) + ": input and target must have the same shape, got " + shapeStr(input.sizes()) +
@@ -53,11 +57,13 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input, const Te
     Tensor d = sub(in, tg);  // an int64 target promotes to float32, as in PyTorch
     return kind == PointLoss::MSE ? d.pow(2.0) : d.abs();
   }
-  Tensor x = in.contiguous(), y = tg.to(kFloat32).contiguous();
-  const float scale = reduction == Reduction::Mean ? 1.0f / static_cast<float>(std::max<std::int64_t>(x.numel(), 1)) : 1.0f;
-  Tensor out = Tensor::empty({}, kFloat32, x.device());
+  // Both sides in one dtype: an int64 target or a float32 one beside float16 input promote as in PyTorch.
+  const DType common = result_type(in, tg);
+  Tensor x = in.to(common).contiguous(), y = tg.to(common).contiguous();
+  const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(std::max<std::int64_t>(x.numel(), 1)) : 1.0;
+  Tensor out = Tensor::empty({}, common, x.device());
   detail::backendOf(x).pointLoss(kind, out, x, y, scale);
-  if (!autograd::anyRequiresGrad({input, target})) return out;
+  if (!autograd::anyRequiresGrad({x, y})) return out;
   Tensor sx = x.detach(), sy = y.detach();
   return autograd::record(out, kind == PointLoss::MSE ? "MseLossBackward0" : "L1LossBackward0", {x, y},
                           [sx, sy, scale, kind](const Tensor& g, const Needs& n) {
@@ -69,8 +75,10 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input, const Te
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(a, dim, false); }
-Tensor log_softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(a, dim, true); }
+Tensor softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(amp::autocastInputs("softmax", {a})[0], dim, false); }
+Tensor log_softmax(const Tensor& a, std::int64_t dim) {
+  return softmaxImpl(amp::autocastInputs("log_softmax", {a})[0], dim, true);
+}
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointLoss("mse_loss", PointLoss::MSE, input, target, reduction);
@@ -79,8 +87,9 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   return pointLoss("l1_loss", PointLoss::L1, input, target, reduction);
 }
 
-Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction) {
-  checkSameDevice("nll_loss", {{"input", logp}, {"target", target}});
+Tensor nll_loss(const Tensor& logp0, const Tensor& target, Reduction reduction) {
+  checkSameDevice("nll_loss", {{"input", logp0}, {"target", target}});
+  const Tensor logp = amp::autocastInputs("nll_loss", {logp0})[0];
   detail::requireFloat("nll_loss", logp);
   if (target.dtype() != kInt64) {
     throw Error("expected scalar type Long but found " + dtypeName(target.dtype()) + " (class labels must be int64)");
@@ -91,26 +100,27 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, Reduction reduction) {
   }
   Tensor x = logp.contiguous(), t = target.contiguous();
   const std::int64_t rows = x.size(0), cols = x.size(1);
-  const float scale = reduction == Reduction::Mean ? 1.0f / static_cast<float>(std::max<std::int64_t>(rows, 1)) : 1.0f;
-  Tensor out = Tensor::empty({}, kFloat32, x.device());
+  const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(std::max<std::int64_t>(rows, 1)) : 1.0;
+  Tensor out = Tensor::empty({}, x.dtype(), x.device());
   detail::backendOf(x).nllLoss(out, x, t, rows, cols, scale);  // also what checks the labels' range
   if (reduction == Reduction::None) {
     // loss[i] = -logp[i, target[i]], picked with a one-hot mask (N, C) that the backward kernel writes
     // (gradient 1, scale -1). The mask multiplies, so a -inf log-probability outside the target class
     // gives NaN where PyTorch gives the row's loss; log_softmax of finite logits never has one.
-    Tensor onehot = Tensor::empty({rows, cols}, kFloat32, x.device());
-    detail::backendOf(x).nllLossBackward(onehot, ones({}, {.device = x.device()}), t, rows, cols, -1.0f);
+    Tensor onehot = Tensor::empty({rows, cols}, x.dtype(), x.device());
+    detail::backendOf(x).nllLossBackward(onehot, ones({}, {.dtype = x.dtype(), .device = x.device()}), t, rows, cols, -1.0);
     return neg(sum(x * onehot, 1));
   }
   return autograd::record(out, "NllLossBackward0", {x}, [t, rows, cols, scale](const Tensor& g, const Needs&) {
-    Tensor gi = Tensor::empty({rows, cols}, kFloat32, g.device());
+    Tensor gi = Tensor::empty({rows, cols}, g.dtype(), g.device());
     detail::backendOf(g).nllLossBackward(gi, g.contiguous(), t, rows, cols, scale);
     return Grads{gi};
   });
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction) {
-  checkSameDevice("cross_entropy", {{"input", logits}, {"target", target}});
+Tensor cross_entropy(const Tensor& logits0, const Tensor& target, Reduction reduction) {
+  checkSameDevice("cross_entropy", {{"input", logits0}, {"target", target}});
+  const Tensor logits = amp::autocastInputs("cross_entropy", {logits0})[0];
   return nll_loss(log_softmax(logits, 1), target, reduction);
 }
 

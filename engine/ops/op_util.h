@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "engine/autograd/node.h"
-#include "engine/backend/backend.h"
+#include "engine/kernels/backend.h"
 #include "engine/core/errors.h"
 #include "engine/ops/ops.h"
 
@@ -18,11 +18,24 @@ inline Backend& backendOf(const Tensor& t) { return backendFor(t.device()); }
 inline Tensor emptyLike(const Tensor& t, DType dtype) { return Tensor::empty(t.sizes(), dtype, t.device()); }
 inline Tensor emptyLike(const Tensor& t) { return emptyLike(t, t.dtype()); }
 
+// Ops defined for floating dtypes only refuse int64 with PyTorch's words ("softmax" not implemented
+// for 'Long').
 inline void requireFloat(const char* op, const Tensor& t) {
-  if (t.dtype() != kFloat32) {
-    throw NotImplementedError(std::string("\"") + op + "\" not implemented for '" + dtypeName(t.dtype()) +
-                              "' (GPU Lab computes in float32 for now)");
+  if (!isFloatingPoint(t.dtype())) {
+    throw NotImplementedError(std::string("\"") + op + "\" not implemented for '" + scalarTypeName(t.dtype()) + "'");
   }
+}
+
+// The C++ type name PyTorch prints in dtype-mismatch errors: float, double, c10::Half, c10::BFloat16, long int.
+inline std::string cppTypeName(DType t) {
+  switch (t) {
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::Float16: return "c10::Half";
+    case DType::BFloat16: return "c10::BFloat16";
+    case DType::Int64: return "long int";
+  }
+  return "unknown";
 }
 
 // A view of `base` with other sizes/strides/offset, sharing its storage (no autograd).

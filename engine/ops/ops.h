@@ -48,6 +48,9 @@ Tensor mul(const Tensor& a, double b);
 Tensor rsub(const Tensor& a, double b);  // b - a
 Tensor rdiv(const Tensor& a, double b);  // b / a (float32 even for an int64 `a`, as in PyTorch)
 Tensor pow(const Tensor& a, double exponent);
+// torch.result_type(a, b): the dtype an op of a and b computes in (float16 with float32 gives
+// float32; a 0-dim tensor only decides when it is of a higher category, see elementwise.cpp).
+DType result_type(const Tensor& a, const Tensor& b);
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
@@ -101,6 +104,8 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = defaul
 
 // Device and dtype moves (recorded by autograd: the gradient goes back to the source device).
 Tensor to_device(const Tensor& a, Device device, bool non_blocking = false);
+// Between any two dtypes (rounding to nearest even into float16/bfloat16); the gradient is cast back
+// to the source dtype.
 Tensor to_dtype(const Tensor& a, DType dtype);
 
 // The same-device rule. Throws DeviceMismatchError naming the op and where each argument lives, unless

@@ -1,6 +1,7 @@
 // Reductions: the input is viewed as (outer, k, inner) around the reduced dimension, so one kernel
 // covers "all elements" (outer = inner = 1), rows, columns and any middle dimension.
 #include "engine/autograd/grad_mode.h"
+#include "engine/amp/autocast.h"
 #include "engine/ops/op_util.h"
 
 namespace gpulab {
@@ -36,7 +37,8 @@ Tensor expandBack(const Tensor& g, const Shape& inShape, std::int64_t dim, bool 
 
 }  // namespace
 
-Tensor sum(const Tensor& a) {
+Tensor sum(const Tensor& a0) {
+  const Tensor a = amp::autocastInputs("sum", {a0})[0];
   Tensor x = a.contiguous();
   Tensor out = Tensor::empty({}, x.dtype(), x.device());
   detail::backendOf(x).reduce(ReduceOp::Sum, out, nullptr, x, 1, x.numel(), 1);
@@ -44,7 +46,8 @@ Tensor sum(const Tensor& a) {
   return autograd::record(out, "SumBackward0", {a}, [inShape](const Tensor& g, const Needs&) { return Grads{g.expand(inShape)}; });
 }
 
-Tensor sum(const Tensor& a, std::int64_t dim, bool keepdim) {
+Tensor sum(const Tensor& a0, std::int64_t dim, bool keepdim) {
+  const Tensor a = amp::autocastInputs("sum", {a0})[0];
   dim = wrapDim(dim, a.dim());
   if (a.dim() == 0) return sum(a);
   Tensor x = a.contiguous();
@@ -57,16 +60,22 @@ Tensor sum(const Tensor& a, std::int64_t dim, bool keepdim) {
   });
 }
 
+// float16/bfloat16 means are summed and divided in float32 and rounded once, as PyTorch's kernels
+// (rounding the sum first would round twice).
 Tensor mean(const Tensor& a) {
   detail::requireFloat("mean", a);
-  return mul(sum(a), 1.0 / static_cast<double>(std::max<std::int64_t>(a.numel(), 1)));
+  const double inv = 1.0 / static_cast<double>(std::max<std::int64_t>(a.numel(), 1));
+  if (isReducedPrecision(a.dtype())) return mul(sum(a.to(kFloat32)), inv).to(a.dtype());
+  return mul(sum(a), inv);
 }
 
 Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim) {
   detail::requireFloat("mean", a);
   dim = wrapDim(dim, a.dim());
   const std::int64_t k = a.dim() == 0 ? 1 : a.size(dim);
-  return mul(sum(a, dim, keepdim), 1.0 / static_cast<double>(std::max<std::int64_t>(k, 1)));
+  const double inv = 1.0 / static_cast<double>(std::max<std::int64_t>(k, 1));
+  if (isReducedPrecision(a.dtype())) return mul(sum(a.to(kFloat32), dim, keepdim), inv).to(a.dtype());
+  return mul(sum(a, dim, keepdim), inv);
 }
 
 Tensor max(const Tensor& a) {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/backend/backend.h"
+#include "engine/kernels/backend.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/memory/memory_events.h"
@@ -28,7 +28,7 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
   if (params_.empty()) throw ValueError("optimizer got an empty parameter list");
   for (const Tensor& p : params_) {
     if (!p.is_leaf()) throw ValueError("can't optimize a non-leaf Tensor");
-    if (p.dtype() != kFloat32) throw NotImplementedError("optimizers support float32 parameters only");
+    if (!isFloatingPoint(p.dtype())) throw ValueError("optimizer can only optimize Tensors of floating point dtype");
   }
 }
 
@@ -77,13 +77,12 @@ SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(
 }
 
 void SGD::update(std::size_t i, const Tensor& p, const Tensor& g) {
-  SgdHyper h{static_cast<float>(lr_), static_cast<float>(options_.momentum), static_cast<float>(options_.dampening),
-             static_cast<float>(options_.weight_decay), options_.nesterov, false};
+  SgdHyper h{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov, false};
   Tensor* buf = nullptr;
   if (options_.momentum != 0.0) {
     followDevice(momentum_[i], p);
     h.first_step = !momentum_[i].defined();
-    if (h.first_step) momentum_[i] = Tensor::empty(p.sizes(), kFloat32, p.device());
+    if (h.first_step) momentum_[i] = Tensor::empty(p.sizes(), p.dtype(), p.device());
     buf = &momentum_[i];
   }
   backendFor(p.device()).sgdStep(p, g, buf, h);
@@ -109,9 +108,9 @@ AdamHyper Adam::hyper(std::size_t i) {
   followDevice(expAvgSq_[i], p);
   followDevice(maxExpAvgSq_[i], p);
   if (!expAvg_[i].defined()) {  // step() has tagged these MemoryCategory::OptimizerState
-    expAvg_[i] = zeros(p.sizes(), {.device = p.device()});
-    expAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
-    if (options_.amsgrad) maxExpAvgSq_[i] = zeros(p.sizes(), {.device = p.device()});
+    expAvg_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
+    expAvgSq_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
+    if (options_.amsgrad) maxExpAvgSq_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
   }
   return AdamHyper{lr_, options_.beta1, options_.beta2, options_.eps, *options_.weight_decay, decoupled_, options_.amsgrad, ++steps_[i]};
 }

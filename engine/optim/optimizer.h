@@ -1,11 +1,11 @@
 #pragma once
 // torch.optim: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW. Each step is one
-// fused kernel per parameter tensor (engine/backend/functors.h has the update formulas), so on the
+// fused kernel per parameter tensor (engine/kernels/functors.h has the update formulas), so on the
 // GPU an optimizer step costs one launch per parameter instead of a dozen elementwise ops.
 #include <optional>
 #include <vector>
 
-#include "engine/backend/functors.h"
+#include "engine/kernels/functors.h"
 #include "engine/core/tensor.h"
 
 namespace gpulab::optim {

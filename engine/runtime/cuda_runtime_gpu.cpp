@@ -19,9 +19,9 @@
 #include <optional>
 #include <vector>
 
-#include "engine/backend/backend.h"
-#include "engine/backend/cuda/cuda_check.h"
-#include "engine/backend/cuda/cuda_context.h"
+#include "engine/kernels/backend.h"
+#include "engine/kernels/cuda/cuda_check.h"
+#include "engine/kernels/cuda/cuda_context.h"
 #include "engine/memory/memory.h"
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_module.h"
@@ -30,7 +30,7 @@
 #include "engine/runtime/nvml_processes.h"
 
 namespace gpulab {
-Backend& cudaBackend(int device);  // engine/backend/cuda/cuda_backend.cu
+Backend& cudaBackend(int device);  // engine/kernels/cuda/cuda_backend.cu
 }
 
 namespace gpulab::cuda {

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "engine/backend/backend.h"
+#include "engine/kernels/backend.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "engine/runtime/cuda_module.h"

@@ -1,15 +1,13 @@
 #pragma once
 // Elementwise math written once, for both backends. Each functor is __host__ __device__ under nvcc and
 // plain C++ elsewhere, so the CPU tests cover the math and the GPU tests cover only the launch.
+// Functors are called with the math type of the dtype (engine/core/dispatch.h: float for float32,
+// float16 and bfloat16; double for float64; int64 for the integer ops), never with 16-bit values.
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define GPULAB_HD __host__ __device__ __forceinline__
-#else
-#define GPULAB_HD inline
-#endif
+#include "engine/core/host_device.h"
 
 namespace gpulab {
 
@@ -30,7 +28,7 @@ enum class ReduceOp { Sum, Max };
 enum class PointLoss { MSE, L1 };
 
 struct SgdHyper {
-  float lr = 0.01f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+  double lr = 0.01, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;  // rounded to the math type once
   bool nesterov = false;
   bool first_step = true;  // the momentum buffer starts as the gradient itself
 };
@@ -79,60 +77,93 @@ GPULAB_HD float standardNormal(std::uint64_t seed, std::uint64_t first) {
 // the GPU but INT64_MIN on x86).
 template <class D, class S>
 GPULAB_HD D convertElement(S v) {
-  if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+  if constexpr (std::is_integral_v<D> && !std::is_integral_v<S>) {  // any float, Half and BFloat16 included
     const double x = static_cast<double>(v);
     if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return static_cast<D>(-9223372036854775807LL - 1);
   }
   return static_cast<D>(v);
 }
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCoeff = 0.044715f;
+// The math library once per math type: float calls the float functions (expf, ...), double the
+// double ones; the template (integers, which the op layer never sends to these) goes through float.
+#define GPULAB_MATH1(NAME, FLOATFN, DOUBLEFN)                                  \
+  GPULAB_HD float NAME(float x) { return FLOATFN(x); }                         \
+  GPULAB_HD double NAME(double x) { return DOUBLEFN(x); }                      \
+  template <class T>                                                           \
+  GPULAB_HD T NAME(T x) { return static_cast<T>(FLOATFN(static_cast<float>(x))); }
+GPULAB_MATH1(exp_, expf, ::exp)
+GPULAB_MATH1(log_, logf, ::log)
+GPULAB_MATH1(sqrt_, sqrtf, ::sqrt)
+GPULAB_MATH1(tanh_, tanhf, ::tanh)
+GPULAB_MATH1(erf_, erff, ::erf)
+GPULAB_MATH1(fabs_, fabsf, ::fabs)
+#undef GPULAB_MATH1
+GPULAB_HD float pow_(float a, float b) { return powf(a, b); }
+GPULAB_HD double pow_(double a, double b) { return ::pow(a, b); }
+template <class T>
+GPULAB_HD T pow_(T a, T b) { return static_cast<T>(powf(static_cast<float>(a), static_cast<float>(b))); }
+
+// In double: T(constant) then rounds once to the math type, so float64 GELU gets double constants.
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCoeff = 0.044715;
 // GELU in its exact (erf) form, PyTorch's default.
-GPULAB_HD float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
-GPULAB_HD float geluGrad(float x) {
-  const float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
-  const float pdf = 0.3989422804014327f * expf(-0.5f * x * x);
+template <class T>
+GPULAB_HD T gelu(T x) { return T(0.5) * x * (T(1) + erf_(x * T(0.7071067811865476))); }
+template <class T>
+GPULAB_HD T geluGrad(T x) {
+  const T cdf = T(0.5) * (T(1) + erf_(x * T(0.7071067811865476)));
+  const T pdf = T(0.3989422804014327) * exp_(T(-0.5) * x * x);
   return cdf + x * pdf;
 }
 // GELU's tanh approximation (F.gelu(x, approximate='tanh')):
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its derivative as PyTorch's GeluBackward writes it.
-GPULAB_HD float geluTanh(float x) {
-  const float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
-  return 0.5f * x * (1.0f + tanhf(inner));
+template <class T>
+GPULAB_HD T geluTanh(T x) {
+  const T inner = T(kSqrt2OverPi) * (x + T(kGeluCoeff) * x * x * x);
+  return T(0.5) * x * (T(1) + tanh_(inner));
 }
-GPULAB_HD float geluTanhGrad(float x) {
-  const float x2 = x * x;
-  const float t = tanhf(kSqrt2OverPi * (x + kGeluCoeff * x2 * x));
-  const float left = 0.5f * x, right = 1.0f + t;
-  return 0.5f * right + left * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x2);
+template <class T>
+GPULAB_HD T geluTanhGrad(T x) {
+  const T x2 = x * x;
+  const T t = tanh_(T(kSqrt2OverPi) * (x + T(kGeluCoeff) * x2 * x));
+  const T left = T(0.5) * x, right = T(1) + t;
+  return T(0.5) * right + left * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3) * T(kGeluCoeff) * x2);
 }
-GPULAB_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+template <class T>
+GPULAB_HD T sigmoid(T x) { return T(1) / (T(1) + exp_(-x)); }
 
 }  // namespace gpulab::fn
 
 namespace gpulab::fn {
 
-// One functor per op; `T` is float or int64_t (the op layer only sends float-only ops with float).
+// One functor per op; `T` is the math type: float, double or int64_t (the op layer only sends
+// floating-only ops with a floating type).
 #define GPULAB_UNARY(NAME, EXPR) \
   struct NAME {                  \
     template <class T>           \
     GPULAB_HD T operator()(T x) const { return EXPR; } \
   };
 GPULAB_UNARY(Neg, -x)
-GPULAB_UNARY(Exp, expf(x))
-GPULAB_UNARY(Log, logf(x))
-GPULAB_UNARY(Sqrt, sqrtf(x))
-GPULAB_UNARY(Abs, x < T(0) ? -x : x)
-GPULAB_UNARY(Relu, x > T(0) || x != x ? x : T(0))  // NaN stays NaN, as in PyTorch
+GPULAB_UNARY(Exp, exp_(x))
+GPULAB_UNARY(Log, log_(x))
+GPULAB_UNARY(Sqrt, sqrt_(x))
+GPULAB_UNARY(Relu, x < T(0) ? T(0) : x)  // NaN and -0 stay as they are, as in PyTorch
 GPULAB_UNARY(Sigmoid, sigmoid(x))
-GPULAB_UNARY(Tanh, tanhf(x))
+GPULAB_UNARY(Tanh, tanh_(x))
 GPULAB_UNARY(Gelu, gelu(x))
 GPULAB_UNARY(GeluTanh, geluTanh(x))
 GPULAB_UNARY(Square, x * x)
 GPULAB_UNARY(Sign, T((x > T(0)) - (x < T(0))))
 GPULAB_UNARY(Reciprocal, T(1) / x)
 #undef GPULAB_UNARY
+// |x| by fabs for floats, so abs(-0.0) is +0.0 as in PyTorch.
+struct Abs {
+  template <class T>
+  GPULAB_HD T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x < T(0) ? -x : x;
+    else return fabs_(x);
+  }
+};
 
 #define GPULAB_BINARY(NAME, EXPR) \
   struct NAME {                   \
@@ -146,7 +177,7 @@ GPULAB_BINARY(Div, a / b)
 // PyTorch's maximum/minimum propagate NaN whichever side it is on.
 GPULAB_BINARY(Maximum, a != a ? a : (b != b ? b : (a > b ? a : b)))
 GPULAB_BINARY(Minimum, a != a ? a : (b != b ? b : (a < b ? a : b)))
-GPULAB_BINARY(Pow, T(powf(float(a), float(b))))
+GPULAB_BINARY(Pow, pow_(a, b))
 GPULAB_BINARY(Eq, T(a == b))
 GPULAB_BINARY(Ne, T(a != b))
 GPULAB_BINARY(Lt, T(a < b))
@@ -154,8 +185,8 @@ GPULAB_BINARY(Gt, T(a > b))
 GPULAB_BINARY(ReluBackward, b <= T(0) ? T(0) : a)         // a = grad, b = input (NaN input passes grad, as PyTorch's threshold_backward)
 GPULAB_BINARY(SigmoidBackward, a * b * (T(1) - b))        // b = output
 GPULAB_BINARY(TanhBackward, a * (T(1) - b * b))           // b = output
-GPULAB_BINARY(GeluBackward, T(a * geluGrad(float(b))))    // b = input
-GPULAB_BINARY(GeluTanhBackward, T(a * geluTanhGrad(float(b))))  // b = input
+GPULAB_BINARY(GeluBackward, a * geluGrad(b))              // b = input
+GPULAB_BINARY(GeluTanhBackward, a * geluTanhGrad(b))      // b = input
 GPULAB_BINARY(AbsBackward, a * T((b > T(0)) - (b < T(0))))  // b = input
 #undef GPULAB_BINARY
 
@@ -202,14 +233,16 @@ void dispatchBinary(BinaryOp op, F&& f) {
   }
 }
 
-// Per-element optimizer updates shared by both backends. Formulas follow torch.optim exactly.
-struct SgdUpdate {
-  float lr, momentum, dampening, weight_decay;
+// Per-element optimizer updates shared by both backends. Formulas follow torch.optim exactly. `T` is
+// the math type of the parameter's dtype (float, or double for float64 parameters).
+template <class T>
+struct SgdUpdateT {
+  T lr, momentum, dampening, weight_decay;
   bool nesterov, first_step, has_buffer;
-  GPULAB_HD void operator()(float& p, float g, float* buf) const {
-    if (weight_decay != 0.0f) g += weight_decay * p;
+  GPULAB_HD void operator()(T& p, T g, T* buf) const {
+    if (weight_decay != T(0)) g += weight_decay * p;
     if (has_buffer) {
-      const float b = first_step ? g : momentum * (*buf) + (1.0f - dampening) * g;
+      const T b = first_step ? g : momentum * (*buf) + (T(1) - dampening) * g;
       *buf = b;
       g = nesterov ? g + momentum * b : b;
     }
@@ -217,40 +250,47 @@ struct SgdUpdate {
   }
 };
 
-// torch.optim.Adam/AdamW's single-tensor step. The scalars are PyTorch's, rounded to float once:
-// step_size = lr / (1 - beta1^t), bias_correction2_sqrt = sqrt(1 - beta2^t), decay = 1 - lr * wd.
-// With amsgrad, vmax (max_exp_avg_sq) keeps the running maximum of v and the denominator uses it.
-struct AdamUpdate {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay, step_size, bias_correction2_sqrt;
+// torch.optim.Adam/AdamW's single-tensor step. The scalars are PyTorch's, computed in double and
+// rounded to T once: step_size = lr / (1 - beta1^t), bias_correction2_sqrt = sqrt(1 - beta2^t),
+// decay = 1 - lr * wd. With amsgrad, vmax (max_exp_avg_sq) keeps the running maximum of v and the
+// denominator uses it.
+template <class T>
+struct AdamUpdateT {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay, step_size, bias_correction2_sqrt;
   bool decoupled;
-  GPULAB_HD void operator()(float& p, float g, float& m, float& v, float* vmax) const {
-    if (weight_decay != 0.0f) {
+  GPULAB_HD void operator()(T& p, T g, T& m, T& v, T* vmax) const {
+    if (weight_decay != T(0)) {
       if (decoupled) p *= decay;
       else g += weight_decay * p;
     }
     m = m * beta1 + one_minus_beta1 * g;  // PyTorch 2.x: exp_avg.lerp_(grad, 1 - beta1), equal to rounding
     v = v * beta2 + one_minus_beta2 * g * g;
-    float vhat = v;
+    T vhat = v;
     if (vmax) {
       vhat = *vmax > v || *vmax != *vmax ? *vmax : v;  // torch.maximum: NaN propagates
       *vmax = vhat;
     }
-    const float denom = sqrtf(vhat) / bias_correction2_sqrt + eps;
+    const T denom = sqrt_(vhat) / bias_correction2_sqrt + eps;
     p += (-step_size * m) / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
   }
 };
+using SgdUpdate = SgdUpdateT<float>;
+using AdamUpdate = AdamUpdateT<float>;
 
-inline AdamUpdate makeAdamUpdate(const AdamHyper& h) {
+template <class T = float>
+inline AdamUpdateT<T> makeAdamUpdate(const AdamHyper& h) {
   const double step = static_cast<double>(h.step);
   const double bias_correction1 = 1.0 - std::pow(h.beta1, step);
   const double bias_correction2 = 1.0 - std::pow(h.beta2, step);
-  return AdamUpdate{static_cast<float>(h.beta1), static_cast<float>(1.0 - h.beta1), static_cast<float>(h.beta2),
-                    static_cast<float>(1.0 - h.beta2), static_cast<float>(h.eps), static_cast<float>(h.weight_decay),
-                    static_cast<float>(1.0 - h.lr * h.weight_decay), static_cast<float>(h.lr / bias_correction1),
-                    static_cast<float>(std::sqrt(bias_correction2)), h.decoupled_weight_decay};
+  return AdamUpdateT<T>{static_cast<T>(h.beta1), static_cast<T>(1.0 - h.beta1), static_cast<T>(h.beta2),
+                        static_cast<T>(1.0 - h.beta2), static_cast<T>(h.eps), static_cast<T>(h.weight_decay),
+                        static_cast<T>(1.0 - h.lr * h.weight_decay), static_cast<T>(h.lr / bias_correction1),
+                        static_cast<T>(std::sqrt(bias_correction2)), h.decoupled_weight_decay};
 }
-inline SgdUpdate makeSgdUpdate(const SgdHyper& h, bool hasBuffer) {
-  return SgdUpdate{h.lr, h.momentum, h.dampening, h.weight_decay, h.nesterov, h.first_step, hasBuffer};
+template <class T = float>
+inline SgdUpdateT<T> makeSgdUpdate(const SgdHyper& h, bool hasBuffer) {
+  return SgdUpdateT<T>{static_cast<T>(h.lr), static_cast<T>(h.momentum), static_cast<T>(h.dampening),
+                       static_cast<T>(h.weight_decay), h.nesterov, h.first_step, hasBuffer};
 }
 
 }  // namespace gpulab::fn

@@ -1,15 +1,21 @@
 #pragma once
 // The kernels one device type provides. The op layer (engine/ops) does shapes, broadcasting,
-// dtype and device checks and autograd; a Backend only computes. The CPU backend is the reference
-// for every CUDA kernel: tests run each primitive on both and compare.
+// dtype promotion, device checks and autograd; a Backend only computes. The CPU backend is the
+// reference for every CUDA kernel: tests run each primitive on both and compare.
+//
+// The implementations live by op family, the CPU reference beside the CUDA kernels:
+//   engine/kernels/<family>/cpu.cpp   engine/kernels/<family>/cuda.cu
+// (elementwise, reduce, softmax, loss, gemm, random, optim, amp), each dispatching dtypes through
+// engine/core/dispatch.h. Adding an op or a dtype touches one family.
 //
 // Conventions: `out` tensors are freshly allocated and contiguous; inputs are contiguous unless a
 // primitive says it takes strided views; all tensors passed to one call live on this backend's
-// device; float32 unless a primitive says otherwise.
+// device and, unless a primitive says otherwise, have one dtype: any floating dtype (float32,
+// float64, float16, bfloat16), computed in float for the 16-bit ones and rounded once on store.
 #include <cstdint>
 #include <vector>
 
-#include "engine/backend/functors.h"
+#include "engine/kernels/functors.h"
 #include "engine/core/tensor.h"
 
 namespace gpulab {
@@ -18,56 +24,59 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual void fill(const Tensor& out, double value) = 0;  // float32 or int64
+  virtual void fill(const Tensor& out, double value) = 0;  // any dtype
   virtual void arange(const Tensor& out, double start, double step) = 0;
-  // dst and src have the same shape and any strides; converts between float32 and int64.
+  // dst and src have the same shape and any strides; converts between any two dtypes.
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
 
   virtual void unary(UnaryOp op, const Tensor& out, const Tensor& in) = 0;
   // a and b are strided views already expanded to out's shape (stride 0 on broadcast dims);
-  // float32 or int64 (all three the same dtype).
+  // any dtype (all three the same).
   virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // out = op(a, s) or, with scalarFirst, op(s, a).
   virtual void binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, double s, bool scalarFirst) = 0;
 
   // Reduces the middle axis of `in` viewed as (outer, k, inner) into `out` (outer, inner); for Max,
-  // `indices` (int64, optional) receives the argmax. float32 or int64.
+  // `indices` (int64, optional) receives the argmax. Any dtype; sums of 16-bit types accumulate in float.
   virtual void reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in,
                       std::int64_t outer, std::int64_t k, std::int64_t inner) = 0;
 
-  // Row-major C = alpha * op(A) @ op(B) + beta * C, `batch` times with the given element strides.
-  virtual void gemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                    const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-                    std::int64_t ldc, std::int64_t batch = 1, std::int64_t strideA = 0, std::int64_t strideB = 0,
-                    std::int64_t strideC = 0) = 0;
+  // Row-major C = alpha * op(A) @ op(B) + beta * C, `batch` times with the given element strides;
+  // A, B and C of `dtype`. float16/bfloat16 multiply with float32 accumulation (tensor cores on a
+  // GPU); float32 on a GPU uses TF32 tensor cores only when allowTf32() says so (off, as PyTorch).
+  virtual void gemm(DType dtype, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k,
+                    double alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, double beta,
+                    void* c, std::int64_t ldc, std::int64_t batch = 1, std::int64_t strideA = 0,
+                    std::int64_t strideB = 0, std::int64_t strideC = 0) = 0;
 
   // Row-wise (log-)softmax of a (rows, cols) matrix and its backward given the forward output.
   virtual void softmax(const Tensor& out, const Tensor& in, std::int64_t rows, std::int64_t cols, bool log) = 0;
   virtual void softmaxBackward(const Tensor& gradIn, const Tensor& gradOut, const Tensor& out, std::int64_t rows,
                                std::int64_t cols, bool log) = 0;
 
-  // out[0] = scale * sum_i -logp[i, target[i]]. Throws IndexError for a target outside [0, cols).
+  // out[0] = scale * sum_i -logp[i, target[i]] (target int64). Throws IndexError for a target outside [0, cols).
   virtual void nllLoss(const Tensor& out, const Tensor& logp, const Tensor& target, std::int64_t rows,
-                       std::int64_t cols, float scale) = 0;
+                       std::int64_t cols, double scale) = 0;
   // gradLogp = 0 except gradLogp[i, target[i]] = -scale * gradOut[0].
   virtual void nllLossBackward(const Tensor& gradLogp, const Tensor& gradOut, const Tensor& target, std::int64_t rows,
-                               std::int64_t cols, float scale) = 0;
+                               std::int64_t cols, double scale) = 0;
 
   // out[0] = scale * sum_i loss(a_i - b_i); gradA_i = scale * gradOut[0] * loss'(a_i - b_i).
-  virtual void pointLoss(PointLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, float scale) = 0;
+  virtual void pointLoss(PointLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, double scale) = 0;
   virtual void pointLossBackward(PointLoss kind, const Tensor& gradA, const Tensor& gradOut, const Tensor& a,
-                                 const Tensor& b, float scale) = 0;
+                                 const Tensor& b, double scale) = 0;
 
   // Random fills from the counter-based generator (element i uses counter offset + i).
   virtual void uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) = 0;
   virtual void normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) = 0;
   virtual void randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed,
-                       std::uint64_t offset) = 0;  // int64
+                       std::uint64_t offset) = 0;  // int64 or floating
   // mask = keep ? 1/(1-p) : 0; out = in * mask.
   virtual void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
                        std::uint64_t offset) = 0;
 
-  // Fused optimizer updates, in place: one parameter tensor...
+  // Fused optimizer updates, in place (state in the parameter's dtype, math in OpMath): one parameter
+  // tensor...
   virtual void sgdStep(const Tensor& param, const Tensor& grad, const Tensor* momentumBuffer, const SgdHyper& h) = 0;
   // maxExpAvgSq: amsgrad's max_exp_avg_sq, null without amsgrad.
   virtual void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq,
@@ -85,6 +94,12 @@ class Backend {
   virtual void adamSteps(const std::vector<AdamTensors>& items) {
     for (const AdamTensors& t : items) adamStep(*t.param, *t.grad, *t.expAvg, *t.expAvgSq, t.maxExpAvgSq, t.hyper);
   }
+
+  // GradScaler's fused check, torch._amp_foreach_non_finite_check_and_unscale_ plus what a lesson
+  // plots: for every gradient (any floating dtype, contiguous), counts[0] += its inf/NaN values and
+  // counts[1] += its values that are exactly zero (both counted before scaling), then g *= invScale
+  // in place. `counts` is int64 with 2 elements on this device; nothing is synchronised.
+  virtual void nonFiniteCheckAndUnscale(const std::vector<Tensor>& grads, const Tensor& counts, double invScale) = 0;
 };
 
 Backend& cpuBackend();

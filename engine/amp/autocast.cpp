@@ -1,0 +1,121 @@
+// Autocast's state (per thread, in the execution context), its op policy and its cast cache.
+#include "engine/amp/autocast.h"
+
+#include <array>
+#include <string_view>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/errors.h"
+#include "engine/runtime/execution_context.h"
+
+namespace gpulab::amp {
+
+namespace {
+
+constexpr std::size_t slotOf(DeviceType t) { return t == DeviceType::CPU ? 0 : 1; }
+
+template <std::size_t N>
+bool listed(const std::array<std::string_view, N>& list, std::string_view op) {
+  for (std::string_view name : list)
+    if (name == op) return true;
+  return false;
+}
+
+// The subset of PyTorch's lists (aten/src/ATen/autocast_mode.cpp) for the ops this engine has.
+constexpr std::array<std::string_view, 6> kLowerPrecision = {"matmul", "linear", "mm", "bmm", "addmm", "conv2d"};
+constexpr std::array<std::string_view, 12> kFloat32Cuda = {"exp",     "log",         "pow",      "rdiv",
+                                                           "reciprocal", "sum",     "softmax",  "log_softmax",
+                                                           "mse_loss", "l1_loss",   "nll_loss", "cross_entropy"};
+constexpr std::array<std::string_view, 4> kFloat32Cpu = {"mse_loss", "l1_loss", "nll_loss", "cross_entropy"};
+constexpr std::array<std::string_view, 5> kPromote = {"cat", "stack", "addcmul", "addcdiv", "dot"};
+
+// Autocast casts floating tensors other than float64 (PyTorch's is_eligible).
+bool eligible(const Tensor& t) { return t.defined() && isFloatingPoint(t.dtype()) && t.dtype() != kFloat64; }
+
+Tensor castTo(const Tensor& t, DType dtype, bool useCache) {
+  if (!eligible(t) || t.dtype() == dtype) return t;
+  ExecutionContext& ctx = executionContext();
+  // Weights (leaves that require grad) are cast once per region; activations are new every op.
+  const bool cacheable = useCache && t.is_leaf() && t.requires_grad() && ctx.autocastNesting > 0;
+  if (!cacheable) return t.to(dtype);
+  const auto key = std::make_pair(static_cast<const TensorImpl*>(t.implPtr().get()), dtype);
+  auto it = ctx.castCache.find(key);
+  if (it != ctx.castCache.end()) return it->second.cast;
+  Tensor cast = t.to(dtype);
+  ctx.castCache.emplace(key, ExecutionContext::CastEntry{t.implPtr(), cast});
+  return cast;
+}
+
+}  // namespace
+
+CastPolicy castPolicy(DeviceType deviceType, const char* op) {
+  const std::string_view name(op);
+  if (listed(kLowerPrecision, name)) return CastPolicy::LowerPrecision;
+  if (deviceType == DeviceType::CUDA ? listed(kFloat32Cuda, name) : listed(kFloat32Cpu, name)) return CastPolicy::Float32;
+  if (listed(kPromote, name)) return CastPolicy::Promote;
+  return CastPolicy::None;
+}
+
+DType AutocastGuard::defaultDtype(DeviceType deviceType) { return deviceType == DeviceType::CPU ? kBFloat16 : kFloat16; }
+
+AutocastGuard::AutocastGuard(DeviceType deviceType, DType dtype, bool enabled) : deviceType_(deviceType) {
+  if (enabled && !isReducedPrecision(dtype)) {
+    throw ValueError("autocast: dtype must be float16 or bfloat16, got " + dtypeName(dtype) +
+                     " (outside an autocast region ops already run in float32)");
+  }
+  ExecutionContext& ctx = executionContext();
+  AutocastState& state = ctx.autocast[slotOf(deviceType)];
+  previousEnabled_ = state.enabled;
+  previousDtype_ = state.dtype;
+  state.enabled = enabled;
+  if (enabled) state.dtype = dtype;
+  ++ctx.autocastNesting;
+}
+
+AutocastGuard::~AutocastGuard() {
+  ExecutionContext& ctx = executionContext();
+  AutocastState& state = ctx.autocast[slotOf(deviceType_)];
+  state.enabled = previousEnabled_;
+  state.dtype = previousDtype_;
+  // Leaving the outermost region drops the cached weight casts (the weights change at the next step).
+  if (--ctx.autocastNesting == 0) ctx.castCache.clear();
+}
+
+bool is_autocast_enabled(DeviceType deviceType) { return executionContext().autocast[slotOf(deviceType)].enabled; }
+
+DType get_autocast_dtype(DeviceType deviceType) { return executionContext().autocast[slotOf(deviceType)].dtype; }
+
+std::vector<Tensor> autocastInputs(const char* op, const std::vector<Tensor>& inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs)
+    if (t.defined()) {
+      first = &t;
+      break;
+    }
+  if (!first) return inputs;
+  const DeviceType deviceType = first->device().type();
+  const AutocastState& state = executionContext().autocast[slotOf(deviceType)];
+  if (!state.enabled) return inputs;
+  std::vector<Tensor> out;
+  out.reserve(inputs.size());
+  switch (castPolicy(deviceType, op)) {
+    case CastPolicy::LowerPrecision:
+      for (const Tensor& t : inputs) out.push_back(castTo(t, state.dtype, /*useCache=*/true));
+      return out;
+    case CastPolicy::Float32:
+      for (const Tensor& t : inputs) out.push_back(castTo(t, kFloat32, false));
+      return out;
+    case CastPolicy::Promote: {
+      DType widest = state.dtype;
+      bool any = false;
+      for (const Tensor& t : inputs)
+        if (eligible(t)) widest = any ? promoteTypes(widest, t.dtype()) : t.dtype(), any = true;
+      for (const Tensor& t : inputs) out.push_back(castTo(t, widest, false));
+      return out;
+    }
+    case CastPolicy::None: return inputs;
+  }
+  return inputs;
+}
+
+}  // namespace gpulab::amp

@@ -1,0 +1,53 @@
+#pragma once
+// The CPU backend: the reference implementation of every kernel, one family per file
+// (engine/kernels/<family>/cpu.cpp). Loops are written so the compiler vectorises them (contiguous
+// fast paths, no per-element dispatch); GEMM goes to OpenBLAS. Internal to the engine: ops reach it
+// through backendFor(device).
+#include "engine/kernels/backend.h"
+
+namespace gpulab {
+
+class CpuBackend final : public Backend {
+ public:
+  // elementwise/cpu.cpp
+  void fill(const Tensor& out, double value) override;
+  void arange(const Tensor& out, double start, double step) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void unary(UnaryOp op, const Tensor& out, const Tensor& in) override;
+  void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, double s, bool scalarFirst) override;
+  // reduce/cpu.cpp
+  void reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in, std::int64_t outer,
+              std::int64_t k, std::int64_t inner) override;
+  // gemm/cpu.cpp
+  void gemm(DType dtype, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
+            const void* a, std::int64_t lda, const void* b, std::int64_t ldb, double beta, void* c, std::int64_t ldc,
+            std::int64_t batch, std::int64_t strideA, std::int64_t strideB, std::int64_t strideC) override;
+  // softmax/cpu.cpp
+  void softmax(const Tensor& out, const Tensor& in, std::int64_t rows, std::int64_t cols, bool log) override;
+  void softmaxBackward(const Tensor& gradIn, const Tensor& gradOut, const Tensor& out, std::int64_t rows,
+                       std::int64_t cols, bool log) override;
+  // loss/cpu.cpp
+  void nllLoss(const Tensor& out, const Tensor& logp, const Tensor& target, std::int64_t rows, std::int64_t cols,
+               double scale) override;
+  void nllLossBackward(const Tensor& gradLogp, const Tensor& gradOut, const Tensor& target, std::int64_t rows,
+                       std::int64_t cols, double scale) override;
+  void pointLoss(PointLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, double scale) override;
+  void pointLossBackward(PointLoss kind, const Tensor& gradA, const Tensor& gradOut, const Tensor& a, const Tensor& b,
+                         double scale) override;
+  // random/cpu.cpp
+  void uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) override;
+  void normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) override;
+  void randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed,
+               std::uint64_t offset) override;
+  void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
+               std::uint64_t offset) override;
+  // optim/cpu.cpp
+  void sgdStep(const Tensor& param, const Tensor& grad, const Tensor* momentumBuffer, const SgdHyper& h) override;
+  void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq,
+                const Tensor* maxExpAvgSq, const AdamHyper& h) override;
+  // amp/cpu.cpp
+  void nonFiniteCheckAndUnscale(const std::vector<Tensor>& grads, const Tensor& counts, double invScale) override;
+};
+
+}  // namespace gpulab

@@ -1,0 +1,55 @@
+#pragma once
+// Per-thread execution state, as PyTorch keeps it per thread: the current CUDA device and the
+// autocast state with its cast cache. A lab's worker thread and the GUI thread never see each other's
+// state. Guards set it RAII-style and restore it; reading it is a thread-local access -- no lock, no
+// driver call -- so the op layer reads it on every op. The current stream of each device and the
+// profiler's hooks belong here too, and join it with the streams and the profiler (the performance
+// chapter); until then every kernel runs on its device's compute stream.
+#include <array>
+#include <map>
+#include <memory>
+
+#include "engine/core/dtype.h"
+#include "engine/core/tensor.h"
+
+namespace gpulab {
+
+struct AutocastState {
+  bool enabled = false;
+  DType dtype = kFloat16;
+};
+
+struct ExecutionContext {
+  static constexpr int kMaxDevices = 16;
+
+  // torch.cuda.current_device(): the device tensor.cuda() without an index moves to.
+  int currentCudaDevice = 0;
+
+  // Autocast per device type: [0] the CPU, [1] CUDA (real or emulated).
+  std::array<AutocastState, 2> autocast{};
+  int autocastNesting = 0;  // open AutocastGuard regions; the cache lives while > 0
+  // The region's casts of leaf tensors that require grad: (source tensor, target dtype) -> cast. The
+  // source is held so its address is not reused for another tensor while the entry exists.
+  struct CastEntry {
+    std::shared_ptr<TensorImpl> source;
+    Tensor cast;
+  };
+  std::map<std::pair<const TensorImpl*, DType>, CastEntry> castCache;
+};
+
+// This thread's context.
+ExecutionContext& executionContext();
+
+// RAII: makes cuda:index the current CUDA device of this thread (torch.cuda.device(index)).
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int index);
+  ~CudaDeviceGuard();
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace gpulab
