@@ -9,7 +9,7 @@
 #   ctest     the whole suite with the GPU usable (the slow Fashion-MNIST check included)
 #   sanitize  compute-sanitizer memcheck over every GPU-using suite, racecheck/synccheck over the kernels
 #   lessons   every lesson headless on the GPU (full runs, not --quick)
-#   bench     tests/bench/compare_pytorch.py (training loops) and gpu_bench.py (GEMM, copies,
+#   bench     tests/bench/compare_pytorch.py (training loops), amp_bench.py (mixed precision) and gpu_bench.py (GEMM, copies,
 #             bandwidth): GPU Lab against PyTorch on the same GPU
 #   record    re-records resources/reference-runs/ into OUT/reference-runs
 # Each stage has its own time limit so one hang cannot eat the device time of the others.
@@ -56,7 +56,8 @@ for s in $stages; do
     bench)
       stage bench-training 150 python3 "$src/tests/bench/compare_pytorch.py" --cli "$cli" --device cuda
       [ -e "$src/tests/bench/gpu_bench.py" ] &&
-        stage bench-gpu 300 python3 "$src/tests/bench/gpu_bench.py" --bench ./bin/gpulab-bench-gpu --json "$out/gpu_bench.json" ;;
+        stage bench-gpu 300 python3 "$src/tests/bench/gpu_bench.py" --bench ./bin/gpulab-bench-gpu --json "$out/gpu_bench.json"
+      stage bench-amp 240 python3 "$src/tests/bench/amp_bench.py" --bench ./bin/gpulab-bench-amp --device cuda --json "$out/amp.json" ;;
     record)
       stage record 420 bash "$src/scripts/record-reference-runs.sh" "$cli" "$out/reference-runs" ;;
     *) echo "gpu-suite.sh: unknown stage '$s'" | tee -a "$summary" ;;

@@ -14,13 +14,19 @@ namespace gpulab {
 
 namespace {
 
+std::size_t span(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  return static_cast<std::size_t>(rows > 0 ? (rows - 1) * ld + cols : 0);
+}
+
 // The float32 copy of one operand of a 16-bit GEMM, in the operand's own layout (leading dimension
-// `ld`, `rows` rows as stored).
+// `ld`, `rows` rows as stored), into a buffer that only grows: a training step's GEMMs reuse it
+// instead of allocating (and page-faulting) three buffers each.
 template <class T>
-void widen(std::vector<float>& out, const T* in, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-  out.resize(static_cast<std::size_t>(rows > 0 ? (rows - 1) * ld + cols : 0));
+float* widen(std::vector<float>& out, const T* in, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  if (out.size() < span(rows, cols, ld)) out.resize(span(rows, cols, ld));
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) out[static_cast<std::size_t>(r * ld + c)] = static_cast<float>(in[r * ld + c]);
+  return out.data();
 }
 
 }  // namespace
@@ -46,16 +52,17 @@ void CpuBackend::gemm(DType dtype, bool transA, bool transB, std::int64_t m, std
         cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A + i * strideA, static_cast<blasint>(lda), B + i * strideB,
                     static_cast<blasint>(ldb), beta, C + i * strideC, static_cast<blasint>(ldc));
     } else {
-      std::vector<float> fa, fb, fc;
+      // Per thread: lab workers and the GUI thread may multiply at the same time.
+      thread_local std::vector<float> fa, fb, fc;
       for (std::int64_t i = 0; i < batch; ++i) {
         // Stored shapes: op(A) is m x k, so A is stored k x m when transposed; likewise B.
-        widen(fa, A + i * strideA, transA ? k : m, transA ? m : k, lda);
-        widen(fb, B + i * strideB, transB ? n : k, transB ? k : n, ldb);
+        const float* wa = widen(fa, A + i * strideA, transA ? k : m, transA ? m : k, lda);
+        const float* wb = widen(fb, B + i * strideB, transB ? n : k, transB ? k : n, ldb);
         T* Ci = C + i * strideC;
         if (beta != 0.0) widen(fc, Ci, m, n, ldc);
-        else fc.assign(static_cast<std::size_t>(m > 0 ? (m - 1) * ldc + n : 0), 0.0f);
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), fa.data(), static_cast<blasint>(lda),
-                    fb.data(), static_cast<blasint>(ldb), static_cast<float>(beta), fc.data(), static_cast<blasint>(ldc));
+        else if (fc.size() < span(m, n, ldc)) fc.resize(span(m, n, ldc));  // beta = 0: BLAS does not read C
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), wa, static_cast<blasint>(lda), wb,
+                    static_cast<blasint>(ldb), static_cast<float>(beta), fc.data(), static_cast<blasint>(ldc));
         for (std::int64_t r = 0; r < m; ++r)
           for (std::int64_t col = 0; col < n; ++col) Ci[r * ldc + col] = T(fc[static_cast<std::size_t>(r * ldc + col)]);
       }
