@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/amp/autocast.h"
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
@@ -160,6 +161,40 @@ class TestCheckpoint : public QObject {
       QCOMPARE(actual[i].device(), dev);
       VERIFY_SAME_VALUES(actual[i], expected[i], QString("gradient %1").arg(i));
     }
+  }
+
+  // Under autocast the recompute casts as the forward did (it runs in backward, outside the region):
+  // the same gradients as the plain autocast step, bit for bit.
+  void autocastRecomputesInTheForwardsPrecision_data() { addDeviceRows(); }
+  void autocastRecomputesInTheForwardsPrecision() {
+    FETCH_DEVICE(dev);
+    Generator gen(5);
+    const std::vector<std::shared_ptr<nn::Sequential>> blocks{block(32, 3, gen), block(32, 2, gen)};
+    auto plain = chain(blocks, false), checkpointed = chain(blocks, true);
+    plain->to(dev);
+    auto [x, target] = batch(16, 32, dev);
+    auto gradients = [&](nn::Module& model) {
+      model.zero_grad();
+      Tensor input = x.detach();
+      input.requires_grad_(true);
+      Tensor loss;
+      {
+        amp::AutocastGuard autocast(dev.type(), kBFloat16);
+        loss = mse_loss(model(input), target);
+      }
+      loss.backward();
+      std::vector<Tensor> grads{input.grad()};
+      for (const Tensor& p : model.parameters()) grads.push_back(p.grad());
+      return grads;
+    };
+    const std::vector<Tensor> expected = gradients(*plain);
+    const std::vector<Tensor> actual = gradients(*checkpointed);
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      QVERIFY2(actual[i].defined(), qPrintable(QString("gradient %1 is missing").arg(i)));
+      QCOMPARE(actual[i].dtype(), kFloat32);
+      VERIFY_SAME_VALUES(actual[i], expected[i], QString("gradient %1").arg(i));
+    }
+    QVERIFY(!amp::is_autocast_enabled(dev.type()));  // the recompute's region is closed again
   }
 
   // Every differentiable op of the shared table, checkpointed as one segment (the multi-input form):

@@ -156,7 +156,7 @@ class TestCli : public QObject {
     Run list = cli({"lessons"});
     QCOMPARE(list.exitCode, 0);
     const QStringList lines = list.out.split('\n', Qt::SkipEmptyParts);
-    QCOMPARE(lines.size(), 6);
+    QCOMPARE(lines.size(), GPULAB_LESSON_COUNT);
     QVERIFY(lines[0].startsWith("device-setup\t"));
     QVERIFY(lines[0].endsWith("\tok"));
     Run lesson = cli({"lesson", "same-device-rule", "--quick", "--json"});

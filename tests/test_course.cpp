@@ -70,7 +70,7 @@ class TestCourse : public QObject {
  private slots:
   void embeddedLessonsLoadCleanly() {
     const Course c = loadCourse();
-    QCOMPARE(c.lessons.size(), 6);
+    QCOMPARE(c.lessons.size(), GPULAB_LESSON_COUNT);
     QStringList ids;
     for (const Lesson& l : c.lessons) {
       QVERIFY2(l.ok(), qPrintable(l.error));
@@ -81,7 +81,7 @@ class TestCourse : public QObject {
                qPrintable(l.folder));
       ids << l.id;
     }
-    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction"}));
+    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision"}));
     // The code panel's source is the lab's real source file.
     QVERIFY(c.labSource("train").contains("void TrainLab::run("));
     QVERIFY(c.labSource("device-rule").contains("DeviceRuleLab::run"));

@@ -185,14 +185,17 @@ class TestMixedPrecision : public QObject {
     Tensor firstCast, again, nextRegion;
     {
       amp::AutocastGuard autocast(DeviceType::CPU, kBFloat16);
-      firstCast = amp::autocastInputs("linear", {x, layer.weight, layer.bias})[1];
-      again = amp::autocastInputs("linear", {x, layer.weight, layer.bias})[1];
-      const Tensor activation = amp::autocastInputs("linear", {x, layer.weight, layer.bias})[0];
-      QVERIFY(!activation.sameAs(amp::autocastInputs("linear", {x, layer.weight, layer.bias})[0]));  // not cached
+      firstCast = amp::autocast("linear", layer.weight);
+      again = amp::autocast("linear", layer.weight);
+      Tensor input = x, weight = layer.weight, bias = layer.bias;
+      amp::autocast("linear", {&input, &weight, &bias});
+      QVERIFY(weight.sameAs(firstCast));                                   // all three forms share the cache
+      QCOMPARE(bias.dtype(), kBFloat16);
+      QVERIFY(!input.sameAs(amp::autocast("linear", x)));                  // activations are not cached
     }
     {
       amp::AutocastGuard autocast(DeviceType::CPU, kBFloat16);
-      nextRegion = amp::autocastInputs("linear", {x, layer.weight, layer.bias})[1];
+      nextRegion = amp::autocast("linear", layer.weight);
     }
     QCOMPARE(firstCast.dtype(), kBFloat16);
     QVERIFY(firstCast.sameAs(again));        // one cast per region...

@@ -251,7 +251,7 @@ QString optionHelp(const lab::ParamSpec& s) {
       break;
     case lab::ParamType::Bool:
       flag += " [true|false]";
-      what = "bool (the flag alone means true)";
+      what = "bool (the flag alone means true, --no-" + QString::fromStdString(s.name).replace('_', '-').toStdString() + " false)";
       def = std::get<bool>(s.defaultValue) ? "true" : "false";
       break;
     case lab::ParamType::Choice:
@@ -317,6 +317,17 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       }
       if (!a.startsWith("--")) throw ValueError("unexpected argument '" + a.toStdString() + "' (options start with --)");
       const std::string name = a.mid(2).replace('-', '_').toStdString();
+      // --no-FLAG sets the bool parameter FLAG to false (--no-grad-scaler), as argparse's BooleanOptionalAction.
+      const auto& specs = params.specs();
+      auto named = [&](const std::string& n) {
+        return std::find_if(specs.begin(), specs.end(), [&](const lab::ParamSpec& s) { return s.name == n; });
+      };
+      if (name.starts_with("no_") && named(name) == specs.end()) {
+        if (auto negated = named(name.substr(3)); negated != specs.end() && negated->type == lab::ParamType::Bool) {
+          params.setValue(negated->name, lab::ParamValue(false));
+          continue;
+        }
+      }
       const lab::ParamSpec& spec = params.spec(name);
       if (spec.type == lab::ParamType::Bool && (i + 1 >= args.size() || args[i + 1].startsWith("--"))) {
         params.setValue(name, lab::ParamValue(true));

@@ -17,6 +17,7 @@ const char* kUsage =
     "      --optimizer sgd|adam|adamw   --lr X   --momentum X   --weight-decay X\n"
     "      --batch-size N   --epochs N   --device auto|cpu|cuda[:N]   --seed N\n"
     "      [--accumulate N] [--workers N] [--pin-memory] [--samples N] [--train-subset N] [--log-every N]\n"
+    "      [--amp fp16|bf16] [--no-grad-scaler] [--tf32]   mixed precision (autocast, GradScaler), TF32\n"
     "  memory --oom-sweep|--report [options] [--json]\n"
     "                               run out of memory on purpose and recover; or allocated vs reserved\n"
     "                               vs driver-used memory before and after empty_cache()\n"

@@ -85,37 +85,40 @@ bool is_autocast_enabled(DeviceType deviceType) { return executionContext().auto
 
 DType get_autocast_dtype(DeviceType deviceType) { return executionContext().autocast[slotOf(deviceType)].dtype; }
 
-std::vector<Tensor> autocastInputs(const char* op, const std::vector<Tensor>& inputs) {
+void autocast(const char* op, std::initializer_list<Tensor*> inputs) {
   const Tensor* first = nullptr;
-  for (const Tensor& t : inputs)
-    if (t.defined()) {
-      first = &t;
+  for (Tensor* t : inputs)
+    if (t->defined()) {
+      first = t;
       break;
     }
-  if (!first) return inputs;
+  if (!first) return;
   const DeviceType deviceType = first->device().type();
   const AutocastState& state = executionContext().autocast[slotOf(deviceType)];
-  if (!state.enabled) return inputs;
-  std::vector<Tensor> out;
-  out.reserve(inputs.size());
+  if (!state.enabled) return;
   switch (castPolicy(deviceType, op)) {
     case CastPolicy::LowerPrecision:
-      for (const Tensor& t : inputs) out.push_back(castTo(t, state.dtype, /*useCache=*/true));
-      return out;
+      for (Tensor* t : inputs) *t = castTo(*t, state.dtype, /*useCache=*/true);
+      return;
     case CastPolicy::Float32:
-      for (const Tensor& t : inputs) out.push_back(castTo(t, kFloat32, false));
-      return out;
+      for (Tensor* t : inputs) *t = castTo(*t, kFloat32, false);
+      return;
     case CastPolicy::Promote: {
       DType widest = state.dtype;
       bool any = false;
-      for (const Tensor& t : inputs)
-        if (eligible(t)) widest = any ? promoteTypes(widest, t.dtype()) : t.dtype(), any = true;
-      for (const Tensor& t : inputs) out.push_back(castTo(t, widest, false));
-      return out;
+      for (const Tensor* t : inputs)
+        if (eligible(*t)) widest = any ? promoteTypes(widest, t->dtype()) : t->dtype(), any = true;
+      for (Tensor* t : inputs) *t = castTo(*t, widest, false);
+      return;
     }
-    case CastPolicy::None: return inputs;
+    case CastPolicy::None: return;
   }
-  return inputs;
+}
+
+Tensor autocast(const char* op, const Tensor& input) {
+  Tensor t = input;
+  autocast(op, {&t});
+  return t;
 }
 
 }  // namespace gpulab::amp

@@ -20,7 +20,7 @@
 //     Tensor loss = F::cross_entropy(logits, y);        // float32
 //   }
 //   scaler.scale(loss).backward();                      // outside the region, as in PyTorch
-#include <vector>
+#include <initializer_list>
 
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
@@ -58,12 +58,16 @@ class AutocastGuard {
 bool is_autocast_enabled(DeviceType deviceType);
 DType get_autocast_dtype(DeviceType deviceType);
 
-// For the op layer: the tensors an op should compute with -- each floating input cast to the
-// region's dtype, to float32, or to the widest input dtype, as castPolicy(device, op) says -- or the
-// inputs unchanged when autocast is off for their device (the common case costs one thread-local
-// read). Undefined tensors (an absent bias) pass through. Casts are recorded by autograd (gradients
-// flow back in the original dtype); casts of leaf tensors that require grad come from the region's
-// cast cache.
-std::vector<Tensor> autocastInputs(const char* op, const std::vector<Tensor>& inputs);
+// For the op layer: casts an op's inputs, in place, to what it should compute with -- each floating
+// input to the region's dtype, to float32, or to the widest input dtype, as castPolicy(device, op)
+// says -- or leaves them as they are when autocast is off for their device (the common case costs one
+// thread-local read: no allocation, no cast). Undefined tensors (an absent bias) stay undefined. Casts
+// are recorded by autograd (gradients flow back in the original dtype); casts of leaf tensors that
+// require grad come from the region's cast cache.
+//   Tensor a = a0, b = b0;
+//   amp::autocast("matmul", {&a, &b});
+void autocast(const char* op, std::initializer_list<Tensor*> inputs);
+// The one-input form: the tensor `op` computes with.
+Tensor autocast(const char* op, const Tensor& input);
 
 }  // namespace gpulab::amp

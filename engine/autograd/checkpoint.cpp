@@ -4,15 +4,18 @@
 // node: the outer backward then delivers them as it would have without the checkpoint.
 #include "engine/autograd/checkpoint.h"
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "engine/amp/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
 #include "engine/core/generator.h"
 #include "engine/memory/memory_events.h"
+#include "engine/runtime/execution_context.h"
 
 namespace gpulab {
 namespace {
@@ -79,10 +82,19 @@ void setRngState(Generator& gen, const RngState& state) {
 // in the state it had then, and put back afterwards (torch.random.fork_rng), so the recompute draws
 // the same numbers and the random stream after backward is the one without checkpoint; allocations
 // tagged Activation (backward's own scope says Gradient).
+// The autocast state of both device types when the segment ran forward: the recompute must cast as
+// the forward did (torch.utils.checkpoint re-enters the forward's autocast too), or its matmuls would
+// meet float16 and float32 operands.
+using AutocastStates = std::array<AutocastState, 2>;
+
 class RecomputeScope {
  public:
-  explicit RecomputeScope(const std::optional<RngState>& replay)
-      : gradWas_(isGradEnabled()), replay_(replay.has_value()), rngWas_(rngState(defaultGenerator())) {
+  RecomputeScope(const std::optional<RngState>& replay, const AutocastStates& autocast)
+      : gradWas_(isGradEnabled()),
+        replay_(replay.has_value()),
+        rngWas_(rngState(defaultGenerator())),
+        cpuAutocast_(DeviceType::CPU, autocast[0].dtype, autocast[0].enabled),
+        cudaAutocast_(DeviceType::CUDA, autocast[1].dtype, autocast[1].enabled) {
     setGradEnabled(true);
     if (replay_) setRngState(defaultGenerator(), *replay);
   }
@@ -96,13 +108,15 @@ class RecomputeScope {
  private:
   bool gradWas_, replay_;
   RngState rngWas_;
+  amp::AutocastGuard cpuAutocast_, cudaAutocast_;
   MemoryCategoryScope tag_{MemoryCategory::Activation};
 };
 
 // The checkpoint node's backward: fn again, with grad, then backward through it into the sinks.
 // Edge i of the node is inputs[i] for i < inputs.size(), then the params.
 std::vector<Tensor> recomputeBackward(const MultiFn& fn, const std::vector<Tensor>& inputs, const std::vector<Tensor>& params,
-                                      const std::optional<RngState>& rng, const Tensor& grad, const std::vector<bool>& needs) {
+                                      const std::optional<RngState>& rng, const AutocastStates& autocast,
+                                      const Tensor& grad, const std::vector<bool>& needs) {
   std::vector<std::shared_ptr<GradientSink>> sinks(needs.size());
   EdgeRedirect redirect;  // lives through the backward too: fn may return an input or a param itself
   auto sinkFor = [&](std::size_t edge, const Tensor& t) {
@@ -122,7 +136,7 @@ std::vector<Tensor> recomputeBackward(const MultiFn& fn, const std::vector<Tenso
 
   Tensor out;
   {
-    RecomputeScope scope(rng);
+    RecomputeScope scope(rng, autocast);
     out = fn(xs);
   }
   if (out.defined() && out.requires_grad()) autograd::runBackward(out, grad);
@@ -145,6 +159,7 @@ Tensor checkpoint(const MultiFn& fn, const std::vector<Tensor>& inputs, const st
 
   std::optional<RngState> rng;
   if (preserve_rng_state) rng = rngState(defaultGenerator());
+  const AutocastStates autocast = executionContext().autocast;
   Tensor out;
   {
     NoGradGuard noGrad;  // nothing recorded: fn's intermediates are freed as it goes
@@ -157,8 +172,8 @@ Tensor checkpoint(const MultiFn& fn, const std::vector<Tensor>& inputs, const st
   saved.reserve(inputs.size());
   for (const Tensor& t : inputs) saved.push_back(t.defined() ? t.detach() : Tensor());
   return autograd::record(out, "CheckpointFunctionBackward", edges,
-                          [fn, saved, params, rng](const Tensor& grad, const std::vector<bool>& needs) {
-                            return recomputeBackward(fn, saved, params, rng, grad, needs);
+                          [fn, saved, params, rng, autocast](const Tensor& grad, const std::vector<bool>& needs) {
+                            return recomputeBackward(fn, saved, params, rng, autocast, grad, needs);
                           });
 }
 

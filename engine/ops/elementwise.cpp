@@ -138,7 +138,7 @@ Tensor rsub(const Tensor& a, double s) {
 }
 
 Tensor rdiv(const Tensor& a1, double s) {
-  const Tensor a0 = amp::autocastInputs("rdiv", {a1})[0];
+  const Tensor a0 = amp::autocast("rdiv", a1);
   // True division: an int64 tensor divides as float32, as in PyTorch (2 / tensor([1, 2]) is float).
   Tensor a = isFloatingPoint(a0.dtype()) ? a0 : a0.to(kFloat32);
   Tensor out = computeScalar(BinaryOp::Div, a, s, /*scalarFirst=*/true);
@@ -151,7 +151,7 @@ Tensor rdiv(const Tensor& a1, double s) {
 }
 
 Tensor pow(const Tensor& a0, double e) {
-  const Tensor a = amp::autocastInputs("pow", {a0})[0];
+  const Tensor a = amp::autocast("pow", a0);
   detail::requireFloat("pow", a);
   Tensor out = e == 2.0 ? computeUnary("pow", UnaryOp::Square, a) : computeScalar(BinaryOp::Pow, a, e, false);
   if (!autograd::anyRequiresGrad({a})) return out;
@@ -167,7 +167,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor exp(const Tensor& a0) {
-  const Tensor a = amp::autocastInputs("exp", {a0})[0];
+  const Tensor a = amp::autocast("exp", a0);
   Tensor out = computeUnary("exp", UnaryOp::Exp, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor so = out.detach();
@@ -175,7 +175,7 @@ Tensor exp(const Tensor& a0) {
 }
 
 Tensor log(const Tensor& a0) {
-  const Tensor a = amp::autocastInputs("log", {a0})[0];
+  const Tensor a = amp::autocast("log", a0);
   Tensor out = computeUnary("log", UnaryOp::Log, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach();

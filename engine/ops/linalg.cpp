@@ -74,9 +74,8 @@ void requireSameDtype(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
   checkSameDevice("matmul", {{"self", a0}, {"other", b0}});
-  const auto cast = amp::autocastInputs("matmul", {a0, b0});
-  const Tensor& a = cast[0];
-  const Tensor& b = cast[1];
+  Tensor a = a0, b = b0;
+  amp::autocast("matmul", {&a, &b});
   detail::requireFloat("matmul", a);
   detail::requireFloat("matmul", b);
   requireSameDtype(a, b);
@@ -114,10 +113,8 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 
 Tensor linear(const Tensor& input0, const Tensor& weight0, const Tensor& bias0) {
   checkSameDevice("linear", {{"input", input0}, {"weight", weight0}, {"bias", bias0}});
-  const auto cast = amp::autocastInputs("linear", {input0, weight0, bias0});
-  const Tensor& input = cast[0];
-  const Tensor& weight = cast[1];
-  const Tensor& bias = cast[2];
+  Tensor input = input0, weight = weight0, bias = bias0;
+  amp::autocast("linear", {&input, &weight, &bias});
   detail::requireFloat("linear", input);
   requireSameDtype(input, weight);
   if (input.dim() == 0 || input.size(-1) != weight.size(1) || weight.dim() != 2) {

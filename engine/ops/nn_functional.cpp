@@ -37,9 +37,8 @@ Tensor softmaxImpl(const Tensor& a, std::int64_t dim, bool log) {
 
 Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input0, const Tensor& target0, Reduction reduction) {
   checkSameDevice(name, {{"input", input0}, {"target", target0}});
-  const auto cast = amp::autocastInputs(name, {input0, target0});
-  const Tensor& input = cast[0];
-  const Tensor& target = cast[1];
+  Tensor input = input0, target = target0;
+  amp::autocast(name, {&input, &target});
   detail::requireFloat(name, input);
   if (input.sizes() != target.sizes()) {
     throw ValueError(std::string(name) + ": input and target must have the same shape, got " + shapeStr(input.sizes()) +
@@ -75,9 +74,9 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input0, const T
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(amp::autocastInputs("softmax", {a})[0], dim, false); }
+Tensor softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(amp::autocast("softmax", a), dim, false); }
 Tensor log_softmax(const Tensor& a, std::int64_t dim) {
-  return softmaxImpl(amp::autocastInputs("log_softmax", {a})[0], dim, true);
+  return softmaxImpl(amp::autocast("log_softmax", a), dim, true);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -89,7 +88,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
 
 Tensor nll_loss(const Tensor& logp0, const Tensor& target, Reduction reduction) {
   checkSameDevice("nll_loss", {{"input", logp0}, {"target", target}});
-  const Tensor logp = amp::autocastInputs("nll_loss", {logp0})[0];
+  const Tensor logp = amp::autocast("nll_loss", logp0);
   detail::requireFloat("nll_loss", logp);
   if (target.dtype() != kInt64) {
     throw Error("expected scalar type Long but found " + dtypeName(target.dtype()) + " (class labels must be int64)");
@@ -120,7 +119,7 @@ Tensor nll_loss(const Tensor& logp0, const Tensor& target, Reduction reduction) 
 
 Tensor cross_entropy(const Tensor& logits0, const Tensor& target, Reduction reduction) {
   checkSameDevice("cross_entropy", {{"input", logits0}, {"target", target}});
-  const Tensor logits = amp::autocastInputs("cross_entropy", {logits0})[0];
+  const Tensor logits = amp::autocast("cross_entropy", logits0);
   return nll_loss(log_softmax(logits, 1), target, reduction);
 }
 

@@ -38,7 +38,7 @@ Tensor expandBack(const Tensor& g, const Shape& inShape, std::int64_t dim, bool 
 }  // namespace
 
 Tensor sum(const Tensor& a0) {
-  const Tensor a = amp::autocastInputs("sum", {a0})[0];
+  const Tensor a = amp::autocast("sum", a0);
   Tensor x = a.contiguous();
   Tensor out = Tensor::empty({}, x.dtype(), x.device());
   detail::backendOf(x).reduce(ReduceOp::Sum, out, nullptr, x, 1, x.numel(), 1);
@@ -47,7 +47,7 @@ Tensor sum(const Tensor& a0) {
 }
 
 Tensor sum(const Tensor& a0, std::int64_t dim, bool keepdim) {
-  const Tensor a = amp::autocastInputs("sum", {a0})[0];
+  const Tensor a = amp::autocast("sum", a0);
   dim = wrapDim(dim, a.dim());
   if (a.dim() == 0) return sum(a);
   Tensor x = a.contiguous();

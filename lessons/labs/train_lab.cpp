@@ -12,6 +12,13 @@
 //       model.eval()
 //       with torch.no_grad(): ...evaluate...
 //
+// With `amp` (mixed precision) the forward pass and the loss run under autocast and, for float16, the
+// backward goes through a GradScaler (PyTorch's recipe; scaler = GradScaler(enabled=...) is a no-op when off):
+//
+//           with torch.autocast(device_type=device.type, dtype=torch.float16):
+//               loss = loss_fn(model(x), y)
+//           scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()
+//
 // Five switches undo one good habit each, so that the learner meets the real failure: move_model and
 // move_batch (the device-mismatch error from the engine's own check), zero_grad (gradients pile up),
 // eval_no_grad (evaluation records a graph: higher peak, measured) and detach_loss (the running loss
@@ -26,6 +33,8 @@
 #include <optional>
 #include <sstream>
 
+#include "engine/amp/autocast.h"
+#include "engine/amp/grad_scaler.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/memory/memory.h"
 #include "engine/core/errors.h"
@@ -37,6 +46,27 @@
 #include "engine/runtime/emulated_gpu.h"
 
 namespace gpulab::labs {
+
+namespace {
+
+// The `amp` parameter: none, or the dtype autocast computes in ("fp16", "bf16"; PyTorch's spellings too).
+std::optional<DType> ampDtype(const std::string& text) {
+  if (text == "none") return std::nullopt;
+  const DType d = parseDType(text);
+  if (d == kFloat32) return std::nullopt;  // "fp32": no autocast, as "none"
+  if (!isReducedPrecision(d)) throw ValueError("expected none, fp16 or bf16 (autocast computes in float16 or bfloat16)");
+  return d;
+}
+
+lab::ParamSpec ampParam() {
+  lab::ParamSpec spec = lab::textParam("amp", "none", "Mixed precision: none (float32), fp16 or bf16 (autocast's dtype)",
+                                       [](const std::string& text) { (void)ampDtype(text); });
+  spec.suggestions = {"none", "fp16", "bf16"};
+  spec.suggestionLabels = {"none (float32)", "fp16 (autocast float16)", "bf16 (autocast bfloat16)"};
+  return spec;
+}
+
+}  // namespace
 
 std::vector<lab::ParamSpec> TrainLab::params() const {
   using namespace lab;
@@ -60,6 +90,9 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       intParam("log_every", 10, 1, 100000, "Report a step metric every N steps (and at each epoch end)"),
       intParam("checkpoint_segments", 0, 0, 64, "Activation checkpointing: cut the hidden layers into N segments whose activations are recomputed in backward instead of stored (0: off)"),
       intParam("memory_cap_mb", 0, 0, 1 << 24, "Cap this run's memory on the device at N MiB, with set_per_process_memory_fraction(N MiB / capacity) (0: no cap)"),
+      ampParam(),
+      boolParam("grad_scaler", true, "With amp fp16: scale the loss with a GradScaler (skips steps whose gradients overflow); --no-grad-scaler turns it off. bfloat16 needs none"),
+      boolParam("tf32", false, "torch.backends.cuda.matmul.allow_tf32: float32 matrix products on TF32 tensor cores (NVIDIA Ampere and newer)"),
       boolParam("move_model", true, "model.to(device) once, before training (uncheck to make the mistake: the model stays on the CPU)"),
       boolParam("move_batch", true, "x.to(device), y.to(device) for every batch (uncheck: the batch stays on the CPU)"),
       boolParam("zero_grad", true, "optimizer.zero_grad() after every step (uncheck: gradients pile up from step to step)"),
@@ -86,9 +119,22 @@ std::string likelyDivergenceCause(const lab::Params& p) {
     return "optimizer.zero_grad() is never called, so every step adds this step's gradients to all the earlier ones and the "
            "steps grow until they overshoot. Call zero_grad() after each optimizer step.";
   }
-  if ((sgd && lr > 0.5) || (!sgd && lr > 0.05)) {
+  const bool lrTooHigh = (sgd && lr > 0.5) || (!sgd && lr > 0.05);
+  // Under float16 autocast, what overflows float16 (65504) becomes inf.
+  std::string fp16Note;
+  if (ampDtype(p.getString("amp")) == kFloat16) {
+    fp16Note = p.getBool("grad_scaler")
+                   ? "an activation overflowed float16 (above 65504) in the forward pass: the GradScaler guards the gradients, "
+                     "not the forward pass. Try a lower learning rate, or bf16, whose range is float32's."
+                   : "float16 without a GradScaler: a gradient or an activation grew past float16's largest value, 65504, became "
+                     "inf, and nothing kept it from the weights (inf - inf is NaN). With grad_scaler on, a step whose gradients "
+                     "hold an inf or NaN is skipped and the scale lowered; bf16 has float32's range and needs no scaler.";
+  }
+  if (!lrTooHigh && !fp16Note.empty()) return fp16Note;
+  if (lrTooHigh) {
     return "the learning rate lr=" + formatNumber(lr) + " is far too high for " + p.getString("optimizer") +
-           ": each step overshoots the minimum by more than the last. Try lr=" + formatNumber(sgd ? 0.01 : 0.001) + ".";
+           ": each step overshoots the minimum by more than the last. Try lr=" + formatNumber(sgd ? 0.01 : 0.001) + "." +
+           (fp16Note.empty() ? std::string() : " Under float16 autocast there is a second suspect -- " + fp16Note);
   }
   return "a learning rate too high for this model and data (try one ten times lower), or inputs with a very large range.";
 }
@@ -147,7 +193,22 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   auto optimizer = makeOptimizer(p.getString("optimizer"), model->parameters(), p.getFloat("lr"), p.getFloat("momentum"),
                                  p.getFloat("weight_decay"));
   const int accumulate = static_cast<int>(p.getInt("accumulate"));
-  const MicroBatch how{.accumulate = accumulate, .nonBlocking = pin, .moveBatch = moveBatch};
+
+  // 4a. Mixed precision: autocast's dtype for the forward pass, and a GradScaler for float16 (disabled,
+  //     it passes the loss through and step() is optimizer.step()). TF32 for float32 products on a GPU.
+  const std::optional<DType> amp = ampDtype(p.getString("amp"));
+  amp::GradScaler scaler({.enabled = amp == kFloat16 && p.getBool("grad_scaler")});
+  if (amp == kBFloat16 && p.getBool("grad_scaler")) {
+    sink.info("bfloat16 has float32's exponent range, so its gradients do not underflow the way float16's do: no GradScaler (as in PyTorch's recipe).");
+  }
+  if (amp == kFloat16 && !scaler.is_enabled()) {
+    sink.warning("float16 without a GradScaler: gradients below 2^-24 (about 6e-8) become zero, and nothing checks for inf/NaN.");
+  }
+  const Tf32Guard tf32(p.getBool("tf32"));
+  if (p.getBool("tf32") && (!device.isCuda() || cuda::isEmulated(device))) {
+    sink.warning("tf32 is set, but TF32 is a mode of NVIDIA tensor cores (Ampere and newer): on " + device.str() +
+                 " float32 matrix products stay float32.");
+  }
 
   // 5. What the run shows: loss, memory and throughput against step / samples seen / time, and a
   //    row per epoch.
@@ -163,6 +224,11 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   if (classification) columns.push_back({"test accuracy", ""});
   columns.push_back({"time", "s"});
   sink.view({.id = "epochs", .title = "Epochs", .kind = lab::ViewKind::Table, .columns = columns});
+  if (scaler.is_enabled()) {
+    sink.view({.id = "scale", .title = "GradScaler's loss scale (skipped steps marked)", .kind = lab::ViewKind::Line, .x = trainingAxes(),
+               .y = {"scale", ""}, .yFromZero = true, .series = {{"scale", "loss scale", lab::SeriesStyle::Steps}},
+               .note = "A step whose gradients hold an inf or NaN is skipped and the scale halves; after 2000 clean steps it doubles."});
+  }
 
   // 5a. A cap on the device's memory, as torch.cuda.set_per_process_memory_fraction(f) sets it (the
   //     lesson gives it in MiB, so that it means the same on every device); put back when the run ends.
@@ -191,6 +257,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   std::int64_t trainPeak = 0, runPeak = 0;  // bytes allocated at most: while training; in the whole run
   int epochsDone = 0;
   std::optional<std::string> shownError;  // the device-mismatch error a switch provoked, or out of memory
+  std::int64_t windowSkipped = 0, totalSkipped = 0, skippedMarkers = 0;  // steps the GradScaler skipped
+  double lastScale = 0;
 
   try {
     for (int epoch = 1; epoch <= epochs && !stop.stopRequested() && !diverged; ++epoch) {
@@ -214,18 +282,44 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
           stopped = true;
           break;
         }
-        // 6a. One micro-batch: forward and backward; gradients add up over `accumulate` of them.
+        // 6a. One micro-batch: forward (under autocast with amp) and backward (through the scaler);
+        //     gradients add up over `accumulate` of them, each with its share 1/accumulate of the loss.
         setMemoryStep(steps + 1);
-        Tensor loss = accumulateGradients(*model, classification, batch, device, how);
+        Tensor inputs = batch.inputs, targets = batch.targets;
+        if (moveBatch) {
+          MemoryCategoryScope tag(MemoryCategory::InputBatch);
+          inputs = batch.inputs.to(device, pin);
+          targets = batch.targets.to(device, pin);
+        }
+        Tensor loss;
+        {
+          std::optional<amp::AutocastGuard> autocast;
+          if (amp) autocast.emplace(device.type(), *amp);
+          loss = taskLoss(classification, (*model)(inputs), targets);  // float32 under autocast too: losses run in float32
+        }
+        scaler.scale(accumulate > 1 ? loss * (1.0 / accumulate) : loss).backward();
         ++microBatches;
         groupSamples += batch.inputs.size(0);
         addLoss(groupLoss, loss, 1.0);
         const std::int64_t inGroup = (microBatches - 1) % accumulate + 1;
         if (inGroup < accumulate && microBatches < batchesPerEpoch) continue;
 
-        // 6b. The optimizer step, then the gradients are freed for the next group.
-        optimizer->step();
+        // 6b. The optimizer step (skipped by the scaler when a gradient is inf/NaN), then the gradients
+        //     are freed for the next group.
+        scaler.step(*optimizer);
+        scaler.update();
         if (zeroGrad) optimizer->zero_grad();
+        if (scaler.is_enabled()) {
+          const amp::ScalerStepStats& st = scaler.last_step();
+          const std::vector<double> at{static_cast<double>(steps + 1), static_cast<double>(samplesSeen + groupSamples), trainSeconds + secondsSince(epochStart)};
+          if (st.skipped) {
+            ++windowSkipped;
+            ++totalSkipped;
+            if (++skippedMarkers <= 40) sink.marker("scale", at, "skipped", lab::MarkerKind::Skipped);
+          }
+          if (st.skipped || st.scale != lastScale) sink.point("scale", "scale", at, st.scale);
+          lastScale = st.scale;
+        }
         addLoss(windowLoss, groupLoss, 1.0 / static_cast<double>(inGroup));
         groupLoss = zeros({}, {.device = device});
         ++windowSteps;
@@ -255,9 +349,11 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
         sink.point("loss", "train", x, mean);
         sendMemoryPoint(sink, "memory", device, x, withDriver);
         sink.point("throughput", "throughput", x, throughput);
+        if (scaler.is_enabled()) sink.point("scale", "scale", x, scaler.last_step().scale);
         sink.record("step", {{"epoch", std::int64_t{epoch}}, {"step", steps}, {"loss", mean}, {"samples_per_s", throughput},
                              {"allocated_bytes", ms.allocated_bytes.current}, {"reserved_bytes", ms.reserved_bytes.current},
-                             {"elapsed_s", elapsed}});
+                             {"elapsed_s", elapsed}, {"loss_scale", scaler.is_enabled() ? scaler.last_step().scale : 1.0}, {"skipped", windowSkipped}});
+        windowSkipped = 0;
         sink.progress(static_cast<double>(steps), static_cast<double>(stepsPerEpoch * epochs),
                       "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs) + ", loss " + formatFixed(mean, 4));
         addLoss(epochLoss, windowLoss, 1.0);
@@ -289,6 +385,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
           }
           Tensor x = moveBatch ? batch.inputs.to(device, pin) : batch.inputs;
           Tensor y = moveBatch ? batch.targets.to(device, pin) : batch.targets;
+          std::optional<amp::AutocastGuard> autocast;  // evaluation in the precision the model trains in
+          if (amp) autocast.emplace(device.type(), *amp);
           Tensor out = (*model)(x);
           Tensor loss = classification ? cross_entropy(out, y, Reduction::Sum) : mse_loss(out, y, Reduction::Sum);
           lossSum = lossSum + (detachLoss ? loss.detach() : loss);
@@ -384,6 +482,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
                         std::to_string(steps) + " steps on " + device.str() + " in " + formatFixed(trainSeconds, 3) + " s";
   if (trainLoss) summary += "; final train loss " + formatFixed(*trainLoss, 4) + ", eval loss " + formatFixed(*evalLoss, 4);
   if (testAccuracy) summary += ", test accuracy " + formatFixed(*testAccuracy, 4);
+  if (scaler.is_enabled()) summary += "; the GradScaler skipped " + std::to_string(totalSkipped) + " steps, scale now " + formatNumber(scaler.get_scale());
   summary += "; peak memory of the run (training and evaluation) " + formatBytes(runPeak) + " allocated, " +
              formatBytes(ms.reserved_bytes.peak) + " reserved";
   sink.info(summary);
@@ -395,6 +494,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   if (evalLoss) done.emplace_back("eval_loss", *evalLoss);
   if (testAccuracy) done.emplace_back("test_accuracy", *testAccuracy);
   if (shownError) done.emplace_back("error", *shownError);
+  done.emplace_back("amp", p.getString("amp"));
+  done.emplace_back("skipped", totalSkipped);
   sink.record("done", done);
 }
 

@@ -12,6 +12,7 @@
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_events.h"
 #include "engine/data/dataloader.h"
+#include "engine/runtime/cuda_runtime.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 
@@ -114,5 +115,17 @@ void announceDevice(lab::MetricSink& sink, Device device);
 bool declareMemoryView(lab::MetricSink& sink, const std::string& id, Device device, std::vector<lab::Axis> x);
 // One sample of that view at `x`: allocated, reserved and, withDriver, the driver's number.
 void sendMemoryPoint(lab::MetricSink& sink, const std::string& id, Device device, const std::vector<double>& x, bool withDriver);
+
+// torch.backends.cuda.matmul.allow_tf32 for the run, put back when it ends.
+class Tf32Guard {
+ public:
+  explicit Tf32Guard(bool allow) : previous_(cuda::allowTf32()) { cuda::setAllowTf32(allow); }
+  ~Tf32Guard() { cuda::setAllowTf32(previous_); }
+  Tf32Guard(const Tf32Guard&) = delete;
+  Tf32Guard& operator=(const Tf32Guard&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace gpulab::labs

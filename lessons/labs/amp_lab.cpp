@@ -1,0 +1,467 @@
+// The "amp" lab: one model, four precisions. Read it next to the PyTorch it mirrors:
+//
+//   scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)     # float16 needs it; bfloat16 not
+//   for x, y in loader:
+//       x, y = x.to(device), y.to(device)
+//       with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=use_amp):
+//           loss = loss_fn(model(x), y)      # the GEMMs in float16; the loss (softmax) in float32
+//       scaler.scale(loss).backward()        # outside the region: gradients flow back in each op's dtype
+//       scaler.step(optimizer)               # unscale, then step -- or skip it when a gradient is inf/NaN
+//       scaler.update()                      # halve the scale after a skip, double it after N clean steps
+//       optimizer.zero_grad()
+//
+// Every variant starts from the same weights (the same seed) and sees the same batches, so what differs
+// between the curves is the precision alone. The weights stay float32 in every variant ("master
+// weights"); autocast casts them to the lower precision for each matrix product, so the activations
+// and the gradients that flow between the layers are float16 or bfloat16.
+#include "lessons/labs/amp_lab.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "engine/amp/autocast.h"
+#include "engine/amp/grad_scaler.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/errors.h"
+#include "engine/core/number_format.h"
+#include "engine/data/dataloader.h"
+#include "engine/memory/memory.h"
+#include "engine/memory/memory_events.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "lessons/labs/training.h"
+
+namespace gpulab::labs {
+
+namespace {
+
+// A precision to train in: autocast's dtype (none: plain float32) and whether a GradScaler scales the loss.
+struct Variant {
+  std::string id;     // "fp16"
+  std::string label;  // "float16 + GradScaler"
+  std::optional<DType> autocast;
+  bool scaler = false;
+};
+
+const std::vector<Variant>& knownVariants() {
+  static const std::vector<Variant> variants{
+      {"fp32", "float32", std::nullopt, false},
+      {"fp16", "float16 + GradScaler", kFloat16, true},
+      {"bf16", "bfloat16", kBFloat16, false},
+      {"fp16-noscale", "float16, no scaler", kFloat16, false},
+      {"bf16-scaler", "bfloat16 + GradScaler", kBFloat16, true},
+  };
+  return variants;
+}
+
+std::vector<Variant> parseVariants(const std::string& text) {
+  std::vector<Variant> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto& known = knownVariants();
+    auto it = std::find_if(known.begin(), known.end(), [&](const Variant& v) { return v.id == item; });
+    if (it == known.end()) {
+      throw ValueError("'" + item + "' is not a precision; expected a comma-separated list of fp32, fp16, bf16, fp16-noscale, bf16-scaler");
+    }
+    if (std::any_of(out.begin(), out.end(), [&](const Variant& v) { return v.id == item; })) {
+      throw ValueError("'" + item + "' is listed twice");
+    }
+    out.push_back(*it);
+  }
+  if (out.empty()) throw ValueError("no precision; expected e.g. fp32,fp16,bf16,fp16-noscale");
+  return out;
+}
+
+void checkVariants(const std::string& text) { (void)parseVariants(text); }
+
+using Clock = std::chrono::steady_clock;
+double secondsBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The share of gradient values that are exactly zero, over every parameter's .grad. In float32 a
+// gradient is exactly zero only when it truly is (a pixel that is always 0, a ReLU that never fires);
+// what float16 adds on top are the values below its smallest subnormal, 2^-24 ~ 6e-8, flushed to zero.
+double gradientZeroShare(const std::vector<Tensor>& params) {
+  std::int64_t zeros = 0, total = 0;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    for (float v : g.toVector<float>()) zeros += v == 0.0f ? 1 : 0;
+    total += g.numel();
+  }
+  return total > 0 ? static_cast<double>(zeros) / static_cast<double>(total) : 0.0;
+}
+
+// Live bytes by category from the allocator's events; the highest total; and a copy of the split taken
+// when the forward pass ends (what it keeps for backward, beside the model's own state).
+struct MemoryByCategory {
+  std::array<std::int64_t, kMemoryCategoryCount> live{}, afterForward{};
+  std::int64_t total = 0, peak = 0;
+  void apply(const std::vector<MemoryEvent>& events) {
+    for (const MemoryEvent& e : events) {
+      const auto c = static_cast<std::size_t>(e.category);
+      if (e.kind == MemoryEventKind::Allocate) {
+        live[c] += e.size;
+        total += e.size;
+        peak = std::max(peak, total);
+      } else if (e.kind == MemoryEventKind::Free) {
+        live[c] -= e.size;
+        total -= e.size;
+      }
+    }
+  }
+};
+
+std::string categoryLabel(int c) {
+  std::string name = memoryCategoryName(static_cast<MemoryCategory>(c));
+  std::replace(name.begin(), name.end(), '_', ' ');
+  return name;
+}
+
+struct Result {
+  double medianStep = std::numeric_limits<double>::quiet_NaN();  // seconds per optimizer step
+  std::optional<double> finalLoss;                               // mean over the last tenth of the steps
+  double zeroShare = 0;       // mean over the reports of the second half of the run
+  std::int64_t skipped = 0;   // steps the GradScaler skipped
+  bool diverged = false;
+  MemoryByCategory memory;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+std::vector<lab::ParamSpec> AmpLab::params() const {
+  using namespace lab;
+  lab::ParamSpec variants = textParam("variants", "fp32,fp16,bf16,fp16-noscale",
+                                      "The precisions to train in, in order: fp32 (plain float32), fp16 (autocast float16 + "
+                                      "GradScaler), bf16 (autocast bfloat16), fp16-noscale (autocast float16 without a scaler), "
+                                      "bf16-scaler (autocast bfloat16 + GradScaler)",
+                                      checkVariants);
+  variants.suggestions = {"fp32,fp16,bf16,fp16-noscale", "fp32,fp16,fp16-noscale", "fp32,bf16", "fp32,fp16"};
+  variants.suggestionLabels = {"all four: float32, float16 + scaler, bfloat16, float16 without scaler",
+                               "float32 and float16 with and without the scaler", "float32 and bfloat16",
+                               "float32 and float16 + GradScaler"};
+  return {
+      variants,
+      choiceParam("dataset", "fashion-mnist", {"fashion-mnist", "regression"}, "Data set: Fashion-MNIST or the synthetic regression task"),
+      textParam("hidden", "256,128,100", "Hidden layer widths, comma-separated", checkHiddenWidths),
+      choiceParam("optimizer", "adam", {"sgd", "adam", "adamw"}, "Optimizer"),
+      floatParam("lr", 1e-3, 1e-7, 10.0, "Learning rate"),
+      floatParam("momentum", 0.9, 0.0, 0.999, "SGD momentum"),
+      floatParam("loss_weight", 1.0, 1e-6, 1.0,
+                 "Multiply the loss by this before backward, as a weighted loss term does (loss = w * loss_fn(...)): a small "
+                 "weight makes every gradient small"),
+      intParam("batch_size", 128, 1, 65536, "Examples per step"),
+      intParam("steps", 300, 1, 1000000, "Optimizer steps per precision"),
+      intParam("train_subset", 0, 0, 100000000, "Use only the first N training examples (0: all)"),
+      floatParam("init_scale", 65536.0, 1.0, 1e30, "GradScaler's first loss scale (PyTorch: 2^16)"),
+      intParam("growth_interval", 2000, 1, 1000000, "GradScaler doubles the scale after this many steps without inf/NaN (PyTorch: 2000)"),
+      boolParam("tf32", false, "torch.backends.cuda.matmul.allow_tf32: float32 matrix products on TF32 tensor cores (NVIDIA Ampere and newer)"),
+      deviceParam("device", "The device to train on"),
+      intParam("seed", 0, 0, 2147483647, "Seed for initialisation and shuffling (the same for every precision)"),
+      intParam("log_every", 10, 1, 100000, "Report every N steps"),
+  };
+}
+
+void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
+  // 1. The device, the data and the precisions to compare.
+  const Device device = resolveDevice(p.getString("device"));
+  announceDevice(sink, device);
+  const bool emulated = cuda::isEmulated(device);
+  const std::vector<Variant> variants = parseVariants(p.getString("variants"));
+  const Tf32Guard tf32(p.getBool("tf32"));
+  if (p.getBool("tf32") && (!device.isCuda() || emulated)) {
+    sink.warning("tf32 is set, but TF32 is a mode of NVIDIA tensor cores (Ampere and newer): on " + device.str() +
+                 " float32 matrix products stay float32.");
+  }
+  const auto seed = static_cast<std::uint64_t>(p.getInt("seed"));
+  const bool classification = p.getString("dataset") == "fashion-mnist";
+  std::shared_ptr<data::TensorDataset> trainSet =
+      classification ? data::loadFashionMnist(true) : data::makeRegressionDataset(4096, 16, 0.1, seed);
+  if (const std::int64_t n = p.getInt("train_subset"); n > 0 && n < trainSet->size()) {
+    trainSet = std::make_shared<data::TensorDataset>(trainSet->inputs().slice(0, 0, n), trainSet->targets().slice(0, 0, n));
+  }
+  const std::int64_t batchSize = std::min(p.getInt("batch_size"), trainSet->size());
+  const std::vector<std::int64_t> widths = parseWidths(p.getString("hidden"));
+  const std::int64_t steps = p.getInt("steps"), logEvery = p.getInt("log_every");
+  const double lossWeight = p.getFloat("loss_weight");
+
+  // 2. The views: every precision is a series of the same plots.
+  std::vector<lab::SeriesSpec> perVariant;
+  for (const Variant& v : variants) perVariant.push_back({v.id, v.label});
+  sink.view({.id = "loss", .title = "Training loss by precision", .kind = lab::ViewKind::Line,
+             .x = {{"step", ""}, {"time", "s"}}, .y = {"loss", ""}, .series = perVariant});
+  const bool anyScaler = std::any_of(variants.begin(), variants.end(), [](const Variant& v) { return v.scaler; });
+  if (anyScaler) {
+    std::vector<lab::SeriesSpec> scaled;
+    for (const Variant& v : variants) {
+      if (v.scaler) scaled.push_back({v.id, v.label + ": loss scale", lab::SeriesStyle::Steps});
+    }
+    sink.view({.id = "scale", .title = "GradScaler's loss scale (skipped steps marked)", .kind = lab::ViewKind::Line,
+               .x = {{"step", ""}}, .y = {"scale", ""}, .yFromZero = true, .series = scaled,
+               .note = "A step whose gradients hold an inf or NaN is skipped (the weights do not change) and the scale halves; "
+                       "after growth_interval clean steps in a row it doubles."});
+  }
+  sink.view({.id = "zeros", .title = "Gradient values that are exactly zero", .kind = lab::ViewKind::Line,
+             .x = {{"step", ""}}, .y = {"zero share", "%"}, .yFromZero = true, .series = perVariant,
+             .note = "The share of all parameter gradients that are 0 after backward. float32 shows what is truly zero; what a "
+                     "float16 run has above it underflowed (below 2^-24 ~ 6e-8)."});
+  std::vector<lab::SeriesSpec> bars;
+  for (const Variant& v : variants) bars.push_back({v.id, v.label});
+  sink.view({.id = "memory", .title = "Memory by category when the forward pass ends", .kind = lab::ViewKind::Bars,
+             .y = {"memory", "bytes"}, .yFromZero = true, .series = bars,
+             .note = "Live tensors by category at the end of the second forward pass, when every activation saved for backward is "
+                     "alive. Parameters, gradients and optimizer state stay float32 in every precision. Under autocast the activations "
+                     "are 16-bit, and include autocast's 16-bit copies of the weights and the input: for a small model and batch the "
+                     "copies can outweigh the saving."});
+  sink.view({.id = "precisions", .title = "Step time and result by precision", .kind = lab::ViewKind::Table,
+             .columns = {{"precision", ""}, {"step time", "s"}, {"time vs float32", "x"}, {"final loss", ""}, {"zero gradients", "%"},
+                         {"skipped steps", ""}, {"activations", "bytes"}},
+             .note = emulated ? "Timed on your CPU: the emulated GPU computes there, so these are your CPU's times, not a GPU's."
+                              : "Median time of an optimizer step (forward, backward, step) on " + device.str() + "."});
+
+  // 3. Each precision in turn, from the same start.
+  std::vector<Result> results;
+  std::optional<std::size_t> fp32Index;
+  const auto runStart = Clock::now();
+  for (std::size_t vi = 0; vi < variants.size() && !stop.stopRequested(); ++vi) {
+    const Variant& v = variants[vi];
+    sink.info("Training in " + v.label + (v.autocast ? " (autocast " + dtypeName(*v.autocast) + ")" : std::string()) + ".");
+    Result r;
+    MemoryEventRecorder recorder(device);  // from before the model, so every byte of this variant is seen
+    Generator gen(seed);
+    auto model = makeMlp(*trainSet, widths, classification ? 10 : 1, gen);
+    {
+      MemoryCategoryScope tag(MemoryCategory::Parameter);
+      model->to(device);
+    }
+    auto optimizer = makeOptimizer(p.getString("optimizer"), model->parameters(), p.getFloat("lr"), p.getFloat("momentum"), 0.0);
+    amp::GradScaler scaler({.init_scale = p.getFloat("init_scale"), .growth_interval = p.getInt("growth_interval"), .enabled = v.scaler});
+    data::DataLoader loader(trainSet, {.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
+    auto it = loader.begin();
+
+    std::vector<double> stepSeconds, zeroShares;
+    double tailLoss = 0, tailSteps = 0;  // the reports of the last tenth of the steps: the final loss
+    double elapsed = 0;
+    Tensor windowLoss = zeros({}, {.device = device});
+    std::int64_t windowSteps = 0, windowSkipped = 0, markers = 0;  // skipped: steps the scaler skipped since the last report
+    double previousScale = 0;
+    for (std::int64_t step = 1; step <= steps; ++step) {
+      if (stop.stopRequested()) break;
+      if (it == loader.end()) it = loader.begin();
+      const data::Batch batch = *it;
+      ++it;
+      setMemoryStep(step);
+      synchronizeDevice(device);
+      const auto t0 = Clock::now();
+
+      // 3a. Forward and loss under autocast; backward outside it, through the scaler.
+      Tensor x, y;
+      {
+        MemoryCategoryScope tag(MemoryCategory::InputBatch);
+        x = batch.inputs.to(device);
+        y = batch.targets.to(device);
+      }
+      Tensor loss;
+      {
+        std::optional<amp::AutocastGuard> autocast;
+        if (v.autocast) autocast.emplace(device.type(), *v.autocast);
+        Tensor out = (*model)(x);                              // float16/bfloat16 under autocast (linear)
+        loss = lossWeight * taskLoss(classification, out, y);  // float32: the losses run in float32
+      }
+      r.memory.apply(recorder.drain());
+      if (step == std::min<std::int64_t>(2, steps)) r.memory.afterForward = r.memory.live;  // step 2: optimizer state exists
+      scaler.scale(loss).backward();
+      synchronizeDevice(device);
+      const auto t1 = Clock::now();
+
+      // 3b. What backward left in the gradients (before unscaling: zeros are zeros at any scale). Not timed.
+      const bool report = step % logEvery == 0 || step == steps;
+      if (report) {
+        const double share = gradientZeroShare(model->parameters());
+        sink.point("zeros", v.id, {static_cast<double>(step)}, 100.0 * share);
+        if (2 * step > steps) zeroShares.push_back(share);
+      }
+
+      // 3c. The step: unscale, skip it if a gradient is inf/NaN, update the scale.
+      const auto t2 = Clock::now();
+      scaler.step(*optimizer);
+      scaler.update();
+      optimizer->zero_grad();
+      synchronizeDevice(device);
+      const auto t3 = Clock::now();
+      const double seconds = secondsBetween(t0, t1) + secondsBetween(t2, t3);
+      elapsed += seconds;
+      if (step > 1) stepSeconds.push_back(seconds);  // the first step pays for set-up (the cache's first segments)
+      r.memory.apply(recorder.drain());
+
+      const amp::ScalerStepStats& s = scaler.last_step();
+      if (v.scaler) {
+        if (s.skipped) {
+          ++r.skipped;
+          ++windowSkipped;
+          if (++markers <= 40) sink.marker("scale", {static_cast<double>(step)}, "skipped", lab::MarkerKind::Skipped);
+        }
+        // A point where the scale changes (after a skip, after growth) and at each report: the steps of the plot.
+        if (report || s.skipped || s.scale != previousScale) sink.point("scale", v.id, {static_cast<double>(step)}, s.scale);
+        previousScale = s.scale;
+      }
+      {
+        NoGradGuard noGrad;
+        windowLoss = windowLoss + loss.detach() * (1.0 / lossWeight);  // the loss function's own value
+      }
+      ++windowSteps;
+      if (!report) continue;
+
+      // 3d. Report: one .item() per window.
+      const double mean = windowLoss.item() / static_cast<double>(windowSteps);
+      if (10 * step > 9 * steps) {
+        tailLoss += mean * static_cast<double>(windowSteps);
+        tailSteps += static_cast<double>(windowSteps);
+      }
+      const std::vector<double> xs{static_cast<double>(step), elapsed};
+      sink.record("step", {{"precision", v.id}, {"step", step}, {"loss", mean}, {"loss_scale", s.scale}, {"skipped", windowSkipped},
+                           {"elapsed_s", elapsed}});
+      if (!std::isfinite(mean)) {
+        r.diverged = true;
+        sink.marker("loss", xs, v.id + ": loss is " + formatNumber(mean));
+        sink.warning("In " + v.label + " the loss became " + formatNumber(mean) + " at step " + std::to_string(step) + ", so this "
+                     "precision stopped. " + (v.autocast == kFloat16 && !v.scaler
+                         ? "Without a GradScaler nothing checks the float16 gradients: one that overflowed (above 65504) became "
+                           "inf and the optimizer wrote it into the weights. The GradScaler skips such a step."
+                         : "Likely cause: a learning rate too high for this model."));
+        break;
+      }
+      sink.point("loss", v.id, xs, mean);
+      sink.progress(static_cast<double>(vi * steps + step), static_cast<double>(variants.size() * steps),
+                    v.label + ": step " + std::to_string(step) + ", loss " + formatFixed(mean, 4));
+      windowLoss = zeros({}, {.device = device});
+      windowSteps = windowSkipped = 0;
+    }
+    setMemoryStep(0);
+    r.medianStep = median(stepSeconds);
+    if (!r.diverged && tailSteps > 0) r.finalLoss = tailLoss / tailSteps;
+    if (!zeroShares.empty()) {
+      double sum = 0;
+      for (double z : zeroShares) sum += z;
+      r.zeroShare = sum / static_cast<double>(zeroShares.size());
+    }
+    if (v.id == "fp32") fp32Index = vi;
+
+    // 3e. This precision's memory by category at the end of the second forward pass.
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+      if (r.memory.afterForward[static_cast<std::size_t>(c)] > 0) {
+        sink.bar("memory", v.id, categoryLabel(c), static_cast<double>(r.memory.afterForward[static_cast<std::size_t>(c)]));
+      }
+    }
+    // 3f. Its row of the table, as soon as it is done (against float32 when float32 ran before it).
+    results.push_back(std::move(r));
+    const Result& done = results.back();
+    const std::size_t activation = static_cast<std::size_t>(MemoryCategory::Activation);
+    const Result* base = fp32Index ? &results[*fp32Index] : nullptr;
+    sink.row("precisions", {v.label, done.medianStep, base ? lab::Value(done.medianStep / base->medianStep) : lab::Value(std::string("-")),
+                            done.finalLoss ? lab::Value(*done.finalLoss) : lab::Value(std::string(done.diverged ? "diverged" : "-")),
+                            100.0 * done.zeroShare, done.skipped, done.memory.afterForward[activation]});
+  }
+  if (stop.stopRequested() || results.size() < variants.size()) {
+    sink.info("Stopped after " + formatFixed(secondsBetween(runStart, Clock::now()), 1) + " s.");
+    return;
+  }
+
+  // 4. The measurements, each precision against float32 when it ran.
+  const std::size_t activation = static_cast<std::size_t>(MemoryCategory::Activation);
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    const Variant& v = variants[vi];
+    const Result& r = results[vi];
+    const Result* base = fp32Index ? &results[*fp32Index] : nullptr;
+    const double vs = base ? r.medianStep / base->medianStep : std::numeric_limits<double>::quiet_NaN();
+    const std::string name = v.label + ": ";
+    sink.measurement(name + "step time", r.medianStep, "s");
+    if (r.finalLoss) sink.measurement(name + "final loss", *r.finalLoss, "");
+    sink.measurement(name + "zero gradients", 100.0 * r.zeroShare, "%");
+    sink.measurement(name + "skipped steps", static_cast<double>(r.skipped), "");
+    sink.measurement(name + "activations", static_cast<double>(r.memory.afterForward[activation]), "bytes");
+    sink.measurement(name + "peak allocated", static_cast<double>(r.memory.peak), "bytes");
+    if (base && vi != *fp32Index) {
+      sink.measurement(name + "step time vs float32", vs, "x");
+      // A run that diverged learned nothing: its loss ratio is recorded as far above any threshold.
+      if (base->finalLoss && (r.finalLoss || r.diverged)) {
+        sink.measurement(name + "final loss vs float32", r.diverged ? 1e6 : *r.finalLoss / *base->finalLoss, "x");
+      }
+    }
+    sink.record("precision", {{"precision", v.id}, {"step_s", r.medianStep}, {"final_loss", r.finalLoss ? *r.finalLoss : -1.0},
+                              {"zero_share", r.zeroShare}, {"skipped", r.skipped}, {"diverged", r.diverged},
+                              {"activation_bytes", r.memory.afterForward[activation]}, {"peak_bytes", r.memory.peak}});
+  }
+
+  // 5. What this machine measured, said in words (never a number from elsewhere).
+  auto find = [&](const std::string& id) -> const Result* {
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      if (variants[vi].id == id) return &results[vi];
+    }
+    return nullptr;
+  };
+  if (const Result *fp32 = find("fp32"), *noscale = find("fp16-noscale"); fp32 && noscale) {
+    std::string line = "float16 without a scaler: " + formatFixed(100 * noscale->zeroShare, 1) + "% of the gradient values were exactly zero, " +
+                       "against " + formatFixed(100 * fp32->zeroShare, 1) + "% in float32";
+    if (const Result* scaled = find("fp16")) line += " and " + formatFixed(100 * scaled->zeroShare, 1) + "% in float16 with the GradScaler";
+    line += noscale->zeroShare > fp32->zeroShare + 0.01
+                ? ". The difference is gradients that fell below float16's smallest number, 2^-24, and became zero."
+                : ": at these settings hardly any gradient is small enough to underflow.";
+    sink.info(line);
+  }
+  if (fp32Index) {
+    const double t32 = results[*fp32Index].medianStep;
+    std::string said;
+    bool slowerOnCpu = false;
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      if (vi == *fp32Index || !variants[vi].autocast || variants[vi].id == "fp16-noscale") continue;  // (no scaler: the same products as fp16)
+      const double ratio = results[vi].medianStep / t32;
+      const std::string how = ratio < 0.95   ? formatFixed(1.0 / ratio, 2) + "x faster than"
+                              : ratio > 1.05 ? formatFixed(ratio, 2) + "x slower than"
+                                             : "about as fast as";
+      said += (said.empty() ? "On " + cuda::deviceLabel(device) + " a " : "; a ") + variants[vi].label + " step was " + how + " a float32 step";
+      slowerOnCpu = slowerOnCpu || (device.isCpu() && ratio > 1.05);
+    }
+    if (!said.empty()) {
+      said += ".";
+      if (emulated) said += " (The emulated GPU computes on your CPU: no claim about GPUs follows from this.)";
+      else if (slowerOnCpu)
+        said += " Most CPUs have no half-precision matrix units, and GPU Lab's CPU backend widens float16/bfloat16 operands "
+                "to float32 for every product (OpenBLAS has no 16-bit kernels): autocast adds the casts and saves no "
+                "arithmetic, so on a CPU lower precision does not save time.";
+      sink.info(said);
+      said.clear();
+    }
+    // What it did to memory, from this run's bars: the activations kept for backward.
+    const double act32 = static_cast<double>(results[*fp32Index].memory.afterForward[activation]);
+    for (std::size_t vi = 0; vi < variants.size() && act32 > 0; ++vi) {
+      if (vi == *fp32Index || !variants[vi].autocast) continue;
+      const double act = static_cast<double>(results[vi].memory.afterForward[activation]);
+      const std::string mib = formatFixed(act / 1048576.0, 2) + " MiB against float32's " + formatFixed(act32 / 1048576.0, 2) + " MiB";
+      said = act < 0.95 * act32
+                 ? "Memory: with " + variants[vi].label + " the activations kept for backward took " + mib + "."
+                 : "Memory: with " + variants[vi].label + " the activations kept for backward took " + mib +
+                       " -- at this size autocast's 16-bit copies of the weights and the input outweigh the smaller "
+                       "activations; a wider model or a larger batch shows the saving.";
+      break;  // one 16-bit variant says it: they keep the same tensors
+    }
+    if (!said.empty()) {
+      sink.info(said);
+    }
+  }
+  sink.record("done", {{"seconds", secondsBetween(runStart, Clock::now())}, {"device", device.str()},
+                       {"precisions", static_cast<std::int64_t>(variants.size())}});
+}
+
+}  // namespace gpulab::labs

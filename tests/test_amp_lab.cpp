@@ -1,0 +1,207 @@
+// The mixed-precision lesson (lessons/07-mixed-precision) makes claims from measurements; these tests
+// check the DIRECTION of each claim on this machine, through the labs it runs (amp and train):
+// - float16 without a scaler loses gradients to underflow at the challenge's setting (a small loss
+//   weight) and stops learning, while float16 with the GradScaler and bfloat16 train like float32;
+// - a skipped step halves the loss scale, and the scale doubles after growth_interval clean steps;
+// - activations shrink under autocast when they dominate (a wide model, a large batch), and for the
+//   small model at batch 128 autocast's 16-bit copies make them larger; parameters stay float32;
+// - the step-time sentence says what the table measured;
+// - `train --amp fp16|bf16 [--no-grad-scaler]`: step records carry loss_scale and skipped, and a NaN in
+//   float16 without a scaler is explained.
+#include <QProcess>
+
+#include "lab_runner.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+
+using test::RecordingSink;
+
+RecordingSink runAmp(std::map<std::string, std::string> settings) {
+  settings.emplace("device", "cpu");
+  RecordingSink sink;
+  test::runLab("amp", settings, sink);
+  return sink;
+}
+
+double measured(const RecordingSink& sink, const std::string& name) {
+  const auto it = sink.measured.find(name);
+  if (it == sink.measured.end()) qFatal("no measurement '%s'", name.c_str());
+  return it->second;
+}
+
+// The challenge's run at the loss weight where the lesson says float16 fails without a scaler.
+const std::map<std::string, std::string> kUnderflow{{"variants", "fp32,fp16,bf16,fp16-noscale"}, {"loss_weight", "1e-4"},
+                                                    {"steps", "300"}, {"log_every", "10"}};
+
+}  // namespace
+
+class TestAmpLab : public QObject {
+  Q_OBJECT
+
+ private:
+  std::optional<RecordingSink> underflow_;  // one run for the claims about it
+
+  const RecordingSink& underflowRun() {
+    if (!underflow_) underflow_ = runAmp(kUnderflow);
+    return *underflow_;
+  }
+
+ private slots:
+  void float16WithoutScalerUnderflowsAndStopsLearning() {
+    const RecordingSink& s = underflowRun();
+    const double z32 = measured(s, "float32: zero gradients"), z16 = measured(s, "float16 + GradScaler: zero gradients"),
+                 zNo = measured(s, "float16, no scaler: zero gradients");
+    const double l32 = measured(s, "float32: final loss"), l16 = measured(s, "float16 + GradScaler: final loss"),
+                 lNo = measured(s, "float16, no scaler: final loss");
+    qInfo("zero gradients: float32 %.2f%%, float16 + GradScaler %.2f%%, float16 no scaler %.2f%%", z32, z16, zNo);
+    qInfo("final loss: float32 %.4f, float16 + GradScaler %.4f, float16 no scaler %.4f", l32, l16, lNo);
+    QVERIFY(zNo > z32 + 10);  // the difference underflowed
+    QVERIFY(zNo > z16 + 10);  // the scaler keeps them
+    QVERIFY(std::abs(z16 - z32) < 2);
+    QVERIFY(lNo >= 1.5 * l32);  // the challenge's thresholds are met at the lesson's hint
+    QVERIFY(l16 <= 1.1 * l32);
+    QCOMPARE(measured(s, "float16, no scaler: final loss vs float32"), lNo / l32);
+    // The sentence the run says about it names the numbers it measured.
+    const auto& m = s.messages;
+    QVERIFY(std::any_of(m.begin(), m.end(), [](const std::string& t) { return t.find("fell below float16's smallest number") != std::string::npos; }));
+  }
+
+  void bfloat16NeedsNoScaler() {
+    const RecordingSink& s = underflowRun();
+    const double z32 = measured(s, "float32: zero gradients"), zb = measured(s, "bfloat16: zero gradients");
+    const double l32 = measured(s, "float32: final loss"), lb = measured(s, "bfloat16: final loss");
+    qInfo("bfloat16: zero gradients %.2f%% (float32 %.2f%%), final loss %.4f (float32 %.4f)", zb, z32, lb, l32);
+    QVERIFY(std::abs(zb - z32) < 2);
+    QVERIFY(lb <= 1.1 * l32);
+    QCOMPARE(measured(s, "bfloat16: skipped steps"), 0.0);
+  }
+
+  // At the lesson's first run (growth_interval 25), the scale moves: every skipped step is followed by
+  // a scale half as large, and every increase is a doubling after at least growth_interval steps.
+  void skippedStepHalvesTheScaleAndCleanStepsDoubleIt() {
+    RecordingSink s = runAmp({{"variants", "fp16"}, {"steps", "300"}, {"growth_interval", "25"}, {"log_every", "10"}});
+    std::map<double, double> scaleAt;  // step -> the scale that step used
+    for (const lab::Point& p : s.points("scale", "fp16")) scaleAt[p.x[0]] = p.y;
+    QCOMPARE(scaleAt.begin()->second, 65536.0);  // PyTorch's init_scale, 2^16
+    int skips = 0, growths = 0;
+    for (const lab::Marker& m : s.all<lab::Marker>()) {
+      if (m.view != "scale" || m.kind != lab::MarkerKind::Skipped) continue;
+      const double step = m.x[0];
+      if (!scaleAt.count(step + 1)) continue;  // the last step
+      QCOMPARE(scaleAt.at(step + 1), scaleAt.at(step) / 2);
+      ++skips;
+    }
+    double lastChange = 1, previous = 0;
+    for (const auto& [step, scale] : scaleAt) {
+      if (previous > 0 && scale > previous) {
+        QCOMPARE(scale, 2 * previous);
+        QVERIFY(step - lastChange >= 25);
+        ++growths;
+      }
+      if (scale != previous) lastChange = step;
+      previous = scale;
+    }
+    qInfo("%d skipped steps, %d growths, %g skipped in all", skips, growths, measured(s, "float16 + GradScaler: skipped steps"));
+    QVERIFY(skips >= 1);
+    QVERIFY(growths >= 1);
+    QCOMPARE(static_cast<double>(skips), measured(s, "float16 + GradScaler: skipped steps"));
+  }
+
+  void activationsShrinkWhenTheyDominate() {
+    RecordingSink wide = runAmp({{"variants", "fp32,fp16,bf16"}, {"hidden", "1024,1024"}, {"batch_size", "2048"}, {"steps", "2"}, {"log_every", "1"}});
+    const double a32 = measured(wide, "float32: activations"), a16 = measured(wide, "float16 + GradScaler: activations"),
+                 ab = measured(wide, "bfloat16: activations");
+    qInfo("wide model, batch 2048: activations float32 %.0f, float16 %.0f, bfloat16 %.0f bytes", a32, a16, ab);
+    QVERIFY(a16 < 0.8 * a32);
+    QCOMPARE(ab, a16);
+    // Parameters are float32 in every variant: the same bytes.
+    double params32 = -1, params16 = -1;
+    for (const lab::Bar& b : wide.all<lab::Bar>()) {
+      if (b.category != "parameter") continue;
+      if (b.series == "fp32") params32 = b.value;
+      if (b.series == "fp16") params16 = b.value;
+    }
+    QVERIFY(params32 > 0);
+    QCOMPARE(params16, params32);
+
+    RecordingSink small = runAmp({{"variants", "fp32,fp16"}, {"batch_size", "128"}, {"steps", "2"}, {"log_every", "1"}});
+    const double s32 = measured(small, "float32: activations"), s16 = measured(small, "float16 + GradScaler: activations");
+    qInfo("256-128-100, batch 128: activations float32 %.0f, float16 %.0f bytes", s32, s16);
+    QVERIFY(s16 > s32);  // the lesson: autocast's 16-bit copies of the weights and input outweigh the saving here
+  }
+
+  void timingSentenceSaysWhatWasMeasured() {
+    RecordingSink s = runAmp({{"variants", "fp32,bf16"}, {"steps", "30"}, {"log_every", "10"}});
+    const double ratio = measured(s, "bfloat16: step time vs float32");
+    QCOMPARE(ratio, measured(s, "bfloat16: step time") / measured(s, "float32: step time"));
+    const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("a bfloat16 step was") != std::string::npos; });
+    QVERIFY(it != s.messages.end());
+    qInfo("%s", it->c_str());
+    const char* expected = ratio > 1.05 ? "slower than" : ratio < 0.95 ? "faster than" : "about as fast as";
+    QVERIFY(it->find(expected) != std::string::npos);
+  }
+
+  void trainLabStepRecordsCarryTheScale() {
+    for (const char* scaler : {"true", "false"}) {
+      RecordingSink s;
+      test::runLab("train", {{"dataset", "fashion-mnist"}, {"hidden", "64"}, {"train_subset", "1024"}, {"epochs", "1"}, {"amp", "fp16"},
+                             {"grad_scaler", scaler}, {"device", "cpu"}, {"log_every", "2"}},
+                   s);
+      QVERIFY(!s.steps.empty());
+      for (const lab::Record& r : s.steps) {
+        QVERIFY(r.find("loss_scale") && r.find("skipped"));
+        if (std::string(scaler) == "false") QCOMPARE(r.number("loss_scale"), 1.0);
+        else QVERIFY(r.number("loss_scale") >= 1.0);
+      }
+      if (std::string(scaler) == "true") QCOMPARE(s.steps.front().number("loss_scale"), 65536.0);
+      QVERIFY(std::isfinite(s.done->number("train_loss")));
+    }
+  }
+
+  void trainLabBfloat16Learns() {
+    RecordingSink s;
+    test::runLab("train", {{"dataset", "fashion-mnist"}, {"hidden", "256,128,100"}, {"train_subset", "4096"}, {"epochs", "2"},
+                           {"amp", "bf16"}, {"device", "cpu"}, {"log_every", "8"}},
+                 s);
+    QVERIFY(s.done && s.done->number("test_accuracy") > 0.7);
+    QVERIFY(s.steps.back().number("loss") < 0.6 * s.steps.front().number("loss"));
+  }
+
+  void float16NanWithoutScalerIsExplained() {
+    RecordingSink s;
+    test::runLab("train", {{"dataset", "fashion-mnist"}, {"hidden", "256,128,100"}, {"train_subset", "2048"}, {"epochs", "1"},
+                           {"amp", "fp16"}, {"grad_scaler", "false"}, {"optimizer", "sgd"}, {"lr", "3"}, {"device", "cpu"}, {"log_every", "1"}},
+                 s);
+    QVERIFY(s.done && s.done->number("diverged") == 1.0);
+    const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("diverged") != std::string::npos; });
+    QVERIFY(it != s.messages.end());
+    QVERIFY(it->find("float16 without a GradScaler") != std::string::npos);
+  }
+
+  // The command line: --amp, --no-grad-scaler (a generic --no-FLAG for bool parameters) and --tf32.
+  void commandLineFlags() {
+    auto run = [](const QStringList& extra) {
+      QProcess p;
+      p.start(GPULAB_CLI_PATH, QStringList{"train", "--dataset", "regression", "--epochs", "1", "--device", "cpu", "--json"} + extra);
+      p.waitForFinished(120000);
+      return std::make_pair(p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()));
+    };
+    auto [rc1, scaled] = run({"--amp", "fp16"});
+    QCOMPARE(rc1, 0);
+    QVERIFY(scaled.contains("\"loss_scale\":65536"));
+    auto [rc2, plain] = run({"--amp", "fp16", "--no-grad-scaler", "--tf32"});
+    QCOMPARE(rc2, 0);
+    QVERIFY(plain.contains("\"loss_scale\":1,"));
+    QVERIFY(plain.contains("tf32 is set"));
+    auto [rc3, bad] = run({"--amp", "fp64"});
+    QCOMPARE(rc3, 2);
+    auto [rc4, unknown] = run({"--no-such-flag"});
+    QCOMPARE(rc4, 2);
+  }
+};
+
+QTEST_MAIN(TestAmpLab)
+#include "test_amp_lab.moc"
