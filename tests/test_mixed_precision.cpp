@@ -7,6 +7,7 @@
 #include "engine/amp/autocast.h"
 #include "engine/core/errors.h"
 #include "engine/core/half.h"
+#include "engine/kernels/cpu_convert.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/execution_context.h"
@@ -53,6 +54,30 @@ class TestMixedPrecision : public QObject {
     QCOMPARE(tensor({3.0f}, {1}).to(kFloat64).item(), 3.0);
     QCOMPARE(elementSize(kFloat16), std::size_t(2));
     QCOMPARE(tensor({1.5f, -2.0f}, {2}).half().nbytes(), std::size_t(4));
+  }
+
+  // The bulk conversions (F16C on x86 CPUs that have it) give the portable rounding's bits: every
+  // float16 value widened, and float32 values of every exponent, ties included, narrowed.
+  void bulkConversionsEqualThePortableRounding() {
+    std::vector<Half> all(65536);
+    for (std::uint32_t b = 0; b < 65536; ++b) all[b] = Half::fromBits(static_cast<std::uint16_t>(b));
+    std::vector<float> widened(all.size());
+    cpu::halfToFloat(all.data(), widened.data(), static_cast<std::int64_t>(all.size()));
+    for (std::uint32_t b = 0; b < 65536; ++b) {
+      const float expected = halfbits::toFloat16(static_cast<std::uint16_t>(b));
+      if (std::isnan(expected)) QVERIFY(std::isnan(widened[b]));
+      else QCOMPARE(halfbits::floatBits(widened[b]), halfbits::floatBits(expected));
+    }
+    std::vector<float> floats;
+    Generator g(5);
+    for (float v : randn({100000}, g).toVector<float>()) floats.push_back(v * 1e4f);
+    for (std::uint32_t e = 90; e < 160; ++e)      // exponents from below float16's subnormals to past 65504
+      for (std::uint32_t m : {0u, 0x1000u, 0x2000u, 0x3000u, 0x7FFFFFu, 0x401000u})  // ties at 13 dropped bits
+        floats.push_back(halfbits::bitsFloat((e << 23) | m));
+    std::vector<Half> narrowed(floats.size());
+    cpu::floatToHalf(floats.data(), narrowed.data(), static_cast<std::int64_t>(floats.size()));
+    for (std::size_t i = 0; i < floats.size(); ++i)
+      QCOMPARE(narrowed[i].bits, halfbits::fromFloat16(floats[i]));
   }
 
   void resultTypeFollowsPyTorch_data() {

@@ -6,6 +6,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/kernels/cpu_backend.h"
+#include "engine/kernels/cpu_convert.h"
 #include "engine/kernels/strided.h"
 
 namespace gpulab {
@@ -49,6 +50,9 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
       D* d = dst.data<D>();
       const S* s = src.data<S>();
       if (dst.is_contiguous() && src.is_contiguous()) {
+        // The casts autocast makes on every op: float32 <-> float16 a vector at a time.
+        if constexpr (std::is_same_v<D, Half> && std::is_same_v<S, float>) return cpu::floatToHalf(s, d, dst.numel());
+        if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Half>) return cpu::halfToFloat(s, d, dst.numel());
         for (std::int64_t i = 0, n = dst.numel(); i < n; ++i) d[i] = convert<D>(s[i]);
         return;
       }

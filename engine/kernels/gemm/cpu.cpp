@@ -9,6 +9,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/kernels/cpu_backend.h"
+#include "engine/kernels/cpu_convert.h"
 
 namespace gpulab {
 
@@ -24,8 +25,15 @@ std::size_t span(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
 template <class T>
 float* widen(std::vector<float>& out, const T* in, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   if (out.size() < span(rows, cols, ld)) out.resize(span(rows, cols, ld));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) out[static_cast<std::size_t>(r * ld + c)] = static_cast<float>(in[r * ld + c]);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* o = out.data() + r * ld;
+    const T* row = in + r * ld;
+    if constexpr (std::is_same_v<T, Half>) {
+      cpu::halfToFloat(row, o, cols);
+    } else {
+      for (std::int64_t c = 0; c < cols; ++c) o[c] = static_cast<float>(row[c]);
+    }
+  }
   return out.data();
 }
 
@@ -63,8 +71,14 @@ void CpuBackend::gemm(DType dtype, bool transA, bool transB, std::int64_t m, std
         else if (fc.size() < span(m, n, ldc)) fc.resize(span(m, n, ldc));  // beta = 0: BLAS does not read C
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), wa, static_cast<blasint>(lda), wb,
                     static_cast<blasint>(ldb), static_cast<float>(beta), fc.data(), static_cast<blasint>(ldc));
-        for (std::int64_t r = 0; r < m; ++r)
-          for (std::int64_t col = 0; col < n; ++col) Ci[r * ldc + col] = T(fc[static_cast<std::size_t>(r * ldc + col)]);
+        for (std::int64_t r = 0; r < m; ++r) {
+          const float* row = fc.data() + r * ldc;
+          if constexpr (std::is_same_v<T, Half>) {
+            cpu::floatToHalf(row, Ci + r * ldc, n);
+          } else {
+            for (std::int64_t col = 0; col < n; ++col) Ci[r * ldc + col] = T(row[col]);
+          }
+        }
       }
     }
   });
