@@ -354,7 +354,8 @@ class TestGradScaler : public QObject {
   // A bfloat16 gradient (of a float32 parameter) is unscaled and counted; a float16 one is refused,
   // as PyTorch refuses it, before any gradient is touched.
   void reducedPrecisionGradients() {
-    Tensor w = zeros({3}, {.requires_grad = true}), v = zeros({2}, {.requires_grad = true});
+    // Parameters of each dtype (a gradient has its parameter's dtype: set_grad refuses another).
+    Tensor w = zeros({3}, {.requires_grad = true}), v = zeros({2}, {.dtype = kBFloat16, .requires_grad = true});
     optim::SGD opt({w, v}, {.lr = 0.1});
     w.set_grad(typed({8.0, 0.0, 3.0}, kFloat32));
     v.set_grad(typed({kInf, 6.0}, kBFloat16));
@@ -366,10 +367,12 @@ class TestGradScaler : public QObject {
     QCOMPARE(scaler.last_step().zeros, std::int64_t{1});
     scaler.update();
 
-    v.set_grad(typed({1.0, 6.0}, kFloat16));
+    Tensor h = zeros({2}, {.dtype = kFloat16, .requires_grad = true});
+    optim::SGD halfOpt({w, h}, {.lr = 0.1});
+    h.set_grad(typed({1.0, 6.0}, kFloat16));
     w.set_grad(typed({8.0, 0.0, 3.0}, kFloat32));
     try {
-      scaler.unscale_(opt);
+      scaler.unscale_(halfOpt);
       QFAIL("a float16 gradient must be refused");
     } catch (const ValueError& e) {
       QCOMPARE(QString(e.what()), QString("Attempting to unscale FP16 gradients."));

@@ -12,6 +12,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QProgressBar>
+#include <QDoubleSpinBox>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QDialog>
@@ -1269,6 +1270,25 @@ class TestGui : public QObject {
     QCOMPARE(w.quiz()->feedback(0), QString());
     check->click();
     QCOMPARE(w.quiz()->feedback(0), QString("Pick an answer first."));
+  }
+
+  // A number control takes what a learner types: 1e-4 as well as 0.0001, and values far below 1e-6
+  // survive (a plain QDoubleSpinBox keeps "1" of "1e-4" and rounds to its decimals).
+  void numberControlsReadScientificNotation() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("training-loop"));
+    w.runPanel()->selectRun(0);
+    auto* lr = qobject_cast<QDoubleSpinBox*>(w.runPanel()->parameterControl("lr"));
+    QVERIFY(lr);
+    lr->selectAll();
+    QTest::keyClicks(lr, "1e-4");
+    QTest::keyClick(lr, Qt::Key_Tab);
+    QCOMPARE(lr->value(), 1e-4);
+    QCOMPARE(w.runPanel()->settings().at("lr"), std::string("0.0001"));
+    lr->selectAll();
+    QTest::keyClicks(lr, "3e-7");
+    QTest::keyClick(lr, Qt::Key_Tab);
+    QCOMPARE(lr->value(), 3e-7);
   }
 
   // Parameter controls: the tooltip gives the allowed range; a text parameter with suggestions

@@ -9,6 +9,7 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
@@ -25,6 +26,35 @@
 namespace gpulab::app {
 
 namespace {
+
+// A number box that reads and shows numbers as a learner writes them: 1e-4 as well as 0.0001 (a
+// learning rate or a loss weight spans many decades; QDoubleSpinBox alone drops the exponent and
+// rounds to its decimals).
+class NumberBox final : public QDoubleSpinBox {
+ public:
+  NumberBox() { setDecimals(15); }
+
+  QString textFromValue(double value) const override { return locale().toString(value, 'g', 6); }
+
+  double valueFromText(const QString& text) const override {
+    bool ok = false;
+    const double v = locale().toDouble(text.trimmed(), &ok);
+    return ok ? v : QLocale::c().toDouble(text.trimmed());
+  }
+
+  QValidator::State validate(QString& text, int&) const override {
+    const QString t = text.trimmed();
+    bool ok = false;
+    double v = locale().toDouble(t, &ok);
+    if (!ok) v = QLocale::c().toDouble(t, &ok);
+    if (ok) return v >= minimum() && v <= maximum() ? QValidator::Acceptable : QValidator::Intermediate;
+    // A number being typed: "", "-", "1e", "1e-", "0." ...
+    return partial_.match(t).hasMatch() ? QValidator::Intermediate : QValidator::Invalid;
+  }
+
+ private:
+  const QRegularExpression partial_{R"(^[+-]?\d*[.,]?\d*([eE][+-]?\d*)?$)"};
+};
 
 const QKeySequence kPauseShortcut("Ctrl+P");
 
@@ -188,8 +218,7 @@ void RunPanel::rebuildControls() {
         break;
       }
       case lab::ParamType::Float: {
-        auto* sb = new QDoubleSpinBox;
-        sb->setDecimals(6);
+        auto* sb = new NumberBox;
         sb->setRange(spec.min, spec.max);
         sb->setSingleStep(spec.max <= 1.0 ? 0.0001 : 0.1);
         sb->setValue(params.getFloat(spec.name));

@@ -29,9 +29,11 @@ GradScaler::GradScaler(GradScalerOptions options)
 
 Tensor GradScaler::scale(const Tensor& loss) const {
   if (!enabled_) return loss;
-  // loss * scale, with the scale as PyTorch's: a 0-dim float32 tensor on the loss's device. A 0-dim
-  // float16 loss times it is float32 (torch.result_type), so 65536 * loss does not overflow there.
-  return loss * full({}, scale_, {.dtype = kFloat32, .device = loss.device()});
+  // loss * scale in float32, as PyTorch's (its scale is a float32 tensor of shape [1], so even a
+  // float16 tensor with dimensions is scaled in float32): 65536 * a float16 loss would overflow in
+  // float16. The result keeps the loss's shape (PyTorch's turns a 0-dim loss into shape [1]).
+  const Tensor wide = isReducedPrecision(loss.dtype()) ? loss.to(kFloat32) : loss;
+  return wide * full({}, scale_, {.dtype = wide.dtype(), .device = loss.device()});
 }
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
@@ -105,6 +107,9 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   }
   if (perOptimizer_[&optimizer].stage == Stage::Ready) unscale_(optimizer);
   OptimizerState& state = perOptimizer_[&optimizer];
+  if (state.total == 0 && state.counts.empty()) {  // no parameter had a gradient: nothing was checked
+    throw Error("No inf checks were recorded for this optimizer.");
+  }
   readCounts(state);
   const bool skip = state.nonfinite > 0;
   last_ = ScalerStepStats{scale_, skip, state.nonfinite, state.zeros, state.total};

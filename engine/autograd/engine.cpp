@@ -53,12 +53,14 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
   auto leaf = leaf_.lock();
   if (!leaf || !gradOutput.defined()) return {};
   NoGradGuard noGrad;
+  // .grad has the leaf's dtype, whatever dtype the gradient was computed in.
+  const Tensor g = gradOutput.dtype() == leaf->dtype ? gradOutput : gradOutput.to(leaf->dtype);
   if (!leaf->grad) {
     // A private copy: the incoming gradient may be shared with another branch of the graph.
-    leaf->grad = gradOutput.detach().clone().implPtr();
+    leaf->grad = g.sameAs(gradOutput) ? gradOutput.detach().clone().implPtr() : g.detach().implPtr();
   } else {
     Tensor existing(leaf->grad);
-    existing.copy_(existing + gradOutput);  // gradients accumulate across backward calls
+    existing.copy_(existing + g);  // gradients accumulate across backward calls
   }
   return {};
 }
@@ -86,7 +88,11 @@ Tensor record(Tensor result, const char* name, const std::vector<Tensor>& inputs
   if (!anyRequiresGrad(inputs)) return result;
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
   node->next.reserve(inputs.size());
-  for (const Tensor& t : inputs) node->next.push_back(gradientEdge(t));
+  node->nextDtypes.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    node->next.push_back(gradientEdge(t));
+    node->nextDtypes.push_back(t.defined() ? t.dtype() : kFloat32);
+  }
   result.impl().requires_grad = true;
   result.impl().grad_fn = std::move(node);
   return result;
@@ -113,7 +119,7 @@ void runBackward(const Tensor& root, const Tensor& grad) {
   }
   // Process nodes whose every consumer has delivered its gradient.
   std::unordered_map<Node*, Tensor> pending;
-  pending[rootNode.get()] = grad;
+  pending[rootNode.get()] = grad.defined() && grad.dtype() != root.dtype() ? grad.to(root.dtype()) : grad;
   std::vector<std::shared_ptr<Node>> ready{rootNode};
   NoGradGuard noGrad;  // backward itself records nothing (no double backward yet)
   MemoryCategoryScope tag(MemoryCategory::Gradient);
@@ -127,8 +133,10 @@ void runBackward(const Tensor& root, const Tensor& grad) {
       const auto& child = node->next[i];
       if (!child) continue;
       if (i < grads.size() && grads[i].defined()) {
+        Tensor gi = std::move(grads[i]);
+        if (i < node->nextDtypes.size() && gi.dtype() != node->nextDtypes[i]) gi = gi.to(node->nextDtypes[i]);
         Tensor& slot = pending[child.get()];
-        slot = slot.defined() ? slot + grads[i] : grads[i];
+        slot = slot.defined() ? slot + gi : gi;
       }
       if (--dependencies[child.get()] == 0) ready.push_back(child);
     }

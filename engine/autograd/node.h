@@ -25,6 +25,9 @@ class Node {
   virtual void release() {}
 
   std::vector<std::shared_ptr<Node>> next;  // one per input; nullptr when that input needs no grad
+  // The dtype of each input when the op ran: a gradient flowing back along edge i is cast to it, as
+  // PyTorch's engine does (a float32 gradient never reaches a float16 op's backward, or vice versa).
+  std::vector<DType> nextDtypes;
 };
 
 // The gradient function of one op: a lambda that captures what the op saved for backward.

@@ -1,6 +1,7 @@
 #include "engine/core/device.h"
 
 #include <charconv>
+#include <cmath>
 
 #include "engine/core/dtype.h"
 #include "engine/core/errors.h"
@@ -34,6 +35,21 @@ std::string dtypeName(DType t) {
     case DType::Float64: return "float64";
   }
   return "unknown";
+}
+
+void checkScalarFits(double value, DType dtype) {
+  if (!std::isfinite(value)) return;
+  double largest = 0;
+  const char* name = nullptr;
+  switch (dtype) {
+    case DType::Float16: largest = 65504.0, name = "at::Half"; break;
+    case DType::BFloat16: largest = 3.3895313892515355e38, name = "c10::BFloat16"; break;
+    case DType::Float32: largest = 3.4028234663852886e38, name = "float"; break;
+    default: return;
+  }
+  if (value > largest || value < -largest) {
+    throw ValueError("value cannot be converted to type " + std::string(name) + " without overflow");
+  }
 }
 
 std::string scalarTypeName(DType t) {

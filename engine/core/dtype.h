@@ -47,6 +47,10 @@ constexpr DType promoteTypes(DType a, DType b) {
   return DType::Float32;  // float16 with bfloat16
 }
 
+// Throws PyTorch's "value cannot be converted to type at::Half without overflow" when a finite
+// `value` lies outside `dtype`'s range (fill_, full); infinities and NaN are allowed, as in PyTorch.
+void checkScalarFits(double value, DType dtype);
+
 // "float32", "int64", ... (torch.float32 without the module prefix).
 std::string dtypeName(DType t);
 // The scalar type's name as PyTorch's kernels report it: 'Float', 'Double', 'Half', 'BFloat16', 'Long'

@@ -165,7 +165,12 @@ Tensor& Tensor::requires_grad_(bool enabled) {
   return *this;
 }
 
-void Tensor::set_grad(const Tensor& grad) { impl().grad = grad.defined() ? grad.implPtr() : nullptr; }
+void Tensor::set_grad(const Tensor& grad) {
+  if (grad.defined() && grad.dtype() != dtype()) throw Error("assigned grad has data of a different type");
+  if (grad.defined() && grad.device() != device()) throw Error("assigned grad has data located on a different device");
+  if (grad.defined() && grad.sizes() != sizes()) throw Error("assigned grad has data of a different size");
+  impl().grad = grad.defined() ? grad.implPtr() : nullptr;
+}
 
 void Tensor::backward(const Tensor& gradient) const {
   Tensor g = gradient;
@@ -198,6 +203,7 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 
 Tensor& Tensor::fill_(double value) {
   checkInPlace(*this, "fill_");
+  checkScalarFits(value, dtype());
   if (is_contiguous()) {
     backendFor(device()).fill(*this, value);
   } else {
@@ -243,7 +249,8 @@ Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, double b) { return add(a, b); }
 Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+// True division: an int64 tensor divides as float32, as in PyTorch (tensor([1, 2]) / 1 is float).
+Tensor operator/(const Tensor& a, double b) { return mul(isFloatingPoint(a.dtype()) ? a : a.to(kFloat32), 1.0 / b); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }

@@ -1,5 +1,7 @@
 // Elementwise ops with broadcasting. Forward and backward of each op side by side; the math itself
 // is in engine/kernels/functors.h, shared by the CPU and CUDA backends.
+#include <cmath>
+
 #include "engine/amp/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
@@ -34,6 +36,14 @@ Tensor computeBinary(BinaryOp op, const Tensor& a, const Tensor& b, DType outTyp
   NoGradGuard noGrad;  // the expanded views are scaffolding, not part of the graph
   detail::backendOf(a).binary(op, out, a.expand(outShape), b.expand(outShape));
   return out;
+}
+
+// An int64 tensor with a fractional (or non-finite) scalar computes in float32, as PyTorch's int
+// tensor * 0.5 does; a whole-number scalar keeps int64 (C++ has one double for Python's 2 and 2.0, and
+// the whole number is read as an int).
+Tensor promotedForScalar(const Tensor& a, double s) {
+  if (a.dtype() == kInt64 && !(std::isfinite(s) && s == std::trunc(s))) return a.to(kFloat32);
+  return a;
 }
 
 Tensor computeScalar(BinaryOp op, const Tensor& a, double s, bool scalarFirst) {
@@ -122,17 +132,20 @@ Tensor eq(const Tensor& a0, const Tensor& b0) {
   return computeBinary(BinaryOp::Eq, a, b, a.dtype());  // not differentiable
 }
 
-Tensor add(const Tensor& a, double s) {
+Tensor add(const Tensor& a0, double s) {
+  const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Add, a, s, false);
   return autograd::record(out, "AddBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{g}; });
 }
 
-Tensor mul(const Tensor& a, double s) {
+Tensor mul(const Tensor& a0, double s) {
+  const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Mul, a, s, false);
   return autograd::record(out, "MulBackward1", {a}, [s](const Tensor& g, const Needs&) { return Grads{mul(g, s)}; });
 }
 
-Tensor rsub(const Tensor& a, double s) {
+Tensor rsub(const Tensor& a0, double s) {
+  const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Sub, a, s, /*scalarFirst=*/true);
   return autograd::record(out, "RsubBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }

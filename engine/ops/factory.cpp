@@ -20,6 +20,7 @@ Tensor finish(Tensor t, const Options& o) {
 }  // namespace
 
 Tensor full(const Shape& shape, double value, const Options& o) {
+  checkScalarFits(value, o.dtype);
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::backendOf(t).fill(t, value);
   return finish(t, o);

@@ -117,6 +117,10 @@ Tensor linear(const Tensor& input0, const Tensor& weight0, const Tensor& bias0) 
   amp::autocast("linear", {&input, &weight, &bias});
   detail::requireFloat("linear", input);
   requireSameDtype(input, weight);
+  if (bias.defined() && bias.dtype() != input.dtype()) {
+    throw Error("self and mat2 must have the same dtype, but got " + detail::cppTypeName(bias.dtype()) + " and " +
+                detail::cppTypeName(input.dtype()));
+  }
   if (input.dim() == 0 || input.size(-1) != weight.size(1) || weight.dim() != 2) {
     throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + shapeStr(input.sizes()) + " and " +
                      shapeStr(weight.t().sizes()) + ")");

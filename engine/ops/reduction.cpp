@@ -111,7 +111,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
     positions[static_cast<std::size_t>(dim)] = k;
     Tensor range = arange(0.0, static_cast<double>(k), 1.0, {.dtype = kInt64, .device = g.device()}).view(positions);
     Tensor chosen = keepdim ? idx : idx.unsqueeze(dim);
-    Tensor onehot = eq(chosen, range).to(kFloat32);
+    Tensor onehot = eq(chosen, range).to(g.dtype());
     Tensor gk = keepdim ? g : g.unsqueeze(dim);
     return Grads{onehot * gk};
   });

@@ -21,6 +21,10 @@ void checkGrad(const Tensor& p, const Tensor& g) {
                               p.device().str() + " and " + g.device().str() + "! (when checking arguments for optimizer step: a parameter is on " +
                               p.device().str() + ", its gradient on " + g.device().str() + ")");
   }
+  if (g.dtype() != p.dtype()) {  // set_grad refuses this; a backstop for gradients set another way
+    throw Error("optimizer step: a " + dtypeName(p.dtype()) + " parameter has a " + dtypeName(g.dtype()) +
+                " gradient (a gradient must have its parameter's dtype)");
+  }
 }
 }  // namespace
 
@@ -64,8 +68,10 @@ void Optimizer::setLearningRate(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::followDevice(Tensor& state, const Tensor& param) {
-  if (state.defined() && state.device() != param.device()) state = state.to(param.device());
+void Optimizer::followParam(Tensor& state, const Tensor& param) {
+  if (!state.defined()) return;
+  if (state.device() != param.device()) state = state.to(param.device());
+  if (state.dtype() != param.dtype()) state = state.to(param.dtype());
 }
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(params)), options_(o) {
@@ -80,7 +86,7 @@ void SGD::update(std::size_t i, const Tensor& p, const Tensor& g) {
   SgdHyper h{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov, false};
   Tensor* buf = nullptr;
   if (options_.momentum != 0.0) {
-    followDevice(momentum_[i], p);
+    followParam(momentum_[i], p);
     h.first_step = !momentum_[i].defined();
     if (h.first_step) momentum_[i] = Tensor::empty(p.sizes(), p.dtype(), p.device());
     buf = &momentum_[i];
@@ -104,9 +110,9 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled, dou
 
 AdamHyper Adam::hyper(std::size_t i) {
   const Tensor& p = params_[i];
-  followDevice(expAvg_[i], p);
-  followDevice(expAvgSq_[i], p);
-  followDevice(maxExpAvgSq_[i], p);
+  followParam(expAvg_[i], p);
+  followParam(expAvgSq_[i], p);
+  followParam(maxExpAvgSq_[i], p);
   if (!expAvg_[i].defined()) {  // step() has tagged these MemoryCategory::OptimizerState
     expAvg_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
     expAvgSq_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});

@@ -33,8 +33,9 @@ class Optimizer {
     Tensor grad;
   };
   virtual void updateAll(const std::vector<Pending>& pending);
-  // State tensors follow their parameter if the model was moved after the optimizer was made.
-  static void followDevice(Tensor& state, const Tensor& param);
+  // State tensors follow their parameter if the model was moved or cast (module.to(device),
+  // module.half()) after the optimizer was made: the fused kernels take one device and one dtype.
+  static void followParam(Tensor& state, const Tensor& param);
   std::vector<Tensor> params_;
   double lr_ = 0.0;
 };

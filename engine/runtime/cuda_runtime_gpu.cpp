@@ -237,10 +237,20 @@ DeviceContext::~DeviceContext() {
 }
 
 cudnnHandle_t DeviceContext::cudnn() {
+  // Two threads may ask first at once (a lab's worker and the GUI): one creates, the other waits. A
+  // failure leaves no half-made handle behind, and the next call tries again.
+  if (cudnnReady_.load(std::memory_order_acquire)) return cudnn_;
+  std::lock_guard lock(cudnnMutex_);
   if (!cudnn_) {
     DeviceGuard guard(ordinal_);
-    GPULAB_CUDA_CHECK(cudnnCreate(&cudnn_));
-    GPULAB_CUDA_CHECK(cudnnSetStream(cudnn_, compute_));
+    cudnnHandle_t handle = nullptr;
+    GPULAB_CUDA_CHECK(cudnnCreate(&handle));
+    if (cudnnStatus_t status = cudnnSetStream(handle, compute_); status != CUDNN_STATUS_SUCCESS) {
+      cudnnDestroy(handle);
+      GPULAB_CUDA_CHECK(status);
+    }
+    cudnn_ = handle;
+    cudnnReady_.store(true, std::memory_order_release);
   }
   return cudnn_;
 }

@@ -147,9 +147,11 @@ std::vector<lab::ParamSpec> AmpLab::params() const {
                                       "GradScaler), bf16 (autocast bfloat16), fp16-noscale (autocast float16 without a scaler), "
                                       "bf16-scaler (autocast bfloat16 + GradScaler)",
                                       checkVariants);
-  variants.suggestions = {"fp32,fp16,bf16,fp16-noscale", "fp32,fp16,fp16-noscale", "fp32,bf16", "fp32,fp16"};
+  variants.suggestions = {"fp32,fp16,bf16,fp16-noscale", "fp32,fp16,fp16-noscale", "fp32,bf16,fp16-noscale", "fp32,bf16",
+                          "fp32,fp16"};
   variants.suggestionLabels = {"all four: float32, float16 + scaler, bfloat16, float16 without scaler",
-                               "float32 and float16 with and without the scaler", "float32 and bfloat16",
+                               "float32 and float16 with and without the scaler",
+                               "float32, bfloat16 and float16 without a scaler", "float32 and bfloat16",
                                "float32 and float16 + GradScaler"};
   return {
       variants,
@@ -214,8 +216,9 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   }
   sink.view({.id = "zeros", .title = "Gradient values that are exactly zero", .kind = lab::ViewKind::Line,
              .x = {{"step", ""}}, .y = {"zero share", "%"}, .yFromZero = true, .series = perVariant,
-             .note = "The share of all parameter gradients that are 0 after backward. float32 shows what is truly zero; what a "
-                     "float16 run has above it underflowed (below 2^-24 ~ 6e-8)."});
+             .note = "The share of all parameter gradients that are 0 after backward. float32 shows what is truly zero in this "
+                     "model (ReLUs that did not fire, pixels that are always black); a float16 run far above it lost gradients "
+                     "that underflowed (below 2^-24 ~ 6e-8). A point or two either way is the runs taking different paths."});
   std::vector<lab::SeriesSpec> bars;
   for (const Variant& v : variants) bars.push_back({v.id, v.label});
   sink.view({.id = "memory", .title = "Memory by category when the forward pass ends", .kind = lab::ViewKind::Bars,
@@ -225,10 +228,13 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
                      "are 16-bit, and include autocast's 16-bit copies of the weights and the input: for a small model and batch the "
                      "copies can outweigh the saving."});
   sink.view({.id = "precisions", .title = "Step time and result by precision", .kind = lab::ViewKind::Table,
-             .columns = {{"precision", ""}, {"step time", "s"}, {"time vs float32", "x"}, {"final loss", ""}, {"zero gradients", "%"},
-                         {"skipped steps", ""}, {"activations", "bytes"}},
-             .note = emulated ? "Timed on your CPU: the emulated GPU computes there, so these are your CPU's times, not a GPU's."
-                              : "Median time of an optimizer step (forward, backward, step) on " + device.str() + "."});
+             .columns = {{"precision", ""}, {"step", "s"}, {"time ÷ fp32", "x"}, {"final loss", ""}, {"zeros", "%"},
+                         {"skips", ""}, {"activations", "bytes"}},
+             .note = std::string(emulated ? "Timed on your CPU: the emulated GPU computes there, so these are your CPU's times, not a GPU's. "
+                                          : "") +
+                     "step: the median time of an optimizer step (forward, backward, step) on " + device.str() +
+                     "; time ÷ fp32 above 1 is slower than float32. final loss: the mean over the last tenth of the steps; "
+                     "zeros: the share of gradient values that were 0, over the second half; skips: steps the GradScaler skipped."});
 
   // 3. Each precision in turn, from the same start.
   std::vector<Result> results;
@@ -423,7 +429,7 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   if (fp32Index) {
     const double t32 = results[*fp32Index].medianStep;
     std::string said;
-    bool slowerOnCpu = false;
+    bool slowerOnCpu = false, fasterOnCpu = false;
     for (std::size_t vi = 0; vi < variants.size(); ++vi) {
       if (vi == *fp32Index || !variants[vi].autocast || variants[vi].id == "fp16-noscale") continue;  // (no scaler: the same products as fp16)
       const double ratio = results[vi].medianStep / t32;
@@ -432,14 +438,19 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
                                              : "about as fast as";
       said += (said.empty() ? "On " + cuda::deviceLabel(device) + " a " : "; a ") + variants[vi].label + " step was " + how + " a float32 step";
       slowerOnCpu = slowerOnCpu || (device.isCpu() && ratio > 1.05);
+      fasterOnCpu = fasterOnCpu || (device.isCpu() && ratio < 0.95);
     }
     if (!said.empty()) {
       said += ".";
       if (emulated) said += " (The emulated GPU computes on your CPU: no claim about GPUs follows from this.)";
-      else if (slowerOnCpu)
+      else if (slowerOnCpu && !fasterOnCpu)
         said += " Most CPUs have no half-precision matrix units, and GPU Lab's CPU backend widens float16/bfloat16 operands "
                 "to float32 for every product (OpenBLAS has no 16-bit kernels): autocast adds the casts and saves no "
                 "arithmetic, so on a CPU lower precision does not save time.";
+      else if (device.isCpu())
+        said += " GPU Lab's CPU backend computes every product in float32 whatever the precision (OpenBLAS has no 16-bit "
+                "kernels), so a difference here comes from the casts, the smaller tensors, and the other programs on "
+                "this machine: run it again to see how much step times vary.";
       sink.info(said);
       said.clear();
     }

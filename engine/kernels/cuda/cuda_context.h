@@ -7,6 +7,9 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <atomic>
+#include <mutex>
+
 namespace gpulab::cuda {
 
 // An error a kernel found (an out-of-range class label), written by the kernel straight into mapped
@@ -45,6 +48,8 @@ class DeviceContext {
   cudaStream_t compute_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  std::atomic<bool> cudnnReady_{false};
+  std::mutex cudnnMutex_;
   DeferredError* deferredHost_ = nullptr;
   DeferredError* deferredDevice_ = nullptr;
 };
