@@ -18,6 +18,14 @@
 //   bfloat16   5e-2  + 5e-2              5e-2 + 1e-2          5e-2 + 1e-2       1e-2 + 1e-2
 //   TF32 (float32 GEMM with allowTf32): 5e-2 + 1e-2 (inputs rounded to a 10-bit mantissa).
 //
+// Convolutions (cuDNN against im2col + OpenBLAS; cuDNN picks its algorithm by heuristics -- implicit
+// GEMM, Winograd, FFT -- so the summation order, and for FFT/Winograd the rounding, differ), with
+// weights scaled to keep outputs of order 1:
+//   float32 2e-4 + 1e-4, float64 1e-10 + 1e-10, float16 1e-2 + 1e-2, bfloat16 5e-2 + 2e-2,
+//   TF32 (float32 with allowTf32) 5e-2 + 1e-2.
+// Pools: max_pool2d's values and indices exact; the rest (averages, gathered gradients) at the op
+// table's tolerance.
+//
 // Exact (0, 0) wherever the arithmetic is the same on both sides: conversions between dtypes,
 // arange, rand, randint, max/argmax, and add/mul/neg/relu/maximum (one IEEE operation, then one
 // rounding). To add a dtype: a row in kDTypes with its tolerances, and a column here.
@@ -76,6 +84,68 @@ class AllowTf32Scope {
  private:
   bool previous_;
 };
+
+// Convolution tolerances per kDTypes row (see the top); TF32 separately.
+const Tolerance kConvTolerance[] = {{2e-4, 1e-4}, {1e-10, 1e-10}, {1e-2, 1e-2}, {5e-2, 2e-2}};
+const Tolerance kConvTf32Tolerance{5e-2, 1e-2};
+
+// One convolution geometry: input (N, C, H, W), weight (K, C / groups, R, S).
+struct ConvCase {
+  const char* name;
+  std::int64_t n, c, h, w, k, r, s, strideH, strideW, padH, padW, dilH, dilW, groups;
+};
+const ConvCase kConvCases[] = {
+    {"3x3_pad1", 2, 3, 9, 11, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+    {"5x3_stride2x1_pad0x1", 3, 4, 12, 10, 6, 5, 3, 2, 1, 0, 1, 1, 1, 1},
+    {"3x3_dilation2_pad2", 2, 3, 13, 13, 5, 3, 3, 1, 1, 2, 2, 2, 2, 1},
+    {"3x3_groups2", 2, 4, 8, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2},
+    {"depthwise_stride2", 2, 6, 10, 10, 6, 3, 3, 2, 2, 1, 1, 1, 1, 6},
+    {"1x1", 4, 16, 7, 7, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+    {"7x7_stride2_pad3_stem", 2, 3, 32, 32, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1},
+    {"2x4_everything_groups3", 1, 6, 11, 14, 9, 2, 4, 3, 2, 1, 2, 2, 1, 3},
+    {"wide_64ch", 2, 64, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+};
+
+Backend::Conv2dShape convShape(const ConvCase& c) {
+  auto out = [](std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t pad, std::int64_t dil) {
+    return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+  };
+  return {c.n, c.c, c.h, c.w, c.k, c.r, c.s, out(c.h, c.r, c.strideH, c.padH, c.dilH), out(c.w, c.s, c.strideW, c.padW, c.dilW),
+          c.strideH, c.strideW, c.padH, c.padW, c.dilH, c.dilW, c.groups};
+}
+
+// One pooling geometry; out sizes follow PyTorch's rule (ceil_mode: rounded up, but the last window
+// must start inside the input or its left padding). avg_pool2d runs it without dilation.
+struct PoolCase {
+  const char* name;
+  std::int64_t n, c, h, w, kH, kW, strideH, strideW, padH, padW, dilH, dilW;
+  bool ceil, countIncludePad;
+};
+const PoolCase kPoolCases[] = {
+    {"2x2_stride2", 2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, false, true},
+    {"3x3_stride2_pad1", 2, 3, 9, 10, 3, 3, 2, 2, 1, 1, 1, 1, false, true},
+    {"3x3_stride1_pad1_overlapping", 1, 4, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, false, true},
+    {"3x3_stride2_ceil", 2, 2, 8, 8, 3, 3, 2, 2, 0, 0, 1, 1, true, true},
+    {"3x3_stride2_pad1_exclude_pad", 2, 3, 9, 9, 3, 3, 2, 2, 1, 1, 1, 1, false, false},
+    {"2x3_stride1x2_pad1_ceil_exclude_pad", 1, 3, 7, 10, 2, 3, 1, 2, 1, 1, 1, 1, true, false},
+    {"3x3_dilation2_pad1", 2, 2, 11, 12, 3, 3, 1, 2, 1, 1, 2, 2, false, true},
+};
+
+std::int64_t poolOut(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t pad, std::int64_t dil, bool ceil) {
+  const std::int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+  std::int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+Backend::Pool2dShape poolShape(const PoolCase& p, bool dilated) {
+  const std::int64_t dh = dilated ? p.dilH : 1, dw = dilated ? p.dilW : 1;
+  Backend::Pool2dShape s{p.n, p.c, p.h, p.w, poolOut(p.h, p.kH, p.strideH, p.padH, dh, p.ceil),
+                         poolOut(p.w, p.kW, p.strideW, p.padW, dw, p.ceil), p.kH, p.kW, p.strideH, p.strideW, p.padH,
+                         p.padW, dh, dw};
+  s.countIncludePad = p.countIncludePad;
+  return s;
+}
 
 }  // namespace
 
@@ -482,6 +552,185 @@ class TestCudaParity : public QObject {
     backendFor(gpu).gemm(dt.dtype, true, true, 64, 80, 96, 0.5, atg.data_ptr(), 64, btg.data_ptr(), 96, 2.0, cg.data_ptr(), 80);
     cpuBackend().gemm(dt.dtype, true, true, 64, 80, 96, 0.5, at.data_ptr(), 64, bt.data_ptr(), 96, 2.0, cc.data_ptr(), 80);
     GPULAB_COMPARE_TENSORS(cg.cpu(), cc, t.atol, t.rtol);
+  }
+
+  // conv2d forward (with and without bias) and both backwards through the backends directly (cuDNN
+  // against im2col + OpenBLAS), per geometry and dtype; float32 also with TF32 allowed. The workspace
+  // cuDNN asks for comes from the caching allocator and goes back to it: allocated memory is the same
+  // after the calls as before.
+  void convMatchesCpu_data() {
+    QTest::addColumn<int>("geometry");
+    QTest::addColumn<int>("dtype");
+    QTest::addColumn<bool>("tf32");
+    for (int i = 0; i < static_cast<int>(std::size(kConvCases)); ++i) {
+      for (int d = 0; d < kDTypeCount; ++d)
+        QTest::newRow((std::string(kConvCases[i].name) + "/" + kDTypes[d].name).c_str()) << i << d << false;
+      QTest::newRow((std::string(kConvCases[i].name) + "/float32_tf32").c_str()) << i << 0 << true;
+    }
+  }
+  void convMatchesCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, geometry);
+    QFETCH(int, dtype);
+    QFETCH(bool, tf32);
+    const DTypeCase& dt = kDTypes[dtype];
+    const Tolerance t = tf32 ? kConvTf32Tolerance : kConvTolerance[dtype];
+    const AllowTf32Scope scope(tf32);
+    const ConvCase& cc = kConvCases[geometry];
+    const Backend::Conv2dShape s = convShape(cc);
+    const Device gpu = test::cudaDevice();
+    Generator g(71);
+    const double wScale = 1.0 / std::sqrt(static_cast<double>(cc.c / cc.groups * cc.r * cc.s));
+    const Tensor x = randn({s.batch, s.inChannels, s.inH, s.inW}, g).to(dt.dtype);
+    const Tensor w = (randn({s.outChannels, s.inChannels / s.groups, s.kernelH, s.kernelW}, g) * wScale).to(dt.dtype);
+    const Tensor b = randn({s.outChannels}, g).to(dt.dtype);
+    const Tensor gy = randn({s.batch, s.outChannels, s.outH, s.outW}, g).to(dt.dtype);
+    const Tensor xg = x.to(gpu), wg = w.to(gpu), bg = b.to(gpu), gyg = gy.to(gpu);
+    Backend& onGpu = backendFor(gpu);
+    Backend& cpu = cpuBackend();
+    auto empty = [&](const Tensor& like, Device d) { return Tensor::empty(like.sizes(), dt.dtype, d); };
+    const Tensor yc = empty(gy, kCPU), ybc = empty(gy, kCPU), gxc = empty(x, kCPU), gwc = empty(w, kCPU);
+    const Tensor yg = empty(gy, gpu), ybg = empty(gy, gpu), gxg = empty(x, gpu), gwg = empty(w, gpu);
+    cpu.conv2d(yc, x, w, nullptr, s);
+    cpu.conv2d(ybc, x, w, &b, s);
+    cpu.conv2dBackwardInput(gxc, gy, w, s);
+    cpu.conv2dBackwardWeight(gwc, gy, x, s);
+    const std::int64_t before = memory_allocated(gpu);
+    onGpu.conv2d(yg, xg, wg, nullptr, s);
+    onGpu.conv2d(ybg, xg, wg, &bg, s);
+    onGpu.conv2dBackwardInput(gxg, gyg, wg, s);
+    onGpu.conv2dBackwardWeight(gwg, gyg, xg, s);
+    cuda::synchronize(gpu.index());
+    QCOMPARE(memory_allocated(gpu), before);
+    GPULAB_COMPARE_TENSORS(yg.cpu(), yc, t.atol, t.rtol);
+    GPULAB_COMPARE_TENSORS(ybg.cpu(), ybc, t.atol, t.rtol);
+    GPULAB_COMPARE_TENSORS(gxg.cpu(), gxc, t.atol, t.rtol);
+    GPULAB_COMPARE_TENSORS(gwg.cpu(), gwc, t.atol, t.rtol);
+    // The output buffers are overwritten, not accumulated into: a second call gives the same result.
+    onGpu.conv2dBackwardWeight(gwg, gyg, xg, s);
+    GPULAB_COMPARE_TENSORS(gwg.cpu(), gwc, t.atol, t.rtol);
+  }
+
+  // max_pool2d, avg_pool2d and adaptive_avg_pool2d forward and backward through the backends directly,
+  // per geometry and dtype (the CUDA backwards gather, the CPU's scatter). max_pool2d keeps the first
+  // maximum and lets NaN win on both.
+  void poolsMatchCpu_data() {
+    QTest::addColumn<int>("geometry");
+    QTest::addColumn<int>("dtype");
+    for (int i = 0; i < static_cast<int>(std::size(kPoolCases)); ++i)
+      for (int d = 0; d < kDTypeCount; ++d)
+        QTest::newRow((std::string(kPoolCases[i].name) + "/" + kDTypes[d].name).c_str()) << i << d;
+  }
+  void poolsMatchCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, geometry);
+    QFETCH(int, dtype);
+    const DTypeCase& dt = kDTypes[dtype];
+    const PoolCase& pc = kPoolCases[geometry];
+    const Device gpu = test::cudaDevice();
+    Backend& onGpu = backendFor(gpu);
+    Backend& cpu = cpuBackend();
+    Generator g(81);
+    std::vector<float> xv = randn({pc.n, pc.c, pc.h, pc.w}, g).toVector<float>();
+    xv[5] = std::numeric_limits<float>::quiet_NaN();  // NaN wins its windows, on both devices
+    xv[17] = xv[16];                                   // a tie: the first one is kept
+    const Tensor x = tensor(xv, {pc.n, pc.c, pc.h, pc.w}).to(dt.dtype);
+    const Tensor xg = x.to(gpu);
+    auto empty = [&](const Shape& shape, Device d, DType type) { return Tensor::empty(shape, type, d); };
+
+    {  // max_pool2d, dilated where the case says so
+      const Backend::Pool2dShape s = poolShape(pc, true);
+      const Shape outShape{s.batch, s.channels, s.outH, s.outW};
+      const Tensor gy = randn(outShape, g).to(dt.dtype), gyg = gy.to(gpu);
+      const Tensor yc = empty(outShape, kCPU, dt.dtype), ic = empty(outShape, kCPU, kInt64), gxc = empty(x.sizes(), kCPU, dt.dtype);
+      const Tensor yg = empty(outShape, gpu, dt.dtype), ig = empty(outShape, gpu, kInt64), gxg = empty(x.sizes(), gpu, dt.dtype);
+      cpu.maxPool2d(yc, ic, x, s);
+      onGpu.maxPool2d(yg, ig, xg, s);
+      GPULAB_COMPARE_TENSORS(yg.cpu(), yc, 0, 0);
+      QCOMPARE(ig.cpu().toVector<std::int64_t>(), ic.toVector<std::int64_t>());
+      cpu.maxPool2dBackward(gxc, gy, ic, s);
+      onGpu.maxPool2dBackward(gxg, gyg, ig, s);
+      GPULAB_COMPARE_TENSORS(gxg.cpu(), gxc, dt.ops.atol, dt.ops.rtol);
+    }
+    const Tensor xf = x.to(kFloat32);  // the averages without the NaN (it would spread over every window)
+    std::vector<float> clean = xf.toVector<float>();
+    clean[5] = 0.25f;
+    const Tensor xa = tensor(clean, x.sizes()).to(dt.dtype), xag = xa.to(gpu);
+    {  // avg_pool2d (no dilation)
+      const Backend::Pool2dShape s = poolShape(pc, false);
+      const Shape outShape{s.batch, s.channels, s.outH, s.outW};
+      const Tensor gy = randn(outShape, g).to(dt.dtype), gyg = gy.to(gpu);
+      const Tensor yc = empty(outShape, kCPU, dt.dtype), gxc = empty(x.sizes(), kCPU, dt.dtype);
+      const Tensor yg = empty(outShape, gpu, dt.dtype), gxg = empty(x.sizes(), gpu, dt.dtype);
+      cpu.avgPool2d(yc, xa, s);
+      onGpu.avgPool2d(yg, xag, s);
+      GPULAB_COMPARE_TENSORS(yg.cpu(), yc, dt.ops.atol, dt.ops.rtol);
+      cpu.avgPool2dBackward(gxc, gy, s);
+      onGpu.avgPool2dBackward(gxg, gyg, s);
+      GPULAB_COMPARE_TENSORS(gxg.cpu(), gxc, dt.ops.atol, dt.ops.rtol);
+    }
+    // adaptive_avg_pool2d: global, shrinking with overlapping windows, exact division, and growing.
+    const std::pair<std::int64_t, std::int64_t> sizes[] = {{1, 1}, {3, 4}, {pc.h / 2, pc.w / 2}, {pc.h + 2, pc.w + 3}};
+    for (const auto& [oh, ow] : sizes) {
+      Backend::Pool2dShape s{};
+      s.batch = pc.n;
+      s.channels = pc.c;
+      s.inH = pc.h;
+      s.inW = pc.w;
+      s.outH = oh;
+      s.outW = ow;
+      const Shape outShape{s.batch, s.channels, oh, ow};
+      const Tensor gy = randn(outShape, g).to(dt.dtype), gyg = gy.to(gpu);
+      const Tensor yc = empty(outShape, kCPU, dt.dtype), gxc = empty(x.sizes(), kCPU, dt.dtype);
+      const Tensor yg = empty(outShape, gpu, dt.dtype), gxg = empty(x.sizes(), gpu, dt.dtype);
+      cpu.adaptiveAvgPool2d(yc, xa, s);
+      onGpu.adaptiveAvgPool2d(yg, xag, s);
+      GPULAB_COMPARE_TENSORS(yg.cpu(), yc, dt.ops.atol, dt.ops.rtol);
+      cpu.adaptiveAvgPool2dBackward(gxc, gy, s);
+      onGpu.adaptiveAvgPool2dBackward(gxg, gyg, s);
+      GPULAB_COMPARE_TENSORS(gxg.cpu(), gxc, dt.ops.atol, dt.ops.rtol);
+    }
+  }
+
+  // A small CNN through the op layer and autograd on both devices: conv2d (bias) -> relu -> max_pool2d
+  // -> grouped, strided conv2d -> avg_pool2d (ceil_mode, count_include_pad=False) ->
+  // adaptive_avg_pool2d, weighted sum, backward; the output and every gradient compared. float32 and
+  // float64 only: in a 16-bit type two values of a pooling window are often one rounding apart, and
+  // the devices' one-ulp differences after the first conv2d then pick different maxima, moving a
+  // gradient to another element (the 16-bit kernels are compared from identical inputs above).
+  void smallCnnMatchesCpu_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::newRow("float32") << 0;
+    QTest::newRow("float64") << 1;
+  }
+  void smallCnnMatchesCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, dtype);
+    const DTypeCase& dt = kDTypes[dtype];
+    const Tolerance t = kConvTolerance[dtype];
+    Generator g(91);
+    const Tensor x0 = randn({2, 3, 17, 15}, g).to(dt.dtype);
+    const Tensor w10 = (randn({8, 3, 3, 3}, g) * 0.2).to(dt.dtype), b10 = randn({8}, g).to(dt.dtype);
+    const Tensor w20 = (randn({8, 4, 3, 3}, g) * 0.2).to(dt.dtype), b20 = randn({8}, g).to(dt.dtype);
+    const Tensor mix0 = randn({2, 8, 2, 3}, g).to(dt.dtype);
+    auto run = [&](Device d) {
+      Tensor x = x0.to(d).requires_grad_(true), w1 = w10.to(d).requires_grad_(true), b1 = b10.to(d).requires_grad_(true);
+      Tensor w2 = w20.to(d).requires_grad_(true), b2 = b20.to(d).requires_grad_(true);
+      Tensor h = relu(conv2d(x, w1, b1, 1, 1));
+      h = max_pool2d(h, 2);
+      h = conv2d(h, w2, b2, {2, 1}, {1, 2}, 1, 2);
+      h = avg_pool2d(h, 3, 2, 1, true, false);
+      Tensor y = adaptive_avg_pool2d(h, {2, 3});
+      (y * mix0.to(d)).sum().backward();
+      return std::vector<Tensor>{y.detach().cpu(), x.grad().cpu(), w1.grad().cpu(), b1.grad().cpu(), w2.grad().cpu(),
+                                 b2.grad().cpu()};
+    };
+    const auto gpuOut = run(test::cudaDevice()), cpuOut = run(kCPU);
+    QCOMPARE(gpuOut.size(), cpuOut.size());
+    for (std::size_t i = 0; i < cpuOut.size(); ++i) {
+      QCOMPARE(gpuOut[i].dtype(), dt.dtype);
+      GPULAB_COMPARE_TENSORS(gpuOut[i], cpuOut[i], t.atol, t.rtol);
+    }
   }
 
   void outOfRangeLabelRaisesOnGpu() {

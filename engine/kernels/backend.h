@@ -100,6 +100,43 @@ class Backend {
   // counts[1] += its values that are exactly zero (both counted before scaling), then g *= invScale
   // in place. `counts` is int64 with 2 elements on this device; nothing is synchronised.
   virtual void nonFiniteCheckAndUnscale(const std::vector<Tensor>& grads, const Tensor& counts, double invScale) = 0;
+
+  // ---- conv family (engine/kernels/conv/): 2-D convolution and pooling, NCHW, contiguous tensors of
+  // one floating dtype. The CPU computes convolutions as im2col + GEMM (OpenBLAS); CUDA through cuDNN.
+  struct Conv2dShape {
+    std::int64_t batch, inChannels, inH, inW;      // input (N, C, H, W)
+    std::int64_t outChannels, kernelH, kernelW;    // weight (K, C / groups, R, S)
+    std::int64_t outH, outW;                       // output (N, K, OH, OW)
+    std::int64_t strideH, strideW, padH, padW, dilationH, dilationW, groups;
+  };
+  // out = conv2d(input, weight) + bias (bias: (K) or null).
+  virtual void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor* bias,
+                      const Conv2dShape& shape) = 0;
+  // gradInput = d loss / d input (cuDNN's backward data); overwritten, not accumulated.
+  virtual void conv2dBackwardInput(const Tensor& gradInput, const Tensor& gradOut, const Tensor& weight,
+                                   const Conv2dShape& shape) = 0;
+  // gradWeight = d loss / d weight (cuDNN's backward filter); overwritten.
+  virtual void conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gradOut, const Tensor& input,
+                                    const Conv2dShape& shape) = 0;
+
+  struct Pool2dShape {
+    std::int64_t batch, channels, inH, inW, outH, outW;
+    std::int64_t kernelH, kernelW, strideH, strideW, padH, padW, dilationH, dilationW;
+    bool countIncludePad = true;  // avg_pool2d's count_include_pad (PyTorch's default: true)
+  };
+  // max_pool2d: out (N, C, OH, OW) and indices (int64, the argmax's flat index h * W + w within its
+  // input plane, as PyTorch's return_indices); padding counts as -inf. Backward scatters gradOut into
+  // gradInput (zeroed first) at the indices.
+  virtual void maxPool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dShape& shape) = 0;
+  virtual void maxPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Tensor& indices,
+                                 const Pool2dShape& shape) = 0;
+  // avg_pool2d; the divisor is the window's size, or with !countIncludePad the part of it inside the input.
+  virtual void avgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) = 0;
+  virtual void avgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) = 0;
+  // adaptive_avg_pool2d: output cell (i, j) averages input rows [floor(i H / OH), ceil((i + 1) H / OH))
+  // and the columns likewise, PyTorch's windows (only inH/inW/outH/outW/batch/channels of `shape` are used).
+  virtual void adaptiveAvgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) = 0;
+  virtual void adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) = 0;
 };
 
 Backend& cpuBackend();

@@ -48,6 +48,20 @@ class CpuBackend final : public Backend {
                 const Tensor* maxExpAvgSq, const AdamHyper& h) override;
   // amp/cpu.cpp
   void nonFiniteCheckAndUnscale(const std::vector<Tensor>& grads, const Tensor& counts, double invScale) override;
+  // conv/cpu.cpp
+  void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor* bias,
+              const Conv2dShape& shape) override;
+  void conv2dBackwardInput(const Tensor& gradInput, const Tensor& gradOut, const Tensor& weight,
+                           const Conv2dShape& shape) override;
+  void conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gradOut, const Tensor& input,
+                            const Conv2dShape& shape) override;
+  void maxPool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dShape& shape) override;
+  void maxPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Tensor& indices,
+                         const Pool2dShape& shape) override;
+  void avgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) override;
+  void avgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override;
+  void adaptiveAvgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) override;
+  void adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override;
 };
 
 }  // namespace gpulab

@@ -41,6 +41,49 @@ std::string Flatten::extraRepr() const {
   return "start_dim=" + std::to_string(start_) + ", end_dim=" + std::to_string(end_);
 }
 
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, Size2 kernel, Size2 stride_, Size2 padding_, Size2 dilation_,
+               std::int64_t groups_, bool withBias, Generator& gen)
+    : in_channels(in), out_channels(out), kernel_size(kernel), stride(stride_), padding(padding_),
+      dilation(dilation_), groups(groups_) {
+  // PyTorch's _ConvNd checks, with its words.
+  if (groups <= 0) throw ValueError("groups must be a positive integer");
+  if (in % groups != 0) throw ValueError("in_channels must be divisible by groups");
+  if (out % groups != 0) throw ValueError("out_channels must be divisible by groups");
+  if (in <= 0 || out <= 0 || kernel.h <= 0 || kernel.w <= 0) {
+    throw ValueError("Conv2d: in_channels, out_channels and kernel_size must be positive, got " + std::to_string(in) +
+                     ", " + std::to_string(out) + " and " + kernel.str());
+  }
+  const std::int64_t fanIn = in / groups * kernel.h * kernel.w;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fanIn));
+  NoGradGuard noGrad;
+  MemoryCategoryScope tag(MemoryCategory::Parameter);
+  weight = register_parameter("weight", rand({out, in / groups, kernel.h, kernel.w}, gen) * (2.0 * bound) - bound);
+  if (withBias) bias = register_parameter("bias", rand({out}, gen) * (2.0 * bound) - bound);
+}
+
+Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, stride, padding, dilation, groups); }
+
+std::string Conv2d::extraRepr() const {
+  // PyTorch stores the sizes as tuples, so it prints them as tuples; the defaults are left out.
+  auto pair = [](Size2 s) { return Size2(s.h, s.w).str(); };
+  std::string r = std::to_string(in_channels) + ", " + std::to_string(out_channels) + ", kernel_size=" + pair(kernel_size) +
+                  ", stride=" + pair(stride);
+  if (!(padding == Size2(0))) r += ", padding=" + pair(padding);
+  if (!(dilation == Size2(1))) r += ", dilation=" + pair(dilation);
+  if (groups != 1) r += ", groups=" + std::to_string(groups);
+  if (!bias.defined()) r += ", bias=False";
+  return r;
+}
+
+std::string MaxPool2d::extraRepr() const {
+  return "kernel_size=" + kernel_.str() + ", stride=" + stride_.str() + ", padding=" + padding_.str() +
+         ", dilation=" + dilation_.str() + ", ceil_mode=" + (ceilMode_ ? "True" : "False");
+}
+
+std::string AvgPool2d::extraRepr() const {
+  return "kernel_size=" + kernel_.str() + ", stride=" + stride_.str() + ", padding=" + padding_.str();
+}
+
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
   for (const auto& m : modules) push_back(m);
 }

@@ -2,6 +2,7 @@
 // The layers of torch.nn that the lessons use, with PyTorch's initialisation and printed form.
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/core/generator.h"
@@ -73,6 +74,70 @@ class Flatten final : public Module {
 
  private:
   std::int64_t start_, end_;
+};
+
+// nn.Conv2d (zero padding). Weight (out_channels, in_channels / groups, kH, kW) and bias (out_channels)
+// ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels / groups * kH * kW: PyTorch's default
+// (kaiming_uniform with a=sqrt(5) for the weight, the same bound for the bias).
+class Conv2d final : public Module {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, Size2 kernel_size, Size2 stride = 1, Size2 padding = 0,
+         Size2 dilation = 1, std::int64_t groups = 1, bool bias = true, Generator& gen = defaultGenerator());
+  Tensor forward(const Tensor& input) override;
+  std::string name() const override { return "Conv2d"; }
+  std::string extraRepr() const override;  // "3, 8, kernel_size=(3, 3), stride=(1, 1)"
+
+  Tensor weight;  // (out_channels, in_channels / groups, kH, kW)
+  Tensor bias;    // (out_channels) or undefined
+  std::int64_t in_channels, out_channels;
+  Size2 kernel_size, stride, padding, dilation;
+  std::int64_t groups;
+};
+
+// nn.MaxPool2d; stride defaults to the kernel size.
+class MaxPool2d final : public Module {
+ public:
+  explicit MaxPool2d(Size2 kernel_size, OptionalSize2 stride = std::nullopt, Size2 padding = 0,
+                     Size2 dilation = 1, bool ceil_mode = false)
+      : kernel_(kernel_size), stride_(stride.value_or(kernel_size)), padding_(padding), dilation_(dilation),
+        ceilMode_(ceil_mode) {}
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_, dilation_, ceilMode_); }
+  std::string name() const override { return "MaxPool2d"; }
+  std::string extraRepr() const override;  // "kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False"
+
+ private:
+  Size2 kernel_, stride_, padding_, dilation_;
+  bool ceilMode_;
+};
+
+// nn.AvgPool2d; stride defaults to the kernel size.
+class AvgPool2d final : public Module {
+ public:
+  explicit AvgPool2d(Size2 kernel_size, OptionalSize2 stride = std::nullopt, Size2 padding = 0,
+                     bool ceil_mode = false, bool count_include_pad = true)
+      : kernel_(kernel_size), stride_(stride.value_or(kernel_size)), padding_(padding), ceilMode_(ceil_mode),
+        countIncludePad_(count_include_pad) {}
+  Tensor forward(const Tensor& x) override {
+    return avg_pool2d(x, kernel_, stride_, padding_, ceilMode_, countIncludePad_);
+  }
+  std::string name() const override { return "AvgPool2d"; }
+  std::string extraRepr() const override;  // "kernel_size=2, stride=2, padding=0" (PyTorch prints no more)
+
+ private:
+  Size2 kernel_, stride_, padding_;
+  bool ceilMode_, countIncludePad_;
+};
+
+// nn.AdaptiveAvgPool2d: AdaptiveAvgPool2d({1, 1}) is the global average pool before a classifier.
+class AdaptiveAvgPool2d final : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output_size) : outputSize_(output_size) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, outputSize_); }
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extraRepr() const override { return "output_size=" + outputSize_.str(); }
+
+ private:
+  Size2 outputSize_;
 };
 
 class Sequential final : public Module {

@@ -102,6 +102,50 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::string& red
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction);
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = defaultGenerator());
 
+// Convolution and pooling (torch.nn.functional; engine/ops/conv.cpp). NCHW input (N, C, H, W), or
+// unbatched (C, H, W) as in PyTorch (the result is then unbatched too). A Size2 is PyTorch's "int or
+// (h, w) tuple": 2 means (2, 2), {2, 1} means (h=2, w=1).
+//   conv2d(x, w, b, /*stride*/ 2, /*padding*/ 1);          // F.conv2d(x, w, b, 2, 1)
+//   max_pool2d(x, 2);                                       // F.max_pool2d(x, 2): stride = kernel
+//   avg_pool2d(x, {3, 3}, 2, 1, /*ceil_mode*/ true, /*count_include_pad*/ false);
+// Shape errors carry PyTorch's messages ("Given groups=1, weight of size [8, 3, 3, 3], expected
+// input[2, 4, 8, 8] to have 3 channels, but got 4 channels instead").
+struct Size2 {
+  std::int64_t h, w;
+  bool tuple = false;  // given as (h, w): modules print it as a tuple, as PyTorch prints what it was given
+  Size2(std::int64_t both) : h(both), w(both) {}  // NOLINT(google-explicit-constructor): PyTorch's int form
+  Size2(std::int64_t h_, std::int64_t w_) : h(h_), w(w_), tuple(true) {}
+  bool operator==(const Size2& o) const { return h == o.h && w == o.w; }
+  std::string str() const;  // "2" or "(2, 3)", as Python prints an int or a tuple
+};
+// A Size2 or nothing (PyTorch's stride=None): std::optional<Size2> cannot take {h, w}, this can.
+struct OptionalSize2 {
+  std::optional<Size2> value;
+  OptionalSize2() = default;
+  OptionalSize2(std::nullopt_t) {}                                           // NOLINT(google-explicit-constructor)
+  OptionalSize2(std::int64_t both) : value(Size2(both)) {}                   // NOLINT(google-explicit-constructor)
+  OptionalSize2(std::int64_t h, std::int64_t w) : value(Size2(h, w)) {}
+  OptionalSize2(Size2 s) : value(s) {}                                       // NOLINT(google-explicit-constructor)
+  OptionalSize2(std::optional<Size2> s) : value(s) {}                        // NOLINT(google-explicit-constructor)
+  Size2 value_or(Size2 fallback) const { return value.value_or(fallback); }
+};
+// weight (out_channels, in_channels / groups, kH, kW); bias (out_channels) or undefined. Under autocast,
+// conv2d runs in the region's lower precision, as linear.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = 1,
+              Size2 padding = 0, Size2 dilation = 1, std::int64_t groups = 1);
+// stride: the kernel size when not given (PyTorch's stride=None). ceil_mode: the output size rounds up,
+// except that the last window must start inside the input or its left padding.
+Tensor max_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride = std::nullopt,
+                  Size2 padding = 0, Size2 dilation = 1, bool ceil_mode = false);
+// The same, plus the argmax of each window (int64, flat h * W + w within its plane: return_indices=True).
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 kernel_size,
+                                                  OptionalSize2 stride = std::nullopt, Size2 padding = 0,
+                                                  Size2 dilation = 1, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride = std::nullopt,
+                  Size2 padding = 0, bool ceil_mode = false, bool count_include_pad = true);
+// Output cell (i, j) averages input rows [floor(i H / OH), ceil((i + 1) H / OH)) and the columns likewise.
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
+
 // Device and dtype moves (recorded by autograd: the gradient goes back to the source device).
 Tensor to_device(const Tensor& a, Device device, bool non_blocking = false);
 // Between any two dtypes (rounding to nearest even into float16/bfloat16); the gradient is cast back

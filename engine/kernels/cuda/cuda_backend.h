@@ -57,11 +57,25 @@ class CudaBackend final : public Backend {
   void adamSteps(const std::vector<AdamTensors>& items) override;  // multi-tensor: many small tensors a launch
   // amp/cuda.cu
   void nonFiniteCheckAndUnscale(const std::vector<Tensor>& grads, const Tensor& counts, double invScale) override;
+  // conv/cuda.cu: convolutions through cuDNN, pooling as plain kernels
+  void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor* bias,
+              const Conv2dShape& shape) override;
+  void conv2dBackwardInput(const Tensor& gradInput, const Tensor& gradOut, const Tensor& weight,
+                           const Conv2dShape& shape) override;
+  void conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gradOut, const Tensor& input,
+                            const Conv2dShape& shape) override;
+  void maxPool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dShape& shape) override;
+  void maxPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Tensor& indices,
+                         const Pool2dShape& shape) override;
+  void avgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) override;
+  void avgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override;
+  void adaptiveAvgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) override;
+  void adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override;
 
   int device() const { return device_; }
 
  private:
-  // This backend's device context (its compute stream, cuBLAS handle); also makes the device current.
+  // This backend's device context (its compute stream, cuBLAS and cuDNN handles); also makes the device current.
   cuda::DeviceContext& ctx() const { return cuda::context(device_); }
 
   int device_;

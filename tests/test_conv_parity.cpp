@@ -1,0 +1,259 @@
+// conv2d, max_pool2d, avg_pool2d and adaptive_avg_pool2d against PyTorch: one row per case of
+// tests/conv_parity/cases.json, which tests/conv_parity/make_cases.py generated with Debian's torch 1.13
+// (/usr/bin/python3 tests/conv_parity/make_cases.py regenerates it). For each case the engine builds
+// PyTorch's exact inputs (hex floats), runs the op forward and backward(grad_output), and its output
+// and the gradients of input, weight and bias must equal PyTorch's within
+//   float32  |engine - torch| <= 1e-5 + 1e-5 |torch|
+//   float64  |engine - torch| <= 1e-13 + 1e-12 |torch|
+// Why: a convolution is a sum of up to ~100 products here, which PyTorch (oneDNN) and the engine
+// (im2col + OpenBLAS) add in different orders; either order is within (n-1) u sum|terms| of the exact
+// sum (u = 6e-8 in float32, 1.1e-16 in float64), ~1e-5 (3e-15) absolute at worst for these inputs,
+// whatever the result's own size -- hence the absolute term (the generator's docstring has the
+// details). A wrong window, index or padding rule is an error of order 1. Each row prints the largest
+// error it saw. The same rows run on CUDA where a GPU is usable (cuDNN against PyTorch's CPU result).
+//
+// The error rows: each bad call must raise gpulab::Error with PyTorch's message, word for word.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "engine/core/errors.h"
+#include "test_util.h"
+
+#ifndef GPULAB_CONV_CASES
+#error "GPULAB_CONV_CASES (the path of tests/conv_parity/cases.json) must be defined"
+#endif
+
+using namespace gpulab;
+
+namespace {
+
+Shape shapeOf(const QJsonArray& a) {
+  Shape s;
+  for (const QJsonValue& v : a) s.push_back(v.toInteger());
+  return s;
+}
+
+// {"shape": [...], "values": ["0x1.8p+1", ...]} as a float64 tensor, then `dtype` (exact: the values
+// were drawn in that dtype).
+Tensor decode(const QJsonObject& o, DType dtype) {
+  const Shape shape = shapeOf(o["shape"].toArray());
+  const QJsonArray values = o["values"].toArray();
+  Tensor t = Tensor::empty(shape, kFloat64);
+  if (t.numel() != values.size()) throw Error("conv_parity: a tensor's values do not match its shape");
+  double* p = t.data<double>();
+  for (qsizetype i = 0; i < values.size(); ++i) p[i] = std::strtod(values[i].toString().toLatin1().constData(), nullptr);
+  return t.to(dtype);
+}
+
+Size2 size2(const QJsonObject& args, const char* key, std::int64_t fallback) {
+  if (!args.contains(key)) return fallback;
+  const QJsonArray a = args[key].toArray();
+  return Size2(a[0].toInteger(), a[1].toInteger());
+}
+
+// The case's op on the given tensors, with its PyTorch arguments.
+Tensor runOp(const QString& op, const QJsonObject& args, const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (op == "conv2d") {
+    return conv2d(x, w, b, size2(args, "stride", 1), size2(args, "padding", 0), size2(args, "dilation", 1),
+                  args["groups"].toInteger(1));
+  }
+  const bool ceil = args["ceil_mode"].toBool(false);
+  if (op == "max_pool2d" || op == "avg_pool2d") {
+    const Size2 kernel = size2(args, "kernel_size", 0);
+    std::optional<Size2> stride;
+    if (args.contains("stride")) stride = size2(args, "stride", 0);
+    if (op == "max_pool2d") return max_pool2d(x, kernel, stride, size2(args, "padding", 0), size2(args, "dilation", 1), ceil);
+    return avg_pool2d(x, kernel, stride, size2(args, "padding", 0), ceil, args["count_include_pad"].toBool(true));
+  }
+  if (op == "adaptive_avg_pool2d") return adaptive_avg_pool2d(x, size2(args, "output_size", 0));
+  throw Error("conv_parity: unknown op " + op.toStdString());
+}
+
+// The largest |a - e| and whether every element is within atol + rtol |e|.
+struct Comparison {
+  double maxError = 0;
+  bool ok = true;
+  QString firstBad;
+};
+Comparison compare(const Tensor& actual, const Tensor& expected, double atol, double rtol) {
+  Comparison c;
+  if (actual.sizes() != expected.sizes()) {
+    c.ok = false;
+    c.firstBad = QString("shape %1, expected %2").arg(shapeStr(actual.sizes()).c_str(), shapeStr(expected.sizes()).c_str());
+    return c;
+  }
+  const auto a = actual.cpu().toVector<double>(), e = expected.toVector<double>();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double err = std::abs(a[i] - e[i]);
+    c.maxError = std::max(c.maxError, err);
+    if (!(err <= atol + rtol * std::abs(e[i])) && c.ok) {
+      c.ok = false;
+      c.firstBad = QString("element %1: %2, expected %3").arg(i).arg(a[i], 0, 'g', 17).arg(e[i], 0, 'g', 17);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+class TestConvParity : public QObject {
+  Q_OBJECT
+
+  QJsonObject file_;
+
+  void load() {
+    if (!file_.isEmpty()) return;
+    QFile f(GPULAB_CONV_CASES);
+    QVERIFY2(f.open(QIODevice::ReadOnly), GPULAB_CONV_CASES);
+    QJsonParseError error;
+    file_ = QJsonDocument::fromJson(f.readAll(), &error).object();
+    QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+  }
+
+ private slots:
+  void initTestCase() {
+    load();
+    QVERIFY(file_["cases"].toArray().size() > 0);
+    QVERIFY(file_["errors"].toArray().size() > 0);
+  }
+
+  void outputsAndGradientsMatchPyTorch_data() {
+    load();
+    QTest::addColumn<int>("index");
+    QTest::addColumn<bool>("cuda");
+    const QJsonArray cases = file_["cases"].toArray();
+    for (bool cuda : {false, true})
+      for (int i = 0; i < cases.size(); ++i) {
+        const QJsonObject c = cases[i].toObject();
+        const QString name = c["name"].toString() + "/" + c["dtype"].toString() + (cuda ? "/cuda" : "/cpu");
+        QTest::newRow(qPrintable(name)) << i << cuda;
+      }
+  }
+
+  void outputsAndGradientsMatchPyTorch() {
+    QFETCH(int, index);
+    QFETCH(bool, cuda);
+    if (cuda && !test::cudaUsable()) QSKIP("no CUDA device");
+    const Device device = cuda ? test::cudaDevice() : kCPU;
+    const QJsonObject c = file_["cases"].toArray()[index].toObject();
+    const DType dtype = c["dtype"].toString() == "float64" ? kFloat64 : kFloat32;
+    const QJsonObject tol = file_["header"].toObject()["tolerance"].toObject()[c["dtype"].toString()].toObject();
+    const double atol = tol["atol"].toDouble(), rtol = tol["rtol"].toDouble();
+    QVERIFY(atol > 0 && rtol > 0);
+
+    auto input = [&](const char* key) {
+      return c.contains(key) ? decode(c[key].toObject(), dtype).to(device).requires_grad_(true) : Tensor();
+    };
+    Tensor x = input("input"), w = input("weight"), b = input("bias");
+    Tensor out = runOp(c["op"].toString(), c["args"].toObject(), x, w, b);
+    QCOMPARE(out.dtype(), dtype);
+    out.backward(decode(c["grad_output"].toObject(), dtype).to(device));
+
+    struct Check {
+      const char* what;
+      Tensor actual;
+      const char* key;
+    };
+    const std::vector<Check> checks{{"output", out.detach(), "output"},
+                                    {"grad input", x.grad(), "grad_input"},
+                                    {"grad weight", w.defined() ? w.grad() : Tensor(), "grad_weight"},
+                                    {"grad bias", b.defined() ? b.grad() : Tensor(), "grad_bias"}};
+    QString measured;
+    for (const Check& k : checks) {
+      if (!c.contains(k.key)) continue;
+      QVERIFY2(k.actual.defined(), k.what);
+      const Comparison r = compare(k.actual, decode(c[k.key].toObject(), kFloat64), atol, rtol);
+      QVERIFY2(r.ok, qPrintable(QString("%1: %2").arg(k.what, r.firstBad)));
+      measured += QString(" %1 %2").arg(k.what).arg(r.maxError, 0, 'g', 2);
+    }
+    qInfo("largest |engine - PyTorch|:%s", qPrintable(measured));
+  }
+
+  // float16 and bfloat16: the float32 cases' inputs and output gradient rounded to the dtype; the
+  // engine's 16-bit results (float32 accumulation, one rounding on store) against its float64 results
+  // on the same rounded inputs -- the float64 path the rows above hold to PyTorch within 1e-12 --
+  // within atol 1e-5 (float32's accumulation error, as above) + rtol |float64| where rtol is one ulp of
+  // the dtype relative to the value (2^-10 float16, 2^-7 bfloat16): a correctly rounded result is
+  // within half an ulp, and one rounded from a float32 sum within half an ulp plus that sum's error.
+  // (PyTorch 1.13 has no float16 convolution on the CPU, and its bfloat16 one rounds intermediates.)
+  void sixteenBitRoundsOnce_data() {
+    load();
+    QTest::addColumn<int>("index");
+    QTest::addColumn<int>("dtype");
+    QTest::addColumn<bool>("cuda");
+    const QJsonArray cases = file_["cases"].toArray();
+    for (bool cuda : {false, true})
+      for (DType d : {kFloat16, kBFloat16})
+        for (int i = 0; i < cases.size(); ++i) {
+          const QJsonObject c = cases[i].toObject();
+          if (c["dtype"].toString() != "float32") continue;
+          const QString name = c["name"].toString() + "/" + QString::fromStdString(dtypeName(d)) + (cuda ? "/cuda" : "/cpu");
+          QTest::newRow(qPrintable(name)) << i << static_cast<int>(d) << cuda;
+        }
+  }
+
+  void sixteenBitRoundsOnce() {
+    QFETCH(int, index);
+    QFETCH(int, dtype);
+    QFETCH(bool, cuda);
+    if (cuda && !test::cudaUsable()) QSKIP("no CUDA device");
+    const Device device = cuda ? test::cudaDevice() : kCPU;
+    const DType d = static_cast<DType>(dtype);
+    const double rtol = d == kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7), atol = 1e-5;
+    const QJsonObject c = file_["cases"].toArray()[index].toObject();
+    auto rounded = [&](const char* key) { return c.contains(key) ? decode(c[key].toObject(), kFloat32).to(d) : Tensor(); };
+    const std::vector<Tensor> inputs{rounded("input"), rounded("weight"), rounded("bias")};
+    const Tensor gradOut = rounded("grad_output");
+    // Output and gradients of the case's op in `dt` on `dev`, from the same rounded values.
+    auto run = [&](DType dt, Device dev) {
+      std::vector<Tensor> xs;
+      for (const Tensor& t : inputs) xs.push_back(t.defined() ? t.to(dt).to(dev).requires_grad_(true) : Tensor());
+      Tensor out = runOp(c["op"].toString(), c["args"].toObject(), xs[0], xs[1], xs[2]);
+      out.backward(gradOut.to(dt).to(dev));
+      std::vector<Tensor> results{out.detach()};
+      for (const Tensor& t : xs) results.push_back(t.defined() ? t.grad() : Tensor());
+      return results;
+    };
+    const auto actual = run(d, device), expected = run(kFloat64, kCPU);
+    const char* what[] = {"output", "grad input", "grad weight", "grad bias"};
+    QString measured;
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+      if (!expected[i].defined()) continue;
+      QVERIFY2(actual[i].defined(), what[i]);
+      QCOMPARE(actual[i].dtype(), d);
+      const Comparison r = compare(actual[i].to(kFloat64), expected[i], atol, rtol);
+      QVERIFY2(r.ok, qPrintable(QString("%1: %2").arg(what[i], r.firstBad)));
+      measured += QString(" %1 %2").arg(what[i]).arg(r.maxError, 0, 'g', 2);
+    }
+    qInfo("largest |%s - float64|:%s", dtypeName(d).c_str(), qPrintable(measured));
+  }
+
+  void errorsMatchPyTorch_data() {
+    load();
+    QTest::addColumn<int>("index");
+    const QJsonArray errors = file_["errors"].toArray();
+    for (int i = 0; i < errors.size(); ++i) QTest::newRow(qPrintable(errors[i].toObject()["name"].toString())) << i;
+  }
+
+  void errorsMatchPyTorch() {
+    QFETCH(int, index);
+    const QJsonObject e = file_["errors"].toArray()[index].toObject();
+    auto zerosOf = [&](const char* key) { return e.contains(key) ? zeros(shapeOf(e[key].toArray())) : Tensor(); };
+    const Tensor x = zerosOf("input_shape"), w = zerosOf("weight_shape"), b = zerosOf("bias_shape");
+    const std::string expected = e["message"].toString().toStdString();
+    try {
+      runOp(e["op"].toString(), e["args"].toObject(), x, w, b);
+      QFAIL(qPrintable(QString("no error; PyTorch raises: %1").arg(expected.c_str())));
+    } catch (const Error& err) {
+      QCOMPARE(std::string(err.what()), expected);
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestConvParity)
+#include "test_conv_parity.moc"
