@@ -118,6 +118,29 @@ inline std::vector<OpCase> opCases() {
       {"adaptive_avg_pool2d_uneven", {{2, 3, 5, 7}}, [](V x) { return adaptive_avg_pool2d(x[0], {3, 4}); }},
       {"adaptive_avg_pool2d_global", {{2, 3, 5, 4}}, [](V x) { return adaptive_avg_pool2d(x[0], 1); }},
       {"adaptive_avg_pool2d_upsample", {{1, 2, 3, 2}}, [](V x) { return adaptive_avg_pool2d(x[0], {5, 3}); }},
+      // Batch normalisation (engine/ops/normalization.cpp). Running statistics are made inside the case
+      // (in the input's dtype and on its device), fresh per call: training updates them in place.
+      {"batch_norm_train", {{4, 3, 2, 2}, {3}, {3}},
+       [](V x) {
+         const Options o{x[0].dtype(), x[0].device()};
+         return batch_norm(x[0], zeros({3}, o), ones({3}, o), x[1], x[2], true);
+       }},
+      {"batch_norm_train_no_affine", {{4, 3, 2, 2}}, [](V x) { return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); }},
+      {"batch_norm_train_2d_input", {{5, 3}, {3}, {3}},
+       [](V x) {
+         const Options o{x[0].dtype(), x[0].device()};
+         return batch_norm(x[0], zeros({3}, o), ones({3}, o), x[1], x[2], true, 0.3, 1e-3);
+       }},
+      {"batch_norm_eval", {{4, 3, 2, 2}, {3}, {3}},
+       [](V x) {
+         const Options o{x[0].dtype(), x[0].device()};
+         return batch_norm(x[0], full({3}, 0.3, o), full({3}, 1.7, o), x[1], x[2], false);
+       }},
+      {"batch_norm_eval_2d_no_affine", {{5, 3}},
+       [](V x) {
+         const Options o{x[0].dtype(), x[0].device()};
+         return batch_norm(x[0], full({3}, -0.2, o), full({3}, 0.6, o), Tensor(), Tensor(), false);
+       }},
       {"cnn", {{2, 1, 8, 8}, {4, 1, 3, 3}, {4}, {3, 36}, {3}},
        [](V x) { return linear(max_pool2d(conv2d(x[0], x[1], x[2]).relu(), 2).flatten(1), x[3], x[4]).log_softmax(1); }},
       {"mlp", {{8, 4}, {6, 4}, {6}, {2, 6}, {2}},

@@ -74,15 +74,22 @@ void addDTypeRows() {
 }
 
 // Sets allowTf32 for a scope (torch.backends.cuda.matmul.allow_tf32), restoring the previous value.
+// TF32 for matrix products and for convolutions (two flags, as PyTorch's; convolutions default to on).
 class AllowTf32Scope {
  public:
-  explicit AllowTf32Scope(bool allow) : previous_(cuda::allowTf32()) { cuda::setAllowTf32(allow); }
-  ~AllowTf32Scope() { cuda::setAllowTf32(previous_); }
+  explicit AllowTf32Scope(bool allow) : previous_(cuda::allowTf32()), previousConv_(cuda::cudnnAllowTf32()) {
+    cuda::setAllowTf32(allow);
+    cuda::setCudnnAllowTf32(allow);
+  }
+  ~AllowTf32Scope() {
+    cuda::setAllowTf32(previous_);
+    cuda::setCudnnAllowTf32(previousConv_);
+  }
   AllowTf32Scope(const AllowTf32Scope&) = delete;
   AllowTf32Scope& operator=(const AllowTf32Scope&) = delete;
 
  private:
-  bool previous_;
+  bool previous_, previousConv_;
 };
 
 // Convolution tolerances per kDTypes row (see the top); TF32 separately.
@@ -706,6 +713,7 @@ class TestCudaParity : public QObject {
   void smallCnnMatchesCpu() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
     QFETCH(int, dtype);
+    const AllowTf32Scope fullFloat32(false);  // cuDNN would use TF32 for float32 convolutions by default
     const DTypeCase& dt = kDTypes[dtype];
     const Tolerance t = kConvTolerance[dtype];
     Generator g(91);

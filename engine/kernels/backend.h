@@ -43,7 +43,8 @@ class Backend {
 
   // Row-major C = alpha * op(A) @ op(B) + beta * C, `batch` times with the given element strides;
   // A, B and C of `dtype`. float16/bfloat16 multiply with float32 accumulation (tensor cores on a
-  // GPU); float32 on a GPU uses TF32 tensor cores only when allowTf32() says so (off, as PyTorch).
+  // GPU); float32 on a GPU uses TF32 tensor cores only when allowTf32() says so (off, as PyTorch;
+  // convolutions follow cudnnAllowTf32() instead, on by default, also as PyTorch).
   virtual void gemm(DType dtype, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k,
                     double alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, double beta,
                     void* c, std::int64_t ldc, std::int64_t batch = 1, std::int64_t strideA = 0,
@@ -137,6 +138,24 @@ class Backend {
   // and the columns likewise, PyTorch's windows (only inH/inW/outH/outW/batch/channels of `shape` are used).
   virtual void adaptiveAvgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) = 0;
   virtual void adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) = 0;
+
+  // ---- norm family (engine/kernels/norm/): batch normalisation over (N, C, H, W) or (N, C), per channel.
+  // Training: batch statistics -- saveMean[c] and saveInvStd[c] = 1 / sqrt(biased var + eps) are
+  // written for backward, and runningMean/runningVar (when given) move by `momentum` towards the batch
+  // mean and the unbiased variance, as PyTorch's. Eval: the running statistics normalise. weight/bias
+  // (gamma/beta) may be null (affine=false). Statistics (saveMean, saveInvStd, running stats, weight,
+  // bias) are float32 for a 16-bit input (cuDNN's and PyTorch's rule), the input's dtype otherwise.
+  struct BatchNormShape {
+    std::int64_t batch, channels, spatial;  // spatial = H * W (1 for 2-D input)
+    double eps = 1e-5, momentum = 0.1;
+  };
+  virtual void batchNorm(const Tensor& out, const Tensor& input, const Tensor* weight, const Tensor* bias,
+                         const Tensor* runningMean, const Tensor* runningVar, const Tensor* saveMean,
+                         const Tensor* saveInvStd, bool training, const BatchNormShape& shape) = 0;
+  // Gradients of a training-mode batch norm (gradWeight/gradBias may be null when not needed).
+  virtual void batchNormBackward(const Tensor& gradInput, const Tensor* gradWeight, const Tensor* gradBias,
+                                 const Tensor& gradOut, const Tensor& input, const Tensor* weight,
+                                 const Tensor& saveMean, const Tensor& saveInvStd, const BatchNormShape& shape) = 0;
 };
 
 Backend& cpuBackend();

@@ -113,3 +113,58 @@ Tensor Checkpoint::forward(const Tensor& x) {
 }
 
 }  // namespace gpulab::nn
+
+namespace gpulab::nn {
+
+BatchNorm::BatchNorm(std::int64_t numFeatures, double eps_, std::optional<double> momentum_, bool affine_,
+                     bool trackRunningStats)
+    : num_features(numFeatures), eps(eps_), momentum(momentum_), affine(affine_),
+      track_running_stats(trackRunningStats) {
+  NoGradGuard noGrad;
+  MemoryCategoryScope tag(MemoryCategory::Parameter);
+  // PyTorch's _NormBase: parameters first, then the buffers, in this order (the state dict's).
+  if (affine) {
+    weight = register_parameter("weight", ones({numFeatures}));
+    bias = register_parameter("bias", zeros({numFeatures}));
+  }
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({numFeatures}));
+    running_var = register_buffer("running_var", ones({numFeatures}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {kInt64}));
+  }
+}
+
+// PyTorch's _BatchNorm.forward.
+Tensor BatchNorm::forward(const Tensor& input) {
+  checkInputDim(input);
+  double factor = momentum.value_or(0.0);  // exponential_average_factor
+  if (is_training() && track_running_stats) {
+    NoGradGuard noGrad;
+    num_batches_tracked.copy_(num_batches_tracked + ones({}, {kInt64, num_batches_tracked.device()}));  // add_(1)
+    if (!momentum) factor = 1.0 / num_batches_tracked.item();  // a cumulative moving average
+  }
+  // Batch statistics in training, and in eval when there are no running statistics to use.
+  const bool batchStats = is_training() || (!running_mean.defined() && !running_var.defined());
+  const bool passStats = !is_training() || track_running_stats;
+  return batch_norm(input, passStats ? running_mean : Tensor(), passStats ? running_var : Tensor(), weight, bias,
+                    batchStats, factor, eps);
+}
+
+std::string BatchNorm::extraRepr() const {
+  return std::to_string(num_features) + ", eps=" + formatNumber(eps) +
+         ", momentum=" + (momentum ? formatNumber(*momentum) : std::string("None")) +
+         ", affine=" + (affine ? "True" : "False") +
+         ", track_running_stats=" + (track_running_stats ? "True" : "False");
+}
+
+void BatchNorm1d::checkInputDim(const Tensor& input) const {
+  if (input.dim() != 2 && input.dim() != 3) {
+    throw ValueError("expected 2D or 3D input (got " + std::to_string(input.dim()) + "D input)");
+  }
+}
+
+void BatchNorm2d::checkInputDim(const Tensor& input) const {
+  if (input.dim() != 4) throw ValueError("expected 4D input (got " + std::to_string(input.dim()) + "D input)");
+}
+
+}  // namespace gpulab::nn

@@ -94,6 +94,56 @@ class Conv2d final : public Module {
   std::int64_t groups;
 };
 
+// nn.BatchNorm1d / nn.BatchNorm2d (PyTorch's _BatchNorm): weight (gamma) = 1 and bias (beta) = 0 when
+// affine; buffers running_mean = 0, running_var = 1 and num_batches_tracked = 0 (int64, 0-dim) when
+// track_running_stats. In train() mode a forward normalises with the batch statistics and, when
+// tracking, counts the batch and moves the running statistics by momentum (momentum = nullopt:
+// PyTorch's momentum=None, a cumulative average with factor 1 / num_batches_tracked); in eval() mode
+// the running statistics normalise (the batch's, when not tracking). State dict: weight, bias,
+// running_mean, running_var, num_batches_tracked -- PyTorch's keys and order.
+class BatchNorm : public Module {
+ public:
+  Tensor forward(const Tensor& input) override;
+  // "16, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True"
+  std::string extraRepr() const override;
+
+  Tensor weight, bias;                                   // (num_features) or undefined (affine=false)
+  Tensor running_mean, running_var, num_batches_tracked;  // buffers, undefined when not tracking
+  std::int64_t num_features;
+  double eps;
+  std::optional<double> momentum;
+  bool affine, track_running_stats;
+
+ protected:
+  BatchNorm(std::int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+            bool track_running_stats);
+  virtual void checkInputDim(const Tensor& input) const = 0;  // ValueError with PyTorch's words
+};
+
+// Input (N, C) or (N, C, L).
+class BatchNorm1d final : public BatchNorm {
+ public:
+  explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNorm(num_features, eps, momentum, affine, track_running_stats) {}
+  std::string name() const override { return "BatchNorm1d"; }
+
+ private:
+  void checkInputDim(const Tensor& input) const override;
+};
+
+// Input (N, C, H, W).
+class BatchNorm2d final : public BatchNorm {
+ public:
+  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                       bool affine = true, bool track_running_stats = true)
+      : BatchNorm(num_features, eps, momentum, affine, track_running_stats) {}
+  std::string name() const override { return "BatchNorm2d"; }
+
+ private:
+  void checkInputDim(const Tensor& input) const override;
+};
+
 // nn.MaxPool2d; stride defaults to the kernel size.
 class MaxPool2d final : public Module {
  public:

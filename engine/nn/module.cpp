@@ -38,6 +38,36 @@ Tensor& Module::register_parameter(std::string name, Tensor value) {
   return params_.back().second;
 }
 
+Tensor& Module::register_buffer(std::string name, Tensor value) {
+  value.requires_grad_(false);
+  buffers_.emplace_back(std::move(name), std::move(value));
+  return buffers_.back().second;
+}
+
+void Module::collectBuffers(const std::string& prefix, bool recurse, StateDict& out) const {
+  for (const auto& [n, b] : buffers_) out.emplace_back(prefix + n, b);
+  if (!recurse) return;
+  for (const auto& [n, child] : children_) child->collectBuffers(prefix + n + ".", true, out);
+}
+
+void Module::collectState(const std::string& prefix, StateDict& out) const {
+  for (const auto& [n, p] : params_) out.emplace_back(prefix + n, p);
+  for (const auto& [n, b] : buffers_) out.emplace_back(prefix + n, b);
+  for (const auto& [n, child] : children_) child->collectState(prefix + n + ".", out);
+}
+
+StateDict Module::named_buffers(bool recurse) const {
+  StateDict out;
+  collectBuffers("", recurse, out);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, b] : named_buffers(recurse)) out.push_back(b);
+  return out;
+}
+
 void Module::collectParameters(const std::string& prefix, bool recurse, StateDict& out) const {
   for (const auto& [n, p] : params_) out.emplace_back(prefix + n, p);
   if (!recurse) return;
@@ -71,7 +101,9 @@ Module& Module::train(bool mode) {
 Module& Module::to(DType dtype) {
   NoGradGuard noGrad;
   MemoryCategoryScope tag(MemoryCategory::Parameter);
-  for (Tensor& p : parameters()) {
+  std::vector<Tensor> tensors = parameters();
+  for (const Tensor& b : buffers()) tensors.push_back(b);
+  for (Tensor& p : tensors) {
     if (p.dtype() == dtype || !isFloatingPoint(p.dtype())) continue;
     Tensor cast = p.detach().to(dtype).contiguous();
     TensorImpl& impl = p.impl();
@@ -87,7 +119,9 @@ Module& Module::to(DType dtype) {
 Module& Module::to(Device device) {
   NoGradGuard noGrad;
   MemoryCategoryScope tag(MemoryCategory::Parameter);
-  for (Tensor& p : parameters()) {
+  std::vector<Tensor> tensors = parameters();
+  for (const Tensor& b : buffers()) tensors.push_back(b);
+  for (Tensor& p : tensors) {
     if (p.device() == device) continue;
     // Move the storage under the same handle, like param.data = param.data.to(device).
     Tensor moved = p.detach().to(device);
@@ -102,7 +136,9 @@ Module& Module::to(Device device) {
 
 Device Module::device() const {
   auto ps = parameters();
-  return ps.empty() ? kCPU : ps.front().device();
+  if (!ps.empty()) return ps.front().device();
+  auto bs = buffers();
+  return bs.empty() ? kCPU : bs.front().device();
 }
 
 void Module::zero_grad() {
@@ -111,7 +147,9 @@ void Module::zero_grad() {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [n, p] : named_parameters()) out.emplace_back(n, p.detach());
+  StateDict all;
+  collectState("", all);
+  for (auto& [n, p] : all) out.emplace_back(n, p.detach());
   return out;
 }
 
@@ -119,7 +157,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   std::map<std::string, Tensor> incoming(state.begin(), state.end());
   std::vector<std::string> missing, sizeErrors;
   std::set<std::string> used;
-  StateDict mine = named_parameters();
+  StateDict mine;
+  collectState("", mine);
   for (const auto& [n, p] : mine) {
     auto it = incoming.find(n);
     if (it == incoming.end()) {

@@ -1,7 +1,11 @@
 #pragma once
-// nn.Module: named parameters and children, train()/eval(), to(device), state dicts. Parameters are
-// Tensor handles; to(device) moves a parameter's storage *in place* (as PyTorch's module.to does with
-// param.data), so layers, optimizers and anything else holding the handle see the move.
+// nn.Module: named parameters, buffers and children, train()/eval(), to(device), state dicts. Parameters
+// and buffers are Tensor handles; to(device) moves their storage *in place* (as PyTorch's module.to does
+// with param.data), so layers, optimizers and anything else holding the handle see the move.
+// Buffers (register_buffer) are state that is not trained: BatchNorm's running_mean, running_var and
+// num_batches_tracked. Like PyTorch's, they are in the state dict (after the module's own parameters,
+// before its children's entries), move with to(device), are cast by to(dtype) when floating, and are
+// not parameters (no gradient, not seen by optimizers).
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,6 +33,8 @@ class Module : public Describable {
 
   StateDict named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
+  StateDict named_buffers(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
   std::int64_t parameter_count() const;
 
@@ -42,7 +48,7 @@ class Module : public Describable {
   Module& to(DType dtype);
   Module& half() { return to(kFloat16); }
   Module& bfloat16() { return to(kBFloat16); }
-  // The device of the first parameter (CPU for a module without parameters).
+  // The device of the first parameter, else of the first buffer (CPU for a module with neither).
   Device device() const;
   void zero_grad();
 
@@ -53,6 +59,8 @@ class Module : public Describable {
 
  protected:
   Tensor& register_parameter(std::string name, Tensor value);
+  // A buffer: in the state dict and moved by to(), never requires grad.
+  Tensor& register_buffer(std::string name, Tensor value);
   template <class M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
     children_.emplace_back(std::move(name), module);
@@ -61,7 +69,10 @@ class Module : public Describable {
 
  private:
   void collectParameters(const std::string& prefix, bool recurse, StateDict& out) const;
+  void collectBuffers(const std::string& prefix, bool recurse, StateDict& out) const;
+  void collectState(const std::string& prefix, StateDict& out) const;  // PyTorch's state_dict order
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

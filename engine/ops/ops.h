@@ -146,6 +146,16 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride =
 // Output cell (i, j) averages input rows [floor(i H / OH), ceil((i + 1) H / OH)) and the columns likewise.
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 
+// Normalization (torch.nn.functional; engine/ops/normalization.cpp). F.batch_norm with PyTorch's
+// argument order: input (N, C) or (N, C, H, W) (any (N, C, *)); running_mean/running_var (C) or
+// undefined; weight/bias (C) or undefined. training: batch statistics, and the running statistics
+// (when given) are updated in place with `momentum`; otherwise the running statistics normalise.
+// For a float16/bfloat16 input the statistics and parameters are float32. Not in autocast's lists.
+//   batch_norm(x, rm, rv, w, b, /*training*/ true);      // F.batch_norm(x, rm, rv, w, b, True)
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+
 // Device and dtype moves (recorded by autograd: the gradient goes back to the source device).
 Tensor to_device(const Tensor& a, Device device, bool non_blocking = false);
 // Between any two dtypes (rounding to nearest even into float16/bfloat16); the gradient is cast back

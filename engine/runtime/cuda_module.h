@@ -5,6 +5,7 @@
 // machine without the CUDA runtime, cuBLAS, cuDNN or a driver. The module is built from the same tree
 // with the same compiler as the engine, so C++ types cross the boundary; the build id guards that.
 #include <cstddef>
+#include <vector>
 
 #include "engine/runtime/cuda_runtime.h"
 
@@ -18,9 +19,10 @@ namespace gpulab::cuda {
 
 // 2: Availability gained the emulated GPU's fields, RawAllocator outOfMemoryNote().
 // 3: deviceTelemetry.
-constexpr int kModuleAbiVersion = 3;
+// 4: cudnnChoices, clearCudnnChoices (the cuDNN flags live on the engine's side).
+constexpr int kModuleAbiVersion = 4;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi3";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi4";
 
 struct ModuleApi {
   int abi_version;
@@ -36,6 +38,8 @@ struct ModuleApi {
   void (*copyBytes)(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
                     bool srcPinned);
   Backend& (*backend)(int device);
+  std::vector<ConvAlgorithmChoice> (*cudnnChoices)(int device);
+  void (*clearCudnnChoices)(int device);
 };
 
 // The file name the loader looks for next to the engine library (or at $GPULAB_CUDA_MODULE).

@@ -63,6 +63,38 @@ void synchronize(int device = 0);  // a no-op for the emulated GPU (its work is 
 void setAllowTf32(bool allow);
 bool allowTf32();
 
+// torch.backends.cudnn: benchmark (time cuDNN's candidate algorithms once per convolution shape and
+// keep the fastest; off: cuDNN's heuristics), deterministic (only algorithms that give bit-identical
+// results run to run) and allow_tf32 (convolutions in float32 may use TF32 tensor cores -- on by
+// default in PyTorch, unlike matrix products).
+void setCudnnBenchmark(bool enabled);
+bool cudnnBenchmark();
+void setCudnnDeterministic(bool enabled);
+bool cudnnDeterministic();
+void setCudnnAllowTf32(bool allow);
+bool cudnnAllowTf32();
+
+// What cuDNN chose for each convolution pass and shape, for a lesson to show: every candidate
+// algorithm with its time (benchmark mode; -1 when only the heuristics ranked it), its workspace and
+// its status, and which one ran. Kept per device in the order the shapes were first seen.
+struct ConvAlgorithmTrial {
+  std::string algorithm;      // cuDNN's name, e.g. "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM"
+  double milliseconds = -1;   // measured by cudnnFind (benchmark mode); -1: not timed
+  std::size_t workspace = 0;  // bytes
+  bool deterministic = false;
+  bool chosen = false;
+  std::string status;         // "ok", or why it could not run (e.g. not enough memory for its workspace)
+};
+struct ConvAlgorithmChoice {
+  std::string pass;   // "forward", "backward data", "backward filter"
+  std::string shape;  // "input [64, 32, 14, 14], weight [64, 32, 3, 3], stride 1, padding 1, float32"
+  std::string how;    // "heuristics", "benchmark" (timed now), or "cache" is never listed: a cached shape adds no entry
+  double searchMilliseconds = 0;  // the time the choice itself took (benchmark mode's first-step cost)
+  std::vector<ConvAlgorithmTrial> trials;
+};
+std::vector<ConvAlgorithmChoice> cudnnChoices(int device);
+void clearCudnnChoices(int device);  // also forgets the cached choices, so the next step chooses again
+
 // Throws a clear Error when `device` is a CUDA device that cannot be used (the emulated GPU can).
 void checkDeviceUsable(Device device);
 

@@ -32,6 +32,11 @@
 namespace gpulab {
 Backend& cudaBackend(int device);  // engine/kernels/cuda/cuda_backend.cu
 }
+namespace gpulab::cuda {
+// engine/kernels/conv/cuda.cu: cuDNN's recorded algorithm choices and their cache, per device.
+std::vector<ConvAlgorithmChoice> cudnnChoicesImpl(int device);
+void clearCudnnChoicesImpl(int device);
+}
 
 namespace gpulab::cuda {
 
@@ -676,6 +681,8 @@ extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion,
       deviceTelemetryImpl,
       copyBytesImpl,
       [](int device) -> gpulab::Backend& { return gpulab::cudaBackend(device); },
+      cudnnChoicesImpl,
+      clearCudnnChoicesImpl,
   };
   return &api;
 }

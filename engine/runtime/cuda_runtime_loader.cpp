@@ -78,6 +78,10 @@ const Loaded& loaded() {
 [[noreturn]] void noCuda(const std::string& what) { throw Error(what + ": no usable GPU: " + loaded().reason); }
 
 std::atomic<bool> allowTf32Flag{false};
+// torch.backends.cudnn's defaults: benchmark off, deterministic off, allow_tf32 on.
+std::atomic<bool> cudnnBenchmarkFlag{false};
+std::atomic<bool> cudnnDeterministicFlag{false};
+std::atomic<bool> cudnnAllowTf32Flag{true};
 
 }  // namespace
 
@@ -168,6 +172,24 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
 
 void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }
 bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
+
+void setCudnnBenchmark(bool enabled) { cudnnBenchmarkFlag.store(enabled); }
+bool cudnnBenchmark() { return cudnnBenchmarkFlag.load(std::memory_order_relaxed); }
+void setCudnnDeterministic(bool enabled) { cudnnDeterministicFlag.store(enabled); }
+bool cudnnDeterministic() { return cudnnDeterministicFlag.load(std::memory_order_relaxed); }
+void setCudnnAllowTf32(bool allow) { cudnnAllowTf32Flag.store(allow); }
+bool cudnnAllowTf32() { return cudnnAllowTf32Flag.load(std::memory_order_relaxed); }
+
+// Kept in the module, per device, next to the cuDNN handle; nothing to show or forget without one.
+std::vector<ConvAlgorithmChoice> cudnnChoices(int device) {
+  if (isEmulated(Device(DeviceType::CUDA, device))) return {};
+  if (const ModuleApi* m = loaded().api) return m->cudnnChoices(device);
+  return {};
+}
+void clearCudnnChoices(int device) {
+  if (isEmulated(Device(DeviceType::CUDA, device))) return;
+  if (const ModuleApi* m = loaded().api) m->clearCudnnChoices(device);
+}
 
 }  // namespace gpulab::cuda
 

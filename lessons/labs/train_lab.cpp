@@ -19,6 +19,13 @@
 //               loss = loss_fn(model(x), y)
 //           scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()
 //
+// With `model` cnn the network is the classic two-block CNN (lessons/labs/training.h, makeCnn):
+//
+//   model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+//                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+//                         nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+//   torch.backends.cudnn.benchmark = cudnn_benchmark; torch.backends.cudnn.deterministic = deterministic
+//
 // Five switches undo one good habit each, so that the learner meets the real failure: move_model and
 // move_batch (the device-mismatch error from the engine's own check), zero_grad (gradients pile up),
 // eval_no_grad (evaluation records a graph: higher peak, measured) and detach_loss (the running loss
@@ -72,8 +79,8 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
   using namespace lab;
   return {
       choiceParam("dataset", "regression", {"regression", "fashion-mnist"}, "Data set: the synthetic regression task or Fashion-MNIST"),
-      choiceParam("model", "mlp", {"mlp"}, "Model architecture"),
-      textParam("hidden", "64", "Hidden layer widths, comma-separated (e.g. 256,128,100)", checkHiddenWidths),
+      choiceParam("model", "mlp", {"mlp", "cnn"}, "Model architecture: mlp (Linear, ReLU, ...) or cnn (two Conv2d+BatchNorm2d+ReLU+MaxPool2d blocks, then the classifier; Fashion-MNIST only)"),
+      textParam("hidden", "64", "Hidden layer widths, comma-separated (e.g. 256,128,100); with the cnn, those of its classifier", checkHiddenWidths),
       choiceParam("optimizer", "adam", {"sgd", "adam", "adamw"}, "Optimizer"),
       floatParam("lr", 1e-3, 1e-7, 10.0, "Learning rate"),
       floatParam("momentum", 0.9, 0.0, 0.999, "SGD momentum"),
@@ -93,6 +100,8 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       ampParam(),
       boolParam("grad_scaler", true, "With amp fp16: scale the loss with a GradScaler (skips steps whose gradients overflow); --no-grad-scaler turns it off. bfloat16 needs none"),
       boolParam("tf32", false, "torch.backends.cuda.matmul.allow_tf32: float32 matrix products on TF32 tensor cores (NVIDIA Ampere and newer)"),
+      boolParam("cudnn_benchmark", false, "torch.backends.cudnn.benchmark: time cuDNN's convolution algorithms once per shape and keep the fastest (CUDA only; off: cuDNN's heuristics choose)"),
+      boolParam("deterministic", false, "torch.backends.cudnn.deterministic: only convolution algorithms whose results are bit-identical run to run (CUDA only)"),
       boolParam("move_model", true, "model.to(device) once, before training (uncheck to make the mistake: the model stays on the CPU)"),
       boolParam("move_batch", true, "x.to(device), y.to(device) for every batch (uncheck: the batch stays on the CPU)"),
       boolParam("zero_grad", true, "optimizer.zero_grad() after every step (uncheck: gradients pile up from step to step)"),
@@ -161,6 +170,11 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
 
   // 2. The data: training and held-out sets, on the CPU; batches move to the device as they are used.
   const bool classification = p.getString("dataset") == "fashion-mnist";
+  const bool cnn = p.getString("model") == "cnn";
+  if (cnn && !classification) {
+    throw ValueError("--model cnn convolves images, and the regression data set's examples are 16 numbers, not an image: "
+                     "use --dataset fashion-mnist with the cnn, or --model mlp for regression");
+  }
   std::shared_ptr<data::TensorDataset> trainSet, testSet;
   if (classification) {
     trainSet = data::loadFashionMnist(true);
@@ -182,7 +196,10 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   data::DataLoader testLoader(testSet, {.batch_size = 1024, .num_workers = 0, .pin_memory = pin});
 
   // 3. The model, moved to the device once.
-  auto model = makeMlp(*trainSet, parseWidths(p.getString("hidden")), classification ? 10 : 1, gen, static_cast<int>(p.getInt("checkpoint_segments")));
+  const std::vector<std::int64_t> hidden = parseWidths(p.getString("hidden"));
+  const int checkpointSegments = static_cast<int>(p.getInt("checkpoint_segments"));
+  auto model = cnn ? makeCnn(*trainSet, hidden, 10, gen, checkpointSegments)
+                   : makeMlp(*trainSet, hidden, classification ? 10 : 1, gen, checkpointSegments);
   if (moveModel) {
     MemoryCategoryScope tag(MemoryCategory::Parameter);
     model->to(device);
@@ -208,6 +225,28 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   if (p.getBool("tf32") && (!device.isCuda() || cuda::isEmulated(device))) {
     sink.warning("tf32 is set, but TF32 is a mode of NVIDIA tensor cores (Ampere and newer): on " + device.str() +
                  " float32 matrix products stay float32.");
+  }
+
+  // 4b. cuDNN's convolution settings, for the run: they choose among cuDNN's algorithms, so they act
+  //     on a real GPU only (and on convolutions only).
+  const bool cudnnBenchmark = p.getBool("cudnn_benchmark"), deterministic = p.getBool("deterministic");
+  const CudnnGuard cudnnSettings(cudnnBenchmark, deterministic);
+  const bool realGpu = device.isCuda() && !cuda::isEmulated(device);
+  if (realGpu && cnn) cuda::clearCudnnChoices(device.index());  // choose afresh, as a new PyTorch process does
+  {
+    const std::string settings = "torch.backends.cudnn.benchmark = " + std::string(cudnnBenchmark ? "True" : "False") +
+                                 ", torch.backends.cudnn.deterministic = " + (deterministic ? "True" : "False");
+    if (!realGpu) {
+      sink.info(settings + ": these choose among cuDNN's convolution algorithms on an NVIDIA GPU; on " + device.str() +
+                (cuda::isEmulated(device) ? " (the emulated GPU computes on the CPU)" : std::string()) +
+                " there is no cuDNN and they change nothing.");
+    } else if (!cnn) {
+      sink.info(settings + ": they choose cuDNN's convolution algorithms, and this model has no convolution: they change nothing here.");
+    } else {
+      sink.info(settings + (cudnnBenchmark ? ": the first step of each new convolution shape times cuDNN's candidate algorithms and keeps the fastest (a slower first step, then the fastest algorithm)"
+                                           : ": cuDNN's heuristics choose each convolution's algorithm, untimed") +
+                (deterministic ? "; only algorithms with bit-identical results run to run are allowed." : "."));
+    }
   }
 
   // 5. What the run shows: loss, memory and throughput against step / samples seen / time, and a
@@ -469,6 +508,26 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     sink.measurement("evaluation pass: peak above the model", evalPeakBytes, "bytes");
     sink.measurement("evaluation pass: memory still held after it", evalHeldBytes, "bytes");
   }
+  // What cuDNN chose for this run's convolutions (and, in benchmark mode, what timing them cost).
+  if (realGpu && cnn) {
+    const std::vector<cuda::ConvAlgorithmChoice> choices = cuda::cudnnChoices(device.index());
+    double searchMs = 0;
+    for (const cuda::ConvAlgorithmChoice& c : choices) {
+      searchMs += c.searchMilliseconds;
+      std::string chosen;
+      for (const cuda::ConvAlgorithmTrial& t : c.trials) {
+        if (t.chosen) chosen = t.algorithm;
+      }
+      sink.record("cudnn_choice", {{"pass", c.pass}, {"shape", c.shape}, {"how", c.how}, {"algorithm", chosen},
+                                   {"search_ms", c.searchMilliseconds}});
+    }
+    if (!choices.empty()) {
+      sink.info("cuDNN chose an algorithm for " + std::to_string(choices.size()) + " convolution passes and shapes (" +
+                (cudnnBenchmark ? "benchmark mode: timing the candidates took " + formatFixed(searchMs, 1) + " ms in all"
+                                : std::string("heuristics, untimed")) + ").");
+      sink.measurement("cuDNN algorithm search", searchMs / 1000.0, "s");
+    }
+  }
   sink.measurement("training peak allocated", static_cast<double>(trainPeak), "bytes");
   // A run that failed trained at no batch: nothing for a challenge to count.
   if (steps > 0 && !shownError) sink.measurement("effective batch", static_cast<double>(p.getInt("batch_size") * accumulate), "");
@@ -495,6 +554,9 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   if (testAccuracy) done.emplace_back("test_accuracy", *testAccuracy);
   if (shownError) done.emplace_back("error", *shownError);
   done.emplace_back("amp", p.getString("amp"));
+  done.emplace_back("model", p.getString("model"));
+  done.emplace_back("cudnn_benchmark", cudnnBenchmark);
+  done.emplace_back("deterministic", deterministic);
   done.emplace_back("skipped", totalSkipped);
   sink.record("done", done);
 }

@@ -95,14 +95,12 @@ lab::ParamSpec deviceParam(std::string name, std::string description) {
   return spec;
 }
 
-std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
-                                        std::int64_t outputs, Generator& gen, int checkpointSegments) {
-  MemoryCategoryScope tag(MemoryCategory::Parameter);
-  std::int64_t width = 1;
-  for (std::int64_t s : data.inputShape()) width *= s;
-  auto model = std::make_shared<nn::Sequential>();
-  if (data.inputShape().size() > 1) model->push_back(std::make_shared<nn::Flatten>());
-  // Hidden block i goes to segment i * segments / blocks (segments as even as they can be).
+namespace {
+
+// The hidden blocks (Linear, ReLU) from `width` inputs and the output Linear, appended to `model`.
+// Hidden block i goes to checkpoint segment i * segments / blocks (segments as even as they can be).
+void appendClassifier(nn::Sequential& model, std::int64_t width, const std::vector<std::int64_t>& hidden, std::int64_t outputs,
+                      Generator& gen, int checkpointSegments) {
   const auto blocks = static_cast<std::int64_t>(hidden.size());
   const std::int64_t segments = std::min<std::int64_t>(checkpointSegments, blocks);
   std::shared_ptr<nn::Sequential> segment;
@@ -112,19 +110,59 @@ std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::ve
     auto relu = std::make_shared<nn::ReLU>();
     width = hidden[static_cast<std::size_t>(i)];
     if (segments <= 0) {
-      model->push_back(linear);
-      model->push_back(relu);
+      model.push_back(linear);
+      model.push_back(relu);
       continue;
     }
     if (const std::int64_t s = i * segments / blocks; s != segmentIndex) {
       segmentIndex = s;
       segment = std::make_shared<nn::Sequential>();
-      model->push_back(std::make_shared<nn::Checkpoint>(segment));
+      model.push_back(std::make_shared<nn::Checkpoint>(segment));
     }
     segment->push_back(linear);
     segment->push_back(relu);
   }
-  model->push_back(std::make_shared<nn::Linear>(width, outputs, true, gen));
+  model.push_back(std::make_shared<nn::Linear>(width, outputs, true, gen));
+}
+
+}  // namespace
+
+std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
+                                        std::int64_t outputs, Generator& gen, int checkpointSegments) {
+  MemoryCategoryScope tag(MemoryCategory::Parameter);
+  std::int64_t width = 1;
+  for (std::int64_t s : data.inputShape()) width *= s;
+  auto model = std::make_shared<nn::Sequential>();
+  if (data.inputShape().size() > 1) model->push_back(std::make_shared<nn::Flatten>());
+  appendClassifier(*model, width, hidden, outputs, gen, checkpointSegments);
+  return model;
+}
+
+std::shared_ptr<nn::Sequential> makeCnn(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
+                                        std::int64_t outputs, Generator& gen, int checkpointSegments) {
+  const Shape in = data.inputShape();
+  if (in.size() != 3 || in[1] < 4 || in[2] < 4) {
+    std::string shape;
+    for (std::int64_t s : in) shape += (shape.empty() ? "" : ", ") + std::to_string(s);
+    throw ValueError("the CNN takes images (channels, height, width) of at least 4 x 4, but this data set's examples have shape [" +
+                     shape + "]: choose --dataset fashion-mnist, or --model mlp");
+  }
+  MemoryCategoryScope tag(MemoryCategory::Parameter);
+  constexpr std::int64_t kChannels1 = 32, kChannels2 = 64;
+  auto model = std::make_shared<nn::Sequential>();
+  // Each block: convolution (no bias: the batch norm's shift replaces it), batch norm, ReLU, pooling --
+  // the batch norm is what lets this small net pass 0.92 in a few epochs without overfitting.
+  model->push_back(std::make_shared<nn::Conv2d>(in[0], kChannels1, 3, 1, 1, 1, 1, false, gen));
+  model->push_back(std::make_shared<nn::BatchNorm2d>(kChannels1));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::MaxPool2d>(2));
+  model->push_back(std::make_shared<nn::Conv2d>(kChannels1, kChannels2, 3, 1, 1, 1, 1, false, gen));
+  model->push_back(std::make_shared<nn::BatchNorm2d>(kChannels2));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::MaxPool2d>(2));
+  model->push_back(std::make_shared<nn::Flatten>());
+  // 3 x 3 convolutions with padding 1 keep the size; each 2 x 2 pooling halves it, rounding down.
+  appendClassifier(*model, kChannels2 * (in[1] / 2 / 2) * (in[2] / 2 / 2), hidden, outputs, gen, checkpointSegments);
   return model;
 }
 

@@ -42,6 +42,14 @@ void checkDeviceString(const std::string& text);
 // segment keeps only its input, and its activations are recomputed in backward instead of stored.
 std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
                                         std::int64_t outputs, Generator& gen, int checkpointSegments = 0);
+// The lab's CNN for 1-channel images (Fashion-MNIST), torch.nn's classic two-block network:
+//   Conv2d(C, 32, 3, padding=1), ReLU, MaxPool2d(2), Conv2d(32, 64, 3, padding=1), ReLU, MaxPool2d(2),
+//   Flatten, then the classifier Linear, ReLU, ..., Linear with the `hidden` widths, to `outputs` values
+//   (64 * 7 * 7 = 3136 features for 28 x 28 inputs). `checkpointSegments` applies to the classifier's
+//   hidden blocks, as in makeMlp. Throws ValueError unless the data set's inputs are images (C, H, W)
+//   of at least 4 x 4 (two 2 x 2 poolings).
+std::shared_ptr<nn::Sequential> makeCnn(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
+                                        std::int64_t outputs, Generator& gen, int checkpointSegments = 0);
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,
                                                 double momentum, double weightDecay);
 Tensor taskLoss(bool classification, const Tensor& output, const Tensor& target, Reduction reduction = Reduction::Mean);
@@ -126,6 +134,27 @@ class Tf32Guard {
 
  private:
   bool previous_;
+};
+
+// torch.backends.cudnn.benchmark and .deterministic for the run, put back when it ends (both off by
+// default, as in PyTorch). They choose cuDNN's convolution algorithms: on the CPU and the emulated GPU
+// they change nothing.
+class CudnnGuard {
+ public:
+  CudnnGuard(bool benchmark, bool deterministic)
+      : benchmark_(cuda::cudnnBenchmark()), deterministic_(cuda::cudnnDeterministic()) {
+    cuda::setCudnnBenchmark(benchmark);
+    cuda::setCudnnDeterministic(deterministic);
+  }
+  ~CudnnGuard() {
+    cuda::setCudnnBenchmark(benchmark_);
+    cuda::setCudnnDeterministic(deterministic_);
+  }
+  CudnnGuard(const CudnnGuard&) = delete;
+  CudnnGuard& operator=(const CudnnGuard&) = delete;
+
+ private:
+  bool benchmark_, deterministic_;
 };
 
 }  // namespace gpulab::labs

@@ -4,23 +4,27 @@
 // as PyTorch's Conv_v7.cpp does:
 // - Descriptors: a 4-d NCHW tensor descriptor for the input and the output, a filter descriptor
 //   (K, C / groups, R, S), a convolution descriptor (padding, stride, dilation, cross-correlation --
-//   PyTorch's "convolution" --, the group count, the compute type and the math type). They are made per
-//   call and freed by RAII (CudnnDescriptor); see "the descriptor cache goes here" below.
+//   PyTorch's "convolution" --, the group count, the compute type and the math type). They are made
+//   once per key of the algorithm cache (below) and kept with the chosen algorithm, freed by RAII
+//   (CudnnDescriptor).
 // - Data and compute types: float32 -> FLOAT/FLOAT, float64 -> DOUBLE/DOUBLE, float16 -> HALF/FLOAT,
 //   bfloat16 -> BFLOAT16/FLOAT: the 16-bit types accumulate in float, as the CPU reference does.
 // - Math types (what cuDNN may run on tensor cores):
 //     float16, bfloat16: CUDNN_TENSOR_OP_MATH (tensor cores, float accumulation).
-//     float32: CUDNN_FMA_MATH unless allowTf32(), then CUDNN_DEFAULT_MATH. Since cuDNN 8, DEFAULT_MATH
+//     float32: CUDNN_FMA_MATH unless cudnnAllowTf32() (torch.backends.cudnn.allow_tf32, on by default,
+//       unlike matmul's allowTf32()), then CUDNN_DEFAULT_MATH. Since cuDNN 8, DEFAULT_MATH
 //       lets a float32 convolution run on TF32 tensor cores (inputs rounded to a 10-bit mantissa), and
 //       FMA_MATH is the one mode that forbids it -- so FMA_MATH is how "no TF32" is said, as PyTorch
 //       does. CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION would be wrong for either: it lets cuDNN convert
 //       float32 tensors down to float16.
 //     float64: CUDNN_DEFAULT_MATH (there are no float64 tensor-core convolutions to opt into).
-// - Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7), best first; the first whose math type is
-//   allowed, whose workspace the caching allocator can give, and which cuDNN accepts for this shape is
-//   run. A workspace that does not fit (OutOfMemoryError) moves on to the next algorithm, which
-//   usually needs less -- PyTorch's fallback too. Benchmark mode (cudnnFind*, torch.backends.cudnn.
-//   benchmark) is a later step and plugs in where the heuristics are asked.
+// - Algorithm: cuDNN's heuristics (cudnnGet*Algorithm_v7), best first, or with cudnnBenchmark() the
+//   candidates cudnnFind*AlgorithmEx timed on the call's buffers, fastest first; the first whose math
+//   type is allowed, which is deterministic when cudnnDeterministic() asks for it, whose workspace the
+//   caching allocator can give, and which cuDNN accepts for this shape is run. A workspace that does
+//   not fit (OutOfMemoryError) moves on to the next algorithm, which usually needs less -- PyTorch's
+//   fallback too. The choice is made once per key and cached per device with the descriptors, and
+//   recorded for cudnnChoices() ("the algorithm cache" below).
 // - Workspace: a tensor on the device from the caching allocator, tagged MemoryCategory::Workspace, so
 //   it shows in the memory views and the stats like any other block; it is freed when the call
 //   returns, which is safe because every later use of the block is ordered after cuDNN's kernels on the
@@ -40,8 +44,14 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,6 +59,7 @@
 #include "engine/core/errors.h"
 #include "engine/kernels/cuda/cuda_backend.h"
 #include "engine/kernels/cuda/launch.cuh"
+#include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_events.h"
 #include "engine/runtime/cuda_runtime.h"
 
@@ -92,7 +103,7 @@ struct CudnnTypes {
 CudnnTypes cudnnTypesFor(DType dtype, const char* op) {
   switch (dtype) {
     case DType::Float32: {
-      const bool tf32 = allowTf32();
+      const bool tf32 = cudnnAllowTf32();  // torch.backends.cudnn.allow_tf32, not matmul's flag
       return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH, !tf32};
     }
     case DType::Float64: return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH, false};
@@ -126,10 +137,8 @@ int toInt(std::int64_t v, const char* what) {
 
 // The descriptors of one convolution of `batch` samples (a chunk of the shape's batch).
 //
-// The descriptor cache goes here: PyTorch keeps these (and the chosen algorithm with its workspace
-// size) in a map keyed by the convolution's parameters -- shape, dtype, math type, direction -- so a
-// training loop asks the heuristics once per layer instead of once per call. Key it on (Conv2dShape,
-// chunk batch, CudnnTypes) in the device's context, next to the cuDNN handle.
+// Kept in the algorithm cache's plans (below), so a training loop makes them, and asks cuDNN for an
+// algorithm, once per layer and pass instead of once per call.
 struct ConvDescriptors {
   TensorDescriptor x, y;
   FilterDescriptor w;
@@ -178,38 +187,485 @@ Tensor allocateWorkspace(std::size_t bytes, Device device) {
   return Tensor::empty({static_cast<std::int64_t>((bytes + 3) / 4)}, kFloat32, device);
 }
 
-// Runs the first acceptable algorithm of cuDNN's heuristic ranking (see the top of the file).
-//   perfs:         the heuristic's results, best first (cudnnConvolution*AlgoPerf_t)
-//   workspaceSize: (algo, size_t*) -> cudnnStatus_t for the descriptors as they are now
-//   execute:       (algo, workspace, bytes) -> cudnnStatus_t
-template <class Perf, class WorkspaceSize, class Execute>
-void runFirstFitting(const char* op, ConvDescriptors& d, const std::vector<Perf>& perfs, Device device,
-                     WorkspaceSize&& workspaceSize, Execute&& execute) {
+// ---- the algorithm cache (torch.backends.cudnn.benchmark / deterministic / allow_tf32) -----------------
+//
+// A convolution chunk is keyed by its pass, its shape (the chunk's batch, channels, sizes, kernel,
+// stride, padding, dilation, groups), its dtype, its cuDNN data/compute/math types and the three flags
+// as they were when it ran. The first call of a key chooses -- cuDNN's heuristics (cudnnGet*Algorithm_v7,
+// best first) or, in benchmark mode, cudnnFind*AlgorithmEx, which runs every candidate on the call's own
+// buffers and returns them fastest first -- and runs the first candidate that is allowed (math type;
+// CUDNN_DETERMINISTIC when deterministic is on, in either mode), whose workspace the caching allocator
+// can give and which cuDNN accepts. The key then maps to a plan: the descriptors (math type set to the
+// chosen algorithm's) and the candidates in order; later calls of the key reuse both and ask cuDNN
+// nothing. The choice is recorded once (cudnnChoices) with every candidate's trial.
+//
+// Thread safety, per device: `mutex` guards the map and the records and is held only to look up or
+// insert; plans are immutable once published and shared (std::shared_ptr), so clearCudnnChoices while
+// another thread runs a plan only drops the map's reference. `searchMutex` serialises choosing: two
+// threads that meet a new shape at once choose it once (the second finds the first's plan), and two
+// benchmark searches never overlap on the GPU, which would spoil each other's timings.
+
+enum class Pass { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
+
+const char* passName(Pass p) {
+  switch (p) {
+    case Pass::Forward: return "forward";
+    case Pass::BackwardData: return "backward data";
+    case Pass::BackwardFilter: return "backward filter";
+  }
+  return "?";
+}
+
+#define GPULAB_CUDNN_ALGO_NAME(e) \
+  case e: return #e;
+const char* algoName(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_GEMM)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_DIRECT)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_FFT)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED)
+    default: return "CUDNN_CONVOLUTION_FWD_ALGO_(unknown)";
+  }
+}
+const char* algoName(cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED)
+    default: return "CUDNN_CONVOLUTION_BWD_DATA_ALGO_(unknown)";
+  }
+}
+const char* algoName(cudnnConvolutionBwdFilterAlgo_t a) {
+  switch (a) {
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED)
+    GPULAB_CUDNN_ALGO_NAME(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING)
+    default: return "CUDNN_CONVOLUTION_BWD_FILTER_ALGO_(unknown)";
+  }
+}
+#undef GPULAB_CUDNN_ALGO_NAME
+
+const char* mathName(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "CUDNN_DEFAULT_MATH";
+    case CUDNN_TENSOR_OP_MATH: return "CUDNN_TENSOR_OP_MATH";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH: return "CUDNN_FMA_MATH";
+    default: return "an unknown math type";
+  }
+}
+
+std::string mebibytes(std::size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// One algorithm as cuDNN ranked it, and what became of it.
+struct Candidate {
+  int algo = 0;
+  std::string name;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // what the descriptor is set to when it runs
+  std::size_t workspace = 0;
+  bool deterministic = false;
+  double ms = -1;      // cudnnFind's time; -1 from the heuristics
+  bool usable = true;  // allowed (status, math type, determinism); may still fail to run
+  std::string status = "ok";
+};
+
+// What a key maps to: the descriptors, their math type the chosen algorithm's, and the candidates.
+struct ConvPlan {
+  ConvDescriptors d;
+  std::vector<Candidate> candidates;
+  std::size_t chosen = 0;
+  ConvPlan(const Conv& s, std::int64_t batch, const CudnnTypes& t) : d(s, batch, t) {}
+};
+
+using ConvKey = std::array<std::int64_t, 24>;
+
+ConvKey makeKey(Pass pass, const Conv& s, std::int64_t batch, DType dtype, const CudnnTypes& t, bool benchmark,
+                bool deterministic, bool tf32) {
+  return {static_cast<std::int64_t>(pass), batch, s.inChannels, s.inH, s.inW, s.outChannels, s.kernelH, s.kernelW,
+          s.outH, s.outW, s.strideH, s.strideW, s.padH, s.padW, s.dilationH, s.dilationW, s.groups,
+          static_cast<std::int64_t>(dtype), static_cast<std::int64_t>(t.data), static_cast<std::int64_t>(t.compute),
+          static_cast<std::int64_t>(t.math), benchmark, deterministic, tf32};
+}
+
+struct DeviceConvCache {
+  std::mutex mutex;  // guards plans and choices
+  std::map<ConvKey, std::shared_ptr<const ConvPlan>> plans;
+  std::vector<ConvAlgorithmChoice> choices;
+  std::mutex searchMutex;  // held while a key is chosen
+};
+
+// Per device, created on first use and never destroyed: a plan may be in use on another thread at exit,
+// and its cuDNN descriptors need no teardown beyond the process's.
+struct ConvCacheRegistry {
+  std::mutex mutex;
+  std::map<int, std::unique_ptr<DeviceConvCache>> caches;
+};
+ConvCacheRegistry& convCacheRegistry() {
+  static auto* registry = new ConvCacheRegistry;
+  return *registry;
+}
+DeviceConvCache* findConvCache(int device, bool create) {
+  ConvCacheRegistry& r = convCacheRegistry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.caches.find(device);
+  if (it != r.caches.end()) return it->second.get();
+  if (!create) return nullptr;
+  return r.caches.emplace(device, std::make_unique<DeviceConvCache>()).first->second.get();
+}
+
+std::string pairText(std::int64_t a, std::int64_t b) {
+  return a == b ? std::to_string(a) : "(" + std::to_string(a) + ", " + std::to_string(b) + ")";
+}
+
+// "input [64, 32, 14, 14], weight [64, 32, 3, 3], stride 1, padding 1, float32"
+std::string shapeText(const Conv& s, std::int64_t batch, DType dtype, bool tf32, bool deterministic) {
+  std::string text = "input [" + std::to_string(batch) + ", " + std::to_string(s.inChannels) + ", " + std::to_string(s.inH) +
+                     ", " + std::to_string(s.inW) + "], weight [" + std::to_string(s.outChannels) + ", " +
+                     std::to_string(s.groups > 0 ? s.inChannels / s.groups : s.inChannels) + ", " +
+                     std::to_string(s.kernelH) + ", " + std::to_string(s.kernelW) + "], stride " +
+                     pairText(s.strideH, s.strideW) + ", padding " + pairText(s.padH, s.padW);
+  if (s.dilationH != 1 || s.dilationW != 1) text += ", dilation " + pairText(s.dilationH, s.dilationW);
+  if (s.groups != 1) text += ", groups " + std::to_string(s.groups);
+  text += ", " + dtypeName(dtype);
+  if (dtype == DType::Float32) text += tf32 ? " (TF32 allowed)" : " (no TF32)";
+  if (deterministic) text += ", deterministic only";
+  return text;
+}
+
+// How much workspace a benchmark search may use, PyTorch's bound: the largest free block the caching
+// allocator holds already, or -- when that is smaller -- what the device has free, but of new memory at
+// most kSearchWorkspaceCap and never past the allocator's cap (memory fraction). The cap on new memory
+// keeps a search from growing the cache by gigabytes for one FFT algorithm's workspace (the cache would
+// keep it); a candidate that needs more is listed with that reason.
+constexpr std::size_t kSearchWorkspaceCap = std::size_t{1} << 30;
+
+std::size_t searchWorkspaceLimit(Device device) {
+  CachingAllocator& alloc = deviceAllocator(device.index());
+  std::size_t largestFree = 0;
+  for (const AllocatorSegmentInfo& seg : alloc.segments()) {
+    if (seg.small) continue;  // the small pool never serves a request over 1 MiB
+    for (const AllocatorBlockInfo& b : seg.blocks)
+      if (!b.allocated) largestFree = std::max(largestFree, static_cast<std::size_t>(b.size));
+  }
+  std::size_t freeBytes = 0, totalBytes = 0;
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it
+    freeBytes = 0;
+  }
+  std::size_t fresh = std::min(freeBytes, kSearchWorkspaceCap);
+  if (const std::int64_t cap = alloc.effectiveCap(); cap > 0) {
+    const std::int64_t room = cap - alloc.stats().reserved_bytes.current;
+    fresh = std::min(fresh, static_cast<std::size_t>(std::max<std::int64_t>(room, 0)));
+  }
+  return std::max(largestFree, fresh);
+}
+
+// Tries cands[i] for i = 0, 1, ... in order (the usable ones), returns the index that ran. With
+// `record`, notes on each candidate why it did not run and the workspace it asked for.
+template <class Ops>
+std::size_t runCandidates(Ops& ops, ConvDescriptors& d, std::vector<Candidate>& cands, Device device, bool record) {
   std::string lastOom;
-  for (const Perf& perf : perfs) {
-    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
-    cudnnMathType_t math;
-    if (!acceptMath(d.types, perf.mathType, math)) continue;
-    GPULAB_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), math));
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    Candidate& c = cands[i];
+    if (!c.usable) continue;
+    GPULAB_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
     std::size_t bytes = 0;
-    if (workspaceSize(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    if (const cudnnStatus_t st = ops.workspaceSize(d, c.algo, &bytes); st != CUDNN_STATUS_SUCCESS) {
+      if (record) c.status = std::string("no workspace size: ") + cudnnGetErrorString(st);
+      continue;
+    }
+    if (record) c.workspace = bytes;
     Tensor workspace;
     if (bytes > 0) {
       try {
         workspace = allocateWorkspace(bytes, device);
       } catch (const OutOfMemoryError& e) {
         lastOom = e.what();
+        if (record) c.status = "out of memory for its workspace (" + mebibytes(bytes) + ")";
         continue;  // the next algorithm may need less
       }
     }
-    const cudnnStatus_t status = execute(perf.algo, bytes > 0 ? workspace.data_ptr() : nullptr, bytes);
-    if (status == CUDNN_STATUS_NOT_SUPPORTED) continue;  // cuDNN refuses this algorithm for this shape
+    const cudnnStatus_t status = ops.execute(d, c.algo, bytes > 0 ? workspace.data_ptr() : nullptr, bytes);
+    if (status == CUDNN_STATUS_NOT_SUPPORTED) {  // cuDNN refuses this algorithm for this shape
+      if (record) c.status = "not supported for this shape";
+      continue;
+    }
     GPULAB_CUDA_CHECK(status);
-    return;
+    return i;
   }
-  if (!lastOom.empty()) throw OutOfMemoryError(lastOom + " (the workspace of every cuDNN algorithm for " + op + ")");
-  throw CudaError(std::string("CUDA error: cuDNN found no algorithm for ") + op + " with these parameters");
+  if (!lastOom.empty()) throw OutOfMemoryError(lastOom + " (the workspace of every cuDNN algorithm for " + Ops::kOp + ")");
+  throw CudaError(std::string("CUDA error: cuDNN found no algorithm for ") + Ops::kOp + " with these parameters");
 }
+
+// cuDNN's results (heuristic or timed) as candidates, marking those this call may not use.
+template <class Ops>
+std::vector<Candidate> candidatesFrom(const std::vector<typename Ops::Perf>& perfs, const CudnnTypes& t, bool deterministic,
+                                      bool timed, std::size_t searchBytes, const std::vector<std::size_t>& sizeByAlgo) {
+  std::vector<Candidate> out;
+  for (const auto& p : perfs) {
+    Candidate c;
+    c.algo = static_cast<int>(p.algo);
+    c.name = algoName(p.algo);
+    c.deterministic = p.determinism == CUDNN_DETERMINISTIC;
+    c.workspace = p.memory;
+    c.math = p.mathType;
+    if (p.status != CUDNN_STATUS_SUCCESS) {
+      c.usable = false;
+      const std::size_t index = static_cast<std::size_t>(p.algo);
+      if (timed && index < sizeByAlgo.size() && sizeByAlgo[index] > searchBytes) {
+        c.workspace = sizeByAlgo[index];
+        c.status = "needs " + mebibytes(sizeByAlgo[index]) + " of workspace, more than the search's " +
+                   mebibytes(searchBytes);
+      } else {
+        c.status = cudnnGetErrorString(p.status);
+      }
+    } else if (cudnnMathType_t use = CUDNN_DEFAULT_MATH; !acceptMath(t, p.mathType, use)) {
+      c.usable = false;
+      c.status = std::string("math type ") + mathName(p.mathType) + " not allowed (" +
+                 (t.fp32NoTf32 ? "TF32 is off" : "it would convert float32 down to float16") + ")";
+    } else if (deterministic && !c.deterministic) {
+      c.usable = false;
+      c.status = "not deterministic (cudnn.deterministic is on)";
+    } else {
+      c.math = use;
+      if (timed) c.ms = p.time;
+    }
+    if (timed && p.status == CUDNN_STATUS_SUCCESS) c.ms = p.time;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Runs the plan's chosen algorithm; if its workspace cannot be had now (or cuDNN refuses it), the
+// plan's other candidates on fresh descriptors, as the first call would have.
+template <class Ops>
+void runPlan(Ops& ops, const ConvPlan& plan, const Conv& s, std::int64_t batch, const CudnnTypes& t, Device device) {
+  const Candidate& c = plan.candidates[plan.chosen];
+  Tensor workspace;
+  bool haveWorkspace = true;
+  if (c.workspace > 0) {
+    try {
+      workspace = allocateWorkspace(c.workspace, device);
+    } catch (const OutOfMemoryError&) {
+      haveWorkspace = false;
+    }
+  }
+  if (haveWorkspace) {
+    const cudnnStatus_t status = ops.execute(plan.d, c.algo, c.workspace > 0 ? workspace.data_ptr() : nullptr, c.workspace);
+    if (status != CUDNN_STATUS_NOT_SUPPORTED) {
+      GPULAB_CUDA_CHECK(status);
+      return;
+    }
+  }
+  workspace = Tensor();
+  ConvDescriptors d(s, batch, t);
+  std::vector<Candidate> rest = plan.candidates;
+  rest[plan.chosen].usable = false;
+  runCandidates(ops, d, rest, device, false);
+}
+
+// One chunk of one pass: through the device's cache (see above).
+template <class Ops>
+void runConvolution(Ops& ops, const Conv& s, std::int64_t batch, const CudnnTypes& t, DType dtype, Device device) {
+  const bool benchmark = cudnnBenchmark(), deterministic = cudnnDeterministic(), tf32 = cudnnAllowTf32();
+  const ConvKey key = makeKey(Ops::kPass, s, batch, dtype, t, benchmark, deterministic, tf32);
+  DeviceConvCache& cache = *findConvCache(device.index(), true);
+  auto lookup = [&]() -> std::shared_ptr<const ConvPlan> {
+    std::lock_guard lock(cache.mutex);
+    const auto it = cache.plans.find(key);
+    return it == cache.plans.end() ? nullptr : it->second;
+  };
+  if (const auto plan = lookup()) return runPlan(ops, *plan, s, batch, t, device);
+  std::unique_lock search(cache.searchMutex);
+  if (const auto plan = lookup()) {  // another thread chose it meanwhile
+    search.unlock();
+    return runPlan(ops, *plan, s, batch, t, device);
+  }
+
+  const auto started = std::chrono::steady_clock::now();
+  auto plan = std::make_shared<ConvPlan>(s, batch, t);
+  ConvDescriptors& d = plan->d;
+  int count = ops.maxCount();
+  std::vector<typename Ops::Perf> perfs(static_cast<std::size_t>(count));
+  int returned = 0;
+  std::size_t searchBytes = 0;
+  std::vector<std::size_t> sizeByAlgo;
+  if (benchmark) {
+    // The search's workspace: the largest any algorithm asks for, within searchWorkspaceLimit; if the
+    // allocator cannot give that after all, the next smaller size.
+    std::vector<std::size_t> sizes;
+    sizeByAlgo.assign(static_cast<std::size_t>(Ops::kAlgoCount), 0);
+    for (int a = 0; a < Ops::kAlgoCount; ++a) {
+      std::size_t bytes = 0;
+      if (ops.workspaceSize(d, a, &bytes) == CUDNN_STATUS_SUCCESS) {
+        sizeByAlgo[static_cast<std::size_t>(a)] = bytes;
+        sizes.push_back(bytes);
+      }
+    }
+    const std::size_t limit = searchWorkspaceLimit(device);
+    std::sort(sizes.rbegin(), sizes.rend());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    Tensor workspace;
+    for (const std::size_t bytes : sizes) {
+      if (bytes > limit) continue;
+      if (bytes == 0) break;
+      try {
+        workspace = allocateWorkspace(bytes, device);
+        searchBytes = bytes;
+        break;
+      } catch (const OutOfMemoryError&) {
+      }
+    }
+    GPULAB_CUDA_CHECK(ops.find(d, count, &returned, perfs.data(), searchBytes > 0 ? workspace.data_ptr() : nullptr,
+                               searchBytes));
+  } else {
+    GPULAB_CUDA_CHECK(ops.heuristics(d, count, &returned, perfs.data()));
+  }
+  perfs.resize(static_cast<std::size_t>(std::clamp(returned, 0, count)));
+  plan->candidates = candidatesFrom<Ops>(perfs, t, deterministic, benchmark, searchBytes, sizeByAlgo);
+  plan->chosen = runCandidates(ops, d, plan->candidates, device, true);  // d's math is now the chosen one's
+  const double searchMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+
+  ConvAlgorithmChoice choice;
+  choice.pass = passName(Ops::kPass);
+  choice.shape = shapeText(s, batch, dtype, tf32, deterministic);
+  choice.how = benchmark ? "benchmark" : "heuristics";
+  choice.searchMilliseconds = searchMs;
+  for (std::size_t i = 0; i < plan->candidates.size(); ++i) {
+    const Candidate& c = plan->candidates[i];
+    ConvAlgorithmTrial trial;
+    trial.algorithm = c.name;
+    trial.milliseconds = c.ms;
+    trial.workspace = c.workspace;
+    trial.deterministic = c.deterministic;
+    trial.chosen = i == plan->chosen;
+    trial.status = c.status;
+    choice.trials.push_back(std::move(trial));
+  }
+  std::lock_guard lock(cache.mutex);
+  cache.plans.emplace(key, std::move(plan));
+  cache.choices.push_back(std::move(choice));
+}
+
+// The three passes for runConvolution: cuDNN's calls on one chunk's buffers.
+struct ForwardOps {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr Pass kPass = Pass::Forward;
+  static constexpr const char* kOp = "conv2d";
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  cudnnHandle_t h;
+  const CudnnTypes& t;
+  const void* x;
+  const void* w;
+  void* y;
+  int maxCount() const {
+    int n = 0;
+    if (cudnnGetConvolutionForwardAlgorithmMaxCount(h, &n) != CUDNN_STATUS_SUCCESS) n = 0;
+    return std::max(n, kAlgoCount);
+  }
+  cudnnStatus_t heuristics(const ConvDescriptors& d, int n, int* got, Perf* p) const {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), n, got, p);
+  }
+  cudnnStatus_t find(const ConvDescriptors& d, int n, int* got, Perf* p, void* ws, std::size_t bytes) const {
+    // The output is the call's own: it is written again when the chosen algorithm runs.
+    return cudnnFindConvolutionForwardAlgorithmEx(h, d.x.get(), x, d.w.get(), w, d.conv.get(), d.y.get(), y, n, got, p,
+                                                  ws, bytes);
+  }
+  cudnnStatus_t workspaceSize(const ConvDescriptors& d, int algo, std::size_t* bytes) const {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
+  }
+  cudnnStatus_t execute(const ConvDescriptors& d, int algo, void* ws, std::size_t bytes) const {
+    return cudnnConvolutionForward(h, kOne.ptr(t), d.x.get(), x, d.w.get(), w, d.conv.get(),
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, kZero.ptr(t), d.y.get(), y);
+  }
+};
+
+struct BackwardDataOps {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr Pass kPass = Pass::BackwardData;
+  static constexpr const char* kOp = "conv2d_backward_input";
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  cudnnHandle_t h;
+  const CudnnTypes& t;
+  const void* w;
+  const void* dy;
+  void* dx;
+  int maxCount() const {
+    int n = 0;
+    if (cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &n) != CUDNN_STATUS_SUCCESS) n = 0;
+    return std::max(n, kAlgoCount);
+  }
+  cudnnStatus_t heuristics(const ConvDescriptors& d, int n, int* got, Perf* p) const {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), n, got, p);
+  }
+  cudnnStatus_t find(const ConvDescriptors& d, int n, int* got, Perf* p, void* ws, std::size_t bytes) const {
+    // The input gradient is the call's own: it is written again when the chosen algorithm runs.
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w.get(), w, d.y.get(), dy, d.conv.get(), d.x.get(), dx, n, got,
+                                                       p, ws, bytes);
+  }
+  cudnnStatus_t workspaceSize(const ConvDescriptors& d, int algo, std::size_t* bytes) const {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+  }
+  cudnnStatus_t execute(const ConvDescriptors& d, int algo, void* ws, std::size_t bytes) const {
+    return cudnnConvolutionBackwardData(h, kOne.ptr(t), d.w.get(), w, d.y.get(), dy, d.conv.get(),
+                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes, kZero.ptr(t),
+                                        d.x.get(), dx);
+  }
+};
+
+struct BackwardFilterOps {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr Pass kPass = Pass::BackwardFilter;
+  static constexpr const char* kOp = "conv2d_backward_weight";
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  cudnnHandle_t h;
+  const CudnnTypes& t;
+  const void* x;
+  const void* dy;
+  void* dw;
+  const Blend& beta;  // 1 for later chunks: they add to the first chunk's gradient
+  const Tensor& gradWeight;
+  int maxCount() const {
+    int n = 0;
+    if (cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &n) != CUDNN_STATUS_SUCCESS) n = 0;
+    return std::max(n, kAlgoCount);
+  }
+  cudnnStatus_t heuristics(const ConvDescriptors& d, int n, int* got, Perf* p) const {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), n, got, p);
+  }
+  cudnnStatus_t find(const ConvDescriptors& d, int n, int* got, Perf* p, void* ws, std::size_t bytes) const {
+    // Into a scratch gradient: the real one may hold earlier chunks' sum, which the search would overwrite.
+    const Tensor scratch = Tensor::empty(gradWeight.shape(), gradWeight.dtype(), gradWeight.device());
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x.get(), x, d.y.get(), dy, d.conv.get(), d.w.get(),
+                                                         scratch.data_ptr(), n, got, p, ws, bytes);
+  }
+  cudnnStatus_t workspaceSize(const ConvDescriptors& d, int algo, std::size_t* bytes) const {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+  }
+  cudnnStatus_t execute(const ConvDescriptors& d, int algo, void* ws, std::size_t bytes) const {
+    return cudnnConvolutionBackwardFilter(h, kOne.ptr(t), d.x.get(), x, d.y.get(), dy, d.conv.get(),
+                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes, beta.ptr(t),
+                                          d.w.get(), dw);
+  }
+};
 
 // Samples a chunk may hold so that its input and output both stay below 2^31 elements.
 std::int64_t samplesPerChunk(const Conv& s) {
@@ -411,23 +867,10 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& w
     const std::int64_t chunk = samplesPerChunk(s);
     for (std::int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
       const std::int64_t nb = std::min(chunk, s.batch - n0);
-      ConvDescriptors d(s, nb, types);
       const char* x = static_cast<const char*>(input.data_ptr()) + n0 * s.inChannels * s.inH * s.inW * elt;
       char* y = static_cast<char*>(out.data_ptr()) + n0 * s.outChannels * s.outH * s.outW * elt;
-      std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-      int returned = 0;
-      GPULAB_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                                                               static_cast<int>(perfs.size()), &returned, perfs.data()));
-      perfs.resize(static_cast<std::size_t>(returned));
-      runFirstFitting(
-          "conv2d", d, perfs, out.device(),
-          [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
-            return cudnnGetConvolutionForwardWorkspaceSize(handle, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), algo, bytes);
-          },
-          [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
-            return cudnnConvolutionForward(handle, kOne.ptr(types), d.x.get(), x, d.w.get(), weight.data_ptr(), d.conv.get(),
-                                           algo, ws, bytes, kZero.ptr(types), d.y.get(), y);
-          });
+      ForwardOps ops{handle, types, x, weight.data_ptr(), y};
+      runConvolution(ops, s, nb, types, input.dtype(), out.device());
     }
   }
   if (bias) {
@@ -455,24 +898,10 @@ void CudaBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& gra
   const std::int64_t chunk = samplesPerChunk(s);
   for (std::int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
     const std::int64_t nb = std::min(chunk, s.batch - n0);
-    ConvDescriptors d(s, nb, types);
     char* dx = static_cast<char*>(gradInput.data_ptr()) + n0 * s.inChannels * s.inH * s.inW * elt;
     const char* dy = static_cast<const char*>(gradOut.data_ptr()) + n0 * s.outChannels * s.outH * s.outW * elt;
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-    int returned = 0;
-    GPULAB_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
-                                                                  static_cast<int>(perfs.size()), &returned, perfs.data()));
-    perfs.resize(static_cast<std::size_t>(returned));
-    runFirstFitting(
-        "conv2d_backward_input", d, perfs, gradInput.device(),
-        [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), algo,
-                                                              bytes);
-        },
-        [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
-          return cudnnConvolutionBackwardData(handle, kOne.ptr(types), d.w.get(), weight.data_ptr(), d.y.get(), dy,
-                                              d.conv.get(), algo, ws, bytes, kZero.ptr(types), d.x.get(), dx);
-        });
+    BackwardDataOps ops{handle, types, weight.data_ptr(), dy, dx};
+    runConvolution(ops, s, nb, types, gradOut.dtype(), gradInput.device());
   }
 }
 
@@ -490,26 +919,11 @@ void CudaBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& g
   const std::int64_t chunk = samplesPerChunk(s);
   for (std::int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
     const std::int64_t nb = std::min(chunk, s.batch - n0);
-    ConvDescriptors d(s, nb, types);
     const char* x = static_cast<const char*>(input.data_ptr()) + n0 * s.inChannels * s.inH * s.inW * elt;
     const char* dy = static_cast<const char*>(gradOut.data_ptr()) + n0 * s.outChannels * s.outH * s.outW * elt;
     const Blend& beta = n0 == 0 ? kZero : kOne;  // later chunks add to the first chunk's gradient
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-    int returned = 0;
-    GPULAB_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
-                                                                    static_cast<int>(perfs.size()), &returned,
-                                                                    perfs.data()));
-    perfs.resize(static_cast<std::size_t>(returned));
-    runFirstFitting(
-        "conv2d_backward_weight", d, perfs, gradWeight.device(),
-        [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), algo,
-                                                                bytes);
-        },
-        [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
-          return cudnnConvolutionBackwardFilter(handle, kOne.ptr(types), d.x.get(), x, d.y.get(), dy, d.conv.get(), algo, ws,
-                                                bytes, beta.ptr(types), d.w.get(), gradWeight.data_ptr());
-        });
+    BackwardFilterOps ops{handle, types, x, dy, gradWeight.data_ptr(), beta, gradWeight};
+    runConvolution(ops, s, nb, types, gradOut.dtype(), gradWeight.device());
   }
 }
 
@@ -586,3 +1000,24 @@ void CudaBackend::adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tenso
 }
 
 }  // namespace gpulab
+
+namespace gpulab::cuda {
+
+// The module's side of cudnnChoices / clearCudnnChoices (cuda_runtime_gpu.cpp's table). A device that
+// never convolved has no cache and nothing to show.
+std::vector<ConvAlgorithmChoice> cudnnChoicesImpl(int device) {
+  DeviceConvCache* cache = findConvCache(device, false);
+  if (!cache) return {};
+  std::lock_guard lock(cache->mutex);
+  return cache->choices;
+}
+
+void clearCudnnChoicesImpl(int device) {
+  DeviceConvCache* cache = findConvCache(device, false);
+  if (!cache) return;
+  std::lock_guard lock(cache->mutex);
+  cache->plans.clear();  // a plan another thread is running stays alive through its shared_ptr
+  cache->choices.clear();
+}
+
+}  // namespace gpulab::cuda

@@ -71,6 +71,13 @@ class CudaBackend final : public Backend {
   void avgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override;
   void adaptiveAvgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) override;
   void adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override;
+  // norm/cuda.cu: batch normalisation through cuDNN (SPATIAL mode; (N, C) runs as (N, C, 1, 1))
+  void batchNorm(const Tensor& out, const Tensor& input, const Tensor* weight, const Tensor* bias,
+                 const Tensor* runningMean, const Tensor* runningVar, const Tensor* saveMean, const Tensor* saveInvStd,
+                 bool training, const BatchNormShape& shape) override;
+  void batchNormBackward(const Tensor& gradInput, const Tensor* gradWeight, const Tensor* gradBias,
+                         const Tensor& gradOut, const Tensor& input, const Tensor* weight, const Tensor& saveMean,
+                         const Tensor& saveInvStd, const BatchNormShape& shape) override;
 
   int device() const { return device_; }
 
