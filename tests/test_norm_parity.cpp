@@ -93,12 +93,7 @@ class TestNormParity : public QObject {
   QJsonObject file_;
 
   void load() {
-    if (!file_.isEmpty()) return;
-    QFile f(GPULAB_NORM_CASES);
-    QVERIFY2(f.open(QIODevice::ReadOnly), GPULAB_NORM_CASES);
-    QJsonParseError error;
-    file_ = QJsonDocument::fromJson(f.readAll(), &error).object();
-    QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+    if (file_.isEmpty()) test::loadCaseTable(GPULAB_NORM_CASES, file_);
   }
 
  private slots:
@@ -111,15 +106,7 @@ class TestNormParity : public QObject {
 
   void batchNormMatchesPyTorch_data() {
     load();
-    QTest::addColumn<int>("index");
-    QTest::addColumn<bool>("cuda");
-    const QJsonArray cases = file_["cases"].toArray();
-    for (bool cuda : {false, true})
-      for (int i = 0; i < cases.size(); ++i) {
-        const QJsonObject c = cases[i].toObject();
-        const QString name = c["name"].toString() + "/" + c["dtype"].toString() + (cuda ? "/cuda" : "/cpu");
-        QTest::newRow(qPrintable(name)) << i << cuda;
-      }
+    test::addCaseRowsPerDevice(file_["cases"].toArray());
   }
 
   void batchNormMatchesPyTorch() {

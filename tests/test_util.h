@@ -1,5 +1,8 @@
 #pragma once
 // Helpers shared by the test suites.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QtTest>
 
 #include <cmath>
@@ -24,6 +27,28 @@ inline void writeFile(const QString& path, const QByteArray& text) {
   f.write(text);
 }
 inline Device cudaDevice() { return Device(DeviceType::CUDA, 0); }
+
+// A table of cases generated with PyTorch (tests/*_parity/cases.json): the file's JSON object, or a
+// test failure naming the file and the parse error.
+inline void loadCaseTable(const char* path, QJsonObject& out) {
+  QFile f(path);
+  QVERIFY2(f.open(QIODevice::ReadOnly), path);
+  QJsonParseError error;
+  out = QJsonDocument::fromJson(f.readAll(), &error).object();
+  QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+}
+
+// One data row per case and device ("name/dtype/cpu", then ".../cuda"): columns "index" and "cuda".
+inline void addCaseRowsPerDevice(const QJsonArray& cases) {
+  QTest::addColumn<int>("index");
+  QTest::addColumn<bool>("cuda");
+  for (bool cuda : {false, true})
+    for (int i = 0; i < cases.size(); ++i) {
+      const QJsonObject c = cases[i].toObject();
+      const QString name = c["name"].toString() + "/" + c["dtype"].toString() + (cuda ? "/cuda" : "/cpu");
+      QTest::newRow(qPrintable(name)) << i << cuda;
+    }
+}
 
 // Largest |a - b| / (atol + rtol * |b|) over all elements; <= 1 means "close".
 inline double closeness(const Tensor& a, const Tensor& b, double atol, double rtol) {
