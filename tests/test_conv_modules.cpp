@@ -2,6 +2,10 @@
 // count and shapes for a small CNN (the numbers are PyTorch 1.13's for the same model), the default
 // initialisation's bounds, constructor errors, modules equal to their functional form, and a few SGD
 // steps of a CNN lowering its loss (the backward of every layer reaching the optimizer).
+#include <cmath>
+#include <limits>
+#include <optional>
+
 #include "engine/amp/autocast.h"
 #include "engine/core/errors.h"
 #include "engine/nn/layers.h"
@@ -33,6 +37,32 @@ class TestConvModules : public QObject {
   Q_OBJECT
 
  private slots:
+  // Which element max_pool2d picks, from PyTorch 1.13 (F.max_pool2d(x, 2[, stride=1], return_indices=True)):
+  // the first of equal maxima (strict >), and a NaN over any number, a later NaN over an earlier one.
+  // Kernel 2 stride 2 runs the CPU backend's 2 x 2 fast path, stride 1 the general loop: both must agree.
+  void maxPoolTiesAndNaNsFollowPyTorch_data() {
+    QTest::addColumn<int>("dtype");
+    for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) QTest::newRow(dtypeName(d).c_str()) << static_cast<int>(d);
+  }
+  void maxPoolTiesAndNaNsFollowPyTorch() {
+    QFETCH(int, dtype);
+    const DType d = static_cast<DType>(dtype);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    auto indices = [&](std::vector<float> values, OptionalSize2 stride) {
+      const Tensor x = tensor(values, {1, 1, 2, 4}).to(d);
+      return max_pool2d_with_indices(x, 2, stride).second.toVector<std::int64_t>();
+    };
+    using V = std::vector<std::int64_t>;
+    QCOMPARE(indices({1, 3, 2, 2, 3, 0, 7, 7}, {}), (V{1, 6}));
+    QCOMPARE(indices({1, 3, 2, 2, 3, 0, 7, 7}, Size2(1)), (V{1, 6, 6}));
+    QCOMPARE(indices({nan, 5, 1, nan, nan, 1, nan, 2}, {}), (V{4, 6}));
+    QCOMPARE(indices({nan, 5, 1, nan, nan, 1, nan, 2}, Size2(1)), (V{4, 6, 6}));
+    const Tensor values = max_pool2d(tensor({1, nan, 5, 2, 3, 2, 4, 1}, {1, 1, 2, 4}).to(d), 2);
+    const auto v = values.to(kFloat64).toVector<double>();
+    QVERIFY(std::isnan(v[0]));
+    QCOMPARE(v[1], 5.0);
+  }
+
   void smallCnnIsPyTorchs() {
     Generator gen(0);
     auto model = smallCnn(gen);

@@ -220,6 +220,37 @@ class TestConvParity : public QObject {
     qInfo("largest |%s - float64|:%s", dtypeName(d).c_str(), qPrintable(measured));
   }
 
+  // The CPU backend lowers a chunk of samples into one GEMM (kernels/conv/cpu.cpp); a batch large enough
+  // to need several chunks, with a last chunk of one sample, must give each sample what it gets alone
+  // (and the weight gradient, the sum of the samples' own).
+  void batchedChunksMatchOneSampleAtATime() {
+    // 64 channels, 3 x 3, a 32 x 32 output: 576 x 1024 column entries a sample, so the ~4M-entry
+    // chunk holds 7 samples, and a batch of 15 runs as 7 + 7 + 1.
+    Generator gen(7);
+    const Tensor x = randn({15, 64, 32, 32}, gen), w = randn({8, 64, 3, 3}, gen), b = randn({8}, gen);
+    const Tensor g = randn({15, 8, 32, 32}, gen);
+    std::vector<Tensor> batched;
+    {
+      Tensor xi = x.clone().requires_grad_(true), wi = w.clone().requires_grad_(true);
+      Tensor out = conv2d(xi, wi, b, 1, 1);
+      out.backward(g);
+      batched = {out.detach(), xi.grad(), wi.grad()};
+    }
+    Tensor gradWeightSum = zeros(w.sizes());
+    for (std::int64_t n = 0; n < 15; ++n) {
+      Tensor xi = x.slice(0, n, n + 1).clone().requires_grad_(true), wi = w.clone().requires_grad_(true);
+      Tensor out = conv2d(xi, wi, b, 1, 1);
+      out.backward(g.slice(0, n, n + 1).clone());
+      const Comparison o = compare(batched[0].slice(0, n, n + 1).to(kFloat64), out.detach().to(kFloat64), 1e-4, 1e-5);
+      QVERIFY2(o.ok, qPrintable(QString("sample %1 output: %2").arg(n).arg(o.firstBad)));
+      const Comparison gi = compare(batched[1].slice(0, n, n + 1).to(kFloat64), xi.grad().to(kFloat64), 1e-4, 1e-5);
+      QVERIFY2(gi.ok, qPrintable(QString("sample %1 grad input: %2").arg(n).arg(gi.firstBad)));
+      gradWeightSum = gradWeightSum + wi.grad();
+    }
+    const Comparison gw = compare(batched[2].to(kFloat64), gradWeightSum.to(kFloat64), 1e-2, 1e-4);
+    QVERIFY2(gw.ok, qPrintable(QString("grad weight: %1").arg(gw.firstBad)));
+  }
+
   void errorsMatchPyTorch_data() {
     load();
     QTest::addColumn<int>("index");

@@ -132,12 +132,6 @@ struct Result {
   MemoryByCategory memory;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 }  // namespace
 
 std::vector<lab::ParamSpec> AmpLab::params() const {
@@ -190,9 +184,7 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   const bool classification = p.getString("dataset") == "fashion-mnist";
   std::shared_ptr<data::TensorDataset> trainSet =
       classification ? data::loadFashionMnist(true) : data::makeRegressionDataset(4096, 16, 0.1, seed);
-  if (const std::int64_t n = p.getInt("train_subset"); n > 0 && n < trainSet->size()) {
-    trainSet = std::make_shared<data::TensorDataset>(trainSet->inputs().slice(0, 0, n), trainSet->targets().slice(0, 0, n));
-  }
+  trainSet = firstExamples(trainSet, p.getInt("train_subset"));
   const std::int64_t batchSize = std::min(p.getInt("batch_size"), trainSet->size());
   const std::vector<std::int64_t> widths = parseWidths(p.getString("hidden"));
   const std::int64_t steps = p.getInt("steps"), logEvery = p.getInt("log_every");

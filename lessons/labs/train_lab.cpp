@@ -115,11 +115,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::shared_ptr<data::TensorDataset> firstN(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n) {
-  if (n <= 0 || n >= ds->size()) return ds;
-  return std::make_shared<data::TensorDataset>(ds->inputs().slice(0, 0, n), ds->targets().slice(0, 0, n));
-}
-
 // What most likely made the loss diverge, from the settings of the run.
 std::string likelyDivergenceCause(const lab::Params& p) {
   const double lr = p.getFloat("lr");
@@ -183,7 +178,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     trainSet = data::makeRegressionDataset(p.getInt("samples"), 16, 0.1, seed);
     testSet = data::makeRegressionDataset(256, 16, 0.1, seed + 1);
   }
-  trainSet = firstN(trainSet, p.getInt("train_subset"));
+  trainSet = firstExamples(trainSet, p.getInt("train_subset"));
   // An empty set would train for 0 steps and "succeed", or evaluate to 0/0.
   if (trainSet->size() == 0 || testSet->size() == 0) {
     throw ValueError(std::string("the ") + (trainSet->size() == 0 ? "training" : "test") + " set is empty: nothing to " +

@@ -1,6 +1,7 @@
 #include "lessons/labs/training.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -164,6 +165,17 @@ std::shared_ptr<nn::Sequential> makeCnn(const data::Dataset& data, const std::ve
   // 3 x 3 convolutions with padding 1 keep the size; each 2 x 2 pooling halves it, rounding down.
   appendClassifier(*model, kChannels2 * (in[1] / 2 / 2) * (in[2] / 2 / 2), hidden, outputs, gen, checkpointSegments);
   return model;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n) {
+  if (n <= 0 || n >= ds->size()) return ds;
+  return std::make_shared<data::TensorDataset>(ds->inputs().slice(0, 0, n), ds->targets().slice(0, 0, n));
 }
 
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,

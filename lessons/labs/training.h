@@ -50,6 +50,10 @@ std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::ve
 //   of at least 4 x 4 (two 2 x 2 poolings).
 std::shared_ptr<nn::Sequential> makeCnn(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
                                         std::int64_t outputs, Generator& gen, int checkpointSegments = 0);
+// The median of a sample (NaN for none): the labs' step times.
+double median(std::vector<double> values);
+// The data set's first n examples (all of them when n is 0 or at least its size): the labs' train_subset.
+std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n);
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,
                                                 double momentum, double weightDecay);
 Tensor taskLoss(bool classification, const Tensor& output, const Tensor& target, Reduction reduction = Reduction::Mean);

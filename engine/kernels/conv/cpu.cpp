@@ -1,11 +1,13 @@
 // 2-D convolution and pooling on the CPU, the reference for conv/cuda.cu (cuDNN there).
 //
-// Convolution is im2col + GEMM, per (sample, group), through OpenBLAS -- the textbook lowering that
-// PyTorch's own CPU fallback (thnn_conv2d) uses:
-//   forward          out_g (Kg, OH*OW)       = W_g (Kg, Cg*R*S) @ cols (Cg*R*S, OH*OW)      (+ bias)
-//   backward input   dcols (Cg*R*S, OH*OW)   = W_g^T @ gradOut_g, then col2im (scatter-add)
-//   backward weight  dW_g (Kg, Cg*R*S)      += gradOut_g @ cols^T, summed over the batch
-// where cols[(c*R + r)*S + s][oh*OW + ow] = x[c][oh*sh - ph + r*dh][ow*sw - pw + s*dw] (0 in the padding).
+// Convolution is im2col + GEMM through OpenBLAS -- the textbook lowering that PyTorch's own CPU
+// fallback (thnn_conv2d) uses -- with the columns of a chunk of samples side by side, so that one GEMM
+// per group serves the whole chunk (cols is (Cg*R*S, chunk*OH*OW)):
+//   forward          out_g (Kg, chunk*OH*OW)     = W_g (Kg, Cg*R*S) @ cols                  (+ bias)
+//   backward input   dcols                       = W_g^T @ gradOut_g, then col2im (scatter-add)
+//   backward weight  dW_g (Kg, Cg*R*S)          += gradOut_g @ cols^T, summed over the chunks
+// where cols[(c*R + r)*S + s][i*OH*OW + oh*OW + ow] = x[i][c][oh*sh - ph + r*dh][ow*sw - pw + s*dw]
+// (0 in the padding), and gradOut_g is the chunk's output planes of group g gathered side by side.
 // Everything runs in OpMath<T> buffers (float for float16/bfloat16: sgemm with float32 accumulation,
 // as a tensor-core GEMM; double for float64: dgemm) and each output element is rounded once on store,
 // so a 16-bit result never sees an intermediate rounding (not after the GEMM, not before the bias,
@@ -20,6 +22,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -83,57 +87,93 @@ void commit(const Tensor& t, const std::vector<M>& buffer) {
   }
 }
 
-// cols (Cg*R*S, OH*OW) of one sample's group: x points at its first channel (Cg planes of H*W).
+// The output columns [ow0, ow1) whose input column ow * stride - pad + offset lies in [0, in): the
+// rest read padding. Computed once per kernel tap instead of tested per element.
+struct ValidRange {
+  std::int64_t begin, end;
+};
+ValidRange validRange(std::int64_t out, std::int64_t in, std::int64_t stride, std::int64_t pad, std::int64_t offset) {
+  // ow * stride >= pad - offset  and  ow * stride < in + pad - offset
+  auto ceilDiv = [](std::int64_t a, std::int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  const std::int64_t begin = std::clamp<std::int64_t>(ceilDiv(pad - offset, stride), 0, out);
+  const std::int64_t end = std::clamp<std::int64_t>(ceilDiv(in + pad - offset, stride), begin, out);
+  return {begin, end};
+}
+
+// One sample's group into the columns matrix: x points at its first channel (Cg planes of H*W), cols
+// at this sample's first column, and ld is the columns' row length (OH*OW times the samples that share
+// the matrix, so that one GEMM serves them all).
 template <class M>
-void im2col(const M* x, M* cols, std::int64_t channels, const Conv& s) {
-  const std::int64_t plane = s.outH * s.outW;
+void im2col(const M* x, M* cols, std::int64_t ld, std::int64_t channels, const Conv& s) {
   for (std::int64_t c = 0; c < channels; ++c)
     for (std::int64_t r = 0; r < s.kernelH; ++r)
       for (std::int64_t q = 0; q < s.kernelW; ++q) {
-        M* row = cols + ((c * s.kernelH + r) * s.kernelW + q) * plane;
+        M* row = cols + ((c * s.kernelH + r) * s.kernelW + q) * ld;
         const M* xc = x + c * s.inH * s.inW;
+        const ValidRange cw = validRange(s.outW, s.inW, s.strideW, s.padW, q * s.dilationW);
         for (std::int64_t oh = 0; oh < s.outH; ++oh) {
           const std::int64_t h = oh * s.strideH - s.padH + r * s.dilationH;
           M* dst = row + oh * s.outW;
-          if (h < 0 || h >= s.inH) {
+          if (h < 0 || h >= s.inH || cw.begin == cw.end) {  // the whole row reads padding
             std::fill(dst, dst + s.outW, M(0));
             continue;
           }
-          for (std::int64_t ow = 0; ow < s.outW; ++ow) {
-            const std::int64_t w = ow * s.strideW - s.padW + q * s.dilationW;
-            dst[ow] = (w >= 0 && w < s.inW) ? xc[h * s.inW + w] : M(0);
+          std::fill(dst, dst + cw.begin, M(0));
+          const M* src = xc + h * s.inW + cw.begin * s.strideW - s.padW + q * s.dilationW;
+          if (s.strideW == 1) {
+            std::copy(src, src + (cw.end - cw.begin), dst + cw.begin);
+          } else {
+            for (std::int64_t ow = cw.begin; ow < cw.end; ++ow) dst[ow] = src[(ow - cw.begin) * s.strideW];
           }
+          std::fill(dst + cw.end, dst + s.outW, M(0));
         }
       }
 }
 
 // The adjoint of im2col: adds each column entry back to the input element it was read from.
 template <class M>
-void col2im(const M* cols, M* x, std::int64_t channels, const Conv& s) {
-  const std::int64_t plane = s.outH * s.outW;
+void col2im(const M* cols, std::int64_t ld, M* x, std::int64_t channels, const Conv& s) {
   for (std::int64_t c = 0; c < channels; ++c)
     for (std::int64_t r = 0; r < s.kernelH; ++r)
       for (std::int64_t q = 0; q < s.kernelW; ++q) {
-        const M* row = cols + ((c * s.kernelH + r) * s.kernelW + q) * plane;
+        const M* row = cols + ((c * s.kernelH + r) * s.kernelW + q) * ld;
         M* xc = x + c * s.inH * s.inW;
+        const ValidRange cw = validRange(s.outW, s.inW, s.strideW, s.padW, q * s.dilationW);
         for (std::int64_t oh = 0; oh < s.outH; ++oh) {
           const std::int64_t h = oh * s.strideH - s.padH + r * s.dilationH;
-          if (h < 0 || h >= s.inH) continue;
+          if (h < 0 || h >= s.inH || cw.begin == cw.end) continue;
           const M* src = row + oh * s.outW;
-          for (std::int64_t ow = 0; ow < s.outW; ++ow) {
-            const std::int64_t w = ow * s.strideW - s.padW + q * s.dilationW;
-            if (w >= 0 && w < s.inW) xc[h * s.inW + w] += src[ow];
-          }
+          M* dst = xc + h * s.inW + cw.begin * s.strideW - s.padW + q * s.dilationW;
+          for (std::int64_t ow = cw.begin; ow < cw.end; ++ow) dst[(ow - cw.begin) * s.strideW] += src[ow];
         }
       }
 }
 
 struct ConvDims {
   std::int64_t cg, kg, colRows, plane, inPlane;  // channels and filters per group, Cg*R*S, OH*OW, H*W
+  // Samples per GEMM: their columns side by side make one (Cg*R*S, chunk*OH*OW) matrix, so the GEMM
+  // is wide enough for OpenBLAS's kernels (a 14 x 14 output plane alone is 196 columns), with the
+  // columns buffer capped at about 16 MiB of float.
+  std::int64_t chunk;
 };
 ConvDims convDims(const Conv& s) {
   const std::int64_t cg = s.inChannels / s.groups, kg = s.outChannels / s.groups;
-  return {cg, kg, cg * s.kernelH * s.kernelW, s.outH * s.outW, s.inH * s.inW};
+  const std::int64_t colRows = cg * s.kernelH * s.kernelW, plane = s.outH * s.outW;
+  constexpr std::int64_t kMaxColumnElements = std::int64_t{1} << 22;
+  const std::int64_t perSample = std::max<std::int64_t>(colRows * plane, 1);
+  const std::int64_t chunk = std::clamp<std::int64_t>(kMaxColumnElements / perSample, 1, std::max<std::int64_t>(s.batch, 1));
+  return {cg, kg, colRows, plane, s.inH * s.inW, chunk};
+}
+
+// A chunk's (Kg, count*OH*OW) matrix to and from the (N, K, OH, OW) tensor's planes of group g.
+template <class M>
+void gatherPlanes(const M* t, M* wide, std::int64_t n0, std::int64_t count, std::int64_t g, const ConvDims& d,
+                  std::int64_t channels) {
+  for (std::int64_t k = 0; k < d.kg; ++k)
+    for (std::int64_t i = 0; i < count; ++i) {
+      const M* src = t + ((n0 + i) * channels + g * d.kg + k) * d.plane;
+      std::copy(src, src + d.plane, wide + (k * count + i) * d.plane);
+    }
 }
 
 }  // namespace
@@ -144,28 +184,39 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& we
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
-    std::vector<M> xb, wb, bb, ob, cols(static_cast<std::size_t>(d.colRows * d.plane));
+    std::vector<M> xb, wb, bb, ob;
+    std::vector<M> cols(static_cast<std::size_t>(d.colRows * d.plane * d.chunk));
+    std::vector<M> wide(d.chunk > 1 ? static_cast<std::size_t>(d.kg * d.plane * d.chunk) : 0);
     const M* x = readAs<T>(input, xb);
     const M* w = readAs<T>(weight, wb);
     const M* b = bias ? readAs<T>(*bias, bb) : nullptr;
     M* y = writeAs<T>(out, ob);
-    for (std::int64_t n = 0; n < s.batch; ++n)
+    for (std::int64_t n0 = 0; n0 < s.batch; n0 += d.chunk) {
+      const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
       for (std::int64_t g = 0; g < s.groups; ++g) {
-        const M* xg = x + (n * s.inChannels + g * d.cg) * d.inPlane;
-        M* yg = y + (n * s.outChannels + g * d.kg) * d.plane;
+        // With one sample the GEMM writes its output planes directly; with several, a (Kg, count*plane)
+        // result is scattered to them.
+        M* result = count == 1 ? y + (n0 * s.outChannels + g * d.kg) * d.plane : wide.data();
         if (d.colRows == 0) {
-          std::fill(yg, yg + d.kg * d.plane, M(0));
+          std::fill(result, result + d.kg * ld, M(0));
         } else {
-          im2col(xg, cols.data(), d.cg, s);
-          gemmM<M>(false, false, d.kg, d.plane, d.colRows, w + g * d.kg * d.colRows, d.colRows, cols.data(), d.plane, M(0),
-                   yg, d.plane);
+          for (std::int64_t i = 0; i < count; ++i)
+            im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.data() + i * d.plane, ld, d.cg, s);
+          gemmM<M>(false, false, d.kg, ld, d.colRows, w + g * d.kg * d.colRows, d.colRows, cols.data(), ld, M(0), result,
+                   ld);
         }
-        if (b)
-          for (std::int64_t k = 0; k < d.kg; ++k) {
-            const M bk = b[g * d.kg + k];
-            for (std::int64_t p = 0; p < d.plane; ++p) yg[k * d.plane + p] += bk;
+        for (std::int64_t k = 0; k < d.kg; ++k) {
+          const M bk = b ? b[g * d.kg + k] : M(0);
+          for (std::int64_t i = 0; i < count; ++i) {
+            const M* src = result + (k * count + i) * d.plane;
+            M* dst = y + ((n0 + i) * s.outChannels + g * d.kg + k) * d.plane;
+            if (src != dst) std::copy(src, src + d.plane, dst);
+            if (b)
+              for (std::int64_t p = 0; p < d.plane; ++p) dst[p] += bk;
           }
+        }
       }
+    }
     commit<T>(out, ob);
   });
 }
@@ -176,19 +227,25 @@ void CpuBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& grad
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
-    std::vector<M> gb, wb, ib, cols(static_cast<std::size_t>(d.colRows * d.plane));
+    std::vector<M> gb, wb, ib;
+    std::vector<M> cols(static_cast<std::size_t>(d.colRows * d.plane * d.chunk));
+    std::vector<M> wide(static_cast<std::size_t>(d.kg * d.plane * d.chunk));
     const M* go = readAs<T>(gradOut, gb);
     const M* w = readAs<T>(weight, wb);
     M* gi = writeAs<T>(gradInput, ib);
     std::fill(gi, gi + gradInput.numel(), M(0));
     if (d.colRows > 0 && d.plane > 0 && d.kg > 0)
-      for (std::int64_t n = 0; n < s.batch; ++n)
+      for (std::int64_t n0 = 0; n0 < s.batch; n0 += d.chunk) {
+        const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
         for (std::int64_t g = 0; g < s.groups; ++g) {
-          // dcols = W_g^T @ gradOut_g : (Cg*R*S, Kg) @ (Kg, OH*OW)
-          gemmM<M>(true, false, d.colRows, d.plane, d.kg, w + g * d.kg * d.colRows, d.colRows,
-                   go + (n * s.outChannels + g * d.kg) * d.plane, d.plane, M(0), cols.data(), d.plane);
-          col2im(cols.data(), gi + (n * s.inChannels + g * d.cg) * d.inPlane, d.cg, s);
+          // dcols = W_g^T @ gradOut_g : (Cg*R*S, Kg) @ (Kg, count*OH*OW)
+          gatherPlanes(go, wide.data(), n0, count, g, d, s.outChannels);
+          gemmM<M>(true, false, d.colRows, ld, d.kg, w + g * d.kg * d.colRows, d.colRows, wide.data(), ld, M(0),
+                   cols.data(), ld);
+          for (std::int64_t i = 0; i < count; ++i)
+            col2im(cols.data() + i * d.plane, ld, gi + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, d.cg, s);
         }
+      }
     commit<T>(gradInput, ib);
   });
 }
@@ -199,22 +256,44 @@ void CpuBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gr
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
-    std::vector<M> gb, xb, wb, cols(static_cast<std::size_t>(d.colRows * d.plane));
+    std::vector<M> gb, xb, wb;
+    std::vector<M> cols(static_cast<std::size_t>(d.colRows * d.plane * d.chunk));
+    std::vector<M> wide(static_cast<std::size_t>(d.kg * d.plane * d.chunk));
     const M* go = readAs<T>(gradOut, gb);
     const M* x = readAs<T>(input, xb);
     M* gw = writeAs<T>(gradWeight, wb);
     std::fill(gw, gw + gradWeight.numel(), M(0));
     if (d.colRows > 0 && d.plane > 0 && d.kg > 0)
-      for (std::int64_t n = 0; n < s.batch; ++n)
+      for (std::int64_t n0 = 0; n0 < s.batch; n0 += d.chunk) {
+        const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
         for (std::int64_t g = 0; g < s.groups; ++g) {
-          im2col(x + (n * s.inChannels + g * d.cg) * d.inPlane, cols.data(), d.cg, s);
-          // dW_g += gradOut_g @ cols^T : (Kg, OH*OW) @ (OH*OW, Cg*R*S)
-          gemmM<M>(false, true, d.kg, d.colRows, d.plane, go + (n * s.outChannels + g * d.kg) * d.plane, d.plane,
-                   cols.data(), d.plane, M(1), gw + g * d.kg * d.colRows, d.colRows);
+          for (std::int64_t i = 0; i < count; ++i)
+            im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.data() + i * d.plane, ld, d.cg, s);
+          gatherPlanes(go, wide.data(), n0, count, g, d, s.outChannels);
+          // dW_g += gradOut_g @ cols^T : (Kg, count*OH*OW) @ (count*OH*OW, Cg*R*S)
+          gemmM<M>(false, true, d.kg, d.colRows, ld, wide.data(), ld, cols.data(), ld, M(1), gw + g * d.kg * d.colRows,
+                   d.colRows);
         }
+      }
     commit<T>(gradWeight, wb);
   });
 }
+
+namespace {
+
+// (mx, best) = (v, index) when take, without a branch: on real activations "is this the new maximum?"
+// is a coin toss, and the compiler's branch for `if (take)` (or even for `take ? v : mx` on floats) was
+// mispredicted often enough to make max_pool2d a fifth of a CNN's epoch. Masks on the bits instead.
+template <class M>
+inline void takeIfGreater(bool take, M v, std::int64_t index, M& mx, std::int64_t& best) {
+  using Bits = std::conditional_t<sizeof(M) == 4, std::uint32_t, std::uint64_t>;
+  const Bits mask = Bits(0) - static_cast<Bits>(take);
+  const Bits merged = (std::bit_cast<Bits>(v) & mask) | (std::bit_cast<Bits>(mx) & ~mask);
+  mx = std::bit_cast<M>(merged);
+  best ^= (best ^ index) & -static_cast<std::int64_t>(take);
+}
+
+}  // namespace
 
 void CpuBackend::maxPool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dShape& s) {
   dispatchFloating(input.dtype(), "max_pool2d", [&](auto tag) {
@@ -224,8 +303,51 @@ void CpuBackend::maxPool2d(const Tensor& out, const Tensor& indices, const Tenso
     T* y = out.data<T>();
     std::int64_t* idx = indices.data<std::int64_t>();
     const std::int64_t planes = s.batch * s.channels;
+    // `|`, not `||`: both comparisons are evaluated, so no branch decides between them.
+    auto greater = [](M v, M mx) { return static_cast<bool>(static_cast<int>(v > mx) | static_cast<int>(v != v)); };
+    // The CNN's case -- whole 2 x 2 windows side by side, no padding, no dilation -- without the general
+    // loop's per-window bounds: each output reads x[2oh][2ow], x[2oh][2ow+1], x[2oh+1][2ow], x[2oh+1][2ow+1]
+    // in that (PyTorch's) order.
+    const bool tiled2x2 = s.kernelH == 2 && s.kernelW == 2 && s.strideH == 2 && s.strideW == 2 && s.padH == 0 && s.padW == 0 &&
+                          s.dilationH == 1 && s.dilationW == 1 && 2 * s.outH <= s.inH && 2 * s.outW <= s.inW;  // (ceil_mode:
+                                                                                                           // a partial last window)
+    using Which = std::conditional_t<sizeof(M) == 4, std::int32_t, std::int64_t>;  // the width of M: one vector lane each
+    std::vector<Which> winner(tiled2x2 ? static_cast<std::size_t>(s.outW) : 0);
     for (std::int64_t p = 0; p < planes; ++p) {
       const T* xp = x + p * s.inH * s.inW;
+      T* yp = y + p * s.outH * s.outW;
+      std::int64_t* ip = idx + p * s.outH * s.outW;
+      if (tiled2x2) {
+        for (std::int64_t oh = 0; oh < s.outH; ++oh) {
+          const std::int64_t top = 2 * oh * s.inW;
+          const T *r0 = xp + top, *r1 = r0 + s.inW;
+          T* yr = yp + oh * s.outW;
+          // Written so the compiler vectorises it: the same-width selects (value, and which of the four
+          // won, 0..3) over a row, then the winners' flat indices in a second pass.
+          for (std::int64_t ow = 0; ow < s.outW; ++ow) {
+            const M a = static_cast<M>(r0[2 * ow]), b = static_cast<M>(r0[2 * ow + 1]);
+            const M c = static_cast<M>(r1[2 * ow]), d = static_cast<M>(r1[2 * ow + 1]);
+            M mx = a;
+            Which k = 0;
+            bool t = greater(b, mx);
+            mx = t ? b : mx;
+            k = t ? Which(1) : k;
+            t = greater(c, mx);
+            mx = t ? c : mx;
+            k = t ? Which(2) : k;
+            t = greater(d, mx);
+            mx = t ? d : mx;
+            k = t ? Which(3) : k;
+            yr[ow] = static_cast<T>(mx);
+            winner[static_cast<std::size_t>(ow)] = k;
+          }
+          for (std::int64_t ow = 0; ow < s.outW; ++ow) {
+            const Which k = winner[static_cast<std::size_t>(ow)];
+            ip[oh * s.outW + ow] = top + 2 * ow + (k & 1) + (k >> 1) * s.inW;
+          }
+        }
+        continue;
+      }
       for (std::int64_t oh = 0; oh < s.outH; ++oh)
         for (std::int64_t ow = 0; ow < s.outW; ++ow) {
           std::int64_t h0 = oh * s.strideH - s.padH, w0 = ow * s.strideW - s.padW;
@@ -238,14 +360,10 @@ void CpuBackend::maxPool2d(const Tensor& out, const Tensor& indices, const Tenso
           for (std::int64_t h = h0; h < h1; h += s.dilationH)
             for (std::int64_t w = w0; w < w1; w += s.dilationW) {
               const M v = static_cast<M>(xp[h * s.inW + w]);
-              if (v > mx || std::isnan(v)) {
-                mx = v;
-                best = h * s.inW + w;
-              }
+              takeIfGreater(greater(v, mx), v, h * s.inW + w, mx, best);  // v != v: NaN wins, as in PyTorch
             }
-          const std::int64_t o = (p * s.outH + oh) * s.outW + ow;
-          y[o] = static_cast<T>(mx);
-          idx[o] = best;
+          yp[oh * s.outW + ow] = static_cast<T>(mx);
+          ip[oh * s.outW + ow] = best;
         }
     }
   });

@@ -31,6 +31,23 @@ inline std::int64_t at(const BN& s, std::int64_t n, std::int64_t c, std::int64_t
   return (n * s.channels + c) * s.spatial + i;
 }
 
+// Sum of f(i) for i in [0, n), in double, as four interleaved partial sums: one running sum is a chain
+// of dependent adds (one per add latency); four independent ones keep the adder busy and fit one
+// vector register.
+template <class F>
+double sumOf(std::int64_t n, F f) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a0 += f(i);
+    a1 += f(i + 1);
+    a2 += f(i + 2);
+    a3 += f(i + 3);
+  }
+  for (; i < n; ++i) a0 += f(i);
+  return (a0 + a1) + (a2 + a3);
+}
+
 }  // namespace
 
 void CpuBackend::batchNorm(const Tensor& out, const Tensor& input, const Tensor* weight, const Tensor* bias,
@@ -50,15 +67,19 @@ void CpuBackend::batchNorm(const Tensor& out, const Tensor& input, const Tensor*
       double mean, invstd;
       if (training) {
         double sum = 0;
-        for (std::int64_t n = 0; n < s.batch; ++n)
-          for (std::int64_t i = 0; i < s.spatial; ++i) sum += static_cast<double>(static_cast<S>(x[at(s, n, c, i)]));
+        for (std::int64_t n = 0; n < s.batch; ++n) {
+          const T* row = x + at(s, n, c, 0);
+          sum += sumOf(s.spatial, [&](std::int64_t i) { return static_cast<double>(static_cast<S>(row[i])); });
+        }
         mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
         double sq = 0;
-        for (std::int64_t n = 0; n < s.batch; ++n)
-          for (std::int64_t i = 0; i < s.spatial; ++i) {
-            const double d = static_cast<double>(static_cast<S>(x[at(s, n, c, i)])) - mean;
-            sq += d * d;
-          }
+        for (std::int64_t n = 0; n < s.batch; ++n) {
+          const T* row = x + at(s, n, c, 0);
+          sq += sumOf(s.spatial, [&](std::int64_t i) {
+            const double d = static_cast<double>(static_cast<S>(row[i])) - mean;
+            return d * d;
+          });
+        }
         const double var = count > 0 ? sq / static_cast<double>(count) : 0.0;
         invstd = 1.0 / std::sqrt(var + s.eps);
         if (saveMean) saveMean->data<S>()[c] = static_cast<S>(mean);
@@ -99,13 +120,14 @@ void CpuBackend::batchNormBackward(const Tensor& gradInput, const Tensor* gradWe
       const double mean = static_cast<double>(saveMean.data<S>()[c]);
       const double invstd = static_cast<double>(saveInvStd.data<S>()[c]);
       double sumDy = 0, sumDyXhat = 0;
-      for (std::int64_t n = 0; n < s.batch; ++n)
-        for (std::int64_t i = 0; i < s.spatial; ++i) {
-          const std::int64_t k = at(s, n, c, i);
-          const double g = static_cast<double>(static_cast<S>(dy[k]));
-          sumDy += g;
-          sumDyXhat += g * (static_cast<double>(static_cast<S>(x[k])) - mean) * invstd;
-        }
+      for (std::int64_t n = 0; n < s.batch; ++n) {
+        const T* xr = x + at(s, n, c, 0);
+        const T* dyr = dy + at(s, n, c, 0);
+        sumDy += sumOf(s.spatial, [&](std::int64_t i) { return static_cast<double>(static_cast<S>(dyr[i])); });
+        sumDyXhat += sumOf(s.spatial, [&](std::int64_t i) {
+          return static_cast<double>(static_cast<S>(dyr[i])) * (static_cast<double>(static_cast<S>(xr[i])) - mean) * invstd;
+        });
+      }
       if (gradBias) gradBias->data<S>()[c] = static_cast<S>(sumDy);
       if (gradWeight) gradWeight->data<S>()[c] = static_cast<S>(sumDyXhat);
       if (count == 0) continue;

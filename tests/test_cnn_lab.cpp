@@ -1,0 +1,139 @@
+// The convolutions lesson (lessons/08-convolutions-and-cudnn) makes claims from measurements; these
+// tests check the DIRECTION of each on this machine, through the labs it runs (cnn and cudnn):
+// - the CNN beats the MLP's test accuracy, most of its parameters are in its first Linear layer, and
+//   an epoch of it costs more than the MLP's (it does ~17x the multiply-adds);
+// - shrinking the classifier (cnn_hidden) is how the challenge is met: under half the MLP's parameters
+//   and still more accurate;
+// - on the CPU both cuDNN switches change nothing: no search, and two runs are bit-identical whether
+//   deterministic is on or off; with a GPU, benchmark mode searches once per new shape (every step
+//   with shapes = changing, once per pass with fixed shapes) and the heuristics never do, and
+//   deterministic on gives bit-identical runs.
+#include <algorithm>
+
+#include "engine/runtime/emulated_gpu.h"
+#include "lab_runner.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+
+using test::RecordingSink;
+
+RecordingSink runLab(const std::string& id, std::map<std::string, std::string> settings, const std::string& device = "cpu") {
+  settings.emplace("device", device);
+  RecordingSink sink;
+  test::runLab(id, settings, sink);
+  return sink;
+}
+
+double measured(const RecordingSink& sink, const std::string& name) {
+  const auto it = sink.measured.find(name);
+  if (it == sink.measured.end()) qFatal("no measurement '%s'", name.c_str());
+  return it->second;
+}
+
+bool said(const RecordingSink& sink, const std::string& text) {
+  return std::any_of(sink.messages.begin(), sink.messages.end(), [&](const std::string& m) { return m.find(text) != std::string::npos; });
+}
+
+// The rows a table view received.
+std::vector<lab::Row> rowsOf(const RecordingSink& sink, const std::string& view) {
+  std::vector<lab::Row> rows;
+  for (const lab::Update& u : sink.updates)
+    if (const auto* r = std::get_if<lab::Row>(&u); r && r->view == view) rows.push_back(*r);
+  return rows;
+}
+
+// A short CNN-vs-MLP run: one epoch of 6,000 images, tested on 2,000.
+const std::map<std::string, std::string> kShort{{"epochs", "1"}, {"train_subset", "6000"}, {"test_subset", "2000"}, {"log_every", "20"}};
+
+}  // namespace
+
+class TestCnnLab : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void cnnBeatsMlpAndCostsMore() {
+    const RecordingSink s = runLab("cnn", kShort);
+    const double mlp = measured(s, "MLP: test accuracy"), cnn = measured(s, "CNN: test accuracy");
+    qInfo("test accuracy: MLP %.4f, CNN %.4f; epoch: MLP %.2f s, CNN %.2f s", mlp, cnn, measured(s, "MLP: epoch time"),
+          measured(s, "CNN: epoch time"));
+    QVERIFY(cnn > mlp);
+    QCOMPARE(measured(s, "CNN test accuracy over MLP"), 100.0 * (cnn - mlp));
+    // An epoch of the CNN costs more than the MLP's on this machine (it does ~17x the arithmetic).
+    QVERIFY(measured(s, "CNN epoch time vs MLP") > 1.0);
+    // The default CNN has more parameters than the MLP, nearly all in its first Linear layer.
+    QCOMPARE(measured(s, "MLP: parameters"), 247766.0);  // 784*256+256 + 256*128+128 + 128*100+100 + 100*10+10
+    QCOMPARE(measured(s, "CNN: parameters"), 421738.0);  // sum(p.numel() for p in cnn.parameters()) in PyTorch
+    QVERIFY(said(s, "18720 in its two convolutions"));
+    QVERIFY(said(s, "401536 in the first alone"));
+    QVERIFY(said(s, "4.24 million multiply-adds per image, the MLP's 0.247 million"));
+    const auto rows = rowsOf(s, "models");
+    QCOMPARE(rows.size(), std::size_t{2});
+  }
+
+  // The lesson's hint for the challenge: shrink the classifier.
+  void aSmallerClassifierMeetsTheChallenge() {
+    auto settings = kShort;
+    settings["cnn_hidden"] = "32";
+    const RecordingSink s = runLab("cnn", settings);
+    const double ratio = measured(s, "CNN parameters vs MLP"), gain = measured(s, "CNN test accuracy over MLP");
+    qInfo("cnn_hidden 32: %.0f parameters (%.3fx the MLP's), %.2f points over the MLP", measured(s, "CNN: parameters"), ratio, gain);
+    QVERIFY(ratio <= 0.5);
+    QVERIFY(gain >= 2.0);
+  }
+
+  void onTheCpuTheSwitchesChangeNothing() {
+    const RecordingSink b = runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "4"}, {"batch_size", "32"}, {"shapes", "changing"}});
+    QCOMPARE(measured(b, "benchmark on: searches"), 0.0);
+    QCOMPARE(measured(b, "benchmark off: searches"), 0.0);
+    QVERIFY(rowsOf(b, "algorithms").empty());
+    QVERIFY(said(b, "there is no cuDNN"));
+    QCOMPARE(rowsOf(b, "summary").size(), std::size_t{2});
+
+    const RecordingSink d = runLab("cudnn", {{"experiment", "determinism"}, {"steps", "3"}, {"batch_size", "32"}});
+    QCOMPARE(measured(d, "deterministic off: values that differ"), 0.0);
+    QCOMPARE(measured(d, "deterministic on: values that differ"), 0.0);
+    QVERIFY(said(d, "bit-identical whatever the setting"));
+    // The loss-by-loss comparison: a point per step of run B for each setting, all 0 here.
+    int points = 0;
+    for (const lab::Update& u : d.updates)
+      if (const auto* p = std::get_if<lab::Point>(&u); p && p->view == "divergence") {
+        ++points;
+        QCOMPARE(p->y, 0.0);
+      }
+    QCOMPARE(points, 2 * 3);
+  }
+
+  void onTheEmulatedGpuTheLabSaysItIsNotCudnn() {
+    const auto emulated = cuda::emulatedDevice();
+    if (!emulated) QSKIP("the emulated GPU is off here (a real GPU is usable, or GPULAB_EMULATED_GPU=0)");
+    const RecordingSink b = runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "2"}, {"batch_size", "16"}}, emulated->str());
+    QVERIFY(said(b, "cuDNN runs only on an NVIDIA GPU"));
+    QCOMPARE(measured(b, "benchmark on: searches"), 0.0);
+  }
+
+  void onAGpuBenchmarkModeSearchesOncePerShape() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    const std::string gpu = test::cudaDevice().str();
+    const RecordingSink fixed = runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "5"}, {"batch_size", "64"}}, gpu);
+    // One search per convolution pass (forward, backward data where the input needs a gradient, backward
+    // filter) at the first step, none after; the heuristics never search.
+    const double passes = measured(fixed, "benchmark on: searches");
+    QCOMPARE(measured(fixed, "benchmark off: searches"), 0.0);
+    QVERIFY(passes >= 4 && passes <= 6);
+    QVERIFY(!rowsOf(fixed, "algorithms").empty());
+    QVERIFY(measured(fixed, "benchmark on: first step") > measured(fixed, "benchmark on: median step"));
+    const RecordingSink changing =
+        runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "5"}, {"batch_size", "64"}, {"shapes", "changing"}}, gpu);
+    QCOMPARE(measured(changing, "benchmark on: searches"), 5.0 * passes);  // every step a new shape
+    const RecordingSink d = runLab("cudnn", {{"experiment", "determinism"}, {"steps", "10"}, {"batch_size", "64"}}, gpu);
+    QCOMPARE(measured(d, "deterministic on: values that differ"), 0.0);
+    qInfo("deterministic off: %.0f values differ, by up to %g", measured(d, "deterministic off: values that differ"),
+          measured(d, "deterministic off: largest weight difference"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCnnLab)
+#include "test_cnn_lab.moc"
