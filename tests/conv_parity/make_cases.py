@@ -66,6 +66,8 @@ CASES = [
      {"stride": (2, 3), "padding": (1, 2), "dilation": (2, 1), "groups": 2}),
     ("conv2d_1x1", "conv2d", [2, 5, 3, 4], [2, 5, 1, 1], False, {}),
     ("conv2d_5x5_padding2", "conv2d", [2, 2, 7, 7], [3, 2, 5, 5], True, {"padding": 2}),
+    # Stride 1 and as wide as the input, but not as tall: the CPU's shifted-plane im2col with rows cut.
+    ("conv2d_same_width_only", "conv2d", [2, 2, 5, 6], [3, 2, 3, 3], True, {"padding": (0, 1)}),
     # Padding wider than the kernel reach: whole output rows and columns read only padding.
     ("conv2d_padding_beyond_kernel", "conv2d", [2, 2, 4, 5], [3, 2, 3, 3], True, {"stride": 2, "padding": 3}),
     ("max_pool2d", "max_pool2d", [2, 3, 6, 6], None, False, {"kernel_size": 2}),

@@ -31,6 +31,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/kernels/cpu_backend.h"
+#include "engine/memory/memory_events.h"
 
 namespace gpulab {
 
@@ -87,6 +88,23 @@ void commit(const Tensor& t, const std::vector<M>& buffer) {
   }
 }
 
+// Scratch memory for n values of M on `device`, from its caching allocator under the category
+// "workspace" (as cuDNN's workspaces on a GPU): the same blocks come back step after step, where a
+// std::vector of the columns' size (tens of MiB) was a fresh heap mapping each call -- zero-filled,
+// page-faulted in, and unmapped again -- and it shows in the memory views like every other byte.
+template <class M>
+class Workspace {
+ public:
+  Workspace(std::int64_t n, Device device) {
+    MemoryCategoryScope tag(MemoryCategory::Workspace);
+    t_ = Tensor::empty({std::max<std::int64_t>(n, 0)}, dtypeOf<M>(), device);
+  }
+  M* data() const { return t_.data<M>(); }
+
+ private:
+  Tensor t_;
+};
+
 // The output columns [ow0, ow1) whose input column ow * stride - pad + offset lies in [0, in): the
 // rest read padding. Computed once per kernel tap instead of tested per element.
 struct ValidRange {
@@ -105,6 +123,35 @@ ValidRange validRange(std::int64_t out, std::int64_t in, std::int64_t stride, st
 // the matrix, so that one GEMM serves them all).
 template <class M>
 void im2col(const M* x, M* cols, std::int64_t ld, std::int64_t channels, const Conv& s) {
+  // Stride 1, no dilation, and as wide as the input ("same" padding, or a 1-wide kernel): the tap
+  // (r, q)'s row is the input plane shifted by (r - padH) rows and (q - padW) columns, so its valid rows
+  // are one contiguous copy; the columns the shift wrapped around the row ends are zeroed after. (The
+  // CNN's 3 x 3 convolutions with padding 1: one copy per tap instead of one per output row.)
+  if (s.strideH == 1 && s.strideW == 1 && s.dilationH == 1 && s.dilationW == 1 && s.outW == s.inW) {
+    const std::int64_t W = s.inW;
+    for (std::int64_t c = 0; c < channels; ++c)
+      for (std::int64_t r = 0; r < s.kernelH; ++r)
+        for (std::int64_t q = 0; q < s.kernelW; ++q) {
+          M* dst = cols + ((c * s.kernelH + r) * s.kernelW + q) * ld;
+          const M* xc = x + c * s.inH * W;
+          const std::int64_t oh0 = std::clamp<std::int64_t>(s.padH - r, 0, s.outH);
+          const std::int64_t oh1 = std::clamp<std::int64_t>(s.inH + s.padH - r, oh0, s.outH);
+          const ValidRange cw = validRange(s.outW, W, 1, s.padW, q);
+          std::fill(dst, dst + oh0 * W, M(0));
+          std::fill(dst + oh1 * W, dst + s.outH * W, M(0));
+          if (oh0 == oh1 || cw.begin == cw.end) {
+            std::fill(dst + oh0 * W, dst + oh1 * W, M(0));
+            continue;
+          }
+          const M* src = xc + (oh0 + r - s.padH) * W + cw.begin + q - s.padW;
+          std::copy(src, src + (oh1 - 1 - oh0) * W + (cw.end - cw.begin), dst + oh0 * W + cw.begin);
+          for (std::int64_t oh = oh0; oh < oh1; ++oh) {
+            std::fill(dst + oh * W, dst + oh * W + cw.begin, M(0));
+            std::fill(dst + oh * W + cw.end, dst + (oh + 1) * W, M(0));
+          }
+        }
+    return;
+  }
   for (std::int64_t c = 0; c < channels; ++c)
     for (std::int64_t r = 0; r < s.kernelH; ++r)
       for (std::int64_t q = 0; q < s.kernelW; ++q) {
@@ -185,8 +232,8 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& we
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> xb, wb, bb, ob;
-    std::vector<M> cols(static_cast<std::size_t>(d.colRows * d.plane * d.chunk));
-    std::vector<M> wide(d.chunk > 1 ? static_cast<std::size_t>(d.kg * d.plane * d.chunk) : 0);
+    const Workspace<M> cols(d.colRows * d.plane * d.chunk, input.device());
+    const Workspace<M> wide(d.chunk > 1 ? d.kg * d.plane * d.chunk : 0, input.device());
     const M* x = readAs<T>(input, xb);
     const M* w = readAs<T>(weight, wb);
     const M* b = bias ? readAs<T>(*bias, bb) : nullptr;
@@ -210,9 +257,11 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& we
           for (std::int64_t i = 0; i < count; ++i) {
             const M* src = result + (k * count + i) * d.plane;
             M* dst = y + ((n0 + i) * s.outChannels + g * d.kg + k) * d.plane;
-            if (src != dst) std::copy(src, src + d.plane, dst);
-            if (b)
+            if (src != dst) {
+              for (std::int64_t p = 0; p < d.plane; ++p) dst[p] = src[p] + bk;  // the scatter and the bias in one pass
+            } else if (b) {
               for (std::int64_t p = 0; p < d.plane; ++p) dst[p] += bk;
+            }
           }
         }
       }
@@ -228,8 +277,8 @@ void CpuBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& grad
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> gb, wb, ib;
-    std::vector<M> cols(static_cast<std::size_t>(d.colRows * d.plane * d.chunk));
-    std::vector<M> wide(static_cast<std::size_t>(d.kg * d.plane * d.chunk));
+    const Workspace<M> cols(d.colRows * d.plane * d.chunk, gradOut.device());
+    const Workspace<M> wide(d.kg * d.plane * d.chunk, gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* w = readAs<T>(weight, wb);
     M* gi = writeAs<T>(gradInput, ib);
@@ -257,8 +306,8 @@ void CpuBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gr
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> gb, xb, wb;
-    std::vector<M> cols(static_cast<std::size_t>(d.colRows * d.plane * d.chunk));
-    std::vector<M> wide(static_cast<std::size_t>(d.kg * d.plane * d.chunk));
+    const Workspace<M> cols(d.colRows * d.plane * d.chunk, gradOut.device());
+    const Workspace<M> wide(d.kg * d.plane * d.chunk, gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* x = readAs<T>(input, xb);
     M* gw = writeAs<T>(gradWeight, wb);

@@ -96,11 +96,11 @@ void CpuBackend::batchNorm(const Tensor& out, const Tensor& input, const Tensor*
       // y = x * scale + shift in S, one rounding on store.
       const S scale = static_cast<S>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
       const S shift = static_cast<S>((b ? static_cast<double>(b[c]) : 0.0) - mean * static_cast<double>(scale));
-      for (std::int64_t n = 0; n < s.batch; ++n)
-        for (std::int64_t i = 0; i < s.spatial; ++i) {
-          const std::int64_t k = at(s, n, c, i);
-          y[k] = static_cast<T>(static_cast<S>(x[k]) * scale + shift);
-        }
+      for (std::int64_t n = 0; n < s.batch; ++n) {
+        const T* xr = x + at(s, n, c, 0);
+        T* yr = y + at(s, n, c, 0);
+        for (std::int64_t i = 0; i < s.spatial; ++i) yr[i] = static_cast<T>(static_cast<S>(xr[i]) * scale + shift);
+      }
     }
   });
 }
@@ -133,12 +133,20 @@ void CpuBackend::batchNormBackward(const Tensor& gradInput, const Tensor* gradWe
       if (count == 0) continue;
       const double k0 = (w ? static_cast<double>(w[c]) : 1.0) * invstd;
       const double meanDy = sumDy / static_cast<double>(count), meanDyXhat = sumDyXhat / static_cast<double>(count);
-      for (std::int64_t n = 0; n < s.batch; ++n)
+      // The elementwise pass in S, as PyTorch's CPU kernel (its sums are double, its per-element math
+      // the input's opmath type): k0 (dy - mean(dy) - (x - mean) invstd mean(dy xhat)), with the
+      // per-channel factors computed in double once. (x - mean) is formed first, so a channel whose mean
+      // is large against its spread cancels nothing.
+      const S k0s = static_cast<S>(k0), meanDys = static_cast<S>(meanDy), means = static_cast<S>(mean);
+      const S slope = static_cast<S>(invstd * meanDyXhat);
+      for (std::int64_t n = 0; n < s.batch; ++n) {
+        const T* xr = x + at(s, n, c, 0);
+        const T* dyr = dy + at(s, n, c, 0);
+        T* dxr = dx + at(s, n, c, 0);
         for (std::int64_t i = 0; i < s.spatial; ++i) {
-          const std::int64_t k = at(s, n, c, i);
-          const double xhat = (static_cast<double>(static_cast<S>(x[k])) - mean) * invstd;
-          dx[k] = static_cast<T>(k0 * (static_cast<double>(static_cast<S>(dy[k])) - meanDy - xhat * meanDyXhat));
+          dxr[i] = static_cast<T>(k0s * (static_cast<S>(dyr[i]) - meanDys - (static_cast<S>(xr[i]) - means) * slope));
         }
+      }
     }
   });
 }
