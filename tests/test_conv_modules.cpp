@@ -40,6 +40,30 @@ class TestConvModules : public QObject {
   // Which element max_pool2d picks, from PyTorch 1.13 (F.max_pool2d(x, 2[, stride=1], return_indices=True)):
   // the first of equal maxima (strict >), and a NaN over any number, a later NaN over an earlier one.
   // Kernel 2 stride 2 runs the CPU backend's 2 x 2 fast path, stride 1 the general loop: both must agree.
+  // nn.Conv2d(padding='same' / 'valid'): PyTorch's repr, its error for a strided 'same', the output
+  // size, and F.conv2d's error for a padding string it does not know.
+  void paddingSameAndValid() {
+    Generator gen(0);
+    nn::Conv2d same(2, 3, 3, 1, ConvPadding::Same, 1, 1, true, gen), valid(2, 3, 3, 1, ConvPadding::Valid, 1, 1, true, gen);
+    QCOMPARE(QString::fromStdString(same.repr()), QString("Conv2d(2, 3, kernel_size=(3, 3), stride=(1, 1), padding=same)"));
+    QCOMPARE(QString::fromStdString(valid.repr()), QString("Conv2d(2, 3, kernel_size=(3, 3), stride=(1, 1), padding=valid)"));
+    const Tensor x = randn({1, 2, 5, 6}, gen);
+    QCOMPARE(same(x).sizes(), (Shape{1, 3, 5, 6}));
+    QCOMPARE(valid(x).sizes(), (Shape{1, 3, 3, 4}));
+    try {
+      nn::Conv2d strided(2, 3, 3, 2, ConvPadding::Same, 1, 1, true, gen);
+      QFAIL("a strided 'same' convolution was accepted");
+    } catch (const ValueError& e) {
+      QCOMPARE(std::string(e.what()), std::string("padding='same' is not supported for strided convolutions"));
+    }
+    try {
+      (void)parseConvPadding("full");
+      QFAIL("'full' was accepted");
+    } catch (const Error& e) {
+      QCOMPARE(std::string(e.what()), std::string("Invalid padding string: 'full'"));  // F.conv2d(x, w, padding='full')
+    }
+  }
+
   void maxPoolTiesAndNaNsFollowPyTorch_data() {
     QTest::addColumn<int>("dtype");
     for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) QTest::newRow(dtypeName(d).c_str()) << static_cast<int>(d);

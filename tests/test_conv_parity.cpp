@@ -59,6 +59,10 @@ Size2 size2(const QJsonObject& args, const char* key, std::int64_t fallback) {
 // The case's op on the given tensors, with its PyTorch arguments.
 Tensor runOp(const QString& op, const QJsonObject& args, const Tensor& x, const Tensor& w, const Tensor& b) {
   if (op == "conv2d") {
+    if (args["padding"].isString()) {  // padding='same' / 'valid'
+      return conv2d(x, w, b, size2(args, "stride", 1), parseConvPadding(args["padding"].toString().toStdString()),
+                    size2(args, "dilation", 1), args["groups"].toInteger(1));
+    }
     return conv2d(x, w, b, size2(args, "stride", 1), size2(args, "padding", 0), size2(args, "dilation", 1),
                   args["groups"].toInteger(1));
   }

@@ -61,14 +61,27 @@ Conv2d::Conv2d(std::int64_t in, std::int64_t out, Size2 kernel, Size2 stride_, S
   if (withBias) bias = register_parameter("bias", rand({out}, gen) * (2.0 * bound) - bound);
 }
 
-Tensor Conv2d::forward(const Tensor& input) { return conv2d(input, weight, bias, stride, padding, dilation, groups); }
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, Size2 kernel, Size2 stride_, ConvPadding padding_, Size2 dilation_,
+               std::int64_t groups_, bool withBias, Generator& gen)
+    : Conv2d(in, out, kernel, stride_, Size2(0), dilation_, groups_, withBias, gen) {
+  if (padding_ == ConvPadding::Same && (stride.h != 1 || stride.w != 1)) {
+    throw ValueError("padding='same' is not supported for strided convolutions");
+  }
+  padding_keyword = padding_;
+}
+
+Tensor Conv2d::forward(const Tensor& input) {
+  if (padding_keyword) return conv2d(input, weight, bias, stride, *padding_keyword, dilation, groups);
+  return conv2d(input, weight, bias, stride, padding, dilation, groups);
+}
 
 std::string Conv2d::extraRepr() const {
   // PyTorch stores the sizes as tuples, so it prints them as tuples; the defaults are left out.
   auto pair = [](Size2 s) { return Size2(s.h, s.w).str(); };
   std::string r = std::to_string(in_channels) + ", " + std::to_string(out_channels) + ", kernel_size=" + pair(kernel_size) +
                   ", stride=" + pair(stride);
-  if (!(padding == Size2(0))) r += ", padding=" + pair(padding);
+  if (padding_keyword) r += ", padding=" + toString(*padding_keyword);
+  else if (!(padding == Size2(0))) r += ", padding=" + pair(padding);
   if (!(dilation == Size2(1))) r += ", dilation=" + pair(dilation);
   if (groups != 1) r += ", groups=" + std::to_string(groups);
   if (!bias.defined()) r += ", bias=False";

@@ -83,6 +83,9 @@ class Conv2d final : public Module {
  public:
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, Size2 kernel_size, Size2 stride = 1, Size2 padding = 0,
          Size2 dilation = 1, std::int64_t groups = 1, bool bias = true, Generator& gen = defaultGenerator());
+  // padding='same' / 'valid' (libtorch's torch::kSame / kValid).
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, Size2 kernel_size, Size2 stride, ConvPadding padding,
+         Size2 dilation = 1, std::int64_t groups = 1, bool bias = true, Generator& gen = defaultGenerator());
   Tensor forward(const Tensor& input) override;
   std::string name() const override { return "Conv2d"; }
   std::string extraRepr() const override;  // "3, 8, kernel_size=(3, 3), stride=(1, 1)"
@@ -91,6 +94,7 @@ class Conv2d final : public Module {
   Tensor bias;    // (out_channels) or undefined
   std::int64_t in_channels, out_channels;
   Size2 kernel_size, stride, padding, dilation;
+  std::optional<ConvPadding> padding_keyword;  // padding='same' / 'valid' when given so (padding is then unused)
   std::int64_t groups;
 };
 

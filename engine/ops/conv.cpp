@@ -183,6 +183,34 @@ Tensor conv2d(const Tensor& input0, const Tensor& weight0, const Tensor& bias0, 
   });
 }
 
+ConvPadding parseConvPadding(const std::string& text) {
+  if (text == "valid") return ConvPadding::Valid;
+  if (text == "same") return ConvPadding::Same;
+  throw Error("Invalid padding string: '" + text + "'");
+}
+
+std::string toString(ConvPadding padding) { return padding == ConvPadding::Same ? "same" : "valid"; }
+
+// PyTorch's _convolution_mode: 'same' pads dilation * (k - 1) in all, half before (rounded down) and
+// the rest after. A symmetric padding runs as it is; an asymmetric one as the larger padding on both
+// sides, with the output's first row/column -- the window that the extra leading padding added --
+// dropped (an autograd slice, so backward needs nothing of its own).
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, ConvPadding padding, Size2 dilation,
+              std::int64_t groups) {
+  if (padding == ConvPadding::Valid) return conv2d(input, weight, bias, stride, Size2(0), dilation, groups);
+  if (stride.h != 1 || stride.w != 1) throw Error("padding='same' is not supported for strided convolutions");
+  if (weight.dim() != 4 || dilation.h <= 0 || dilation.w <= 0) {
+    return conv2d(input, weight, bias, stride, Size2(0), dilation, groups);  // its error, in its words
+  }
+  const std::int64_t totalH = dilation.h * (weight.size(2) - 1), totalW = dilation.w * (weight.size(3) - 1);
+  const std::int64_t beforeH = totalH / 2, afterH = totalH - beforeH, beforeW = totalW / 2, afterW = totalW - beforeW;
+  Tensor out = conv2d(input, weight, bias, stride, Size2(afterH, afterW), dilation, groups);
+  const std::int64_t h = out.dim() - 2, w = out.dim() - 1;
+  if (afterH != beforeH) out = out.slice(h, afterH - beforeH, out.size(h));
+  if (afterW != beforeW) out = out.slice(w, afterW - beforeW, out.size(w));
+  return out;
+}
+
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 kernel_size, OptionalSize2 stride,
                                                   Size2 padding, Size2 dilation, bool ceil_mode) {
   const PoolInput in = poolInput("max_pool2d", input);

@@ -133,6 +133,15 @@ struct OptionalSize2 {
 // conv2d runs in the region's lower precision, as linear.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), Size2 stride = 1,
               Size2 padding = 0, Size2 dilation = 1, std::int64_t groups = 1);
+// padding='valid' (none) or 'same' (the output as large as the input; stride 1 only, as in PyTorch):
+// F.conv2d(x, w, b, 1, "same") is conv2d(x, w, b, 1, ConvPadding::Same), as libtorch's torch::kSame.
+// When the total padding dilation * (k - 1) is odd, the extra row/column goes on the bottom/right.
+enum class ConvPadding { Valid, Same };
+// "valid" / "same"; anything else throws PyTorch's "Invalid padding string: 'foo'".
+ConvPadding parseConvPadding(const std::string& text);
+std::string toString(ConvPadding padding);  // "valid", "same"
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride, ConvPadding padding,
+              Size2 dilation = 1, std::int64_t groups = 1);
 // stride: the kernel size when not given (PyTorch's stride=None). ceil_mode: the output size rounds up,
 // except that the last window must start inside the input or its left padding.
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride = std::nullopt,

@@ -9,12 +9,13 @@
 //   for model in (mlp, cnn):                      # the same seed, so the same batches in the same order
 //       model.to(device)
 //       optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+//       scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs * len(train_loader))
 //       for epoch in range(epochs):
 //           model.train()
 //           for x, y in train_loader:
 //               x, y = x.to(device), y.to(device)
 //               loss = F.cross_entropy(model(x), y)
-//               optimizer.zero_grad(); loss.backward(); optimizer.step()
+//               optimizer.zero_grad(); loss.backward(); optimizer.step(); scheduler.step()
 //           model.eval()
 //           with torch.no_grad():                  # test accuracy after each epoch
 //               correct = sum((model(x.to(device)).argmax(1) == y.to(device)).sum() for x, y in test_loader)
@@ -74,8 +75,8 @@ struct Result {
   ParameterCount parameters;
   std::optional<double> testAccuracy;  // after the last epoch
   double trainSeconds = 0;             // all epochs, evaluation excluded
-  std::int64_t epochs = 0, samples = 0;
-  std::int64_t peakAllocated = 0;      // while training (evaluation excluded)
+  std::int64_t epochs = 0;
+  std::int64_t peakAllocated = 0;      // while training (evaluation excluded), above what was allocated before the model
   double multiplyAdds = 0;             // one example's forward pass
   double epochSeconds() const { return epochs > 0 ? trainSeconds / static_cast<double>(epochs) : 0.0; }
 };
@@ -133,6 +134,7 @@ std::vector<lab::ParamSpec> CnnLab::params() const {
                 checkHiddenWidths),
       choiceParam("optimizer", "adam", {"sgd", "adam", "adamw"}, "Optimizer (the same for both models)"),
       floatParam("lr", 1e-3, 1e-7, 10.0, "Learning rate"),
+      lrScheduleParam(),
       floatParam("momentum", 0.9, 0.0, 0.999, "SGD momentum"),
       intParam("batch_size", 64, 1, 65536, "Examples per step"),
       intParam("epochs", 2, 1, 1000, "Epochs per model"),
@@ -163,17 +165,16 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
              .y = {"loss", ""}, .series = series,
              .note = "The mean loss of the last log_every steps. Against time, the CNN's curve is stretched: each of its steps "
                      "costs more."});
-  std::vector<lab::SeriesSpec> points;
-  for (const ModelSpec& m : models) points.push_back({m.id, m.label, lab::SeriesStyle::Points});
   sink.view({.id = "accuracy", .title = "Test accuracy after each epoch", .kind = lab::ViewKind::Line, .x = {{"epoch", ""}},
-             .y = {"test accuracy", ""}, .series = points});
-  sink.view({.id = "models", .title = "What each model costs and reaches", .kind = lab::ViewKind::Table,
-             .columns = {{"model", ""}, {"parameters", ""}, {"in convolutions", ""}, {"in Linear layers", ""},
-                         {"test accuracy", ""}, {"epoch", "s"}, {"samples/s", ""}, {"peak allocated", "bytes"}},
+             .y = {"test accuracy", ""}, .series = series});
+  sink.view({.id = "models", .title = "Cost and result of each model", .kind = lab::ViewKind::Table,
+             .columns = {{"model", ""}, {"parameters", ""}, {"in convolutions", ""}, {"in batch norm", ""}, {"in Linear", ""},
+                         {"multiply-adds per image", ""}, {"test accuracy", ""}, {"epoch", "s"}, {"peak memory", "bytes"}},
              .note = std::string(cuda::isEmulated(device) ? "Timed on your CPU (the emulated GPU computes there). " : "") +
-                     "epoch: the mean training time of an epoch on " + device.str() +
-                     ", evaluation excluded. peak allocated: the most memory the model, its gradients, Adam's state and the "
-                     "activations of a step held at once while training."});
+                     "multiply-adds: one image's forward pass. epoch: the mean training time of an epoch on " + device.str() +
+                     ", evaluation excluded. peak memory: the most the model, its gradients, Adam's state, the batch and the "
+                     "activations of a step held at once while training, above what was allocated before the model was built "
+                     "(the data set, on the CPU)."});
 
   // 3. Each model in turn, from the same seed: the same shuffles, so the same batches.
   std::vector<Result> results;
@@ -183,6 +184,8 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   for (const ModelSpec& m : models) {
     if (stop.stopRequested()) break;
     Result r;
+    synchronizeDevice(device);
+    const std::int64_t baseline = memory_allocated(device);  // the data set on the CPU; what the MLP left behind: nothing
     Generator gen(seed);
     std::shared_ptr<nn::Sequential> model =
         m.convolutional ? makeCnn(*trainSet, parseWidths(p.getString("cnn_hidden")), 10, gen)
@@ -197,6 +200,7 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
     auto optimizer = makeOptimizer(p.getString("optimizer"), model->parameters(), p.getFloat("lr"), p.getFloat("momentum"), 0.0);
     data::DataLoader trainLoader(trainSet, {.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
     data::DataLoader testLoader(testSet, {.batch_size = 1000});
+    LrSchedule schedule(p.getString("lr_schedule"), p.getFloat("lr"), epochs * stepsPerEpoch);
     synchronizeDevice(device);
     reset_peak_memory_stats(device);
     std::int64_t step = 0;
@@ -224,6 +228,7 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
         optimizer->zero_grad();
         loss.backward();
         optimizer->step();
+        schedule.step(*optimizer);
         {
           NoGradGuard noGrad;
           windowLoss = windowLoss + loss.detach();
@@ -231,7 +236,6 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
         ++step;
         ++windowSteps;
         ++stepsDone;
-        r.samples += batch.inputs.size(0);
         if (step % logEvery != 0 && step != epoch * stepsPerEpoch) continue;
         const double mean = windowLoss.item() / static_cast<double>(windowSteps);  // waits for the device
         reported += std::chrono::duration<double>(Clock::now() - lap).count();
@@ -247,7 +251,7 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
       r.trainSeconds += reported;
       if (stopped) break;
       ++r.epochs;
-      r.peakAllocated = std::max(r.peakAllocated, max_memory_allocated(device));
+      r.peakAllocated = std::max(r.peakAllocated, max_memory_allocated(device) - baseline);
 
       // 3b. Test accuracy after the epoch (not timed, not in the training peak).
       const double accuracy = testAccuracy(*model, testLoader, device, stop, stopped);
@@ -258,10 +262,9 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
       reset_peak_memory_stats(device);
     }
     if (stopped || stop.stopRequested()) break;
-    const double samplesPerSecond = r.trainSeconds > 0 ? static_cast<double>(r.samples) / r.trainSeconds : 0.0;
-    sink.row("models", {m.label, r.parameters.total, r.parameters.convolution, r.parameters.linear,
-                        r.testAccuracy ? lab::Value(*r.testAccuracy) : lab::Value(std::string("-")), r.epochSeconds(),
-                        samplesPerSecond, r.peakAllocated});
+    sink.row("models", {m.label, r.parameters.total, r.parameters.convolution, r.parameters.batchNorm, r.parameters.linear,
+                        r.multiplyAdds, r.testAccuracy ? lab::Value(*r.testAccuracy) : lab::Value(std::string("-")),
+                        r.epochSeconds(), r.peakAllocated});
     results.push_back(r);
   }
   if (results.size() < models.size()) {
@@ -276,7 +279,8 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
     sink.measurement(name + "parameters", static_cast<double>(r.parameters.total), "");
     if (r.testAccuracy) sink.measurement(name + "test accuracy", *r.testAccuracy, "");
     sink.measurement(name + "epoch time", r.epochSeconds(), "s");
-    sink.measurement(name + "peak allocated", static_cast<double>(r.peakAllocated), "bytes");
+    sink.measurement(name + "peak memory", static_cast<double>(r.peakAllocated), "bytes");
+    sink.measurement(name + "multiply-adds per image", r.multiplyAdds, "");
     sink.record("model", {{"model", models[i].id}, {"parameters", r.parameters.total}, {"convolution_parameters", r.parameters.convolution},
                           {"linear_parameters", r.parameters.linear}, {"test_accuracy", r.testAccuracy ? *r.testAccuracy : -1.0},
                           {"epoch_s", r.epochSeconds()}, {"peak_allocated_bytes", r.peakAllocated}});
@@ -298,8 +302,8 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   sink.info("Where the CNN's " + thousands(cnn.parameters.total) + " parameters are: " + thousands(cnn.parameters.convolution) +
             " in its two convolutions (a 3 x 3 filter has 9 weights per input channel, however large the image), " +
             thousands(cnn.parameters.batchNorm) + " in batch norm, and " + thousands(cnn.parameters.linear) +
-            " in its Linear layers -- " + thousands(cnn.parameters.firstLinear) + " in the first alone (3136 features x its width). "
-            "To shrink the CNN, shrink its classifier (cnn_hidden).");
+            " in its Linear layers -- " + thousands(cnn.parameters.firstLinear) + " in the first alone (3136 features x its width, "
+            "plus a bias: 3137 parameters per unit of cnn_hidden's first width). To shrink the CNN, shrink its classifier.");
   const double timeRatio = cnn.epochSeconds() / mlp.epochSeconds();
   sink.info("An epoch of the CNN took " + formatFixed(timeRatio, 1) + "x the MLP's on " + cuda::deviceLabel(device) +
             ": a convolution reuses each weight at every position of the image, so it does far more arithmetic per parameter "

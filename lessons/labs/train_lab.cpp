@@ -21,10 +21,13 @@
 //
 // With `model` cnn the network is the classic two-block CNN (lessons/labs/training.h, makeCnn):
 //
-//   model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-//                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+//   model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+//                         nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
 //                         nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 //   torch.backends.cudnn.benchmark = cudnn_benchmark; torch.backends.cudnn.deterministic = deterministic
+//
+// With lr_schedule cosine: scheduler = CosineAnnealingLR(optimizer, T_max=epochs * len(loader)), and
+// scheduler.step() after every optimizer.step().
 //
 // Five switches undo one good habit each, so that the learner meets the real failure: move_model and
 // move_batch (the device-mismatch error from the engine's own check), zero_grad (gradients pile up),
@@ -83,6 +86,7 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       textParam("hidden", "64", "Hidden layer widths, comma-separated (e.g. 256,128,100); with the cnn, those of its classifier", checkHiddenWidths),
       choiceParam("optimizer", "adam", {"sgd", "adam", "adamw"}, "Optimizer"),
       floatParam("lr", 1e-3, 1e-7, 10.0, "Learning rate"),
+      lrScheduleParam(),
       floatParam("momentum", 0.9, 0.0, 0.999, "SGD momentum"),
       floatParam("weight_decay", 0.0, 0.0, 1.0, "Weight decay (L2 for SGD/Adam, decoupled for AdamW)"),
       intParam("batch_size", 64, 1, 65536, "Examples per forward/backward pass (a micro-batch when accumulating)"),
@@ -283,6 +287,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   const std::int64_t batchesPerEpoch = trainLoader.size();
   // Optimizer steps per epoch: the last group may hold fewer than `accumulate` micro-batches.
   const std::int64_t stepsPerEpoch = (batchesPerEpoch + accumulate - 1) / accumulate;
+  LrSchedule schedule(p.getString("lr_schedule"), p.getFloat("lr"), stepsPerEpoch * epochs);
   double trainSeconds = 0;
   std::int64_t steps = 0, samplesSeen = 0;
   bool stopped = false, diverged = false;
@@ -342,6 +347,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
         //     are freed for the next group.
         scaler.step(*optimizer);
         scaler.update();
+        schedule.step(*optimizer);  // scheduler.step(): the rate of the next step
         if (zeroGrad) optimizer->zero_grad();
         if (scaler.is_enabled()) {
           const amp::ScalerStepStats& st = scaler.last_step();

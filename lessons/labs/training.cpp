@@ -1,6 +1,7 @@
 #include "lessons/labs/training.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -165,6 +166,24 @@ std::shared_ptr<nn::Sequential> makeCnn(const data::Dataset& data, const std::ve
   // 3 x 3 convolutions with padding 1 keep the size; each 2 x 2 pooling halves it, rounding down.
   appendClassifier(*model, kChannels2 * (in[1] / 2 / 2) * (in[2] / 2 / 2), hidden, outputs, gen, checkpointSegments);
   return model;
+}
+
+lab::ParamSpec lrScheduleParam() {
+  return lab::choiceParam("lr_schedule", "constant", {"constant", "cosine"},
+                          "The learning rate over the run: constant, or cosine (CosineAnnealingLR over all the steps: from lr "
+                          "down to 0)");
+}
+
+LrSchedule::LrSchedule(const std::string& kind, double lr, std::int64_t totalSteps)
+    : cosine_(kind == "cosine"), lr_(lr), total_(std::max<std::int64_t>(totalSteps, 1)) {
+  if (kind != "constant" && kind != "cosine") throw ValueError("unknown lr_schedule '" + kind + "' (constant, cosine)");
+}
+
+void LrSchedule::step(optim::Optimizer& optimizer) {
+  ++done_;
+  if (!cosine_) return;
+  const double t = static_cast<double>(std::min(done_, total_)) / static_cast<double>(total_);
+  optimizer.setLearningRate(0.5 * lr_ * (1.0 + std::cos(3.14159265358979323846 * t)));
 }
 
 double median(std::vector<double> v) {

@@ -50,6 +50,23 @@ std::shared_ptr<nn::Sequential> makeMlp(const data::Dataset& data, const std::ve
 //   of at least 4 x 4 (two 2 x 2 poolings).
 std::shared_ptr<nn::Sequential> makeCnn(const data::Dataset& data, const std::vector<std::int64_t>& hidden,
                                         std::int64_t outputs, Generator& gen, int checkpointSegments = 0);
+// The learning rate over a run: "constant", or "cosine" -- torch.optim.lr_scheduler.CosineAnnealingLR(
+// optimizer, T_max=total_steps) with scheduler.step() after every optimizer step (eta_min 0): step t of T
+// runs at lr * (1 + cos(pi * t / T)) / 2, from lr down to nearly 0 at the end. The last steps' small
+// updates settle the weights into the minimum the large ones found: a point or so of test accuracy for
+// the same epochs.
+lab::ParamSpec lrScheduleParam();
+class LrSchedule {
+ public:
+  LrSchedule(const std::string& kind, double lr, std::int64_t totalSteps);
+  // After optimizer.step(): sets the rate of the next step.
+  void step(optim::Optimizer& optimizer);
+
+ private:
+  bool cosine_;
+  double lr_;
+  std::int64_t total_, done_ = 0;
+};
 // The median of a sample (NaN for none): the labs' step times.
 double median(std::vector<double> values);
 // The data set's first n examples (all of them when n is 0 or at least its size): the labs' train_subset.

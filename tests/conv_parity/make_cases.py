@@ -68,6 +68,11 @@ CASES = [
     ("conv2d_5x5_padding2", "conv2d", [2, 2, 7, 7], [3, 2, 5, 5], True, {"padding": 2}),
     # Stride 1 and as wide as the input, but not as tall: the CPU's shifted-plane im2col with rows cut.
     ("conv2d_same_width_only", "conv2d", [2, 2, 5, 6], [3, 2, 3, 3], True, {"padding": (0, 1)}),
+    # padding='same' (an even kernel: the extra column goes on the right) and 'valid'.
+    ("conv2d_padding_same", "conv2d", [2, 2, 5, 6], [3, 2, 3, 3], True, {"padding": "same"}),
+    ("conv2d_padding_same_even_kernel", "conv2d", [2, 2, 5, 6], [3, 2, 2, 4], True, {"padding": "same"}),
+    ("conv2d_padding_same_dilated", "conv2d", [1, 2, 6, 7], [3, 2, 2, 3], True, {"padding": "same", "dilation": (3, 2)}),
+    ("conv2d_padding_valid", "conv2d", [2, 2, 5, 6], [3, 2, 3, 3], False, {"padding": "valid"}),
     # Padding wider than the kernel reach: whole output rows and columns read only padding.
     ("conv2d_padding_beyond_kernel", "conv2d", [2, 2, 4, 5], [3, 2, 3, 3], True, {"stride": 2, "padding": 3}),
     ("max_pool2d", "max_pool2d", [2, 3, 6, 6], None, False, {"kernel_size": 2}),
@@ -111,6 +116,7 @@ ERRORS = [
     ("conv2d_input_dims", "conv2d", [2, 3], [8, 3, 3, 3], None, {}),
     ("conv2d_negative_padding", "conv2d", [2, 3, 8, 8], [8, 3, 3, 3], None, {"padding": -1}),
     ("conv2d_zero_stride", "conv2d", [2, 3, 8, 8], [8, 3, 3, 3], None, {"stride": 0}),
+    ("conv2d_same_strided", "conv2d", [2, 3, 8, 8], [8, 3, 3, 3], None, {"padding": "same", "stride": 2}),
     ("max_pool2d_padding", "max_pool2d", [2, 3, 8, 8], None, None, {"kernel_size": 3, "padding": 2}),
     ("max_pool2d_output_too_small", "max_pool2d", [2, 3, 2, 2], None, None, {"kernel_size": 3}),
     ("max_pool2d_input_dims", "max_pool2d", [2, 3], None, None, {"kernel_size": 2}),
@@ -130,7 +136,7 @@ def run(op, x, w, b, args):
 def json_args(op, args):
     out = {}
     for k, v in args.items():
-        out[k] = v if isinstance(v, bool) else pair(v) if k != "groups" else v
+        out[k] = v if isinstance(v, (bool, str)) else pair(v) if k != "groups" else v
     return out
 
 
