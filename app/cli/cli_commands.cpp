@@ -17,6 +17,7 @@
 #include "engine/memory/memory_snapshot.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
+#include "engine/runtime/blas_kernels.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "app/course/course.h"
 #include "app/course/challenge.h"
@@ -196,12 +197,14 @@ int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) 
     QJsonObject o{{"compiled_with_cuda", a.compiled}, {"cuda_usable", a.usable}, {"default_device", defaultDev},
                   {"driver_version", versionStr(a.driver_version)}, {"runtime_version", versionStr(a.runtime_version)},
                   {"cublas_version", a.cublas_version}, {"cudnn_version", a.cudnn_version},
-                  {"cuda_visible_devices", QString::fromStdString(a.cuda_visible_devices)}, {"devices", devices}};
+                  {"cuda_visible_devices", QString::fromStdString(a.cuda_visible_devices)}, {"devices", devices},
+                  {"cpu_blas", QString::fromStdString(blasKernelsSummary())}};
     if (!a.usable) o["reason"] = QString::fromStdString(a.reason);
     out << line(o) << "\n";
     return kExitOk;
   }
-  out << "cpu: available (" << QString::number(sysconf(_SC_NPROCESSORS_ONLN)) << " cores)\n";
+  out << "cpu: available (" << QString::number(sysconf(_SC_NPROCESSORS_ONLN)) << " cores); matrix products: "
+      << QString::fromStdString(blasKernelsSummary()) << "\n";
   if (a.compiled) {
     out << "CUDA: driver " << versionStr(a.driver_version) << ", runtime " << versionStr(a.runtime_version) << ", cuBLAS "
         << a.cublas_version << ", cuDNN " << a.cudnn_version << ", CUDA_VISIBLE_DEVICES " << QString::fromStdString(a.cuda_visible_devices) << "\n";

@@ -2,6 +2,7 @@
 #include <QCoreApplication>
 #include <csignal>
 
+#include "engine/runtime/blas_kernels.h"
 #include "app/cli/cli_commands.h"
 #include "engine/core/version.h"
 
@@ -38,6 +39,8 @@ void onSignal(int) { gpulab::cli::requestStop(); }
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else: with the wrong OpenBLAS kernels this runs itself again, once (blas_kernels.h).
+  gpulab::ensureBestBlasKernels(argv);
   QCoreApplication app(argc, argv);
   QCoreApplication::setApplicationName("gpulab-cli");
   QTextStream out(stdout), err(stderr);

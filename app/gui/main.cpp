@@ -16,6 +16,7 @@
 #include <QTimer>
 #include <cstdio>
 
+#include "engine/runtime/blas_kernels.h"
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/run_panel.h"
@@ -30,6 +31,8 @@ void print(std::FILE* to, const QString& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything else: with the wrong OpenBLAS kernels this runs itself again, once (blas_kernels.h).
+  gpulab::ensureBestBlasKernels(argv);
   QStringList arguments;
   for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
 

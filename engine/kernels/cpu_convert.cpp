@@ -1,7 +1,8 @@
 #include "engine/kernels/cpu_convert.h"
 
+#include "engine/runtime/cpu_features.h"
+
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define GPULAB_HAVE_F16C_PATH 1
 #endif
@@ -30,22 +31,7 @@ __attribute__((target("avx,f16c"))) void floatToHalfF16c(const float* in, Half* 
   for (; i < n; ++i) out[i] = Half(in[i]);
 }
 
-// CPUID leaf 1: AVX (ECX bit 28) and F16C (bit 29), and the OS saving the AVX registers (OSXSAVE, bit
-// 27, then XCR0's SSE and AVX state bits). By hand: __builtin_cpu_supports("f16c") is GCC's, not clang 14's.
-bool detectF16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  constexpr unsigned kOsxsave = 1u << 27, kAvx = 1u << 28, kF16c = 1u << 29;
-  if ((ecx & (kOsxsave | kAvx | kF16c)) != (kOsxsave | kAvx | kF16c)) return false;
-  unsigned xcr0 = 0, xcr0High = 0;
-  __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0High) : "c"(0));
-  return (xcr0 & 6u) == 6u;
-}
-
-bool hasF16c() {
-  static const bool has = detectF16c();
-  return has;
-}
+bool hasF16c() { return cpuFeatures().f16c; }
 #endif
 
 }  // namespace

@@ -6,6 +6,15 @@ Workloads (both sides identical: data, model, optimizer, batch size, shuffling, 
   regression  the seed lessons' loop: 1024 x 16 inputs, 16 -> 64 -> 1 MLP, Adam lr 1e-3, batch 64
   fashion     Fashion-MNIST, 784 -> 256 -> 128 -> 100 -> 10 ReLU MLP, Adam lr 1e-3, batch 128, one epoch
 
+Each side in its best configuration, said in the output:
+  threads  GPU Lab with OPENBLAS_NUM_THREADS 1 .. os.cpu_count(); PyTorch with torch.set_num_threads 1 ..
+           os.cpu_count() and its own default. The fastest of each side is compared. (On a machine whose
+           CPUs are hyperthreads of fewer cores, more threads can be slower: forcing os.cpu_count() on
+           PyTorch handicapped it.)
+  kernels  both sides use the same OpenBLAS. Where GPU Lab found OpenBLAS on its generic kernels and
+           chose better ones (engine/runtime/blas_kernels.h; `gpulab-cli devices` says so), PyTorch is
+           given the same through OPENBLAS_CORETYPE, set before torch loads.
+
 Usage: python3 tests/bench/compare_pytorch.py --cli build/bin/gpulab-cli [--device cpu|cuda] [--repeat 3]
 (Debian's PyTorch is python3-torch: run it with /usr/bin/python3 if another python3 comes first.)
 """
@@ -13,23 +22,29 @@ import argparse
 import gzip
 import json
 import os
+import re
 import statistics
 import subprocess
 import time
 
-import numpy as np
-import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
 FASHION_DIR = os.environ.get("GPULAB_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 
 
-def ours(cli, device, args):
+def ours(cli, device, args, threads=0):
     cmd = [cli, "train", "--device", device, "--json", "--log-every", "100000"] + args
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    env = dict(os.environ)
+    if threads:
+        env["OPENBLAS_NUM_THREADS"] = str(threads)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     done = [json.loads(l) for l in out.splitlines() if '"event":"done"' in l][0]
     return done["steps"] / done["seconds"], done
+
+
+def blas_kernels(cli):
+    """GPU Lab's OpenBLAS kernels line, and the core to give PyTorch when GPU Lab chose it (else None)."""
+    line = json.loads(subprocess.run([cli, "devices", "--json"], check=True, capture_output=True, text=True).stdout)["cpu_blas"]
+    chosen = re.search(r"kernels: (\S+) \(chosen by GPU Lab", line)
+    return line, chosen.group(1) if chosen else None
 
 
 def sync(device):
@@ -78,29 +93,63 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-fashion", action="store_true")
     a = ap.parse_args()
-    torch.set_num_threads(os.cpu_count())  # the same cores OpenBLAS uses on our side
+    line, core = blas_kernels(a.cli)
+    if core and "OPENBLAS_CORETYPE" not in os.environ:
+        os.environ["OPENBLAS_CORETYPE"] = core  # before torch loads OpenBLAS
+    global np, torch, nn, DataLoader, TensorDataset
+    import numpy as np
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
     dev = torch.device(a.device)
-    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads, device {a.device}")
+    default_threads = torch.get_num_threads()
+    cpus = os.cpu_count() or 1
+    our_threads = list(range(1, cpus + 1)) if a.device == "cpu" else [0]
+    torch_threads = sorted(set(range(1, cpus + 1)) | {default_threads}) if a.device == "cpu" else [default_threads]
+    print(f"GPU Lab: {line}; PyTorch {torch.__version__} (default {default_threads} threads), OPENBLAS_CORETYPE "
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}; device {a.device}; median of {a.repeat} run(s) a configuration, "
+          f"each side's fastest configuration compared")
+
+    def best_ours(args, key):
+        runs = {t: statistics.median(key(ours(a.cli, a.device, args, t)) for _ in range(a.repeat)) for t in our_threads}
+        return runs
+
+    def best_torch(fn):
+        runs = {}
+        for t in torch_threads:
+            torch.set_num_threads(t)
+            runs[t] = statistics.median(fn() for _ in range(a.repeat))
+        torch.set_num_threads(default_threads)
+        return runs
+
+    def describe(runs, unit, higher_better):
+        return ", ".join(f"{t or 'default'} thread(s) {v:,.2f} {unit}" for t, v in sorted(runs.items())) + \
+            (" (best: max)" if higher_better else " (best: min)")
 
     # Regression: 50 epochs x 16 steps.
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1024, 16, generator=g)
     y = x @ (torch.randn(16, 1, generator=g) / 4) + 0.1 * torch.randn(1024, 1, generator=g)
     reg_args = ["--dataset", "regression", "--hidden", "64", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "64", "--epochs", "50"]
-    ours_sps = statistics.median(ours(a.cli, a.device, reg_args)[0] for _ in range(a.repeat))
-    torch_sps = statistics.median(torch_train(dev, x, y, [64], 64, 50, False)[0] for _ in range(a.repeat))
-    print(f"regression loop (16-64-1, Adam, batch 64): GPU Lab {ours_sps:,.0f} steps/s, PyTorch {torch_sps:,.0f} steps/s, "
-          f"ratio {ours_sps / torch_sps:.1f}x")
+    ours_runs = best_ours(reg_args, lambda r: r[0])
+    torch_runs = best_torch(lambda: torch_train(dev, x, y, [64], 64, 50, False)[0])
+    (ot, o), (tt, t) = max(ours_runs.items(), key=lambda p: p[1]), max(torch_runs.items(), key=lambda p: p[1])
+    print(f"  GPU Lab: {describe(ours_runs, 'steps/s', True)}\n  PyTorch: {describe(torch_runs, 'steps/s', True)}")
+    print(f"regression loop (16-64-1, Adam, batch 64): GPU Lab {o:,.0f} steps/s (OpenBLAS threads {ot or 'default'}), "
+          f"PyTorch {t:,.0f} steps/s (torch threads {tt}), ratio {o / t:.1f}x")
 
     if not a.skip_fashion:
         images = torch.from_numpy(load_idx("train-images-idx3-ubyte").astype(np.float32) / 255.0)
         xf = ((images - 0.2860) / 0.3530).reshape(-1, 784)
         yf = torch.from_numpy(load_idx("train-labels-idx1-ubyte").astype(np.int64))
         fa = ["--dataset", "fashion-mnist", "--hidden", "256,128,100", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "128", "--epochs", "1"]
-        ours_s = statistics.median(ours(a.cli, a.device, fa)[1]["seconds"] for _ in range(a.repeat))
-        torch_s = statistics.median(469 / torch_train(dev, xf, yf, [256, 128, 100], 128, 1, True)[0] for _ in range(a.repeat))
-        print(f"fashion-mnist MLP epoch (256-128-100, Adam, batch 128): GPU Lab {ours_s:.2f} s, PyTorch {torch_s:.2f} s, "
-              f"ratio {torch_s / ours_s:.2f}x (PyTorch time / ours; > 1 means GPU Lab is faster)")
+        ours_runs = best_ours(fa, lambda r: r[1]["seconds"])
+        torch_runs = best_torch(lambda: 469 / torch_train(dev, xf, yf, [256, 128, 100], 128, 1, True)[0])
+        (ot, o), (tt, t) = min(ours_runs.items(), key=lambda p: p[1]), min(torch_runs.items(), key=lambda p: p[1])
+        print(f"  GPU Lab: {describe(ours_runs, 's', False)}\n  PyTorch: {describe(torch_runs, 's', False)}")
+        print(f"fashion-mnist MLP epoch (256-128-100, Adam, batch 128): GPU Lab {o:.2f} s (OpenBLAS threads {ot or 'default'}), "
+              f"PyTorch {t:.2f} s (torch threads {tt}), ratio {t / o:.2f}x (PyTorch time / ours; > 1 means GPU Lab is faster)")
 
 
 if __name__ == "__main__":
