@@ -5,6 +5,7 @@
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
 #include "engine/ops/ops.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 namespace {
@@ -44,12 +45,15 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& gradOutput) {
                 ".backward(). Specify retain_graph=True if you need to backward through the graph a second time.");
   }
   if (!gradOutput.defined()) return {};
+  // PyTorch names a backward node's event after the node (built only while a profile records).
+  const profiler::RecordScope record(profiler::isProfiling() ? "autograd::engine::evaluate_function: " + name_ : std::string());
   std::vector<bool> needs(next.size());
   for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
   return backward_(gradOutput, needs);
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
+  const profiler::RecordScope record("torch::autograd::AccumulateGrad");
   auto leaf = leaf_.lock();
   if (!leaf || !gradOutput.defined()) return {};
   NoGradGuard noGrad;

@@ -13,6 +13,7 @@
 
 #include "engine/amp/autocast.h"
 #include "engine/ops/op_util.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -133,6 +134,7 @@ Backend::Pool2dShape poolShape(const Tensor& x, Size2 kernel, Size2 stride, Size
 
 Tensor conv2d(const Tensor& input0, const Tensor& weight0, const Tensor& bias0, Size2 stride, Size2 padding,
               Size2 dilation, std::int64_t groups) {
+  const profiler::RecordScope record("aten::conv2d", {&input0, &weight0, &bias0});
   checkSameDevice("conv2d", {{"input", input0}, {"weight", weight0}, {"bias", bias0}});
   Tensor input = input0, weight = weight0, bias = bias0;
   amp::autocast("conv2d", {&input, &weight, &bias});
@@ -213,6 +215,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Siz
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 kernel_size, OptionalSize2 stride,
                                                   Size2 padding, Size2 dilation, bool ceil_mode) {
+  const profiler::RecordScope record("aten::max_pool2d_with_indices", {&input});
   const PoolInput in = poolInput("max_pool2d", input);
   const Backend::Pool2dShape shape =
       poolShape(in.x, kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode, true);
@@ -235,11 +238,13 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Size2 ker
 
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride, Size2 padding, Size2 dilation,
                   bool ceil_mode) {
+  const profiler::RecordScope record("aten::max_pool2d", {&input});
   return max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode).first;
 }
 
 Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride, Size2 padding, bool ceil_mode,
                   bool count_include_pad) {
+  const profiler::RecordScope record("aten::avg_pool2d", {&input});
   const PoolInput in = poolInput("avg_pool2d", input);
   const Backend::Pool2dShape shape =
       poolShape(in.x, kernel_size, stride.value_or(kernel_size), padding, 1, ceil_mode, count_include_pad);
@@ -257,6 +262,7 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, OptionalSize2 stride, 
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
+  const profiler::RecordScope record("aten::adaptive_avg_pool2d", {&input});
   if (input.dim() != 3 && input.dim() != 4) {
     throw Error("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got " + shapeStr(input.sizes()));
   }

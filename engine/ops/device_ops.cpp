@@ -3,6 +3,7 @@
 // lives, the module being run (if any), and the fix.
 #include "engine/ops/op_util.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -78,6 +79,7 @@ void checkSameDevice(const char* op, std::initializer_list<NamedTensor> args) {
 }
 
 Tensor to_device(const Tensor& a, Device device, bool non_blocking) {
+  const profiler::RecordScope record("aten::to", {&a});
   if (a.device() == device) return a;
   if (device.isCuda()) cuda::checkDeviceUsable(device);
   Tensor src = a.contiguous();
@@ -90,6 +92,7 @@ Tensor to_device(const Tensor& a, Device device, bool non_blocking) {
 }
 
 Tensor to_dtype(const Tensor& a, DType dtype) {
+  const profiler::RecordScope record("aten::to", {&a});
   if (a.dtype() == dtype) return a;
   Tensor out = detail::emptyLike(a, dtype);
   detail::backendOf(a).copy(out, a);

@@ -5,6 +5,7 @@
 #include "engine/amp/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -75,6 +76,7 @@ Tensor unaryWithBackward(const char* name, const char* backwardName, UnaryOp op,
 }  // namespace
 
 Tensor add(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::add", {&a0, &b0});
   auto [a, b] = prepareOperands("add", a0, b0);
   Tensor out = computeBinary(BinaryOp::Add, a, b, a.dtype());
   Shape as = a.sizes(), bs = b.sizes();
@@ -84,6 +86,7 @@ Tensor add(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor sub(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::sub", {&a0, &b0});
   auto [a, b] = prepareOperands("sub", a0, b0);
   Tensor out = computeBinary(BinaryOp::Sub, a, b, a.dtype());
   Shape as = a.sizes(), bs = b.sizes();
@@ -93,6 +96,7 @@ Tensor sub(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor mul(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::mul", {&a0, &b0});
   auto [a, b] = prepareOperands("mul", a0, b0);
   Tensor out = computeBinary(BinaryOp::Mul, a, b, a.dtype());
   if (!autograd::anyRequiresGrad({a, b})) return out;
@@ -103,6 +107,7 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::div", {&a0, &b0});
   auto [a, b] = prepareOperands("div", a0, b0);
   Tensor out = computeBinary(BinaryOp::Div, a, b, a.dtype());
   if (!autograd::anyRequiresGrad({a, b})) return out;
@@ -114,6 +119,7 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor maximum(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::maximum", {&a0, &b0});
   auto [a, b] = prepareOperands("maximum", a0, b0);
   Tensor out = computeBinary(BinaryOp::Maximum, a, b, a.dtype());
   if (!autograd::anyRequiresGrad({a, b})) return out;
@@ -128,29 +134,34 @@ Tensor maximum(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor eq(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::eq", {&a0, &b0});
   auto [a, b] = prepareOperands("eq", a0, b0);
   return computeBinary(BinaryOp::Eq, a, b, a.dtype());  // not differentiable
 }
 
 Tensor add(const Tensor& a0, double s) {
+  const profiler::RecordScope record("aten::add", {&a0});
   const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Add, a, s, false);
   return autograd::record(out, "AddBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{g}; });
 }
 
 Tensor mul(const Tensor& a0, double s) {
+  const profiler::RecordScope record("aten::mul", {&a0});
   const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Mul, a, s, false);
   return autograd::record(out, "MulBackward1", {a}, [s](const Tensor& g, const Needs&) { return Grads{mul(g, s)}; });
 }
 
 Tensor rsub(const Tensor& a0, double s) {
+  const profiler::RecordScope record("aten::rsub", {&a0});
   const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Sub, a, s, /*scalarFirst=*/true);
   return autograd::record(out, "RsubBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }
 
 Tensor rdiv(const Tensor& a1, double s) {
+  const profiler::RecordScope record("aten::div", {&a1});
   const Tensor a0 = amp::autocast("rdiv", a1);
   // True division: an int64 tensor divides as float32, as in PyTorch (2 / tensor([1, 2]) is float).
   Tensor a = isFloatingPoint(a0.dtype()) ? a0 : a0.to(kFloat32);
@@ -164,6 +175,7 @@ Tensor rdiv(const Tensor& a1, double s) {
 }
 
 Tensor pow(const Tensor& a0, double e) {
+  const profiler::RecordScope record("aten::pow", {&a0});
   const Tensor a = amp::autocast("pow", a0);
   detail::requireFloat("pow", a);
   Tensor out = e == 2.0 ? computeUnary("pow", UnaryOp::Square, a) : computeScalar(BinaryOp::Pow, a, e, false);
@@ -175,11 +187,13 @@ Tensor pow(const Tensor& a0, double e) {
 }
 
 Tensor neg(const Tensor& a) {
+  const profiler::RecordScope record("aten::neg", {&a});
   Tensor out = computeScalar(BinaryOp::Mul, a, -1.0, false);
   return autograd::record(out, "NegBackward0", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }
 
 Tensor exp(const Tensor& a0) {
+  const profiler::RecordScope record("aten::exp", {&a0});
   const Tensor a = amp::autocast("exp", a0);
   Tensor out = computeUnary("exp", UnaryOp::Exp, a);
   if (!autograd::anyRequiresGrad({a})) return out;
@@ -188,6 +202,7 @@ Tensor exp(const Tensor& a0) {
 }
 
 Tensor log(const Tensor& a0) {
+  const profiler::RecordScope record("aten::log", {&a0});
   const Tensor a = amp::autocast("log", a0);
   Tensor out = computeUnary("log", UnaryOp::Log, a);
   if (!autograd::anyRequiresGrad({a})) return out;
@@ -196,6 +211,7 @@ Tensor log(const Tensor& a0) {
 }
 
 Tensor sqrt(const Tensor& a) {
+  const profiler::RecordScope record("aten::sqrt", {&a});
   Tensor out = computeUnary("sqrt", UnaryOp::Sqrt, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor so = out.detach();
@@ -203,18 +219,23 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor abs(const Tensor& a) {
+  const profiler::RecordScope record("aten::abs", {&a});
   return unaryWithBackward("abs", "AbsBackward0", UnaryOp::Abs, BinaryOp::AbsBackward, a, false);
 }
 Tensor relu(const Tensor& a) {
+  const profiler::RecordScope record("aten::relu", {&a});
   return unaryWithBackward("relu", "ReluBackward0", UnaryOp::Relu, BinaryOp::ReluBackward, a, false);
 }
 Tensor sigmoid(const Tensor& a) {
+  const profiler::RecordScope record("aten::sigmoid", {&a});
   return unaryWithBackward("sigmoid", "SigmoidBackward0", UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, a, true);
 }
 Tensor tanh(const Tensor& a) {
+  const profiler::RecordScope record("aten::tanh", {&a});
   return unaryWithBackward("tanh", "TanhBackward0", UnaryOp::Tanh, BinaryOp::TanhBackward, a, true);
 }
 Tensor gelu(const Tensor& a, const std::string& approximate) {
+  const profiler::RecordScope record("aten::gelu", {&a});
   if (approximate == "tanh") return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, a, false);
   if (approximate != "none") throw Error("approximate argument must be either none or tanh.");
   return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::Gelu, BinaryOp::GeluBackward, a, false);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/ops/op_util.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -20,6 +21,7 @@ Tensor finish(Tensor t, const Options& o) {
 }  // namespace
 
 Tensor full(const Shape& shape, double value, const Options& o) {
+  const profiler::RecordScope record("aten::full");
   checkScalarFits(value, o.dtype);
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::backendOf(t).fill(t, value);

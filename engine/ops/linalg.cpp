@@ -5,6 +5,7 @@
 #include "engine/amp/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -34,6 +35,7 @@ GemmOperand asGemmOperand(const Tensor& t) {
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  const profiler::RecordScope record("aten::mm", {&a, &b});
   const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   Tensor out = Tensor::empty({m, n}, a.dtype(), a.device());
   if (k == 0) {
@@ -46,6 +48,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  const profiler::RecordScope record("aten::bmm", {&a, &b});
   const std::int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
   Tensor out = Tensor::empty({batch, m, n}, a.dtype(), a.device());
   if (k == 0) {
@@ -73,6 +76,7 @@ void requireSameDtype(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::matmul", {&a0, &b0});
   checkSameDevice("matmul", {{"self", a0}, {"other", b0}});
   Tensor a = a0, b = b0;
   amp::autocast("matmul", {&a, &b});
@@ -112,6 +116,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor linear(const Tensor& input0, const Tensor& weight0, const Tensor& bias0) {
+  const profiler::RecordScope record("aten::linear", {&input0, &weight0, &bias0});
   checkSameDevice("linear", {{"input", input0}, {"weight", weight0}, {"bias", bias0}});
   Tensor input = input0, weight = weight0, bias = bias0;
   amp::autocast("linear", {&input, &weight, &bias});

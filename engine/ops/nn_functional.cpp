@@ -5,6 +5,7 @@
 #include "engine/ops/op_util.h"
 
 #include "engine/core/number_format.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -74,19 +75,26 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input0, const T
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, std::int64_t dim) { return softmaxImpl(amp::autocast("softmax", a), dim, false); }
+Tensor softmax(const Tensor& a, std::int64_t dim) {
+  const profiler::RecordScope record("aten::softmax", {&a});
+  return softmaxImpl(amp::autocast("softmax", a), dim, false);
+}
 Tensor log_softmax(const Tensor& a, std::int64_t dim) {
+  const profiler::RecordScope record("aten::log_softmax", {&a});
   return softmaxImpl(amp::autocast("log_softmax", a), dim, true);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const profiler::RecordScope record("aten::mse_loss", {&input, &target});
   return pointLoss("mse_loss", PointLoss::MSE, input, target, reduction);
 }
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const profiler::RecordScope record("aten::l1_loss", {&input, &target});
   return pointLoss("l1_loss", PointLoss::L1, input, target, reduction);
 }
 
 Tensor nll_loss(const Tensor& logp0, const Tensor& target, Reduction reduction) {
+  const profiler::RecordScope record("aten::nll_loss", {&logp0, &target});
   checkSameDevice("nll_loss", {{"input", logp0}, {"target", target}});
   const Tensor logp = amp::autocast("nll_loss", logp0);
   detail::requireFloat("nll_loss", logp);
@@ -118,6 +126,7 @@ Tensor nll_loss(const Tensor& logp0, const Tensor& target, Reduction reduction) 
 }
 
 Tensor cross_entropy(const Tensor& logits0, const Tensor& target, Reduction reduction) {
+  const profiler::RecordScope record("aten::cross_entropy_loss", {&logits0, &target});
   checkSameDevice("cross_entropy", {{"input", logits0}, {"target", target}});
   const Tensor logits = amp::autocast("cross_entropy", logits0);
   return nll_loss(log_softmax(logits, 1), target, reduction);
@@ -144,6 +153,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
 }
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
+  const profiler::RecordScope record("aten::dropout", {&a});
   if (p < 0.0 || p > 1.0) throw ValueError("dropout probability has to be between 0 and 1, but got " + formatNumber(p));
   if (!training || p == 0.0) return a;
   detail::requireFloat("dropout", a);

@@ -17,6 +17,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -53,6 +54,7 @@ Tensor asStatistic(const Tensor& t, DType inputDtype, DType statDtype) {
 
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  const profiler::RecordScope record("aten::batch_norm", {&input, &weight, &bias});
   checkSameDevice("batch_norm", {{"input", input},
                                  {"running_mean", running_mean},
                                  {"running_var", running_var},

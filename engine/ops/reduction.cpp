@@ -3,6 +3,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/amp/autocast.h"
 #include "engine/ops/op_util.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 
@@ -38,6 +39,7 @@ Tensor expandBack(const Tensor& g, const Shape& inShape, std::int64_t dim, bool 
 }  // namespace
 
 Tensor sum(const Tensor& a0) {
+  const profiler::RecordScope record("aten::sum", {&a0});
   const Tensor a = amp::autocast("sum", a0);
   Tensor x = a.contiguous();
   Tensor out = Tensor::empty({}, x.dtype(), x.device());
@@ -47,6 +49,7 @@ Tensor sum(const Tensor& a0) {
 }
 
 Tensor sum(const Tensor& a0, std::int64_t dim, bool keepdim) {
+  const profiler::RecordScope record("aten::sum", {&a0});
   const Tensor a = amp::autocast("sum", a0);
   dim = wrapDim(dim, a.dim());
   if (a.dim() == 0) return sum(a);
@@ -63,6 +66,7 @@ Tensor sum(const Tensor& a0, std::int64_t dim, bool keepdim) {
 // float16/bfloat16 means are summed and divided in float32 and rounded once, as PyTorch's kernels
 // (rounding the sum first would round twice).
 Tensor mean(const Tensor& a) {
+  const profiler::RecordScope record("aten::mean", {&a});
   detail::requireFloat("mean", a);
   const double inv = 1.0 / static_cast<double>(std::max<std::int64_t>(a.numel(), 1));
   if (isReducedPrecision(a.dtype())) return mul(sum(a.to(kFloat32)), inv).to(a.dtype());
@@ -70,6 +74,7 @@ Tensor mean(const Tensor& a) {
 }
 
 Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim) {
+  const profiler::RecordScope record("aten::mean", {&a});
   detail::requireFloat("mean", a);
   dim = wrapDim(dim, a.dim());
   const std::int64_t k = a.dim() == 0 ? 1 : a.size(dim);
@@ -79,6 +84,7 @@ Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim) {
 }
 
 Tensor max(const Tensor& a) {
+  const profiler::RecordScope record("aten::max", {&a});
   if (a.numel() == 0) {
     throw Error("max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
   }
@@ -119,6 +125,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim) {
+  const profiler::RecordScope record("aten::argmax", {&a});
   NoGradGuard noGrad;
   return max(a, dim, keepdim).second;
 }
@@ -141,6 +148,7 @@ Tensor argAll(const char* name, const Tensor& a, bool min) {
 }  // namespace
 
 Tensor argmin(const Tensor& a, std::int64_t dim, bool keepdim) {
+  const profiler::RecordScope record("aten::argmin", {&a});
   NoGradGuard noGrad;
   return max(orderReversed(a), dim, keepdim).second;
 }

@@ -8,6 +8,7 @@
 #include "engine/core/number_format.h"
 #include "engine/memory/memory_events.h"
 #include "engine/ops/ops.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab::optim {
 namespace {
@@ -37,6 +38,7 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
 }
 
 void Optimizer::step() {
+  const profiler::RecordScope record(profiler::isProfiling() ? std::string("Optimizer.step#") + name() + ".step" : std::string());
   NoGradGuard noGrad;
   MemoryCategoryScope tag(MemoryCategory::OptimizerState);
   std::vector<Pending> pending;
@@ -56,6 +58,8 @@ void Optimizer::updateAll(const std::vector<Pending>& pending) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
+  const profiler::RecordScope record(profiler::isProfiling() ? std::string("Optimizer.zero_grad#") + name() + ".zero_grad"
+                                                             : std::string());
   NoGradGuard noGrad;
   for (Tensor& p : params_) {
     if (set_to_none) p.set_grad(Tensor());

@@ -16,6 +16,8 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Updates every parameter that has a gradient, under no-grad.
   void step();
+  // The class's name, as the profiler labels its steps ("Optimizer.step#Adam.step").
+  virtual const char* name() const = 0;
   // set_to_none (PyTorch 2's default) frees the gradients instead of filling them with zeros.
   void zero_grad(bool set_to_none = true);
   const std::vector<Tensor>& params() const { return params_; }
@@ -48,6 +50,7 @@ struct SGDOptions {
 class SGD final : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
+  const char* name() const override { return "SGD"; }
 
  private:
   void update(std::size_t index, const Tensor& param, const Tensor& grad) override;
@@ -66,6 +69,7 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   explicit Adam(std::vector<Tensor> params, const AdamOptions& options = {}) : Adam(std::move(params), options, false, 0.0) {}
+  const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  protected:
   // AdamW's constructor: decoupled weight decay and its own default weight_decay.

@@ -1,0 +1,313 @@
+#include "engine/profiler/profiler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "engine/core/errors.h"
+#include "engine/core/tensor.h"
+#include "engine/memory/memory.h"
+
+namespace gpulab::profiler {
+
+namespace detail {
+std::atomic<bool> recording{false};
+}
+
+namespace {
+
+double nowUs() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Where finished events go while a Profile records.
+struct Collector {
+  std::mutex mutex;
+  bool active = false;
+  ProfileOptions options;
+  double startUs = 0;
+  std::vector<Event> events;
+  std::map<std::thread::id, std::uint64_t> threads;
+};
+Collector& collector() {
+  static Collector* c = new Collector;  // never destroyed: scopes may end while the process exits
+  return *c;
+}
+
+// The scopes open on this thread, innermost last.
+struct Open {
+  std::string name, shapes;
+  double startUs = 0, childUs = 0;
+  std::int64_t memoryAtStart = 0, childMemory = 0;
+};
+thread_local std::vector<Open> openScopes;
+
+std::string shapeList(std::initializer_list<const Tensor*> inputs) {
+  std::string s = "[";
+  bool first = true;
+  for (const Tensor* t : inputs) {
+    if (!first) s += ", ";
+    first = false;
+    s += "[";
+    if (t && t->defined()) {
+      for (std::int64_t d = 0; d < t->dim(); ++d) s += (d ? ", " : "") + std::to_string(t->size(d));
+    }
+    s += "]";
+  }
+  return s + "]";
+}
+
+std::string jsonEscape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+// PyTorch's table units: "1.234s", "12.345ms", "123.456us"; "1.50 Mb", "512 b".
+std::string formatUs(double us) {
+  char buf[32];
+  if (us >= 1e6) std::snprintf(buf, sizeof buf, "%.3fs", us / 1e6);
+  else if (us >= 1e3) std::snprintf(buf, sizeof buf, "%.3fms", us / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3fus", us);
+  return buf;
+}
+std::string formatMemory(std::int64_t bytes) {
+  const double b = static_cast<double>(bytes), a = std::abs(b);
+  char buf[32];
+  if (a >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f Gb", b / (1024.0 * 1024 * 1024));
+  else if (a >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f Mb", b / (1024.0 * 1024));
+  else if (a >= 1024.0) std::snprintf(buf, sizeof buf, "%.2f Kb", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%" PRId64 " b", bytes);
+  return buf;
+}
+std::string percent(double part, double whole) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.2f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> inputs) {
+  Collector& c = collector();
+  Open o;
+  o.name = name;
+  // The options cannot change while recording (one Profile at a time), so reading them unlocked is safe
+  // once `recording` was seen true.
+  if (c.options.record_shapes) o.shapes = shapeList(inputs);
+  if (c.options.profile_memory) o.memoryAtStart = memory_allocated(kCPU);
+  o.startUs = nowUs();
+  openScopes.push_back(std::move(o));
+  active_ = true;
+}
+
+void RecordScope::end() {
+  const double endUs = nowUs();
+  Collector& c = collector();
+  Open o = std::move(openScopes.back());
+  openScopes.pop_back();
+  Event e;
+  e.name = std::move(o.name);
+  e.shapes = std::move(o.shapes);
+  e.durationUs = endUs - o.startUs;
+  e.selfUs = std::max(0.0, e.durationUs - o.childUs);
+  e.depth = static_cast<int>(openScopes.size());
+  if (c.options.profile_memory) {
+    e.memoryBytes = memory_allocated(kCPU) - o.memoryAtStart;
+    e.selfMemoryBytes = e.memoryBytes - o.childMemory;
+  }
+  if (!openScopes.empty()) {
+    openScopes.back().childUs += e.durationUs;
+    openScopes.back().childMemory += e.memoryBytes;
+  }
+  std::lock_guard lock(c.mutex);
+  if (!c.active) return;  // the Profile stopped while this op ran
+  e.startUs = o.startUs - c.startUs;
+  auto [it, inserted] = c.threads.emplace(std::this_thread::get_id(), c.threads.size());
+  e.thread = it->second;
+  c.events.push_back(std::move(e));
+}
+
+Profile::Profile(ProfileOptions options) : options_(options) {
+  Collector& c = collector();
+  std::lock_guard lock(c.mutex);
+  if (c.active) throw Error("profiler: another profile is already recording (one torch.profiler.profile at a time)");
+  c.active = true;
+  c.options = options;
+  c.events.clear();
+  c.threads.clear();
+  c.startUs = startUs_ = nowUs();
+  detail::recording.store(true, std::memory_order_release);
+}
+
+Profile::~Profile() { stop(); }
+
+void Profile::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  detail::recording.store(false, std::memory_order_release);
+  Collector& c = collector();
+  std::lock_guard lock(c.mutex);
+  stopUs_ = nowUs();
+  events_ = std::move(c.events);
+  c.events.clear();
+  c.active = false;
+}
+
+double Profile::wallUs() const { return (stopped_ ? stopUs_ : nowUs()) - startUs_; }
+
+const std::vector<Event>& Profile::events() const { return events_; }
+
+KeyAverages Profile::key_averages(bool group_by_input_shape) const {
+  KeyAverages k;
+  k.withShapes = group_by_input_shape && options_.record_shapes;
+  k.withMemory = options_.profile_memory;
+  std::map<std::pair<std::string, std::string>, std::size_t> index;
+  // In start order, so the rows come in the order the names first ran.
+  std::vector<const Event*> byStart;
+  for (const Event& e : events_) byStart.push_back(&e);
+  std::stable_sort(byStart.begin(), byStart.end(), [](const Event* a, const Event* b) { return a->startUs < b->startUs; });
+  for (const Event* e : byStart) {
+    const auto key = std::make_pair(e->name, k.withShapes ? e->shapes : std::string());
+    auto [it, inserted] = index.emplace(key, k.rows.size());
+    if (inserted) k.rows.push_back({e->name, key.second});
+    OpAverage& r = k.rows[it->second];
+    ++r.count;
+    r.cpuTimeTotalUs += e->durationUs;
+    r.selfCpuTimeTotalUs += e->selfUs;
+    r.cpuMemoryBytes += e->memoryBytes;
+    r.selfCpuMemoryBytes += e->selfMemoryBytes;
+  }
+  return k;
+}
+
+double KeyAverages::selfCpuTimeTotalUs() const {
+  double total = 0;
+  for (const OpAverage& r : rows) total += r.selfCpuTimeTotalUs;
+  return total;
+}
+
+std::string KeyAverages::table(const std::string& sort_by, int row_limit) const {
+  using Key = double (*)(const OpAverage&);
+  static const std::vector<std::pair<std::string, Key>> keys{
+      {"cpu_time_total", [](const OpAverage& r) { return r.cpuTimeTotalUs; }},
+      {"self_cpu_time_total", [](const OpAverage& r) { return r.selfCpuTimeTotalUs; }},
+      {"cpu_time", [](const OpAverage& r) { return r.cpuTimeAvgUs(); }},
+      {"count", [](const OpAverage& r) { return static_cast<double>(r.count); }},
+      {"cpu_memory_usage", [](const OpAverage& r) { return static_cast<double>(r.cpuMemoryBytes); }},
+      {"self_cpu_memory_usage", [](const OpAverage& r) { return static_cast<double>(r.selfCpuMemoryBytes); }},
+  };
+  Key key = nullptr;
+  std::string known;
+  for (const auto& [name, k] : keys) {
+    if (name == sort_by) key = k;
+    known += (known.empty() ? "" : ", ") + name;
+  }
+  if (!key) throw ValueError("profiler: cannot sort by '" + sort_by + "' (the CPU keys: " + known + ")");
+  std::vector<const OpAverage*> sorted;
+  for (const OpAverage& r : rows) sorted.push_back(&r);
+  std::stable_sort(sorted.begin(), sorted.end(), [key](const OpAverage* a, const OpAverage* b) { return key(*a) > key(*b); });
+  if (row_limit > 0 && sorted.size() > static_cast<std::size_t>(row_limit)) sorted.resize(static_cast<std::size_t>(row_limit));
+
+  const double selfTotal = selfCpuTimeTotalUs();
+  std::size_t nameWidth = 4;
+  for (const OpAverage* r : sorted) nameWidth = std::max(nameWidth, r->name.size());
+  nameWidth = std::min<std::size_t>(nameWidth, 60);
+  std::vector<std::string> headers{"Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
+  if (withMemory) {
+    headers.push_back("CPU Mem");
+    headers.push_back("Self CPU Mem");
+  }
+  headers.push_back("# of Calls");
+  constexpr std::size_t kCol = 12;
+  auto pad = [](const std::string& s, std::size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; };
+  auto cut = [](const std::string& s, std::size_t w) { return s.size() <= w ? s : s.substr(0, w - 3) + "..."; };
+  std::string rule = std::string(nameWidth, '-');
+  for (std::size_t i = 0; i < headers.size(); ++i) rule += "  " + std::string(kCol, '-');
+  if (withShapes) rule += "  " + std::string(40, '-');
+  std::string out = rule + "\n" + pad("Name", nameWidth);
+  for (const std::string& h : headers) out += "  " + pad(h, kCol);
+  if (withShapes) out += "  " + std::string("Input Shapes");
+  out += "\n" + rule + "\n";
+  for (const OpAverage* r : sorted) {
+    out += pad(cut(r->name, nameWidth), nameWidth);
+    std::vector<std::string> cells{percent(r->selfCpuTimeTotalUs, selfTotal), formatUs(r->selfCpuTimeTotalUs),
+                                   percent(r->cpuTimeTotalUs, selfTotal), formatUs(r->cpuTimeTotalUs), formatUs(r->cpuTimeAvgUs())};
+    if (withMemory) {
+      cells.push_back(formatMemory(r->cpuMemoryBytes));
+      cells.push_back(formatMemory(r->selfCpuMemoryBytes));
+    }
+    cells.push_back(std::to_string(r->count));
+    for (const std::string& c : cells) out += "  " + pad(c, kCol);
+    if (withShapes) out += "  " + r->shapes;
+    out += "\n";
+  }
+  out += rule + "\nSelf CPU time total: " + formatUs(selfTotal) + "\n";
+  return out;
+}
+
+std::string Profile::chromeTraceJson() const {
+  const long pid = static_cast<long>(getpid());
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  bool first = true;
+  for (const Event& e : events_) {
+    char times[160];
+    std::snprintf(times, sizeof times, "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %ld, \"tid\": %" PRIu64, e.startUs, e.durationUs,
+                  pid, e.thread);
+    out += first ? "  " : ",\n  ";
+    first = false;
+    out += "{\"name\": \"" + jsonEscape(e.name) + "\", \"cat\": \"cpu_op\", \"ph\": \"X\", " + times + ", \"args\": {";
+    std::string args;
+    if (options_.record_shapes) args += "\"Input Dims\": \"" + jsonEscape(e.shapes) + "\"";
+    if (options_.profile_memory) args += std::string(args.empty() ? "" : ", ") + "\"CPU Mem\": " + std::to_string(e.memoryBytes);
+    out += args + "}}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+void Profile::export_chrome_trace(const std::string& path) const {
+  const std::string json = chromeTraceJson();
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream f(partial, std::ios::binary | std::ios::trunc);
+    f << json;
+    f.flush();
+    if (!f) {
+      std::error_code ignored;
+      std::filesystem::remove(partial, ignored);
+      throw Error("export_chrome_trace: cannot write '" + path + "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    throw Error("export_chrome_trace: cannot write '" + path + "': " + ec.message());
+  }
+}
+
+}  // namespace gpulab::profiler

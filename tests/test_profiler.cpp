@@ -1,0 +1,193 @@
+// The engine's profiler (engine/profiler/profiler.h), as torch.profiler is used: a training step of an
+// MLP profiled; key_averages() lists every op with its count (forward ops, the backward nodes, the
+// optimizer's step and zero_grad), nested ops inside their callers, input shapes and memory when asked;
+// the ops' self times add up to the profiled wall time within 10% on a step that is mostly arithmetic;
+// table() sorts by the keys PyTorch has and refuses others; the Chrome trace is valid JSON with the
+// trace-event fields; off, nothing is recorded; one profile at a time; a write that fails leaves no file.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSet>
+#include <QTemporaryDir>
+
+#include <map>
+#include <thread>
+
+#include "engine/core/errors.h"
+#include "engine/nn/layers.h"
+#include "engine/optim/optimizer.h"
+#include "engine/profiler/profiler.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+
+struct Mlp {
+  Generator gen{0};
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<optim::Adam> optimizer;
+  Tensor x, y;
+  Mlp(std::int64_t batch, std::int64_t in, std::int64_t hidden) {
+    model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(in, hidden, true, gen), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Linear>(hidden, hidden, true, gen), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Linear>(hidden, 10, true, gen)});
+    optimizer = std::make_unique<optim::Adam>(model->parameters());
+    x = randn({batch, in}, gen);
+    y = randint(0, 10, {batch}, gen);
+  }
+  void step() {
+    Tensor loss = cross_entropy((*model)(x), y);
+    optimizer->zero_grad();
+    loss.backward();
+    optimizer->step();
+  }
+};
+
+std::map<std::string, profiler::OpAverage> byName(const profiler::KeyAverages& k) {
+  std::map<std::string, profiler::OpAverage> m;
+  for (const auto& r : k.rows) m[r.name] = r;
+  return m;
+}
+
+}  // namespace
+
+class TestProfiler : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void aTrainingStepListsEveryOpWithItsCount() {
+    Mlp mlp(64, 32, 16);
+    mlp.step();  // Adam's state exists: the profiled step is a steady one
+    profiler::Profile prof({.record_shapes = true, .profile_memory = true});
+    mlp.step();
+    prof.stop();
+    const auto ops = byName(prof.key_averages());
+    for (const auto& [name, r] : ops) qInfo("%-60s %3lld calls, total %.1f us, self %.1f us", name.c_str(), static_cast<long long>(r.count), r.cpuTimeTotalUs, r.selfCpuTimeTotalUs);
+    auto count = [&](const std::string& name) { return ops.count(name) ? ops.at(name).count : 0; };
+    QCOMPARE(count("aten::linear"), 3);
+    QCOMPARE(count("aten::relu"), 2);
+    QCOMPARE(count("aten::cross_entropy_loss"), 1);
+    QCOMPARE(count("Optimizer.zero_grad#Adam.zero_grad"), 1);
+    QCOMPARE(count("Optimizer.step#Adam.step"), 1);
+    QCOMPARE(count("torch::autograd::AccumulateGrad"), 6);  // one per parameter
+    int backwardNodes = 0;
+    for (const auto& [name, r] : ops) backwardNodes += name.rfind("autograd::engine::evaluate_function: ", 0) == 0 ? static_cast<int>(r.count) : 0;
+    QVERIFY(backwardNodes >= 6);  // the loss, three linears, two ReLUs at least
+    // Nesting: linear's time includes what it called; its self time is what is left.
+    const auto& linear = ops.at("aten::linear");
+    QVERIFY(linear.cpuTimeTotalUs >= linear.selfCpuTimeTotalUs);
+    // Shapes and memory were asked for.
+    bool sawShapes = false;
+    for (const auto& e : prof.events())
+      if (e.name == "aten::linear" && e.shapes == "[[64, 32], [16, 32], [16]]") sawShapes = true;
+    QVERIFY(sawShapes);
+    const auto grouped = prof.key_averages(true);
+    QVERIFY(grouped.rows.size() > prof.key_averages().rows.size());  // linear splits by its three input shapes
+    QVERIFY(ops.at("aten::relu").cpuMemoryBytes > 0);  // relu allocates its output (64 x 16 floats)
+  }
+
+  void selfTimesAccountForTheWallTime() {
+    // A step that is mostly arithmetic (512 x 1024 GEMMs): the ops' self times must cover at least 90% of
+    // the profiled wall time (what remains is the glue between ops), and never more than all of it.
+    Mlp mlp(512, 1024, 1024);
+    mlp.step();
+    profiler::Profile prof;
+    for (int i = 0; i < 3; ++i) mlp.step();
+    prof.stop();
+    const double self = prof.key_averages().selfCpuTimeTotalUs(), wall = prof.wallUs();
+    qInfo("self CPU time total %.0f us of %.0f us wall (%.1f%%)", self, wall, 100 * self / wall);
+    QVERIFY(self <= wall * 1.0001);
+    QVERIFY(self >= 0.9 * wall);
+  }
+
+  void tableSortsByPyTorchsKeys() {
+    Mlp mlp(16, 8, 8);
+    profiler::Profile prof({.profile_memory = true});
+    mlp.step();
+    prof.stop();
+    const auto k = prof.key_averages();
+    const std::string t = k.table("self_cpu_time_total", 5);
+    qInfo("\n%s", t.c_str());
+    for (const char* h : {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "CPU Mem", "Self CPU Mem", "# of Calls",
+                          "Self CPU time total: "})
+      QVERIFY2(t.find(h) != std::string::npos, h);
+    // row_limit: 5 rows between the header's rule and the closing rule.
+    QCOMPARE(std::count(t.begin(), t.end(), '\n'), 3 + 5 + 2);
+    QVERIFY(k.table("count", 0).find("aten::linear") != std::string::npos);
+    try {
+      (void)k.table("cuda_time_totl");
+      QFAIL("an unknown key was accepted");
+    } catch (const ValueError& e) {
+      QVERIFY(std::string(e.what()).find("cannot sort by 'cuda_time_totl'") != std::string::npos);
+    }
+  }
+
+  void chromeTraceIsValidJson() {
+    Mlp mlp(16, 8, 8);
+    profiler::Profile prof({.record_shapes = true});
+    mlp.step();
+    std::thread other([] {
+      Generator gen(1);
+      (void)relu(randn({4, 4}, gen));  // an op on a second thread: its own tid
+    });
+    other.join();
+    prof.stop();
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("trace.json").toStdString();
+    prof.export_chrome_trace(path);
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QJsonParseError error;
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &error);
+    QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+    const QJsonArray events = doc.object()["traceEvents"].toArray();
+    QCOMPARE(events.size(), static_cast<qsizetype>(prof.events().size()));
+    QSet<qint64> tids;
+    for (const QJsonValue& v : events) {
+      const QJsonObject e = v.toObject();
+      QCOMPARE(e["ph"].toString(), QString("X"));
+      QVERIFY(!e["name"].toString().isEmpty());
+      QVERIFY(e["ts"].isDouble() && e["dur"].isDouble() && e["dur"].toDouble() >= 0);
+      QVERIFY(e["pid"].isDouble());
+      QVERIFY(e["args"].toObject().contains("Input Dims"));
+      tids.insert(e["tid"].toInteger());
+    }
+    QCOMPARE(tids.size(), 2);
+    // A path that cannot be written: an Error naming it, and no file left behind.
+    const std::string bad = dir.filePath("missing/trace.json").toStdString();
+    try {
+      prof.export_chrome_trace(bad);
+      QFAIL("an unwritable path was accepted");
+    } catch (const Error& e) {
+      QVERIFY(std::string(e.what()).find(bad) != std::string::npos);
+    }
+    QVERIFY(!QFile::exists(QString::fromStdString(bad + ".partial")));
+  }
+
+  void offRecordsNothingAndOneProfileAtATime() {
+    Mlp mlp(16, 8, 8);
+    QVERIFY(!profiler::isProfiling());
+    mlp.step();  // nothing records this
+    profiler::Profile prof;
+    QVERIFY(profiler::isProfiling());
+    try {
+      profiler::Profile second;
+      QFAIL("a second profile started");
+    } catch (const Error&) {
+    }
+    prof.stop();
+    QVERIFY(!profiler::isProfiling());
+    mlp.step();  // after stop: not recorded
+    QVERIFY(prof.events().empty());
+    profiler::Profile again;  // the slot is free again
+    mlp.step();
+    again.stop();
+    QVERIFY(!again.events().empty());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestProfiler)
+#include "test_profiler.moc"
