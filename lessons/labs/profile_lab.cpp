@@ -1,0 +1,220 @@
+// The "profile" lab: torch.profiler on a training step. Read it next to the PyTorch it mirrors:
+//
+//   for _ in range(warmup): train_step()            # the first steps pay one-off costs: not profiled
+//   with torch.profiler.profile(record_shapes=True) as prof:
+//       for _ in range(steps): train_step()
+//   print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+//   prof.export_chrome_trace("trace.json")          # open in https://ui.perfetto.dev
+//
+// where train_step() is the training lesson's loop body: forward, loss, zero_grad, backward, step.
+// GPU Lab's profiler (engine/profiler/profiler.h) names the ops as PyTorch's does, so the table reads the
+// same: aten::linear, aten::relu, the backward nodes ("autograd::engine::evaluate_function:
+// AddmmBackward0"), "Optimizer.step#Adam.step". It measures CPU time; on a GPU that is the time to
+// launch each kernel, not to run it (the device-time columns come with the streams work).
+#include "lessons/labs/profile_lab.h"
+
+#include <algorithm>
+#include <chrono>
+#include <array>
+#include <filesystem>
+#include <map>
+
+#include "engine/core/errors.h"
+#include "engine/core/number_format.h"
+#include "engine/data/dataloader.h"
+#include "engine/nn/layers.h"
+#include "engine/profiler/profiler.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "lessons/labs/training.h"
+
+namespace gpulab::labs {
+
+namespace {
+
+// What kind of work an op is, by its name: the lesson's "compute-bound or overhead-bound?" in numbers.
+enum class Kind { MatrixProducts, Elementwise, Backward, Optimizer, Other };
+constexpr std::array<const char*, 5> kKindLabels{"matrix products (linear, mm, conv and their gradients)",
+                                                 "elementwise, reductions, losses", "autograd bookkeeping",
+                                                 "optimizer (step, zero_grad)", "other (copies, new tensors)"};
+
+Kind kindOf(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (name.rfind("Optimizer.", 0) == 0) return Kind::Optimizer;
+  if (has("aten::linear") || has("aten::mm") || has("aten::matmul") || has("aten::bmm") || has("aten::conv2d") ||
+      has("AddmmBackward") || has("MmBackward") || has("ConvolutionBackward") || has("LinearBackward") || has("MatmulBackward"))
+    return Kind::MatrixProducts;
+  if (has("AccumulateGrad") || name.rfind("autograd::", 0) == 0) return Kind::Backward;
+  if (has("aten::to") || has("aten::full") || has("aten::copy")) return Kind::Other;
+  return Kind::Elementwise;
+}
+
+}  // namespace
+
+std::vector<lab::ParamSpec> ProfileLab::params() const {
+  using namespace lab;
+  return {
+      choiceParam("dataset", "regression", {"regression", "fashion-mnist"},
+                  "The training lesson's tasks: the regression loop (16 inputs) or Fashion-MNIST (784 pixels)"),
+      textParam("hidden", "64", "Hidden layer widths of the MLP, comma-separated", checkHiddenWidths),
+      intParam("batch_size", 64, 1, 65536, "Examples per step"),
+      intParam("warmup", 3, 0, 1000, "Steps run before profiling (the first ones pay one-off costs)"),
+      intParam("steps", 5, 1, 1000, "Steps profiled"),
+      choiceParam("sort_by", "self_cpu_time_total", {"self_cpu_time_total", "cpu_time_total", "count"},
+                  "key_averages().table(sort_by=...): an op's own time, its time with what it called, or its calls"),
+      intParam("row_limit", 15, 1, 1000, "Rows of the op table"),
+      boolParam("record_shapes", true, "profile(record_shapes=True): each op's input shapes in the trace"),
+      boolParam("trace", true, "prof.export_chrome_trace(...): write the trace for Perfetto / chrome://tracing"),
+      deviceParam("device", "The device to train on"),
+      intParam("seed", 0, 0, 2147483647, "Seed for the weights and the batches"),
+  };
+}
+
+void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
+  // 1. The model, the data and the training step the profiler watches.
+  const Device device = resolveDevice(p.getString("device"));
+  announceDevice(sink, device);
+  const auto seed = static_cast<std::uint64_t>(p.getInt("seed"));
+  const bool classification = p.getString("dataset") == "fashion-mnist";
+  const std::shared_ptr<data::TensorDataset> trainSet =
+      classification ? data::loadFashionMnist(true) : data::makeRegressionDataset(4096, 16, 0.1, seed);
+  const std::int64_t batchSize = std::min(p.getInt("batch_size"), trainSet->size());
+  Generator gen(seed);
+  auto model = makeMlp(*trainSet, parseWidths(p.getString("hidden")), classification ? 10 : 1, gen);
+  model->to(device);
+  auto optimizer = makeOptimizer("adam", model->parameters(), 1e-3, 0.0, 0.0);
+  data::DataLoader loader(trainSet, {.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
+  auto it = loader.begin();
+  auto trainStep = [&] {
+    if (it == loader.end()) it = loader.begin();
+    const data::Batch batch = *it;
+    ++it;
+    Tensor x = batch.inputs.to(device), y = batch.targets.to(device);
+    Tensor loss = taskLoss(classification, (*model)(x), y);
+    optimizer->zero_grad();
+    loss.backward();
+    optimizer->step();
+  };
+  const std::int64_t warmup = p.getInt("warmup"), steps = p.getInt("steps");
+  for (std::int64_t i = 0; i < warmup && !stop.stopRequested(); ++i) trainStep();
+  synchronizeDevice(device);
+  if (stop.stopRequested()) return;
+
+  // 2. The profiled steps.
+  profiler::Profile prof({.record_shapes = p.getBool("record_shapes")});
+  const double t0 = prof.wallUs();
+  for (std::int64_t i = 0; i < steps && !stop.stopRequested(); ++i) {
+    trainStep();
+    synchronizeDevice(device);
+    sink.progress(static_cast<double>(i + 1), static_cast<double>(steps), "profiled step " + std::to_string(i + 1));
+  }
+  prof.stop();
+  if (stop.stopRequested()) return;
+  const double wallUs = prof.wallUs() - t0;
+  const profiler::KeyAverages averages = prof.key_averages();
+
+  // 3. The op table, as key_averages().table() prints it (sorted, cut to row_limit).
+  sink.view({.id = "ops", .title = "key_averages(), sorted by " + p.getString("sort_by"), .kind = lab::ViewKind::Table,
+             .columns = {{"name", ""}, {"self CPU", "%"}, {"self CPU", "us"}, {"CPU total", "us"}, {"CPU time avg", "us"},
+                         {"calls", ""}},
+             .note = "Self: the op's own time; total: with the ops it called (aten::linear's total includes nothing it "
+                     "did not do itself here, a backward node's includes the ops its gradient used). " +
+                     std::string(device.isCuda() && !cuda::isEmulated(device)
+                                     ? "On a GPU these are CPU times: the time to launch each kernel, not to run it."
+                                     : "")});
+  std::vector<const profiler::OpAverage*> rows;
+  for (const auto& r : averages.rows) rows.push_back(&r);
+  const std::string sortBy = p.getString("sort_by");
+  std::stable_sort(rows.begin(), rows.end(), [&](const profiler::OpAverage* a, const profiler::OpAverage* b) {
+    if (sortBy == "count") return a->count > b->count;
+    if (sortBy == "cpu_time_total") return a->cpuTimeTotalUs > b->cpuTimeTotalUs;
+    return a->selfCpuTimeTotalUs > b->selfCpuTimeTotalUs;
+  });
+  const double selfTotal = averages.selfCpuTimeTotalUs();
+  for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(p.getInt("row_limit")); ++i) {
+    const profiler::OpAverage& r = *rows[i];
+    sink.row("ops", {r.name, selfTotal > 0 ? 100.0 * r.selfCpuTimeTotalUs / selfTotal : 0.0, r.selfCpuTimeTotalUs,
+                     r.cpuTimeTotalUs, r.cpuTimeAvgUs(), r.count});
+  }
+  sink.info("prof.key_averages().table(sort_by=\"" + sortBy + "\"):\n" + averages.table(sortBy, static_cast<int>(p.getInt("row_limit"))));
+
+  // 4. Where the time goes, by kind of op (self times, so nothing counts twice).
+  std::array<double, kKindLabels.size()> byKind{};
+  for (const auto& r : averages.rows) byKind[static_cast<std::size_t>(kindOf(r.name))] += r.selfCpuTimeTotalUs;
+  sink.view({.id = "kinds", .title = "Self CPU time by kind of op", .kind = lab::ViewKind::Bars, .y = {"share of self CPU time", "%"},
+             .yFromZero = true, .series = {{"share", "share of the profiled steps' self CPU time"}},
+             .note = "A step whose time is mostly matrix products is compute-bound: a faster processor for them (a GPU) "
+                     "speeds it up. A step whose time is spread over many small ops is overhead-bound: each op's fixed "
+                     "cost dominates, and a GPU adds a kernel launch to each."});
+  for (std::size_t k = 0; k < kKindLabels.size(); ++k) {
+    sink.bar("kinds", "share", kKindLabels[k], selfTotal > 0 ? 100.0 * byKind[k] / selfTotal : 0.0);
+  }
+
+  // 5. The trace, for Perfetto: every profiled step, op by op, on a timeline per thread.
+  if (p.getBool("trace")) {
+    const std::string path = (std::filesystem::temp_directory_path() / "gpulab-profile-trace.json").string();
+    prof.export_chrome_trace(path);
+    sink.info("prof.export_chrome_trace(\"" + path + "\"): open it in https://ui.perfetto.dev (or chrome://tracing) to see "
+              "every profiled step, op by op.");
+  }
+
+  // 6. How much of a step is arithmetic: the step's matrix-product FLOPs at the best rate this device
+  //    reaches for a large product (measured now, a 1024 x 1024 x 1024 matmul, best of 5), against the
+  //    step's time (capped at 100%: a step's own large products can beat the reference on a busy machine). Per Linear layer of w weights: 2Bw forward, 2Bw for the weight gradient, and 2Bw for
+  //    the input gradient except in the first layer (the batch needs none).
+  double stepFlops = 0;
+  bool firstLinear = true;
+  for (const auto& [name, child] : model->named_children()) {
+    if (const auto* linear = dynamic_cast<const nn::Linear*>(child.get())) {
+      const double w = static_cast<double>(linear->weight.numel()), b = static_cast<double>(batchSize);
+      stepFlops += (firstLinear ? 4.0 : 6.0) * b * w;
+      firstLinear = false;
+    }
+  }
+  double peakFlops = 0;
+  {
+    Generator g(1);
+    const Tensor a = randn({1024, 1024}, g).to(device), b = randn({1024, 1024}, g).to(device);
+    (void)matmul(a, b);
+    synchronizeDevice(device);
+    double best = 1e30;
+    for (int i = 0; i < 5; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      (void)matmul(a, b);
+      synchronizeDevice(device);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    peakFlops = 2.0 * 1024.0 * 1024.0 * 1024.0 / best;
+  }
+  const double stepSeconds = wallUs / static_cast<double>(steps) / 1e6;
+  const double arithmeticShare = 100.0 * std::min(1.0, stepFlops / peakFlops / stepSeconds);
+
+  // 7. The measurements, and what they say.
+  const auto& mostExpensive = *std::max_element(averages.rows.begin(), averages.rows.end(),
+                                                [](const auto& a, const auto& b) { return a.selfCpuTimeTotalUs < b.selfCpuTimeTotalUs; });
+  std::int64_t events = 0;
+  for (const auto& r : averages.rows) events += r.count;
+  const double productsShare = selfTotal > 0 ? 100.0 * byKind[0] / selfTotal : 0.0;
+  sink.measurement("profiled step time", wallUs / static_cast<double>(steps) / 1000.0, "ms");
+  sink.measurement("ops per step", static_cast<double>(events) / static_cast<double>(steps), "");
+  sink.measurement("matrix products: share of self CPU time", productsShare, "%");
+  sink.measurement("matrix-product GFLOP per step", stepFlops / 1e9, "GFLOP");
+  sink.measurement("peak matrix-product rate", peakFlops / 1e9, "GFLOP/s");
+  sink.measurement("arithmetic share of the step", arithmeticShare, "%");
+  sink.measurement("profiler coverage of the wall time", wallUs > 0 ? 100.0 * selfTotal / wallUs : 0.0, "%");
+  sink.measurement("most expensive op: share of self CPU time", selfTotal > 0 ? 100.0 * mostExpensive.selfCpuTimeTotalUs / selfTotal : 0.0, "%");
+  sink.record("profile", {{"step_ms", wallUs / static_cast<double>(steps) / 1000.0}, {"ops_per_step", static_cast<double>(events) / static_cast<double>(steps)},
+                          {"products_share", productsShare}, {"most_expensive", mostExpensive.name}, {"device", device.str()}});
+  sink.info("The most expensive op by its own time: " + mostExpensive.name + " (" +
+            formatFixed(100.0 * mostExpensive.selfCpuTimeTotalUs / std::max(selfTotal, 1e-9), 1) + "% of the self CPU time). " +
+            "A step took " + formatFixed(stepSeconds * 1000.0, 3) + " ms for " +
+            formatFixed(static_cast<double>(events) / static_cast<double>(steps), 0) + " ops. Its matrix products are " +
+            formatGeneral(stepFlops / 1e9, 3) + " GFLOP, which this device does in " +
+            formatGeneral(stepFlops / peakFlops * 1000.0, 3) + " ms at its best rate (" + formatFixed(peakFlops / 1e9, 1) +
+            " GFLOP/s, a 1024 x 1024 product measured just now): arithmetic is " + formatFixed(arithmeticShare, 1) +
+            "% of the step, so it is " +
+            (arithmeticShare >= 50 ? "compute-bound -- most of its time is arithmetic, which a faster processor (a GPU) speeds up."
+                                   : "overhead-bound -- most of its time is the fixed cost of its many small ops, which a GPU "
+                                     "would not shrink (each op becomes a kernel launch of a few microseconds)."));
+}
+
+}  // namespace gpulab::labs

@@ -1,0 +1,82 @@
+// The profiler lesson (lessons/09-profiler) makes claims from its run; these tests check the DIRECTION
+// of each on this machine, through the profile lab:
+// - the seed lessons' tiny regression step is overhead-bound (its matrix-product arithmetic fills well
+//   under half of the step at this device's own measured rate), and the lesson's hint -- hidden
+//   1024,1024 and batch 512 -- makes it compute-bound (the challenge's 50%);
+// - the op table lists the step's ops with PyTorch's names and per-step counts; the trace file is
+//   written and parses as the Chrome trace format.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <filesystem>
+
+#include "lab_runner.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+
+using test::RecordingSink;
+
+RecordingSink runProfile(std::map<std::string, std::string> settings) {
+  settings.emplace("device", "cpu");
+  RecordingSink sink;
+  test::runLab("profile", settings, sink);
+  return sink;
+}
+
+double measured(const RecordingSink& sink, const std::string& name) {
+  const auto it = sink.measured.find(name);
+  if (it == sink.measured.end()) qFatal("no measurement '%s'", name.c_str());
+  return it->second;
+}
+
+}  // namespace
+
+class TestProfileLab : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void theTinyStepIsOverheadBound() {
+    const RecordingSink s = runProfile({{"warmup", "2"}, {"steps", "5"}});
+    const double share = measured(s, "arithmetic share of the step");
+    qInfo("tiny regression step: %.3f ms, %.0f ops, arithmetic %.1f%% (peak %.1f GFLOP/s)", measured(s, "profiled step time"),
+          measured(s, "ops per step"), share, measured(s, "peak matrix-product rate"));
+    QVERIFY(share < 50);
+    // 16 x 64 and 64 x 1 weights, batch 64: forward and weight gradients of both, the input gradient of the second.
+    QCOMPARE(measured(s, "matrix-product GFLOP per step"), (4.0 * 64 * 16 * 64 + 6.0 * 64 * 64 * 1) / 1e9);
+    QVERIFY(std::any_of(s.messages.begin(), s.messages.end(), [](const std::string& m) { return m.find("so it is overhead-bound") != std::string::npos; }));
+
+    // The op table: PyTorch's names, per-step counts (5 steps: 2 linears each -> 10 calls).
+    std::map<std::string, std::int64_t> calls;
+    for (const lab::Update& u : s.updates) {
+      if (const auto* r = std::get_if<lab::Row>(&u); r && r->view == "ops") calls[std::get<std::string>(r->cells[0])] = std::get<std::int64_t>(r->cells[5]);
+    }
+    QCOMPARE(calls["aten::linear"], 10);
+    QCOMPARE(calls["Optimizer.step#Adam.step"], 5);
+    QCOMPARE(calls["autograd::engine::evaluate_function: AddmmBackward0"], 10);
+
+    // The trace: written, and the Chrome trace format.
+    const std::string path = (std::filesystem::temp_directory_path() / "gpulab-profile-trace.json").string();
+    QFile f(QString::fromStdString(path));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll());
+    QVERIFY(doc.object()["traceEvents"].toArray().size() >= 5 * 21);
+  }
+
+  void theLessonsHintMakesItComputeBound() {
+#if defined(__SANITIZE_ADDRESS__)
+    QSKIP("a claim about this machine's speed: AddressSanitizer slows the code between the products, not OpenBLAS's");
+#endif
+    const RecordingSink s = runProfile({{"hidden", "1024,1024"}, {"batch_size", "512"}, {"warmup", "1"}, {"steps", "2"}, {"trace", "false"}});
+    const double share = measured(s, "arithmetic share of the step");
+    qInfo("hidden 1024,1024, batch 512: %.1f ms a step, arithmetic %.1f%%", measured(s, "profiled step time"), share);
+    QVERIFY(share >= 50);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestProfileLab)
+#include "test_profile_lab.moc"
