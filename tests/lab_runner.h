@@ -1,5 +1,7 @@
 #pragma once
 // Runs a built-in lab with some parameters set, as the GUI and the CLI do, and records what it sends.
+#include <QtGlobal>
+
 #include <functional>
 #include <map>
 #include <optional>
@@ -90,6 +92,21 @@ inline void runLab(const std::string& id, const std::map<std::string, std::strin
   for (const auto& [name, value] : settings) params.set(name, value);
   lab::StopToken neverStops;
   theLab->run(params, sink, stop ? *stop : neverStops);
+}
+
+// A lab run on `device` (the settings' own "device" wins), its updates recorded.
+inline RecordingSink runLabOn(const std::string& id, std::map<std::string, std::string> settings, const std::string& device = "cpu") {
+  settings.emplace("device", device);
+  RecordingSink sink;
+  runLab(id, settings, sink);
+  return sink;
+}
+
+// The value of a measurement the run sent; the test stops, naming it, when the run sent none.
+inline double measured(const RecordingSink& sink, const std::string& name) {
+  const auto it = sink.measured.find(name);
+  if (it == sink.measured.end()) qFatal("no measurement '%s'", name.c_str());
+  return it->second;
 }
 
 }  // namespace gpulab::test

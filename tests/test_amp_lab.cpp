@@ -17,20 +17,10 @@ using namespace gpulab;
 
 namespace {
 
+using test::measured;
 using test::RecordingSink;
 
-RecordingSink runAmp(std::map<std::string, std::string> settings) {
-  settings.emplace("device", "cpu");
-  RecordingSink sink;
-  test::runLab("amp", settings, sink);
-  return sink;
-}
-
-double measured(const RecordingSink& sink, const std::string& name) {
-  const auto it = sink.measured.find(name);
-  if (it == sink.measured.end()) qFatal("no measurement '%s'", name.c_str());
-  return it->second;
-}
+RecordingSink runAmp(const std::map<std::string, std::string>& settings) { return test::runLabOn("amp", settings); }
 
 // The challenge's run at the loss weight where the lesson says float16 fails without a scaler.
 const std::map<std::string, std::string> kUnderflow{{"variants", "fp32,fp16,bf16,fp16-noscale"}, {"loss_weight", "1e-4"},

@@ -18,20 +18,8 @@ using namespace gpulab;
 
 namespace {
 
+using test::measured;
 using test::RecordingSink;
-
-RecordingSink runLab(const std::string& id, std::map<std::string, std::string> settings, const std::string& device = "cpu") {
-  settings.emplace("device", device);
-  RecordingSink sink;
-  test::runLab(id, settings, sink);
-  return sink;
-}
-
-double measured(const RecordingSink& sink, const std::string& name) {
-  const auto it = sink.measured.find(name);
-  if (it == sink.measured.end()) qFatal("no measurement '%s'", name.c_str());
-  return it->second;
-}
 
 bool said(const RecordingSink& sink, const std::string& text) {
   return std::any_of(sink.messages.begin(), sink.messages.end(), [&](const std::string& m) { return m.find(text) != std::string::npos; });
@@ -55,7 +43,7 @@ class TestCnnLab : public QObject {
 
  private slots:
   void cnnBeatsMlpAndCostsMore() {
-    const RecordingSink s = runLab("cnn", kShort);
+    const RecordingSink s = test::runLabOn("cnn", kShort);
     const double mlp = measured(s, "MLP: test accuracy"), cnn = measured(s, "CNN: test accuracy");
     qInfo("test accuracy: MLP %.4f, CNN %.4f; epoch: MLP %.2f s, CNN %.2f s", mlp, cnn, measured(s, "MLP: epoch time"),
           measured(s, "CNN: epoch time"));
@@ -77,7 +65,7 @@ class TestCnnLab : public QObject {
   void aSmallerClassifierMeetsTheChallenge() {
     auto settings = kShort;
     settings["cnn_hidden"] = "32";
-    const RecordingSink s = runLab("cnn", settings);
+    const RecordingSink s = test::runLabOn("cnn", settings);
     const double ratio = measured(s, "CNN parameters vs MLP"), gain = measured(s, "CNN test accuracy over MLP");
     qInfo("cnn_hidden 32: %.0f parameters (%.3fx the MLP's), %.2f points over the MLP", measured(s, "CNN: parameters"), ratio, gain);
     QVERIFY(ratio <= 0.5);
@@ -85,14 +73,14 @@ class TestCnnLab : public QObject {
   }
 
   void onTheCpuTheSwitchesChangeNothing() {
-    const RecordingSink b = runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "4"}, {"batch_size", "32"}, {"shapes", "changing"}});
+    const RecordingSink b = test::runLabOn("cudnn", {{"experiment", "benchmark"}, {"steps", "4"}, {"batch_size", "32"}, {"shapes", "changing"}});
     QCOMPARE(measured(b, "benchmark on: searches"), 0.0);
     QCOMPARE(measured(b, "benchmark off: searches"), 0.0);
     QVERIFY(rowsOf(b, "algorithms").empty());
     QVERIFY(said(b, "there is no cuDNN"));
     QCOMPARE(rowsOf(b, "summary").size(), std::size_t{2});
 
-    const RecordingSink d = runLab("cudnn", {{"experiment", "determinism"}, {"steps", "3"}, {"batch_size", "32"}});
+    const RecordingSink d = test::runLabOn("cudnn", {{"experiment", "determinism"}, {"steps", "3"}, {"batch_size", "32"}});
     QCOMPARE(measured(d, "deterministic off: values that differ"), 0.0);
     QCOMPARE(measured(d, "deterministic on: values that differ"), 0.0);
     QVERIFY(said(d, "bit-identical whatever the setting"));
@@ -109,7 +97,7 @@ class TestCnnLab : public QObject {
   void onTheEmulatedGpuTheLabSaysItIsNotCudnn() {
     const auto emulated = cuda::emulatedDevice();
     if (!emulated) QSKIP("the emulated GPU is off here (a real GPU is usable, or GPULAB_EMULATED_GPU=0)");
-    const RecordingSink b = runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "2"}, {"batch_size", "16"}}, emulated->str());
+    const RecordingSink b = test::runLabOn("cudnn", {{"experiment", "benchmark"}, {"steps", "2"}, {"batch_size", "16"}}, emulated->str());
     QVERIFY(said(b, "cuDNN runs only on an NVIDIA GPU"));
     QCOMPARE(measured(b, "benchmark on: searches"), 0.0);
   }
@@ -117,7 +105,7 @@ class TestCnnLab : public QObject {
   void onAGpuBenchmarkModeSearchesOncePerShape() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
     const std::string gpu = test::cudaDevice().str();
-    const RecordingSink fixed = runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "5"}, {"batch_size", "64"}}, gpu);
+    const RecordingSink fixed = test::runLabOn("cudnn", {{"experiment", "benchmark"}, {"steps", "5"}, {"batch_size", "64"}}, gpu);
     // One search per convolution pass (forward, backward data where the input needs a gradient, backward
     // filter) at the first step, none after; the heuristics never search.
     const double passes = measured(fixed, "benchmark on: searches");
@@ -126,9 +114,9 @@ class TestCnnLab : public QObject {
     QVERIFY(!rowsOf(fixed, "algorithms").empty());
     QVERIFY(measured(fixed, "benchmark on: first step") > measured(fixed, "benchmark on: median step"));
     const RecordingSink changing =
-        runLab("cudnn", {{"experiment", "benchmark"}, {"steps", "5"}, {"batch_size", "64"}, {"shapes", "changing"}}, gpu);
+        test::runLabOn("cudnn", {{"experiment", "benchmark"}, {"steps", "5"}, {"batch_size", "64"}, {"shapes", "changing"}}, gpu);
     QCOMPARE(measured(changing, "benchmark on: searches"), 5.0 * passes);  // every step a new shape
-    const RecordingSink d = runLab("cudnn", {{"experiment", "determinism"}, {"steps", "10"}, {"batch_size", "64"}}, gpu);
+    const RecordingSink d = test::runLabOn("cudnn", {{"experiment", "determinism"}, {"steps", "10"}, {"batch_size", "64"}}, gpu);
     QCOMPARE(measured(d, "deterministic on: values that differ"), 0.0);
     qInfo("deterministic off: %.0f values differ, by up to %g", measured(d, "deterministic off: values that differ"),
           measured(d, "deterministic off: largest weight difference"));

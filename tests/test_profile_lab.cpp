@@ -19,20 +19,10 @@ using namespace gpulab;
 
 namespace {
 
+using test::measured;
 using test::RecordingSink;
 
-RecordingSink runProfile(std::map<std::string, std::string> settings) {
-  settings.emplace("device", "cpu");
-  RecordingSink sink;
-  test::runLab("profile", settings, sink);
-  return sink;
-}
-
-double measured(const RecordingSink& sink, const std::string& name) {
-  const auto it = sink.measured.find(name);
-  if (it == sink.measured.end()) qFatal("no measurement '%s'", name.c_str());
-  return it->second;
-}
+RecordingSink runProfile(const std::map<std::string, std::string>& settings) { return test::runLabOn("profile", settings); }
 
 }  // namespace
 
