@@ -126,7 +126,13 @@ LabRunner::LabRunner(QObject* parent) : QObject(parent) {
   worker_->moveToThread(&thread_);
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
   connect(this, &LabRunner::startRequested, worker_, &LabWorker::run, Qt::QueuedConnection);
-  connect(worker_, &LabWorker::batchReady, this, &LabRunner::batchReady, Qt::QueuedConnection);
+  connect(worker_, &LabWorker::batchReady, worker_, [this](const MetricBatch& batch) {  // on the worker's thread
+    {
+      std::lock_guard lock(handoffMutex_);
+      handoff_.push_back(batch);
+    }
+    QMetaObject::invokeMethod(this, [this] { deliverBatches(); }, Qt::QueuedConnection);
+  }, Qt::DirectConnection);
   connect(worker_, &LabWorker::memoryHistoryReady, this, &LabRunner::memoryHistoryReady, Qt::QueuedConnection);
   connect(worker_, &LabWorker::finished, this, [this](const QString& error) {
     running_ = false;
@@ -135,6 +141,15 @@ LabRunner::LabRunner(QObject* parent) : QObject(parent) {
   }, Qt::QueuedConnection);
   thread_.setObjectName("lab worker");
   thread_.start();
+}
+
+void LabRunner::deliverBatches() {
+  std::deque<MetricBatch> ready;
+  {
+    std::lock_guard lock(handoffMutex_);
+    ready.swap(handoff_);
+  }
+  for (const MetricBatch& batch : ready) emit batchReady(batch);
 }
 
 LabRunner::~LabRunner() {

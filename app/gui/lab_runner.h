@@ -4,8 +4,9 @@
 // Protocol: the lab runs inside LabWorker::run on the worker's QThread. Its MetricSink checks every
 // update the lab sends (lab::UpdateChecker: a lab that breaks the protocol fails its run with the
 // checker's message) and collects them in arrival order; at most every ~33 ms (and once at the end)
-// it emits one MetricBatch through a queued connection, so the GUI thread receives ~30 batches a
-// second however fast the lab streams, and never waits on the engine. Stop sets the lab's StopToken
+// it emits one MetricBatch, which the runner hands to the GUI thread (a mutex-guarded queue and a
+// queued call), so the GUI thread receives ~30 batches a second however fast the lab streams, and
+// never waits on the engine. Stop sets the lab's StopToken
 // (checked every step); Pause makes the sink hold the worker at its next Progress update until
 // Resume or Stop. Destroying the runner stops the lab and joins the thread.
 //
@@ -22,6 +23,7 @@
 #include <QVector>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,10 +104,17 @@ class LabRunner : public QObject {
   void startRequested(const QString& labId, const std::map<std::string, std::string>& params);
 
  private:
+  void deliverBatches();  // on the GUI thread: emits batchReady for each batch handed over
+
   RunControl control_;
   QThread thread_;
   LabWorker* worker_ = nullptr;
   bool running_ = false;
+  // The worker's batches cross to the GUI thread through this queue, under a std::mutex: Qt's own
+  // event queue also orders them, but with a lock ThreadSanitizer cannot see (Qt is not
+  // instrumented), so it reported the GUI reading what the worker wrote as a race.
+  std::mutex handoffMutex_;
+  std::deque<MetricBatch> handoff_;
 };
 
 }  // namespace gpulab::app
