@@ -81,7 +81,7 @@ class TestCourse : public QObject {
                qPrintable(l.folder));
       ids << l.id;
     }
-    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision", "convolutions-and-cudnn", "profiler"}));
+    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision", "convolutions-and-cudnn", "profiler", "vectorise"}));
     // The code panel's source is the lab's real source file.
     QVERIFY(c.labSource("train").contains("void TrainLab::run("));
     QVERIFY(c.labSource("device-rule").contains("DeviceRuleLab::run"));
@@ -295,6 +295,12 @@ class TestCourse : public QObject {
     QTest::newRow("point with two x for one axis")
         << QByteArray(r1).replace("\"x\":[2]", "\"x\":[2,3]").prepend(h)
         << "4: \"point\" event: a point for view 'loss' has 2 x value(s); the view has 1 x axes";
+    QTest::newRow("a point at 0 on a logarithmic axis")
+        << QByteArray(r1).replace("\"unit\":\"\"}],\"y\"", "\"unit\":\"\",\"log\":true}],\"y\"").replace("\"x\":[2]", "\"x\":[0]").prepend(h)
+        << "4: \"point\" event: a point for view 'loss' has x = 0 on the logarithmic axis 'step', which takes only values above 0";
+    QTest::newRow("log is not a boolean")
+        << QByteArray(r1).replace("\"unit\":\"\"}],\"y\"", "\"unit\":\"\",\"log\":1}],\"y\"").prepend(h)
+        << "3: \"view\" event: a view's 'x' and 'columns' are lists of";
     QTest::newRow("unknown view kind")
         << QByteArray(r1).replace("\"kind\":\"line\"", "\"kind\":\"pie\"").prepend(h)
         << "3: \"view\" event: unknown view kind 'pie'";

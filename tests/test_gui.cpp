@@ -1019,6 +1019,31 @@ class TestGui : public QObject {
     QCOMPARE(texts, (QStringList{"OOM at batch 4096", "empty_cache()", "↑ capacity: 4.00 KiB, above the plot", "cap (150 bytes)"}));
   }
 
+  // A sweep on logarithmic axes: QCustomPlot's log scale, ticks at powers of 2 written in full, and
+  // every level inside the range (a level 10x below the data costs one decade there, so none is pinned).
+  void logarithmicAxesTakeTheirLevelsIn() {
+    PlotPanel panel;
+    panel.show();
+    auto spec = lineView("sweep", {{"t", "time"}});
+    spec.x = {{"rows per op", "", true}};
+    spec.y = {"time", "ms", true};
+    panel.addBatch(batch({spec, point("sweep", "t", {1}, 8), point("sweep", "t", {1024}, 2), lab::Level{"sweep", "fast", 0.2}}));
+    panel.view("sweep")->refresh();
+    QCustomPlot* p = panel.plot("sweep");
+    QCOMPARE(p->xAxis->scaleType(), QCPAxis::stLogarithmic);
+    QCOMPARE(p->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    QVERIFY(p->yAxis->range().lower < 0.2 && p->yAxis->range().upper > 8);
+    QVERIFY(p->xAxis->range().lower <= 1 && p->xAxis->range().upper >= 1024);
+    const auto lines = itemsOf<QCPItemStraightLine>(p);
+    QCOMPARE(lines.size(), 1);
+    QVERIFY(lines[0]->visible());
+    QCOMPARE(itemsOf<QCPItemText>(p)[0]->text(), QString("fast (0.2 ms)"));
+    // A linear axis again (the same view declared anew) gets the linear scale back.
+    spec.x = {{"rows per op", ""}};
+    panel.addBatch(batch({spec}));
+    QCOMPARE(p->xAxis->scaleType(), QCPAxis::stLinear);
+  }
+
   // A diverging run's NaN and inf are not plotted, and the axes still scale to the finite points.
   void nonFinitePointsAreNotPlotted() {
     PlotPanel panel;

@@ -36,7 +36,11 @@ QJsonArray numbers(const std::vector<double>& xs) {
   return a;
 }
 
-QJsonObject axisJson(const lab::Axis& a) { return {{"label", q(a.label)}, {"unit", q(a.unit)}}; }
+QJsonObject axisJson(const lab::Axis& a) {
+  QJsonObject o{{"label", q(a.label)}, {"unit", q(a.unit)}};
+  if (a.logarithmic) o["log"] = true;  // written only when set: older readers see the axes they know
+  return o;
+}
 
 // Sets `out` to the key's string; false when it is missing or not a string.
 bool text(const QJsonObject& o, const char* key, std::string& out) {
@@ -66,6 +70,10 @@ bool numberList(const QJsonObject& o, const char* key, std::vector<double>& out)
 bool axisFrom(const QJsonValue& v, lab::Axis& out) {
   if (!v.isObject()) return false;
   const QJsonObject o = v.toObject();
+  if (o.contains("log")) {
+    if (!o.value("log").isBool()) return false;
+    out.logarithmic = o.value("log").toBool();
+  }
   return text(o, "label", out.label) && text(o, "unit", out.unit);
 }
 
@@ -166,8 +174,8 @@ std::optional<lab::Update> updateFromJson(const QJsonObject& o, QString* error) 
     const auto k = lab::parseViewKind(kind);
     if (!k) return fail("unknown view kind '" + q(kind) + "' (line, stacked, bars, table or timeline)");
     v.kind = *k;
-    if (!axesFrom(o, "x", v.x) || !axesFrom(o, "columns", v.columns)) return fail("a view's 'x' and 'columns' are lists of {\"label\", \"unit\"}");
-    if (o.contains("y") && !axisFrom(o.value("y"), v.y)) return fail("a view's 'y' is {\"label\", \"unit\"}");
+    if (!axesFrom(o, "x", v.x) || !axesFrom(o, "columns", v.columns)) return fail("a view's 'x' and 'columns' are lists of {\"label\", \"unit\"} (and an optional \"log\": true)");
+    if (o.contains("y") && !axisFrom(o.value("y"), v.y)) return fail("a view's 'y' is {\"label\", \"unit\"} (and an optional \"log\": true)");
     v.yFromZero = o.value("y_from_zero").toBool(false);
     o.contains("note") && text(o, "note", v.note);
     for (const QJsonValue& s : o.value("series").toArray()) {

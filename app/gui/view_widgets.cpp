@@ -119,10 +119,36 @@ class BytesTicker final : public QCPAxisTicker {
   QString name_ = "B";
 };
 
+// Ticks at powers of 2 (a sweep over sizes 1, 2, 4, ... reads best that way), each labelled in full
+// ("1", "64", "4096") or in bytes ("16 KiB", "4 MiB") -- never "1e+03".
+class LogTicker final : public QCPAxisTickerLog {
+ public:
+  explicit LogTicker(bool bytes) : bytes_(bytes) {
+    setLogBase(2);
+    setSubTickCount(0);
+  }
+  bool bytes() const { return bytes_; }
+
+ protected:
+  QString getTickLabel(double tick, const QLocale&, QChar, int) override {
+    return formatQuantity(tick, bytes_ ? "bytes" : "");
+  }
+
+ private:
+  bool bytes_;
+};
+
 void configureAxis(QCPAxis* axis, const lab::Axis& spec) {
   axis->setLabel(axisTitle(spec));
   const bool bytes = spec.unit == "bytes";
-  if (bytes != static_cast<bool>(axis->ticker().dynamicCast<BytesTicker>()))
+  if (spec.logarithmic) {
+    const auto log = axis->ticker().dynamicCast<LogTicker>();
+    if (!log || log->bytes() != bytes) axis->setTicker(QSharedPointer<QCPAxisTicker>(new LogTicker(bytes)));
+    axis->setScaleType(QCPAxis::stLogarithmic);
+    return;
+  }
+  axis->setScaleType(QCPAxis::stLinear);
+  if (bytes != static_cast<bool>(axis->ticker().dynamicCast<BytesTicker>()) || axis->ticker().dynamicCast<LogTicker>())
     axis->setTicker(bytes ? QSharedPointer<QCPAxisTicker>(new BytesTicker) : QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
 }
 
@@ -285,15 +311,26 @@ void ViewWidget::refresh() {
 void ViewWidget::placeLevels() {
   QCustomPlot* p = plot();
   if (!p) return;
+  // On a logarithmic axis every level fits at little cost (a factor of ten is one decade): the range
+  // takes them in. On a linear one a far level would squash the data, so its label is pinned instead.
+  if (spec_.y.logarithmic) {
+    QCPRange range = p->yAxis->range();
+    for (const LevelItem& l : levels_) {
+      if (l.level.y > 0) range.expand(l.level.y);
+    }
+    if (range.lower > 0) p->yAxis->setRange(range.lower / 1.2, range.upper * 1.2);
+  }
   for (const LevelItem& l : levels_) {
-    const bool above = l.level.y > p->yAxis->range().upper;
+    const bool above = l.level.y > p->yAxis->range().upper, below = l.level.y < p->yAxis->range().lower;
     const QString value = formatQuantity(l.level.y, spec_.y.unit);
-    l.line->setVisible(!above);
-    l.text->position->setTypeY(above ? QCPItemPosition::ptAxisRectRatio : QCPItemPosition::ptPlotCoords);
-    l.text->position->setCoords(0.01, above ? 0.0 : l.level.y);
+    l.line->setVisible(!above && !below);
+    l.text->position->setTypeY(above || below ? QCPItemPosition::ptAxisRectRatio : QCPItemPosition::ptPlotCoords);
+    l.text->position->setCoords(0.01, above ? 0.0 : below ? 1.0 : l.level.y);
     l.text->setPositionAlignment(Qt::AlignLeft | (above ? Qt::AlignTop : Qt::AlignBottom));
-    l.text->setText(above ? QString("↑ %1: %2, above the plot").arg(QString::fromStdString(l.level.label), value)
-                          : QString("%1 (%2)").arg(QString::fromStdString(l.level.label), value));
+    const QString label = QString::fromStdString(l.level.label);
+    l.text->setText(above   ? QString("↑ %1: %2, above the plot").arg(label, value)
+                    : below ? QString("↓ %1: %2, below the plot").arg(label, value)
+                            : QString("%1 (%2)").arg(label, value));
   }
   p->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -581,7 +618,8 @@ class PlotViewBase : public ViewWidget {
     std::erase_if(order, [&](const auto& key) { return key.first == run; });
   }
   void fromZero() {
-    if (spec_.yFromZero && plot_->yAxis->range().upper > 0) plot_->yAxis->setRangeLower(0);
+    // A logarithmic axis has no 0: it keeps the range its data gives it.
+    if (spec_.yFromZero && !spec_.y.logarithmic && plot_->yAxis->range().upper > 0) plot_->yAxis->setRangeLower(0);
   }
 
   QCustomPlot* plot_;

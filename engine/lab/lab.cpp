@@ -250,6 +250,12 @@ void UpdateChecker::check(const Update& update) {
       throw ValueError(std::string(what) + " for view '" + v.id + "' has " + std::to_string(x.size()) + " x value(s); the view has " +
                        std::to_string(v.x.size()) + " x axes");
     }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (v.x[i].logarithmic && !(x[i] > 0)) {
+        throw ValueError(std::string(what) + " for view '" + v.id + "' has x = " + formatNumber(x[i]) + " on the logarithmic axis '" +
+                         v.x[i].label + "', which takes only values above 0");
+      }
+    }
   };
   auto checkSeries = [](const char* what, const ViewSpec& v, const std::string& series) {
     if (!hasSeries(v, series)) throw ValueError(std::string(what) + " for series '" + series + "', which view '" + v.id + "' does not declare");
@@ -273,6 +279,10 @@ void UpdateChecker::check(const Update& update) {
           const ViewSpec& v = viewFor("a point", u.view, {ViewKind::Line, ViewKind::StackedArea});
           checkSeries("a point", v, u.series);
           checkX("a point", v, u.x);
+          if (v.y.logarithmic && !(u.y > 0)) {
+            throw ValueError("a point for view '" + v.id + "' has y = " + formatNumber(u.y) + " on the logarithmic axis '" + v.y.label +
+                             "', which takes only values above 0");
+          }
         } else if constexpr (std::is_same_v<T, Marker>) {
           checkX("a marker", viewFor("a marker", u.view, {ViewKind::Line, ViewKind::StackedArea}), u.x);
         } else if constexpr (std::is_same_v<T, Level>) {

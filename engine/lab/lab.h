@@ -116,6 +116,8 @@ enum class MessageKind { Info, Warning, EngineError };
 struct Axis {
   std::string label;  // "step"
   std::string unit;   // "bytes"; empty for a count
+  // Drawn on a logarithmic scale (a sweep over sizes 1, 2, 4, ... 4096); its values must be > 0.
+  bool logarithmic = false;
 };
 
 struct SeriesSpec {

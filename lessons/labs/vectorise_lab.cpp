@@ -1,0 +1,242 @@
+// The "vectorise" lab: a loop of small ops against one op over the whole batch. Read it next to the
+// PyTorch it mirrors -- the squared distances from n points a (n, d) to m centres b (m, d):
+//
+//   D = torch.empty(n, m, device=device)
+//   for i in range(n):                                   # per pair: 4 small ops for each of n*m pairs
+//       for j in range(m):
+//           D[i, j] = ((a[i] - b[j]) ** 2).sum()
+//   for i in range(0, n, chunk):                         # chunked: 4 ops per chunk of rows
+//       c = a[i:i+chunk, None, :] - b[None, :, :]
+//       D[i:i+chunk] = (c ** 2).sum(-1)
+//   D = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)   # one op: broadcasting does the loops
+//   D = (a**2).sum(1, keepdim=True) + (b**2).sum(1) - 2 * a @ b.T   # the matmul identity (torch.cdist's)
+//
+// Every form computes the same D. What differs is how many ops it runs -- each op pays a fixed cost
+// (checks, an output allocation, a kernel launch on a GPU) whatever its size -- and how much memory its
+// intermediates take: the broadcast builds an (n, m, d) difference, a chunk only (chunk, m, d).
+#include "lessons/labs/vectorise_lab.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#include "engine/core/errors.h"
+#include "engine/core/number_format.h"
+#include "engine/memory/memory.h"
+#include "engine/ops/ops.h"
+#include "lessons/labs/training.h"
+
+namespace gpulab::labs {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The four ways to fill D, each counting the ops it runs (what a profiler's "# of Calls" would add up).
+// perPair fills one row of D (its caller times as many rows as its budget allows).
+void perPair(const Tensor& a, const Tensor& b, const Tensor& D, std::int64_t row, std::int64_t& ops) {
+  const Tensor ai = a.select(0, row), Di = D.select(0, row);
+  for (std::int64_t j = 0; j < b.size(0); ++j) {
+    Di.select(0, j).copy_(pow(sub(ai, b.select(0, j)), 2.0).sum());  // D[i, j] = ((a[i] - b[j]) ** 2).sum()
+    ops += 4;
+  }
+}
+
+Tensor chunked(const Tensor& a, const Tensor& b, std::int64_t chunk, std::int64_t& ops) {
+  const std::int64_t n = a.size(0);
+  Tensor D = zeros({n, b.size(0)}, {.device = a.device()});
+  const Tensor bRows = b.unsqueeze(0);  // b[None, :, :]
+  for (std::int64_t i = 0; i < n; i += chunk) {
+    const std::int64_t end = std::min(n, i + chunk);
+    D.slice(0, i, end).copy_(pow(sub(a.slice(0, i, end).unsqueeze(1), bRows), 2.0).sum(-1));
+    ops += 4;
+  }
+  return D;
+}
+
+Tensor oneOp(const Tensor& a, const Tensor& b, std::int64_t& ops) {
+  ops += 3;
+  return pow(sub(a.unsqueeze(1), b.unsqueeze(0)), 2.0).sum(-1);
+}
+
+Tensor matmulIdentity(const Tensor& a, const Tensor& b, std::int64_t& ops) {
+  ops += 8;  // pow, sum, pow, sum, add, matmul, mul, sub
+  return sub(add(pow(a, 2.0).sum(1, true), pow(b, 2.0).sum(1).unsqueeze(0)), mul(matmul(a, b.t()), 2.0));
+}
+
+struct Measured {
+  double seconds = 0;         // the fastest run
+  std::int64_t ops = 0;       // in one run
+  std::int64_t peakBytes = 0; // above what was allocated before the run: D and the intermediates
+  Tensor result;
+};
+
+// Runs `form` until `budget` seconds have gone (at least once, at most `maxRuns` times), waiting for
+// the device after each run so the clock measures the work; keeps the fastest run, its op count, and
+// the peak memory of the first run.
+Measured measure(Device device, const std::function<Tensor(std::int64_t&)>& form, double budget, int maxRuns,
+                 const lab::StopToken& stop) {
+  Measured m;
+  m.seconds = 1e300;
+  const Clock::time_point begin = Clock::now();
+  for (int run = 0; run < maxRuns && !stop.stopRequested(); ++run) {
+    synchronizeDevice(device);
+    const std::int64_t before = memory_allocated(device);
+    if (run == 0) reset_peak_memory_stats(device);
+    std::int64_t ops = 0;
+    const Clock::time_point start = Clock::now();
+    Tensor result = form(ops);
+    synchronizeDevice(device);
+    m.seconds = std::min(m.seconds, secondsSince(start));
+    if (run == 0) {
+      m.peakBytes = max_memory_allocated(device) - before;
+      m.ops = ops;
+      m.result = result;
+    }
+    if (secondsSince(begin) >= budget) break;
+  }
+  return m;
+}
+
+double largestDifference(const Tensor& x, const Tensor& reference, std::int64_t rows) {
+  return abs(sub(x.slice(0, 0, rows), reference.slice(0, 0, rows))).max().item();
+}
+
+}  // namespace
+
+std::vector<lab::ParamSpec> VectoriseLab::params() const {
+  using namespace lab;
+  return {
+      intParam("points", 1024, 1, 1 << 20, "n: the points a, one per row"),
+      intParam("centres", 64, 1, 1 << 16, "m: the centres b"),
+      intParam("features", 32, 1, 1 << 16, "d: the features of each point and centre"),
+      intParam("chunk", 1, 1, 1 << 20, "Rows of a per op in the chunked loop: 1 is the per-row loop, n one op"),
+      floatParam("loop_budget", 2.0, 0.05, 600.0,
+                 "Seconds the per-pair loop may run: it is timed on as many rows as fit, and scaled to all n (every row is the same work)"),
+      deviceParam("device", "The device to compute on"),
+      intParam("seed", 0, 0, 2147483647, "Seed for the points and centres"),
+  };
+}
+
+void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
+  const Device device = resolveDevice(p.getString("device"));
+  announceDevice(sink, device);
+  const std::int64_t n = p.getInt("points"), m = p.getInt("centres"), d = p.getInt("features");
+  const std::int64_t chunk = std::min(p.getInt("chunk"), n);
+  // Keep the largest intermediate within the device's memory: the broadcast's (n, m, d) difference
+  // and its square, float32 each.
+  const double broadcastBytes = 2.0 * static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(d) * 4.0;
+  if (broadcastBytes > 0.5 * static_cast<double>(mem_get_info(device).first)) {
+    throw ValueError("points x centres x features = " + formatNumber(static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(d)) +
+                     ": the one-op form would need " + formatGeneral(broadcastBytes / (1 << 20), 4) + " MiB for its (n, m, d) intermediates, more than half of what " +
+                     device.str() + " has free; choose fewer points, centres or features");
+  }
+  Generator gen(static_cast<std::uint64_t>(p.getInt("seed")));
+  const Tensor a = randn({n, d}, gen).to(device), b = randn({m, d}, gen).to(device);
+
+  // 1. The per-pair loop, row by row until its time budget is spent (each row is the same m pairs, so
+  //    the time for all n rows is the measured time scaled by n / rows done).
+  const double budget = p.getFloat("loop_budget");
+  synchronizeDevice(device);
+  reset_peak_memory_stats(device);
+  const std::int64_t loopBefore = memory_allocated(device);
+  const Clock::time_point loopStart = Clock::now();
+  Tensor loopD = zeros({n, m}, {.device = device});
+  std::int64_t pairOps = 0, rowsDone = 0;
+  while (rowsDone < n && !stop.stopRequested()) {
+    perPair(a, b, loopD, rowsDone, pairOps);
+    ++rowsDone;
+    if (secondsSince(loopStart) >= budget) break;
+    if (rowsDone % 8 == 0) sink.progress(static_cast<double>(rowsDone), static_cast<double>(n), "per-pair loop, row " + std::to_string(rowsDone));
+  }
+  synchronizeDevice(device);
+  if (stop.stopRequested()) return;
+  const double loopMeasured = secondsSince(loopStart);
+  const std::int64_t loopPeak = max_memory_allocated(device) - loopBefore;
+  const double scale = static_cast<double>(n) / static_cast<double>(rowsDone);
+  const double pairSeconds = loopMeasured * scale;
+  const double pairOpsAll = static_cast<double>(pairOps) * scale;
+  sink.info("The per-pair loop ran " + formatNumber(static_cast<std::int64_t>(pairOps)) + " ops on " + std::to_string(rowsDone) + " of " +
+            std::to_string(n) + " rows in " + formatFixed(loopMeasured * 1000.0, 1) + " ms" +
+            (rowsDone < n ? " (its time budget; every row is the same work, so all rows would take " + formatFixed(pairSeconds * 1000.0, 0) + " ms)" : "") +
+            ": about " + formatGeneral(loopMeasured / static_cast<double>(pairOps) * 1e6, 3) + " us per op, whatever its size.");
+
+  // 2. The vectorised forms, and the chunked loop at every power-of-two chunk (and at the learner's).
+  const double formBudget = 0.2;
+  const int formRuns = 20;
+  const Measured perRow = measure(device, [&](std::int64_t& ops) { return chunked(a, b, 1, ops); }, formBudget, formRuns, stop);
+  const Measured yours = measure(device, [&](std::int64_t& ops) { return chunked(a, b, chunk, ops); }, formBudget, formRuns, stop);
+  const Measured whole = measure(device, [&](std::int64_t& ops) { return oneOp(a, b, ops); }, formBudget, formRuns, stop);
+  const Measured identity = measure(device, [&](std::int64_t& ops) { return matmulIdentity(a, b, ops); }, formBudget, formRuns, stop);
+  if (stop.stopRequested()) return;
+
+  sink.view({.id = "forms", .title = "Four ways to compute the same distances", .kind = lab::ViewKind::Table,
+             .columns = {{"form", ""}, {"rows per op", ""}, {"ops run", ""}, {"time", "ms"}, {"speed-up vs pairs", "x"},
+                         {"peak memory", "bytes"}, {"difference from the loop", ""}},
+             .note = "Speed-up: against the loop over pairs. Peak memory: what the computation allocated beyond its inputs (D and its "
+                     "intermediates). Difference: the largest |D - D_loop| over the rows the loop computed (float32 rounding, not a mistake)." +
+                     std::string(rowsDone < n ? " The per-pair loop's time and ops are scaled from the rows its budget allowed." : "")});
+  auto formRow = [&](const std::string& name, std::int64_t rowsPerOp, const Measured& f) {
+    sink.row("forms", {name, rowsPerOp, f.ops, f.seconds * 1000.0, pairSeconds / f.seconds, f.peakBytes,
+                       largestDifference(f.result, loopD, rowsDone)});
+  };
+  sink.row("forms", {std::string("loop over pairs: D[i, j] = ..."), std::string("one pair"), static_cast<std::int64_t>(std::llround(pairOpsAll)),
+                     pairSeconds * 1000.0, 1.0, loopPeak, 0.0});
+  formRow("loop over rows: D[i] = ...", 1, perRow);
+  if (chunk != 1) formRow("loop over chunks of " + std::to_string(chunk) + " rows (yours)", chunk, yours);
+  formRow("one op: broadcast a[:, None] - b[None]", n, whole);
+  formRow("matmul identity (torch.cdist's way)", n, identity);
+
+  // 3. The sweep: time and memory against rows per op, on logarithmic axes.
+  const lab::Axis rowsAxis{"rows per op (chunk)", "", true};
+  sink.view({.id = "sweep_time", .title = "Time for all rows against rows per op", .kind = lab::ViewKind::Line, .x = {rowsAxis},
+             .y = {"time for all rows", "ms", true}, .series = {{"chunked", "chunked loop"}},
+             .note = "Each op has a fixed cost, so a loop of n/chunk ops pays it n/chunk times: the time falls as the chunk grows, "
+                     "until each op has enough work to hide its fixed cost. The lines: the one-op and matmul-identity times."});
+  sink.view({.id = "sweep_memory", .title = "Peak memory against rows per op", .kind = lab::ViewKind::Line, .x = {rowsAxis},
+             .y = {"peak memory", "bytes", true}, .series = {{"chunked", "chunked loop"}},
+             .note = "A chunk's intermediates are (chunk, m, d): memory grows with the chunk, up to the one-op form's (n, m, d)."});
+  sink.level("sweep_time", "one op", whole.seconds * 1000.0);
+  sink.level("sweep_time", "matmul identity", identity.seconds * 1000.0);
+  sink.level("sweep_memory", "one op", static_cast<double>(whole.peakBytes));
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t c = 1; c < n; c *= 2) sizes.push_back(c);
+  sizes.push_back(n);
+  for (std::size_t i = 0; i < sizes.size() && !stop.stopRequested(); ++i) {
+    const std::int64_t c = sizes[i];
+    const Measured s = c == 1 ? perRow : c == chunk ? yours : measure(device, [&](std::int64_t& ops) { return chunked(a, b, c, ops); }, formBudget, formRuns, stop);
+    sink.point("sweep_time", "chunked", {static_cast<double>(c)}, s.seconds * 1000.0);
+    sink.point("sweep_memory", "chunked", {static_cast<double>(c)}, static_cast<double>(std::max<std::int64_t>(s.peakBytes, 1)));
+    sink.progress(static_cast<double>(i + 1), static_cast<double>(sizes.size()), "chunk " + std::to_string(c));
+  }
+  sink.marker("sweep_time", {static_cast<double>(chunk)}, "your chunk: " + std::to_string(chunk));
+  sink.marker("sweep_memory", {static_cast<double>(chunk)}, "your chunk: " + std::to_string(chunk));
+  if (stop.stopRequested()) return;
+
+  // 4. The measurements the lesson's claims and challenge rest on.
+  const double chunkTime = yours.seconds / whole.seconds, chunkMemory = static_cast<double>(yours.peakBytes) / static_cast<double>(std::max<std::int64_t>(whole.peakBytes, 1));
+  const double difference = std::max({largestDifference(perRow.result, loopD, rowsDone), largestDifference(whole.result, loopD, rowsDone),
+                                      largestDifference(identity.result, loopD, rowsDone)});
+  sink.measurement("per-pair loop time", pairSeconds * 1000.0, "ms");
+  sink.measurement("per-row loop time", perRow.seconds * 1000.0, "ms");
+  sink.measurement("one-op time", whole.seconds * 1000.0, "ms");
+  sink.measurement("vectorised speed-up over the per-pair loop", pairSeconds / whole.seconds, "x");
+  sink.measurement("vectorised speed-up over the per-row loop", perRow.seconds / whole.seconds, "x");
+  sink.measurement("chunked time relative to one op", chunkTime, "x");
+  sink.measurement("chunked memory relative to one op", chunkMemory, "x");
+  sink.measurement("matmul identity time relative to one op", identity.seconds / whole.seconds, "x");
+  sink.measurement("largest difference from the loop's result", difference, "");
+  sink.record("vectorise", {{"pair_ms", pairSeconds * 1000.0}, {"row_ms", perRow.seconds * 1000.0}, {"chunk", chunk},
+                            {"chunk_ms", yours.seconds * 1000.0}, {"one_op_ms", whole.seconds * 1000.0},
+                            {"identity_ms", identity.seconds * 1000.0}, {"device", device.str()}});
+  sink.info("One op over all " + std::to_string(n) + " rows took " + formatFixed(whole.seconds * 1000.0, 3) + " ms: " +
+            formatGeneral(pairSeconds / whole.seconds, 3) + "x faster than the per-pair loop and " +
+            formatGeneral(perRow.seconds / whole.seconds, 3) + "x faster than the per-row loop, for the same numbers (largest difference " +
+            formatGeneral(difference, 2) + "). Your chunk of " + std::to_string(chunk) + " rows took " + formatFixed(chunkTime, 2) +
+            "x the one-op time with " + formatFixed(chunkMemory, 3) + "x its memory.");
+}
+
+}  // namespace gpulab::labs

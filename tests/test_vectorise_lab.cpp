@@ -1,0 +1,92 @@
+// The vectorise lesson (lessons/10-vectorise) makes claims from its run; these tests check the
+// DIRECTION of each on this machine, through the vectorise lab:
+// - one op over all rows beats the loop over pairs by far, and the loop over rows too;
+// - all four forms compute the same distances (to float32 rounding), and the ops each runs are what
+//   the lesson counts (4 per pair, 4 per chunk, 3, 8);
+// - a chunk's memory grows with the chunk and stays below the one-op form's, so the challenge (a quarter
+//   of the memory, within 1.25x of the time) is reachable with a middle chunk.
+#include "engine/core/errors.h"
+#include "lab_runner.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+
+using test::measured;
+using test::RecordingSink;
+
+RecordingSink runVectorise(const std::map<std::string, std::string>& settings) { return test::runLabOn("vectorise", settings); }
+
+// The "forms" table's rows by their first cell's opening words.
+std::map<std::string, std::vector<lab::Value>> formRows(const RecordingSink& s) {
+  std::map<std::string, std::vector<lab::Value>> rows;
+  for (const lab::Row& r : s.all<lab::Row>()) {
+    const std::string name = std::get<std::string>(r.cells[0]);
+    rows[name.substr(0, name.find(':'))] = r.cells;
+  }
+  return rows;
+}
+
+}  // namespace
+
+class TestVectoriseLab : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void oneOpBeatsTheLoops() {
+    const RecordingSink s = runVectorise({{"points", "256"}, {"centres", "32"}, {"features", "32"}, {"chunk", "1"}});
+    const double overPairs = measured(s, "vectorised speed-up over the per-pair loop");
+    const double overRows = measured(s, "vectorised speed-up over the per-row loop");
+    qInfo("one op: %.3f ms; per pair %.1f ms (%.0fx), per row %.3f ms (%.2fx)", measured(s, "one-op time"), measured(s, "per-pair loop time"),
+          overPairs, measured(s, "per-row loop time"), overRows);
+    QVERIFY(overPairs > 10);
+#if defined(__SANITIZE_ADDRESS__)
+    QSKIP("a claim about this machine's speed: AddressSanitizer slows every op's code, the fixed cost and the arithmetic alike");
+#endif
+    QVERIFY(overRows > 1);
+  }
+
+  void theFormsAgreeAndCountTheirOps() {
+    const RecordingSink s = runVectorise({{"points", "96"}, {"centres", "20"}, {"features", "8"}, {"chunk", "32"}});
+    QVERIFY(measured(s, "largest difference from the loop's result") < 1e-4);
+    const auto rows = formRows(s);
+    QCOMPARE(rows.size(), std::size_t(5));
+    QCOMPARE(std::get<std::int64_t>(rows.at("loop over pairs")[2]), 4 * 96 * 20);
+    QCOMPARE(std::get<std::int64_t>(rows.at("loop over rows")[2]), 4 * 96);
+    QCOMPARE(std::get<std::int64_t>(rows.at("loop over chunks of 32 rows (yours)")[2]), 4 * 3);
+    QCOMPARE(std::get<std::int64_t>(rows.at("one op")[2]), 3);
+    QCOMPARE(std::get<std::int64_t>(rows.at("matmul identity (torch.cdist's way)")[2]), 8);
+    // The broadcast holds (n, m, d) intermediates; the identity only (n, m) matrices and vectors.
+    QVERIFY(std::get<std::int64_t>(rows.at("one op")[5]) >= 2 * 96 * 20 * 8 * 4);
+    QVERIFY(std::get<std::int64_t>(rows.at("matmul identity (torch.cdist's way)")[5]) < std::get<std::int64_t>(rows.at("one op")[5]));
+  }
+
+  void chunksTradeMemoryForOps() {
+    const RecordingSink s = runVectorise({{"points", "512"}, {"centres", "32"}, {"features", "32"}, {"chunk", "64"}});
+    const std::vector<lab::Point> memory = s.points("sweep_memory", "chunked");
+    QCOMPARE(memory.size(), std::size_t(10));  // 1, 2, 4, ..., 512
+    for (std::size_t i = 1; i < memory.size(); ++i) QVERIFY2(memory[i].y > memory[i - 1].y, "memory grows with the chunk");
+    QCOMPARE(memory.back().x[0], 512.0);
+    QVERIFY(measured(s, "chunked memory relative to one op") < 0.25);
+#if defined(__SANITIZE_ADDRESS__)
+    QSKIP("a claim about this machine's speed");
+#endif
+    const std::vector<lab::Point> time = s.points("sweep_time", "chunked");
+    QVERIFY2(time.front().y > time.back().y, "a loop of one-row ops is slower than one op");
+    qInfo("chunk 64 of 512 rows: %.2fx the one-op time", measured(s, "chunked time relative to one op"));
+    QVERIFY(measured(s, "chunked time relative to one op") <= 1.25);
+  }
+
+  void tooLargeIsRefusedBeforeAllocating() {
+    try {
+      runVectorise({{"points", "1048576"}, {"centres", "65536"}, {"features", "64"}});
+      QFAIL("expected an error");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("choose fewer points, centres or features") != std::string::npos, e.what());
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestVectoriseLab)
+#include "test_vectorise_lab.moc"
