@@ -22,6 +22,28 @@ class TestAutograd : public QObject {
     QCOMPARE(x.grad().toVector<float>(), (std::vector<float>{3, 3, 3}));
   }
 
+  // .grad takes the incoming gradient without a copy only when nothing else can see it (PyTorch's
+  // AccumulateGrad does the same): a gradient two leaves receive, the caller's own backward(gradient)
+  // and a gradient that is a view of a larger buffer each get a private copy.
+  void gradientsAreStolenOnlyWhenUnshared() {
+    Tensor a = tensor({1, 2}, {2}, {.requires_grad = true}), b = tensor({3, 4}, {2}, {.requires_grad = true});
+    (a + b).sum().backward();  // AddBackward hands the same tensor to both leaves
+    QVERIFY(a.grad().data_ptr() != b.grad().data_ptr());
+    { NoGradGuard noGrad; a.grad().fill_(7.0); }
+    QCOMPARE(b.grad().toVector<float>(), (std::vector<float>{1, 1}));
+
+    Tensor leaf = tensor({1, 2}, {2}, {.requires_grad = true});
+    Tensor mine = tensor({5, 6}, {2});
+    leaf.backward(mine);
+    QVERIFY(leaf.grad().data_ptr() != mine.data_ptr());
+    mine.fill_(0.0);
+    QCOMPARE(leaf.grad().toVector<float>(), (std::vector<float>{5, 6}));
+
+    Tensor w = tensor({1, 2, 3}, {3}, {.requires_grad = true});
+    (w * 2.0).sum().backward();  // a fresh gradient nobody else holds: .grad is that tensor
+    QCOMPARE(w.grad().toVector<float>(), (std::vector<float>{2, 2, 2}));
+  }
+
   void sharedSubexpressionGetsBothContributions() {
     Tensor x = tensor({2}, {1}, {.requires_grad = true});
     Tensor y = x * x;

@@ -325,8 +325,11 @@ void ViewWidget::placeLevels() {
     const QString value = formatQuantity(l.level.y, spec_.y.unit);
     l.line->setVisible(!above && !below);
     l.text->position->setTypeY(above || below ? QCPItemPosition::ptAxisRectRatio : QCPItemPosition::ptPlotCoords);
-    l.text->position->setCoords(0.01, above ? 0.0 : below ? 1.0 : l.level.y);
-    l.text->setPositionAlignment(Qt::AlignLeft | (above ? Qt::AlignTop : Qt::AlignBottom));
+    // A label goes above its line at the left, unless the line is so near the top that it would be cut
+    // off there: then below it, at the right (the left top corner is where marker labels go).
+    const bool nearTop = !above && !below && p->yAxis->coordToPixel(l.level.y) - p->axisRect()->top() < 2 * l.text->font().pointSize() + 4;
+    l.text->position->setCoords(nearTop ? 0.99 : 0.01, above ? 0.0 : below ? 1.0 : l.level.y);
+    l.text->setPositionAlignment((nearTop ? Qt::AlignRight : Qt::AlignLeft) | (above || nearTop ? Qt::AlignTop : Qt::AlignBottom));
     const QString label = QString::fromStdString(l.level.label);
     l.text->setText(above   ? QString("↑ %1: %2, above the plot").arg(label, value)
                     : below ? QString("↓ %1: %2, below the plot").arg(label, value)
@@ -448,8 +451,8 @@ void ViewWidget::addLevel(int run, const lab::Level& l) {
   QCustomPlot* p = plot();
   if (!p) return;
   auto* line = new QCPItemStraightLine(p);
-  line->point1->setCoords(0, l.y);
-  line->point2->setCoords(1, l.y);
+  line->point1->setCoords(1, l.y);  // two points at positive x: a horizontal line on a logarithmic x axis too
+  line->point2->setCoords(2, l.y);
   auto* text = new QCPItemText(p);
   text->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
   text->position->setTypeY(QCPItemPosition::ptPlotCoords);
@@ -774,6 +777,10 @@ class LineView final : public PlotViewBase {
       syncLegend(s.graph, !style(s.run).failed && s.graph->dataCount() > 0);
     }
     plot_->rescaleAxes(true);
+    // A logarithmic x axis gets a margin, so the first and last points (a sweep's 1 and n, and any
+    // marker there) are not drawn on the axes.
+    if (xAxis_ < static_cast<int>(spec_.x.size()) && spec_.x[xAxis_].logarithmic && plot_->xAxis->range().lower > 0)
+      plot_->xAxis->setRange(plot_->xAxis->range().lower / 1.25, plot_->xAxis->range().upper * 1.25);
     fromZero();
     finishRedraw();
   }

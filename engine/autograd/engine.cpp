@@ -60,8 +60,16 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
   // .grad has the leaf's dtype, whatever dtype the gradient was computed in.
   const Tensor g = gradOutput.dtype() == leaf->dtype ? gradOutput : gradOutput.to(leaf->dtype);
   if (!leaf->grad) {
-    // A private copy: the incoming gradient may be shared with another branch of the graph.
-    leaf->grad = g.sameAs(gradOutput) ? gradOutput.detach().clone().implPtr() : g.detach().implPtr();
+    // PyTorch's AccumulateGrad steals the incoming gradient when nothing else can see it: the engine
+    // holds the only handle (use_count 1: not shared with another branch of the graph, not the
+    // caller's backward(gradient)), no view shares its storage, and it has the leaf's plain layout.
+    // Otherwise .grad gets a private copy.
+    const TensorImpl& in = gradOutput.impl();
+    const bool stealable = g.sameAs(gradOutput) && gradOutput.implPtr().use_count() == 1 && in.storage.use_count() == 1 &&
+                           in.offset == 0 && in.grad_fn == nullptr && !in.requires_grad && in.sizes == leaf->sizes && gradOutput.is_contiguous() &&
+                           in.storage->bytes() == static_cast<std::size_t>(gradOutput.numel()) * elementSize(gradOutput.dtype());
+    if (stealable) leaf->grad = gradOutput.implPtr();
+    else leaf->grad = g.sameAs(gradOutput) ? gradOutput.detach().clone().implPtr() : g.detach().implPtr();
   } else {
     Tensor existing(leaf->grad);
     existing.copy_(existing + g);  // gradients accumulate across backward calls

@@ -35,7 +35,20 @@ void CpuBackend::adamStep(const Tensor& param, const Tensor& grad, const Tensor&
     T* m = expAvg.data<T>();
     T* v = expAvgSq.data<T>();
     T* vmax = maxExpAvgSq ? maxExpAvgSq->data<T>() : nullptr;
-    for (std::int64_t i = 0, n = param.numel(); i < n; ++i) {
+    const std::int64_t n = param.numel();
+    if (!vmax) {
+      // Without amsgrad (the usual case) the loop has no per-element branch left, and the compiler
+      // vectorises it: the same operations in the same order, 4 or 8 elements at a time.
+      for (std::int64_t i = 0; i < n; ++i) {
+        M pv = static_cast<M>(p[i]), mv = static_cast<M>(m[i]), vv = static_cast<M>(v[i]);
+        update(pv, static_cast<M>(g[i]), mv, vv, nullptr);
+        p[i] = static_cast<T>(pv);
+        m[i] = static_cast<T>(mv);
+        v[i] = static_cast<T>(vv);
+      }
+      return;
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
       M pv = static_cast<M>(p[i]), mv = static_cast<M>(m[i]), vv = static_cast<M>(v[i]);
       M vm = vmax ? static_cast<M>(vmax[i]) : M(0);
       update(pv, static_cast<M>(g[i]), mv, vv, vmax ? &vm : nullptr);
