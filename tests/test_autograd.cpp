@@ -2,6 +2,7 @@
 // no-grad evaluation saves.
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
+#include "engine/memory/memory_events.h"
 #include "engine/nn/layers.h"
 #include "test_util.h"
 
@@ -39,9 +40,22 @@ class TestAutograd : public QObject {
     mine.fill_(0.0);
     QCOMPARE(leaf.grad().toVector<float>(), (std::vector<float>{5, 6}));
 
-    Tensor w = tensor({1, 2, 3}, {3}, {.requires_grad = true});
-    (w * 2.0).sum().backward();  // a fresh gradient nobody else holds: .grad is that tensor
-    QCOMPARE(w.grad().toVector<float>(), (std::vector<float>{2, 2, 2}));
+    // A fresh gradient nobody else holds becomes .grad itself: the block MulBackward allocated is the
+    // one .grad points to, and backward allocates no copy of it.
+    Tensor w = ones({4096}, {.requires_grad = true});
+    Tensor y = (w * 2.0).sum();
+    MemoryEventRecorder events(kCPU);
+    y.backward();
+    QCOMPARE(w.grad().toVector<float>(), std::vector<float>(4096, 2.0f));
+    int gradientBlocks = 0;
+    bool gradIsOneOfThem = false;
+    for (const MemoryEvent& e : events.drain()) {
+      if (e.kind != MemoryEventKind::Allocate || e.size < 4096 * 4) continue;
+      ++gradientBlocks;
+      gradIsOneOfThem |= e.address == reinterpret_cast<std::uintptr_t>(w.grad().data_ptr());
+    }
+    QVERIFY(gradIsOneOfThem);
+    QCOMPARE(gradientBlocks, 2);  // sum's gradient expanded to w's shape, and MulBackward's result: no clone
   }
 
   void sharedSubexpressionGetsBothContributions() {

@@ -1,4 +1,7 @@
+#include <cstddef>
+#include <memory_resource>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
@@ -60,12 +63,12 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
   // .grad has the leaf's dtype, whatever dtype the gradient was computed in.
   const Tensor g = gradOutput.dtype() == leaf->dtype ? gradOutput : gradOutput.to(leaf->dtype);
   if (!leaf->grad) {
-    // PyTorch's AccumulateGrad steals the incoming gradient when nothing else can see it: the engine
-    // holds the only handle (use_count 1: not shared with another branch of the graph, not the
-    // caller's backward(gradient)), no view shares its storage, and it has the leaf's plain layout.
-    // Otherwise .grad gets a private copy.
+    // PyTorch's AccumulateGrad steals the incoming gradient when nothing else can see it: only the
+    // engine and `g` above hold it (not another branch of the graph, not the caller's
+    // backward(gradient)), no view shares its storage, and it has the leaf's plain layout. Otherwise
+    // .grad gets a private copy.
     const TensorImpl& in = gradOutput.impl();
-    const bool stealable = g.sameAs(gradOutput) && gradOutput.implPtr().use_count() == 1 && in.storage.use_count() == 1 &&
+    const bool stealable = g.sameAs(gradOutput) && gradOutput.implPtr().use_count() == 2 && in.storage.use_count() == 1 &&
                            in.offset == 0 && in.grad_fn == nullptr && !in.requires_grad && in.sizes == leaf->sizes && gradOutput.is_contiguous() &&
                            in.storage->bytes() == static_cast<std::size_t>(gradOutput.numel()) * elementSize(gradOutput.dtype());
     if (stealable) leaf->grad = gradOutput.implPtr();
@@ -115,9 +118,14 @@ void runBackward(const Tensor& root, const Tensor& grad) {
   if (!rootNode) {
     throw Error("element 0 of tensors does not require grad and does not have a grad_fn");
   }
+  // The walk's bookkeeping lives in an arena on this stack frame (spilling to the heap for a large
+  // graph): a training step's backward then makes no heap allocation of its own besides the gradients.
+  alignas(std::max_align_t) std::byte scratch[16384];
+  std::pmr::monotonic_buffer_resource arena(scratch, sizeof scratch);
   // Count, for every reachable node, how many edges lead into it.
-  std::unordered_map<Node*, int> dependencies;
-  std::vector<Node*> stack{rootNode.get()};
+  std::pmr::unordered_map<Node*, int> dependencies(&arena);
+  dependencies.reserve(64);
+  std::pmr::vector<Node*> stack({rootNode.get()}, &arena);
   dependencies[rootNode.get()] = 0;
   while (!stack.empty()) {
     Node* n = stack.back();
@@ -130,9 +138,10 @@ void runBackward(const Tensor& root, const Tensor& grad) {
     }
   }
   // Process nodes whose every consumer has delivered its gradient.
-  std::unordered_map<Node*, Tensor> pending;
+  std::pmr::unordered_map<Node*, Tensor> pending(&arena);
+  pending.reserve(dependencies.size());
   pending[rootNode.get()] = grad.defined() && grad.dtype() != root.dtype() ? grad.to(root.dtype()) : grad;
-  std::vector<std::shared_ptr<Node>> ready{rootNode};
+  std::pmr::vector<std::shared_ptr<Node>> ready({rootNode}, &arena);
   NoGradGuard noGrad;  // backward itself records nothing (no double backward yet)
   MemoryCategoryScope tag(MemoryCategory::Gradient);
   while (!ready.empty()) {

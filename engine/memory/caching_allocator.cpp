@@ -67,6 +67,29 @@ void CachingAllocator::publish(MemoryEventKind kind, std::int64_t size, const vo
   publishMemoryEvent(e);
 }
 
+CachingAllocator::Block* CachingAllocator::newBlock(const Block& init) {
+  if (spareBlocks_.empty()) return new Block(init);
+  Block* b = spareBlocks_.back().release();
+  spareBlocks_.pop_back();
+  *b = init;
+  return b;
+}
+
+void CachingAllocator::recycle(Block* block) { spareBlocks_.emplace_back(block); }
+
+void CachingAllocator::poolInsert(Pool& pool, Block* block) {
+  if (sparePoolNodes_.empty()) {
+    pool.insert(block);
+    return;
+  }
+  Pool::node_type node = std::move(sparePoolNodes_.back());
+  sparePoolNodes_.pop_back();
+  node.value() = block;
+  pool.insert(std::move(node));
+}
+
+void CachingAllocator::poolErase(Pool& pool, Pool::iterator it) { sparePoolNodes_.push_back(pool.extract(it)); }
+
 void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   const std::size_t rounded = roundSize(bytes);
   const bool small = rounded <= kSmallSize;
@@ -78,7 +101,7 @@ void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   Block* block = nullptr;
   if (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream) {
     block = *it;
-    pool.erase(it);
+    poolErase(pool, it);
     // Under the lock, and over the whole block before it is split: the remainder goes back to the
     // pool, and must not be handed out while an asynchronous copy still reads it.
     raw_->beforeReuse(block->ptr, block->size);
@@ -87,16 +110,24 @@ void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   }
   const std::size_t rest = block->size - rounded;
   if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
-    auto* remainder = new Block{rest, block->ptr + rounded, stream, false, small, MemoryCategory::Other, block, block->next};
+    Block* remainder = newBlock(Block{rest, block->ptr + rounded, stream, false, small, MemoryCategory::Other, block, block->next});
     if (block->next) block->next->prev = remainder;
     block->next = remainder;
     block->size = rounded;
-    pool.insert(remainder);
+    poolInsert(pool, remainder);
   }
   block->allocated = true;
   block->requested = bytes;
   block->category = MemoryCategoryScope::current();
-  active_.emplace(block->ptr, block);
+  if (spareActiveNodes_.empty()) {
+    active_.emplace(block->ptr, block);
+  } else {
+    ActiveMap::node_type node = std::move(spareActiveNodes_.back());
+    spareActiveNodes_.pop_back();
+    node.key() = block->ptr;
+    node.mapped() = block;
+    active_.insert(std::move(node));
+  }
   update(stats_.allocated_bytes, static_cast<std::int64_t>(block->size));
   update(stats_.active_blocks, 1);
   publish(MemoryEventKind::Allocate, static_cast<std::int64_t>(block->size), block->ptr, stream, block->category);
@@ -129,7 +160,7 @@ CachingAllocator::Block* CachingAllocator::tryReserve(std::size_t segmentSize, b
   update(stats_.reserved_bytes, static_cast<std::int64_t>(segmentSize));
   update(stats_.segments, 1);
   publish(MemoryEventKind::SegmentReserve, static_cast<std::int64_t>(segmentSize), ptr, stream, MemoryCategoryScope::current());
-  return new Block{segmentSize, static_cast<char*>(ptr), stream, false, small, MemoryCategory::Other, nullptr, nullptr};
+  return newBlock(Block{segmentSize, static_cast<char*>(ptr), stream, false, small, MemoryCategory::Other, nullptr, nullptr});
 }
 
 void CachingAllocator::free(void* ptr) {
@@ -138,7 +169,7 @@ void CachingAllocator::free(void* ptr) {
   auto it = active_.find(ptr);
   if (it == active_.end()) throw Error("CachingAllocator::free: pointer was not allocated by this allocator");
   Block* block = it->second;
-  active_.erase(it);
+  spareActiveNodes_.push_back(active_.extract(it));
   block->allocated = false;
   block->requested = 0;
   update(stats_.allocated_bytes, -static_cast<std::int64_t>(block->size));
@@ -147,22 +178,22 @@ void CachingAllocator::free(void* ptr) {
   Pool& pool = poolFor(block->small);
   // Coalesce with free neighbours of the same segment.
   if (Block* prev = block->prev; prev && !prev->allocated) {
-    pool.erase(prev);
+    poolErase(pool, prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next) block->next->prev = prev;
-    delete block;
+    recycle(block);
     block = prev;
   }
   if (Block* next = block->next; next && !next->allocated) {
-    pool.erase(next);
+    poolErase(pool, next);
     block->size += next->size;
     block->next = next->next;
     if (next->next) next->next->prev = block;
-    delete next;
+    recycle(next);
   }
   block->category = MemoryCategory::Other;
-  pool.insert(block);
+  poolInsert(pool, block);
 }
 
 std::int64_t CachingAllocator::releaseCachedLocked() {

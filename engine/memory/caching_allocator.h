@@ -138,11 +138,24 @@ class CachingAllocator {
   void publish(MemoryEventKind kind, std::int64_t size, const void* ptr, std::uintptr_t stream, MemoryCategory category) const;
   static void update(MemoryStat& s, std::int64_t delta);
 
+  // Bookkeeping without malloc in the steady state: a training loop allocates and frees the same sizes
+  // every step, and each allocate/free pair used to cost eight heap calls for the pools' and the
+  // active map's nodes and the Block structs. Erased nodes and deleted Blocks are kept here and reused.
+  using ActiveMap = std::unordered_map<void*, Block*>;
+  Block* newBlock(const Block& init);
+  void recycle(Block* block);
+  void poolInsert(Pool& pool, Block* block);
+  void poolErase(Pool& pool, Pool::iterator it);
+  void poolErase(Pool& pool, Block* block) { poolErase(pool, pool.find(block)); }
+
   std::unique_ptr<RawAllocator> raw_;
   Device device_;
   mutable std::mutex mutex_;
   Pool smallPool_, largePool_;
-  std::unordered_map<void*, Block*> active_;
+  ActiveMap active_;
+  std::vector<Pool::node_type> sparePoolNodes_;
+  std::vector<ActiveMap::node_type> spareActiveNodes_;
+  std::vector<std::unique_ptr<Block>> spareBlocks_;
   MemoryStats stats_;
   double fraction_ = 1.0;
   std::int64_t limitBytes_ = 0;
