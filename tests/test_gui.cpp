@@ -1538,12 +1538,19 @@ class TestGui : public QObject {
     QCOMPARE(w.findChild<QLabel*>("deviceStatus")->toolTip(), text);
   }
 
-  // Issue 10: the last run's memory history exports as a PyTorch snapshot pickle.
+  // Issue 10: the last run's memory history exports as a PyTorch snapshot pickle -- once recording is
+  // turned on (File > Record memory history; off by default, as torch.cuda.memory._record_memory_history).
   void theMemoryHistoryExportsAsAPickle() {
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     QVERIFY(w.selectLesson("device-setup"));
     QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());  // until a run has ended
+    QVERIFY(!w.recordMemoryHistoryAction()->isChecked());
     QSignalSpy finished(&w, &MainWindow::runFinished);
+    w.startRun();
+    QVERIFY(finished.wait(30000));
+    QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());  // nothing was recorded
+    w.recordMemoryHistoryAction()->trigger();
+    QVERIFY(w.runner().recordMemoryHistory());
     w.startRun();
     QVERIFY(finished.wait(30000));
     QVERIFY(w.exportMemoryHistoryAction()->isEnabled());

@@ -1,6 +1,7 @@
 #include "app/gui/lab_runner.h"
 
 #include <chrono>
+#include <optional>
 #include <exception>
 
 #include "engine/core/errors.h"
@@ -31,10 +32,11 @@ namespace {
 // Checks and collects what the lab sends; emits a batch at most every 33 ms.
 class BatchingSink final : public lab::MetricSink {
  public:
-  BatchingSink(LabWorker& worker, RunControl& control, const MemoryHistory& history)
+  BatchingSink(LabWorker& worker, RunControl& control, const MemoryHistory* history)
       : worker_(worker), control_(control), history_(history) {}
 
-  void send(const lab::Update& update) override {
+  void send(const lab::Update& update) override { sendOwned(lab::Update(update)); }
+  void sendOwned(lab::Update&& update) override {
     if (!violation_.isEmpty()) throw ValueError(violation_.toStdString());
     try {
       checker_.check(update);
@@ -45,8 +47,9 @@ class BatchingSink final : public lab::MetricSink {
       control_.stop.requestStop();
       throw;
     }
-    batch_.updates << update;
-    if (std::holds_alternative<lab::Progress>(update) && control_.paused()) {
+    const bool progress = std::holds_alternative<lab::Progress>(update);
+    batch_.updates << std::move(update);
+    if (progress && control_.paused()) {
       flush();  // what the lab showed up to here is on screen while it waits
       control_.waitWhilePaused();  // Pause holds the lab here, at a Progress update
     }
@@ -56,7 +59,7 @@ class BatchingSink final : public lab::MetricSink {
   void flush() {
     // The recorder keeps every event until the history collects it (max_entries bounds only what
     // the history keeps): collect at each batch, so a long run's recording stays bounded.
-    history_.entryCount(kCPU);
+    if (history_) history_->entryCount(kCPU);
     if (batch_.empty()) return;
     emit worker_.batchReady(batch_);
     batch_ = MetricBatch{};
@@ -74,7 +77,7 @@ class BatchingSink final : public lab::MetricSink {
 
   LabWorker& worker_;
   RunControl& control_;
-  const MemoryHistory& history_;
+  const MemoryHistory* history_;  // null when the run records no memory history
   lab::UpdateChecker checker_;
   MetricBatch batch_;
   QString violation_;
@@ -98,8 +101,9 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
   QString error;
   QByteArray snapshot;
   {
-    const MemoryHistory history;  // recording starts here, on the thread that runs the lab
-    BatchingSink sink(*this, control_, history);
+    std::optional<MemoryHistory> history;  // recording starts here, on the thread that runs the lab
+    if (control_.recordMemoryHistory()) history.emplace();
+    BatchingSink sink(*this, control_, history ? &*history : nullptr);
     try {
       lab::Params params = theLab.defaults();
       for (const auto& [name, value] : settings) params.set(name, value);
@@ -110,7 +114,7 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
     if (!sink.violation().isEmpty()) error = "The lab broke the protocol: " + sink.violation();
     sink.flush();
     try {
-      snapshot = QByteArray::fromStdString(history.snapshotPickle());
+      if (history) snapshot = QByteArray::fromStdString(history->snapshotPickle());
     } catch (const std::exception& e) {
       qWarning("the run's memory history could not be pickled: %s", e.what());
     }

@@ -217,9 +217,16 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   exportHistory_ = file->addAction("Export memory &history (PyTorch snapshot)…", this, &MainWindow::askExportMemoryHistory);
   exportHistory_->setObjectName("exportMemoryHistory");
   exportHistory_->setIconText("Memory history…");
-  exportHistory_->setToolTip("Export the last run's memory history as a PyTorch snapshot (.pickle) to open at pytorch.org/memory_viz");
-  exportHistory_->setEnabled(false);  // until a run has ended
+  exportHistory_->setToolTip("Export the last run's memory history as a PyTorch snapshot (.pickle) to open at pytorch.org/memory_viz "
+                             "(turn on File > Record memory history before the run)");
+  exportHistory_->setEnabled(false);  // until a run that recorded its history has ended
   runPanel_->addRunAction(exportHistory_);
+  recordHistory_ = file->addAction("&Record memory history for the next runs", this, [this](bool on) { runner_.setRecordMemoryHistory(on); });
+  recordHistory_->setObjectName("recordMemoryHistory");
+  recordHistory_->setCheckable(true);
+  recordHistory_->setChecked(runner_.recordMemoryHistory());
+  recordHistory_->setToolTip("torch.cuda.memory._record_memory_history(): every allocation and free of the next runs is kept for "
+                             "Export memory history. Off by default, as in PyTorch: recording slows a fast training loop.");
   file->addSeparator();
   QAction* quit = file->addAction("&Quit", this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);

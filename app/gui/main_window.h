@@ -93,6 +93,7 @@ class MainWindow final : public QMainWindow {
   // File > Export memory history: the last ended run's, as a PyTorch snapshot (.pickle); disabled
   // until a run has ended. Asks for the file name as the plot exports do (PlotPanel's provider).
   QAction* exportMemoryHistoryAction() const { return exportHistory_; }
+  QAction* recordMemoryHistoryAction() const { return recordHistory_; }
   bool exportMemoryHistory(const QString& path) const;
   // Where the last lesson and run block are remembered.
   QString sessionFile() const { return session_->fileName(); }
@@ -154,6 +155,7 @@ class MainWindow final : public QMainWindow {
   QAction* nextAction_;
   QAction* homeAction_;
   QAction* exportHistory_;
+  QAction* recordHistory_ = nullptr;
   QByteArray memoryHistory_;  // the last ended run's, pickled
   std::unique_ptr<QSettings> session_;
   // The run going on (or the last): its lesson, run block and measurements, for its challenge.

@@ -211,31 +211,35 @@ class MetricSink {
  public:
   virtual ~MetricSink() = default;
   virtual void send(const Update& update) = 0;
+  // What the helpers below call: the update is the sink's to keep. A sink that stores updates (the
+  // GUI's batching sink, at tens of thousands of updates a second) moves it instead of copying its
+  // strings; by default it is send().
+  virtual void sendOwned(Update&& update) { send(update); }
 
-  void view(ViewSpec spec) { send(std::move(spec)); }
+  void view(ViewSpec spec) { sendOwned(std::move(spec)); }
   void point(std::string view, std::string series, std::vector<double> x, double y) {
-    send(Point{std::move(view), std::move(series), std::move(x), y});
+    sendOwned(Point{std::move(view), std::move(series), std::move(x), y});
   }
   void marker(std::string view, std::vector<double> x, std::string label, MarkerKind kind = MarkerKind::Event) {
-    send(Marker{std::move(view), std::move(x), std::move(label), kind});
+    sendOwned(Marker{std::move(view), std::move(x), std::move(label), kind});
   }
-  void level(std::string view, std::string label, double y) { send(Level{std::move(view), std::move(label), y}); }
+  void level(std::string view, std::string label, double y) { sendOwned(Level{std::move(view), std::move(label), y}); }
   void bar(std::string view, std::string series, std::string category, double value) {
-    send(Bar{std::move(view), std::move(series), std::move(category), value});
+    sendOwned(Bar{std::move(view), std::move(series), std::move(category), value});
   }
-  void row(std::string view, std::vector<Value> cells) { send(Row{std::move(view), std::move(cells)}); }
+  void row(std::string view, std::vector<Value> cells) { sendOwned(Row{std::move(view), std::move(cells)}); }
   void span(std::string view, std::string lane, std::string label, double start, double end) {
-    send(Span{std::move(view), std::move(lane), std::move(label), start, end});
+    sendOwned(Span{std::move(view), std::move(lane), std::move(label), start, end});
   }
-  void info(std::string text) { send(Message{MessageKind::Info, std::move(text)}); }
-  void warning(std::string text) { send(Message{MessageKind::Warning, std::move(text)}); }
-  void engineError(std::string text) { send(Message{MessageKind::EngineError, std::move(text)}); }
+  void info(std::string text) { sendOwned(Message{MessageKind::Info, std::move(text)}); }
+  void warning(std::string text) { sendOwned(Message{MessageKind::Warning, std::move(text)}); }
+  void engineError(std::string text) { sendOwned(Message{MessageKind::EngineError, std::move(text)}); }
   void measurement(std::string name, double value, std::string unit) {
-    send(Measurement{std::move(name), value, std::move(unit)});
+    sendOwned(Measurement{std::move(name), value, std::move(unit)});
   }
-  void progress(double done, double total, std::string label = {}) { send(Progress{done, total, std::move(label)}); }
+  void progress(double done, double total, std::string label = {}) { sendOwned(Progress{done, total, std::move(label)}); }
   void record(std::string event, std::vector<std::pair<std::string, Value>> fields) {
-    send(Record{std::move(event), std::move(fields)});
+    sendOwned(Record{std::move(event), std::move(fields)});
   }
 };
 
