@@ -147,6 +147,8 @@ void runBackward(const Tensor& root, const Tensor& grad) {
   while (!ready.empty()) {
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();
+    // The gradient leaves `pending` before apply(): this `g` is the engine's only handle on it, which
+    // AccumulateGrad relies on to tell an unshared gradient (that .grad may take) from a shared one.
     Tensor g = std::move(pending[node.get()]);
     pending.erase(node.get());
     std::vector<Tensor> grads = node->apply(g);

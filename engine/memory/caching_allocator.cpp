@@ -88,7 +88,12 @@ void CachingAllocator::poolInsert(Pool& pool, Block* block) {
   pool.insert(std::move(node));
 }
 
-void CachingAllocator::poolErase(Pool& pool, Pool::iterator it) { sparePoolNodes_.push_back(pool.extract(it)); }
+void CachingAllocator::poolErase(Pool& pool, Pool::iterator it) {
+  // A free block can be missing from its pool only after an insert failed for want of host memory
+  // (std::bad_alloc): then there is nothing to take out, as erase(key) used to find nothing.
+  if (it == pool.end()) return;
+  sparePoolNodes_.push_back(pool.extract(it));
+}
 
 void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   const std::size_t rounded = roundSize(bytes);
@@ -221,6 +226,10 @@ std::int64_t CachingAllocator::releaseCachedLocked() {
 std::int64_t CachingAllocator::emptyCache() {
   std::lock_guard lock(mutex_);
   const std::int64_t released = releaseCachedLocked();
+  // The spare bookkeeping goes too: after a peak of many blocks it would otherwise stay for good.
+  sparePoolNodes_.clear();
+  spareActiveNodes_.clear();
+  spareBlocks_.clear();
   publish(MemoryEventKind::EmptyCache, released, nullptr, 0, MemoryCategory::Other);
   return released;
 }
