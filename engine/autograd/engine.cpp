@@ -68,11 +68,12 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
     // backward(gradient)), no view shares its storage, and it has the leaf's plain layout. Otherwise
     // .grad gets a private copy.
     const TensorImpl& in = gradOutput.impl();
-    const bool stealable = g.sameAs(gradOutput) && gradOutput.implPtr().use_count() == 2 && in.storage.use_count() == 1 &&
-                           in.offset == 0 && in.grad_fn == nullptr && !in.requires_grad && in.sizes == leaf->sizes && gradOutput.is_contiguous() &&
+    const bool stealable = gradOutput.implPtr().use_count() == 2 && in.storage.use_count() == 1 && in.offset == 0 &&
+                           in.grad_fn == nullptr && !in.requires_grad && in.sizes == leaf->sizes && gradOutput.is_contiguous() &&
                            in.storage->bytes() == static_cast<std::size_t>(gradOutput.numel()) * elementSize(gradOutput.dtype());
-    if (stealable) leaf->grad = gradOutput.implPtr();
-    else leaf->grad = g.sameAs(gradOutput) ? gradOutput.detach().clone().implPtr() : g.detach().implPtr();
+    if (!g.sameAs(gradOutput)) leaf->grad = g.detach().implPtr();  // converted to the leaf's dtype: already private
+    else if (stealable) leaf->grad = gradOutput.implPtr();
+    else leaf->grad = gradOutput.detach().clone().implPtr();
   } else {
     Tensor existing(leaf->grad);
     existing.copy_(existing + g);  // gradients accumulate across backward calls

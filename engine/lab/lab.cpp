@@ -245,17 +245,19 @@ void UpdateChecker::check(const Update& update) {
     }
     throw ValueError(std::string(what) + " for view '" + id + "', a " + toString(v->kind) + " view");
   };
-  auto checkX = [](const char* what, const ViewSpec& v, const std::vector<double>& x) {
+  // A value on a logarithmic axis must be above 0.
+  auto checkOnAxis = [](const char* what, const ViewSpec& v, const Axis& axis, const char* name, double value) {
+    if (axis.logarithmic && !(value > 0)) {
+      throw ValueError(std::string(what) + " for view '" + v.id + "' has " + name + " = " + formatNumber(value) + " on the logarithmic axis '" +
+                       axis.label + "', which takes only values above 0");
+    }
+  };
+  auto checkX = [&checkOnAxis](const char* what, const ViewSpec& v, const std::vector<double>& x) {
     if (x.size() != v.x.size()) {
       throw ValueError(std::string(what) + " for view '" + v.id + "' has " + std::to_string(x.size()) + " x value(s); the view has " +
                        std::to_string(v.x.size()) + " x axes");
     }
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      if (v.x[i].logarithmic && !(x[i] > 0)) {
-        throw ValueError(std::string(what) + " for view '" + v.id + "' has x = " + formatNumber(x[i]) + " on the logarithmic axis '" +
-                         v.x[i].label + "', which takes only values above 0");
-      }
-    }
+    for (std::size_t i = 0; i < x.size(); ++i) checkOnAxis(what, v, v.x[i], "x", x[i]);
   };
   auto checkSeries = [](const char* what, const ViewSpec& v, const std::string& series) {
     if (!hasSeries(v, series)) throw ValueError(std::string(what) + " for series '" + series + "', which view '" + v.id + "' does not declare");
@@ -279,10 +281,7 @@ void UpdateChecker::check(const Update& update) {
           const ViewSpec& v = viewFor("a point", u.view, {ViewKind::Line, ViewKind::StackedArea});
           checkSeries("a point", v, u.series);
           checkX("a point", v, u.x);
-          if (v.y.logarithmic && !(u.y > 0)) {
-            throw ValueError("a point for view '" + v.id + "' has y = " + formatNumber(u.y) + " on the logarithmic axis '" + v.y.label +
-                             "', which takes only values above 0");
-          }
+          checkOnAxis("a point", v, v.y, "y", u.y);
         } else if constexpr (std::is_same_v<T, Marker>) {
           checkX("a marker", viewFor("a marker", u.view, {ViewKind::Line, ViewKind::StackedArea}), u.x);
         } else if constexpr (std::is_same_v<T, Level>) {

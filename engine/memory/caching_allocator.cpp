@@ -95,6 +95,20 @@ void CachingAllocator::poolErase(Pool& pool, Pool::iterator it) {
   sparePoolNodes_.push_back(pool.extract(it));
 }
 
+void CachingAllocator::activeInsert(Block* block) {
+  if (spareActiveNodes_.empty()) {
+    active_.emplace(block->ptr, block);
+    return;
+  }
+  ActiveMap::node_type node = std::move(spareActiveNodes_.back());
+  spareActiveNodes_.pop_back();
+  node.key() = block->ptr;
+  node.mapped() = block;
+  active_.insert(std::move(node));
+}
+
+void CachingAllocator::activeErase(ActiveMap::iterator it) { spareActiveNodes_.push_back(active_.extract(it)); }
+
 void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   const std::size_t rounded = roundSize(bytes);
   const bool small = rounded <= kSmallSize;
@@ -124,15 +138,7 @@ void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   block->allocated = true;
   block->requested = bytes;
   block->category = MemoryCategoryScope::current();
-  if (spareActiveNodes_.empty()) {
-    active_.emplace(block->ptr, block);
-  } else {
-    ActiveMap::node_type node = std::move(spareActiveNodes_.back());
-    spareActiveNodes_.pop_back();
-    node.key() = block->ptr;
-    node.mapped() = block;
-    active_.insert(std::move(node));
-  }
+  activeInsert(block);
   update(stats_.allocated_bytes, static_cast<std::int64_t>(block->size));
   update(stats_.active_blocks, 1);
   publish(MemoryEventKind::Allocate, static_cast<std::int64_t>(block->size), block->ptr, stream, block->category);
@@ -174,7 +180,7 @@ void CachingAllocator::free(void* ptr) {
   auto it = active_.find(ptr);
   if (it == active_.end()) throw Error("CachingAllocator::free: pointer was not allocated by this allocator");
   Block* block = it->second;
-  spareActiveNodes_.push_back(active_.extract(it));
+  activeErase(it);
   block->allocated = false;
   block->requested = 0;
   update(stats_.allocated_bytes, -static_cast<std::int64_t>(block->size));

@@ -147,6 +147,8 @@ class CachingAllocator {
   void poolInsert(Pool& pool, Block* block);
   void poolErase(Pool& pool, Pool::iterator it);
   void poolErase(Pool& pool, Block* block) { poolErase(pool, pool.find(block)); }
+  void activeInsert(Block* block);
+  void activeErase(ActiveMap::iterator it);
 
   std::unique_ptr<RawAllocator> raw_;
   Device device_;

@@ -72,6 +72,7 @@ struct Measured {
   std::int64_t ops = 0;       // in one run
   std::int64_t peakBytes = 0; // above what was allocated before the run: D and the intermediates
   Tensor result;
+  double difference = 0;      // the largest |D - D_loop| over the rows the loop over pairs computed
 };
 
 // Runs `form` until `budget` seconds have gone (at least once, at most `maxRuns` times), waiting for
@@ -175,11 +176,12 @@ void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   // 2. The vectorised forms, and the chunked loop at every power-of-two chunk (and at the learner's).
   const double formBudget = 0.2;
   const int formRuns = 20;
-  const Measured perRow = measure(device, [&](std::int64_t& ops) { return chunked(a, b, 1, ops); }, formBudget, formRuns, stop);
-  const Measured yours = measure(device, [&](std::int64_t& ops) { return chunked(a, b, chunk, ops); }, formBudget, formRuns, stop);
-  const Measured whole = measure(device, [&](std::int64_t& ops) { return oneOp(a, b, ops); }, formBudget, formRuns, stop);
-  const Measured identity = measure(device, [&](std::int64_t& ops) { return matmulIdentity(a, b, ops); }, formBudget, formRuns, stop);
+  Measured perRow = measure(device, [&](std::int64_t& ops) { return chunked(a, b, 1, ops); }, formBudget, formRuns, stop);
+  Measured yours = measure(device, [&](std::int64_t& ops) { return chunked(a, b, chunk, ops); }, formBudget, formRuns, stop);
+  Measured whole = measure(device, [&](std::int64_t& ops) { return oneOp(a, b, ops); }, formBudget, formRuns, stop);
+  Measured identity = measure(device, [&](std::int64_t& ops) { return matmulIdentity(a, b, ops); }, formBudget, formRuns, stop);
   if (stop.stopRequested()) return;
+  for (Measured* f : {&perRow, &yours, &whole, &identity}) f->difference = largestDifference(f->result, loopD, rowsDone);
 
   sink.view({.id = "forms", .title = "Four ways, one result", .kind = lab::ViewKind::Table,
              .columns = {{"form", ""}, {"rows per op", ""}, {"ops run", ""}, {"time", "ms"}, {"speed-up vs pairs", "x"},
@@ -190,7 +192,7 @@ void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
                      (rowsDone < n ? " The loop's ops are scaled from the rows its budget allowed." : "")});
   auto formRow = [&](const std::string& name, std::int64_t rowsPerOp, const Measured& f) {
     sink.row("forms", {name, rowsPerOp, f.ops, f.seconds * 1000.0, pairSeconds / f.seconds, f.peakBytes,
-                       largestDifference(f.result, loopD, rowsDone)});
+                       f.difference});
   };
   sink.row("forms", {std::string("pairs: D[i, j] = ..."), std::string("one pair"), static_cast<std::int64_t>(std::llround(pairOpsAll)),
                      pairSeconds * 1000.0, 1.0, loopPeak, 0.0});
@@ -232,9 +234,8 @@ void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   // 4. The measurements the lesson's claims and challenge rest on.
   const double chunkTime = yours.seconds / fastest;
   const double chunkMemory = static_cast<double>(yours.peakBytes) / static_cast<double>(std::max<std::int64_t>(whole.peakBytes, 1));
-  const double difference = std::max({largestDifference(perRow.result, loopD, rowsDone), largestDifference(yours.result, loopD, rowsDone),
-                                      largestDifference(whole.result, loopD, rowsDone)});
-  const double identityDifference = largestDifference(identity.result, loopD, rowsDone);
+  const double difference = std::max({perRow.difference, yours.difference, whole.difference});
+  const double identityDifference = identity.difference;
   sink.measurement("per-pair loop time", pairSeconds * 1000.0, "ms");
   sink.measurement("per-row loop time", perRow.seconds * 1000.0, "ms");
   sink.measurement("one-op time", whole.seconds * 1000.0, "ms");

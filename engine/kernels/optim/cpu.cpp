@@ -1,6 +1,8 @@
 // Fused optimizer steps on the CPU, the reference for optim/cuda.cu: the update formulas are
 // fn::SgdUpdateT / fn::AdamUpdateT (engine/kernels/functors.h), applied in the parameter's math type
 // (float, or double for float64 parameters); state tensors have the parameter's dtype.
+#include <type_traits>
+
 #include "engine/core/dispatch.h"
 #include "engine/kernels/cpu_backend.h"
 
@@ -36,27 +38,25 @@ void CpuBackend::adamStep(const Tensor& param, const Tensor& grad, const Tensor&
     T* v = expAvgSq.data<T>();
     T* vmax = maxExpAvgSq ? maxExpAvgSq->data<T>() : nullptr;
     const std::int64_t n = param.numel();
-    if (!vmax) {
-      // Without amsgrad (the usual case) the loop has no per-element branch left, and the compiler
-      // vectorises it: the same operations in the same order, 4 or 8 elements at a time.
+    // One loop for each amsgrad setting, so the usual one (without) has no per-element branch left and
+    // the compiler vectorises it: the same operations in the same order, 4 or 8 elements at a time.
+    auto run = [&](auto amsgrad) {
       for (std::int64_t i = 0; i < n; ++i) {
         M pv = static_cast<M>(p[i]), mv = static_cast<M>(m[i]), vv = static_cast<M>(v[i]);
-        update(pv, static_cast<M>(g[i]), mv, vv, nullptr);
+        if constexpr (amsgrad) {
+          M vm = static_cast<M>(vmax[i]);
+          update(pv, static_cast<M>(g[i]), mv, vv, &vm);
+          vmax[i] = static_cast<T>(vm);
+        } else {
+          update(pv, static_cast<M>(g[i]), mv, vv, nullptr);
+        }
         p[i] = static_cast<T>(pv);
         m[i] = static_cast<T>(mv);
         v[i] = static_cast<T>(vv);
       }
-      return;
-    }
-    for (std::int64_t i = 0; i < n; ++i) {
-      M pv = static_cast<M>(p[i]), mv = static_cast<M>(m[i]), vv = static_cast<M>(v[i]);
-      M vm = vmax ? static_cast<M>(vmax[i]) : M(0);
-      update(pv, static_cast<M>(g[i]), mv, vv, vmax ? &vm : nullptr);
-      p[i] = static_cast<T>(pv);
-      m[i] = static_cast<T>(mv);
-      v[i] = static_cast<T>(vv);
-      if (vmax) vmax[i] = static_cast<T>(vm);
-    }
+    };
+    if (vmax) run(std::true_type{});
+    else run(std::false_type{});
   });
 }
 
