@@ -1,14 +1,28 @@
 #include "engine/core/storage.h"
 
 #include "engine/memory/memory.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab {
 
 Storage::Storage(std::size_t bytes, Device device, bool pinned)
     : bytes_(bytes), device_(device), pinned_(pinned), allocator_(pinned ? &pinnedAllocator() : &allocatorFor(device)) {
-  data_ = allocator_->allocate(bytes);
+  // A block is handed out for the stream that is current for its device: CUDA's rule that memory is
+  // reused without synchronisation only on the stream it was freed on.
+  data_ = allocator_->allocate(bytes, device.isCuda() && !pinned ? currentStreamId(device) : 0);
 }
 
-Storage::~Storage() { allocator_->free(data_); }
+Storage::~Storage() {
+  if (allocator_) allocator_->free(data_);
+}
+
+std::shared_ptr<Storage> Storage::borrow(const Storage& owner, Device as) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = owner.data_;
+  s->bytes_ = owner.bytes_;
+  s->device_ = as;
+  s->pinned_ = owner.pinned_;
+  return s;
+}
 
 }  // namespace gpulab

@@ -2,6 +2,7 @@
 // Bytes owned by one tensor storage: taken from the device's caching allocator (or the pinned host
 // allocator) and returned to it when the last view of the storage dies.
 #include <cstddef>
+#include <memory>
 
 #include "engine/core/device.h"
 
@@ -13,6 +14,14 @@ class Storage {
  public:
   Storage(std::size_t bytes, Device device, bool pinned = false);
   ~Storage();
+  // A second Storage over `owner`'s bytes that frees nothing: what a kernel queued on the emulated
+  // GPU's stream holds, so that the host may free the tensor at once, as it may on CUDA (the caching
+  // allocator's stream rule keeps the memory safe; see engine/memory/caching_allocator.h).
+  // It says it lives on `as`: the emulated GPU's kernels are the CPU backend's, and whatever scratch
+  // memory they take must come from the CPU's allocator, not from the device's, whose blocks belong to
+  // the host's order of work (the host may already have freed and handed out a block again whose last
+  // kernels are still queued).
+  static std::shared_ptr<Storage> borrow(const Storage& owner, Device as);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -22,6 +31,7 @@ class Storage {
   bool pinned() const { return pinned_; }
 
  private:
+  Storage() = default;
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   Device device_;

@@ -13,6 +13,8 @@
 #include "engine/core/errors.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/stream.h"
+#include "engine/memory/memory.h"
 
 namespace gpulab {
 
@@ -141,6 +143,14 @@ Tensor Tensor::pin_memory() const {
   Tensor out = Tensor::empty(sizes(), dtype(), kCPU, /*pinned=*/true);
   cpuBackend().copy(out, *this);
   return out;
+}
+
+void Tensor::record_stream(const cuda::Stream& stream) const {
+  if (!is_cuda()) throw Error("record_stream: expected a CUDA tensor, but this one is on " + device().str());
+  if (stream.device() != device()) {
+    throw ValueError("record_stream: the tensor is on " + device().str() + " but the stream belongs to " + stream.device().str());
+  }
+  allocatorFor(device()).recordStream(impl().storage->data(), stream.id());
 }
 
 Tensor Tensor::contiguous() const {

@@ -17,6 +17,9 @@ namespace gpulab {
 using Shape = std::vector<std::int64_t>;
 std::string shapeStr(const Shape& shape);  // "[64, 16]"
 
+namespace cuda {
+class Stream;
+}
 namespace autograd {
 class Node;
 }
@@ -55,6 +58,9 @@ class Tensor {
   Device device() const { return impl().storage->device(); }
   bool is_cuda() const { return device().isCuda(); }
   bool is_pinned() const { return impl().storage->pinned(); }
+  // Tensor.record_stream(s): this tensor's memory is also used by work queued on `stream` (another
+  // stream of its device), so the caching allocator does not reuse it before that work has run.
+  void record_stream(const cuda::Stream& stream) const;
   bool is_contiguous() const;
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * elementSize(dtype()); }
   std::string toString() const;  // like print(tensor) for small tensors; a summary otherwise

@@ -116,7 +116,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (options_.num_workers < 0 || options_.num_workers > 64) {
     throw ValueError("num_workers option should be between 0 and 64, but got num_workers=" + std::to_string(options_.num_workers));
   }
-  pin_ = options_.pin_memory && cuda::isAvailable();
+  pin_ = options_.pin_memory && cuda::pinnedMemoryAvailable();
 }
 
 DataLoader::~DataLoader() = default;

@@ -26,6 +26,10 @@ CachingAllocator::~CachingAllocator() {
       if (!b->prev) heads.push_back(b);
   for (const auto& [ptr, b] : active_)
     if (!b->prev) heads.push_back(b);
+  for (const Pending& p : pending_) {
+    for (std::uintptr_t m : p.markers) raw_->releaseMarker(m);
+    if (!p.block->prev) heads.push_back(p.block);
+  }
   for (Block* head : heads) {
     char* base = head->ptr;
     std::size_t total = 0;
@@ -113,6 +117,7 @@ void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   const std::size_t rounded = roundSize(bytes);
   const bool small = rounded <= kSmallSize;
   std::lock_guard lock(mutex_);
+  if (!pending_.empty()) processPendingLocked();
   Pool& pool = poolFor(small);
   Block key;
   key.stream = stream;
@@ -186,9 +191,23 @@ void CachingAllocator::free(void* ptr) {
   update(stats_.allocated_bytes, -static_cast<std::int64_t>(block->size));
   update(stats_.active_blocks, -1);
   publish(MemoryEventKind::Free, static_cast<std::int64_t>(block->size), block->ptr, block->stream, block->category);
+  if (!block->streamUses.empty()) {
+    // Used on other streams (record_stream): it counts as free, as in PyTorch, but joins the pool only
+    // once each of those streams has passed the point it had reached now.
+    Pending p{block, {}};
+    for (std::uintptr_t s : block->streamUses) p.markers.push_back(raw_->recordMarker(s));
+    block->streamUses.clear();
+    block->pending = true;
+    pending_.push_back(std::move(p));
+    return;
+  }
+  insertFree(block);
+}
+
+void CachingAllocator::insertFree(Block* block) {
   Pool& pool = poolFor(block->small);
-  // Coalesce with free neighbours of the same segment.
-  if (Block* prev = block->prev; prev && !prev->allocated) {
+  // Coalesce with free neighbours of the same segment (not with one still waiting for other streams).
+  if (Block* prev = block->prev; prev && !prev->allocated && !prev->pending) {
     poolErase(pool, prev);
     prev->size += block->size;
     prev->next = block->next;
@@ -196,7 +215,7 @@ void CachingAllocator::free(void* ptr) {
     recycle(block);
     block = prev;
   }
-  if (Block* next = block->next; next && !next->allocated) {
+  if (Block* next = block->next; next && !next->allocated && !next->pending) {
     poolErase(pool, next);
     block->size += next->size;
     block->next = next->next;
@@ -205,6 +224,40 @@ void CachingAllocator::free(void* ptr) {
   }
   block->category = MemoryCategory::Other;
   poolInsert(pool, block);
+}
+
+void CachingAllocator::recordStream(void* ptr, std::uintptr_t stream) {
+  if (!ptr) return;  // an empty tensor has no block
+  std::lock_guard lock(mutex_);
+  auto it = active_.find(ptr);
+  if (it == active_.end()) throw Error("record_stream: the tensor's memory was not allocated by this device's caching allocator");
+  Block* block = it->second;
+  if (stream == block->stream) return;
+  for (std::uintptr_t s : block->streamUses)
+    if (s == stream) return;
+  block->streamUses.push_back(stream);
+}
+
+void CachingAllocator::processPendingLocked() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    bool done = true;
+    for (std::uintptr_t m : it->markers) done = done && raw_->markerReached(m);
+    if (!done) {
+      ++it;
+      continue;
+    }
+    for (std::uintptr_t m : it->markers) raw_->releaseMarker(m);
+    it->block->pending = false;
+    insertFree(it->block);
+    it = pending_.erase(it);
+  }
+}
+
+std::int64_t CachingAllocator::pendingBytes() const {
+  std::lock_guard lock(mutex_);
+  std::int64_t bytes = 0;
+  for (const Pending& p : pending_) bytes += static_cast<std::int64_t>(p.block->size);
+  return bytes;
 }
 
 std::int64_t CachingAllocator::releaseCachedLocked() {
@@ -231,6 +284,9 @@ std::int64_t CachingAllocator::releaseCachedLocked() {
 
 std::int64_t CachingAllocator::emptyCache() {
   std::lock_guard lock(mutex_);
+  // As PyTorch's: wait for the device, so blocks waiting for other streams can go too.
+  raw_->synchronize();
+  processPendingLocked();
   const std::int64_t released = releaseCachedLocked();
   // The spare bookkeeping goes too: after a peak of many blocks it would otherwise stay for good.
   sparePoolNodes_.clear();

@@ -17,7 +17,8 @@
 //   handed out at once: whatever the new owner queues on that stream runs after those kernels. The
 //   CUDA backend keeps the rule by running every kernel and every copy into device memory on the
 //   device's one compute stream (engine/kernels/cuda/cuda_context.h); work on another stream would
-//   first have to make that stream wait for the block's last use (PyTorch's record_stream).
+//   first have to make that stream wait for the block's last use: recordStream(), PyTorch's
+//   record_stream, which keeps a freed block out of the pool until those streams have passed it.
 // - Freed blocks merge with free neighbours of their segment (coalescing), so a segment whose blocks
 //   are all free is one free block again and can be returned by empty_cache().
 // - When the system refuses a segment (or the memory fraction / CPU budget would be exceeded), every
@@ -92,6 +93,11 @@ class CachingAllocator {
   void free(void* ptr);
   // Releases every wholly free cached segment to the system; returns the bytes released.
   std::int64_t emptyCache();
+  // Tensor.record_stream(stream): the block at `ptr` is also used by work on `stream`. When it is
+  // freed, it waits for that stream to pass the point it has reached then before it is reused.
+  void recordStream(void* ptr, std::uintptr_t stream);
+  // Bytes freed but still waiting for another stream (counted as free in the statistics, as PyTorch).
+  std::int64_t pendingBytes() const;
 
   MemoryStats stats() const;
   // Every segment held now, by address, with its blocks: one consistent view, taken under the lock.
@@ -123,6 +129,12 @@ class CachingAllocator {
     Block* prev = nullptr;  // neighbours within the segment
     Block* next = nullptr;
     std::size_t requested = 0;  // the size asked for, while allocated
+    bool pending = false;       // freed, waiting for the streams in streamUses to pass their markers
+    std::vector<std::uintptr_t> streamUses;  // record_stream's other streams
+  };
+  struct Pending {
+    Block* block;
+    std::vector<std::uintptr_t> markers;  // RawAllocator::recordMarker, one per stream that used it
   };
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const;
@@ -132,6 +144,8 @@ class CachingAllocator {
   Block* reserveSegment(std::size_t rounded, bool small, std::uintptr_t stream);
   Block* tryReserve(std::size_t segmentSize, bool small, std::uintptr_t stream);
   std::int64_t releaseCachedLocked();
+  void insertFree(Block* block);  // into its pool, merged with free neighbours
+  void processPendingLocked();    // pending blocks whose streams have passed their markers go free
   Pool& poolFor(bool small) { return small ? smallPool_ : largePool_; }
   std::int64_t capLocked() const;
   [[noreturn]] void throwOutOfMemory(std::size_t rounded);
@@ -155,6 +169,7 @@ class CachingAllocator {
   mutable std::mutex mutex_;
   Pool smallPool_, largePool_;
   ActiveMap active_;
+  std::vector<Pending> pending_;
   std::vector<Pool::node_type> sparePoolNodes_;
   std::vector<ActiveMap::node_type> spareActiveNodes_;
   std::vector<std::unique_ptr<Block>> spareBlocks_;

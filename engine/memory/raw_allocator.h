@@ -39,6 +39,13 @@ class RawAllocator {
   virtual std::string outOfMemoryNote() const { return {}; }
   // Called with a cached block before it is handed out again (pinned memory waits for async copies).
   virtual void beforeReuse(void* /*ptr*/, std::size_t /*bytes*/) {}
+  // Streams, for record_stream (a device without streams keeps the defaults): wait for all work of
+  // the device; mark the current end of a stream's queue (0: nothing to wait for), ask whether the
+  // stream has passed a mark, and release one.
+  virtual void synchronize() {}
+  virtual std::uintptr_t recordMarker(std::uintptr_t /*stream*/) { return 0; }
+  virtual bool markerReached(std::uintptr_t /*marker*/) { return true; }
+  virtual void releaseMarker(std::uintptr_t /*marker*/) {}
 };
 
 }  // namespace gpulab

@@ -83,9 +83,12 @@ Tensor to_device(const Tensor& a, Device device, bool non_blocking) {
   if (a.device() == device) return a;
   if (device.isCuda()) cuda::checkDeviceUsable(device);
   Tensor src = a.contiguous();
-  Tensor out = Tensor::empty(src.sizes(), src.dtype(), device);
+  // As PyTorch's: a non_blocking copy from a GPU lands in pinned memory, so it can really be
+  // asynchronous -- and the result may be read only after a synchronize().
+  const bool pinOut = non_blocking && device.isCpu() && a.is_cuda() && cuda::pinnedMemoryAvailable();
+  Tensor out = Tensor::empty(src.sizes(), src.dtype(), device, pinOut);
   if (src.nbytes() > 0) {
-    cuda::copyBytes(out.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), non_blocking, src.is_pinned());
+    cuda::copyBytes(out.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), non_blocking, src.is_pinned(), pinOut);
   }
   const Device from = a.device();
   return autograd::record(out, "ToCopyBackward0", {a}, [from](const Tensor& g, const Needs&) { return Grads{g.to(from)}; });

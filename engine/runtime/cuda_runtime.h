@@ -56,7 +56,9 @@ Availability availability();
 bool compiledWithCuda();
 bool isAvailable();   // torch.cuda.is_available(): real GPUs only, never the emulated one
 int deviceCount();    // torch.cuda.device_count(): real usable GPUs only
-void synchronize(int device = 0);  // a no-op for the emulated GPU (its work is done when an op returns)
+// torch.cuda.synchronize(device): waits until every stream of the device has run all its work, and
+// reports an error a kernel found (a real GPU's deferred error, or an emulated kernel's exception).
+void synchronize(int device = 0);
 
 // torch.backends.cuda.matmul.allow_tf32: float32 matrix products may use TF32 tensor cores (10-bit
 // mantissa inputs, fp32 accumulation). Off by default, as in PyTorch since 1.12.
@@ -105,12 +107,17 @@ DriverMemoryInfo driverMemoryInfo(int index);
 // nvidia-smi's numbers for a GPU (see memory.h).
 DeviceTelemetry deviceTelemetry(int index);
 
-// Copies `bytes` between any two devices, ordered on the destination's compute stream (see the
+// Copies `bytes` between any two devices, ordered on the current stream of the GPU side (see the
 // stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies from pinned memory
 // with `nonBlocking` return at once; from pageable memory once the source has been staged;
-// device-to-host copies return when the data is there.
+// device-to-host copies return when the data is there -- except, on the emulated GPU, a non_blocking
+// copy into pinned memory, which returns at once (read it after synchronize(), as in PyTorch).
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes,
-               bool nonBlocking, bool srcPinned);
+               bool nonBlocking, bool srcPinned, bool dstPinned = false);
+
+// Whether pin_memory() can work here: a real GPU is usable, or the emulated GPU is on (its copies from
+// pinned memory may be asynchronous too).
+bool pinnedMemoryAvailable();
 
 }  // namespace gpulab::cuda
 

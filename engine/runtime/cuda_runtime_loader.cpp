@@ -21,6 +21,7 @@
 #include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/emulated_streams.h"
 
 namespace gpulab::cuda {
 
@@ -111,7 +112,7 @@ int deviceCount() {
   return m ? m->deviceCount() : 0;
 }
 void synchronize(int device) {
-  if (isEmulated(Device(DeviceType::CUDA, device))) return;  // its work is done when an op returns
+  if (isEmulated(Device(DeviceType::CUDA, device))) return emulated::synchronizeAll();
   if (const ModuleApi* m = loaded().api) m->synchronize(device);
 }
 void checkDeviceUsable(Device device) {
@@ -133,7 +134,8 @@ CachingAllocator& deviceAllocator(int index) {
   noCuda("Cannot allocate on cuda:" + std::to_string(index));
 }
 CachingAllocator& pinnedHostAllocator() {
-  if (const ModuleApi* m = loaded().api) return m->pinnedHostAllocator();
+  if (const ModuleApi* m = loaded().api; m && m->isAvailable()) return m->pinnedHostAllocator();
+  if (emulatedDevice()) return emulatedPinnedAllocator();
   noCuda("Cannot allocate pinned memory");
 }
 DriverMemoryInfo driverMemoryInfo(int index) {
@@ -155,10 +157,17 @@ DeviceTelemetry deviceTelemetry(int index) {
   return t;
 }
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
-               bool srcPinned) {
-  // The emulated GPU's memory is host memory: to the module it is the CPU's (a pageable buffer).
-  if (isEmulated(dstDevice)) dstDevice = kCPU;
+               bool srcPinned, bool dstPinned) {
+  const bool realOnOneSide = (dstDevice.isCuda() && !isEmulated(dstDevice)) || (srcDevice.isCuda() && !isEmulated(srcDevice));
+  if (!realOnOneSide && emulatedCopy(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned, dstPinned)) return;
+  // Between the emulated GPU and a real one: to the module the emulated side is pageable host memory,
+  // once the emulated GPU's queued work is done with it.
+  if (isEmulated(dstDevice)) {
+    synchronize(dstDevice.index());
+    dstDevice = kCPU;
+  }
   if (isEmulated(srcDevice)) {
+    synchronize(srcDevice.index());
     srcDevice = kCPU;
     srcPinned = false;
   }
@@ -169,6 +178,8 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
   if (const ModuleApi* m = loaded().api) return m->copyBytes(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned);
   noCuda("Cannot copy to or from a CUDA device");
 }
+
+bool pinnedMemoryAvailable() { return isAvailable() || emulatedDevice().has_value(); }
 
 void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }
 bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
@@ -196,10 +207,9 @@ void clearCudnnChoices(int device) {
 namespace gpulab {
 Device defaultDevice() { return cuda::isAvailable() ? Device(DeviceType::CUDA, 0) : kCPU; }
 Backend& backendFor(Device device) {
-  if (device.isCuda() && !cuda::isEmulated(device)) {
-    cuda::checkDeviceUsable(device);
-    return cuda::loaded().api->backend(device.index());
-  }
-  return cpuBackend();
+  if (!device.isCuda()) return cpuBackend();
+  if (cuda::isEmulated(device)) return cuda::emulatedGpuBackend();
+  cuda::checkDeviceUsable(device);
+  return cuda::loaded().api->backend(device.index());
 }
 }  // namespace gpulab

@@ -17,11 +17,15 @@
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <thread>
 
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab::cuda {
 namespace {
@@ -63,6 +67,7 @@ class EmulatedGpuRawAllocator final : public RawAllocator {
     return ptr;
   }
   void rawFree(void* ptr, std::size_t bytes) override {
+    emulated::drainAll();  // a queued kernel may still use the segment: cudaFree waits for the device too
     freeHostSegment(ptr, bytes);
     reserved_.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
   }
@@ -73,6 +78,12 @@ class EmulatedGpuRawAllocator final : public RawAllocator {
   // "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 (emulated GPU — runs on your CPU) has ..."
   std::string kindName() const override { return "CUDA"; }
   std::string deviceName() const override { return "GPU " + std::to_string(index_) + " (" + kEmulatedGpuPhrase + ")"; }
+  void synchronize() override { emulated::drainAll(); }
+  std::uintptr_t recordMarker(std::uintptr_t stream) override {
+    return reinterpret_cast<std::uintptr_t>(new emulated::Marker(emulated::markNow(stream)));
+  }
+  bool markerReached(std::uintptr_t marker) override { return emulated::reached(*reinterpret_cast<emulated::Marker*>(marker)); }
+  void releaseMarker(std::uintptr_t marker) override { delete reinterpret_cast<emulated::Marker*>(marker); }
   std::string outOfMemoryNote() const override {
     return "Its total capacity is GPU Lab's memory budget for the emulated GPU (" + formatBytes(budget_) +
            " of your computer's memory, sized like a small GPU's), not a real GPU's memory.";
@@ -84,7 +95,76 @@ class EmulatedGpuRawAllocator final : public RawAllocator {
   std::atomic<std::int64_t> reserved_{0};
 };
 
+// Copies that read or write pinned memory asynchronously and have not run yet. A pinned block waits for
+// them before it is reused or returned (PyTorch's pinned host allocator records an event per use; one
+// count is coarser -- it may wait for another block's copy -- and never unsafe).
+std::atomic<int> pinnedCopiesInFlight{0};
+
+void waitForPinnedCopies() {
+  while (pinnedCopiesInFlight.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+}
+
+// Pinned memory's stand-in: host memory under the CPU's budget, reused only after its copies ran.
+class EmulatedPinnedRawAllocator final : public RawAllocator {
+ public:
+  void* rawAllocate(std::size_t bytes) override { return allocateHostSegment(bytes); }
+  void rawFree(void* ptr, std::size_t bytes) override {
+    waitForPinnedCopies();
+    freeHostSegment(ptr, bytes);
+  }
+  MemoryCapacity capacity() const override { return {hostSegmentBytesLeft(), cpu_default_memory_budget()}; }
+  std::string kindName() const override { return "CPU"; }
+  std::string deviceName() const override { return "pinned host memory (for the " + std::string(kEmulatedGpuPhrase) + ")"; }
+  void beforeReuse(void*, std::size_t) override { waitForPinnedCopies(); }
+};
+
+// A host buffer a pageable non_blocking copy is staged through, as the driver stages one.
+std::shared_ptr<char[]> stage(const void* src, std::size_t bytes) {
+  std::shared_ptr<char[]> buffer(new char[bytes]);
+  std::memcpy(buffer.get(), src, bytes);
+  return buffer;
+}
+
 }  // namespace
+
+CachingAllocator& emulatedPinnedAllocator() {
+  static CachingAllocator* allocator = new CachingAllocator(std::make_unique<EmulatedPinnedRawAllocator>(), kCPU);
+  return *allocator;
+}
+
+bool emulatedCopy(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
+                  bool srcPinned, bool dstPinned) {
+  const bool toEmulated = isEmulated(dstDevice), fromEmulated = isEmulated(srcDevice);
+  if (!toEmulated && !fromEmulated) return false;
+  if (bytes == 0) return true;  // an empty tensor may have no memory at all
+  const std::uintptr_t stream = currentStreamId(toEmulated ? dstDevice : srcDevice);
+  // Asynchronous only from (or into) pinned memory of our own: a real GPU's pinned blocks guard their
+  // reuse with its events, which know nothing of the emulated streams.
+  const bool ownPinned = !isAvailable();
+  if (toEmulated && fromEmulated) {
+    emulated::enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
+    return true;
+  }
+  const bool pinned = ownPinned && (toEmulated ? srcPinned : dstPinned);
+  if (nonBlocking && pinned) {
+    // The host goes on at once; the copy reads (or fills) the pinned buffer when the stream gets to it.
+    pinnedCopiesInFlight.fetch_add(1, std::memory_order_acq_rel);
+    emulated::enqueue(stream, [=] {
+      std::memcpy(dst, src, bytes);
+      pinnedCopiesInFlight.fetch_sub(1, std::memory_order_acq_rel);
+    });
+    return true;
+  }
+  if (nonBlocking && toEmulated) {
+    // Pageable memory cannot be read later: the driver stages it into a buffer of its own first.
+    emulated::enqueue(stream, [=, staged = stage(src, bytes)] { std::memcpy(dst, staged.get(), bytes); });
+    return true;
+  }
+  // A blocking copy, and every copy into pageable host memory: the host waits for the stream.
+  emulated::enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
+  emulated::synchronizeStream(stream);
+  return true;
+}
 
 std::optional<bool> parseEmulatedGpuSwitch(const char* value) {
   if (!value) return std::nullopt;

@@ -15,6 +15,7 @@
 //
 // It needs no CUDA: it works the same in a CPU-only build and in a CUDA build whose module
 // (libgpulab-cuda.so) is missing or finds no GPU.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "engine/core/device.h"
 
 namespace gpulab {
+class Backend;
 class CachingAllocator;
 struct DriverMemoryInfo;
 }  // namespace gpulab
@@ -59,6 +61,17 @@ std::int64_t emulatedGpuBudget();
 
 // Its caching allocator (allocatorFor(emulated device) returns it); throws when it is off.
 CachingAllocator& emulatedGpuAllocator();
+// Its kernels: the CPU backend's, queued on the current stream (engine/runtime/emulated_backend.cpp).
+Backend& emulatedGpuBackend();
+// Page-locked host memory's stand-in when no real GPU is usable: host memory from which copies to the
+// emulated GPU may be asynchronous (non_blocking), with PyTorch's rule that a pinned block is reused
+// only after the copies that read or write it have run.
+CachingAllocator& emulatedPinnedAllocator();
+// Copies to, from or within the emulated GPU, ordered on the emulated device's current stream (see
+// cuda::copyBytes). Returns false when neither side is the emulated GPU.
+bool emulatedCopy(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
+                  bool srcPinned, bool dstPinned);
+
 // What driver_memory_info() says for it: no driver to ask, and what nvidia-smi would count on a GPU.
 DriverMemoryInfo emulatedDriverMemoryInfo();
 

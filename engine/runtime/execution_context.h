@@ -2,10 +2,10 @@
 // Per-thread execution state, as PyTorch keeps it per thread: the current CUDA device and the
 // autocast state with its cast cache. A lab's worker thread and the GUI thread never see each other's
 // state. Guards set it RAII-style and restore it; reading it is a thread-local access -- no lock, no
-// driver call -- so the op layer reads it on every op. The current stream of each device and the
-// profiler's hooks belong here too, and join it with the streams and the profiler (the performance
-// chapter); until then every kernel runs on its device's compute stream.
+// driver call -- so the op layer reads it on every op. It also holds the current stream of each CUDA
+// device (engine/runtime/stream.h).
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 
@@ -24,6 +24,9 @@ struct ExecutionContext {
 
   // torch.cuda.current_device(): the device tensor.cuda() without an index moves to.
   int currentCudaDevice = 0;
+
+  // torch.cuda.current_stream(cuda:i) for this thread: 0 is the device's default stream.
+  std::array<std::uintptr_t, kMaxDevices> currentStream{};
 
   // Autocast per device type: [0] the CPU, [1] CUDA (real or emulated).
   std::array<AutocastState, 2> autocast{};

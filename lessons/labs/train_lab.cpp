@@ -189,7 +189,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
                      (trainSet->size() == 0 ? "train on" : "evaluate"));
   }
   const bool pin = p.getBool("pin_memory");
-  if (pin && !cuda::isAvailable()) sink.warning("pin_memory is set but no GPU is usable: batches stay in pageable memory");
+  if (pin && !cuda::pinnedMemoryAvailable()) sink.warning("pin_memory is set but no GPU is usable: batches stay in pageable memory");
   data::DataLoader trainLoader(trainSet, {.batch_size = p.getInt("batch_size"), .shuffle = true, .drop_last = false,
                                           .num_workers = static_cast<int>(p.getInt("workers")), .pin_memory = pin, .seed = seed});
   data::DataLoader testLoader(testSet, {.batch_size = 1024, .num_workers = 0, .pin_memory = pin});

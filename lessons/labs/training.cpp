@@ -298,7 +298,7 @@ bool OomExplainer::explain(lab::MetricSink& sink) {
 }
 
 void synchronizeDevice(Device device) {
-  if (device.isCuda() && !cuda::isEmulated(device)) cuda::synchronize(device.index());
+  if (device.isCuda()) cuda::synchronize(device.index());
 }
 
 void announceDevice(lab::MetricSink& sink, Device device) {

@@ -1,0 +1,51 @@
+#pragma once
+// The emulated GPU's streams: each is an in-order queue of work run by a thread of its own, as a CUDA
+// stream is an in-order queue run by the GPU. An op on the emulated GPU queues its kernel on the
+// current stream and returns at once; the host waits only where CUDA makes it wait -- a copy back to
+// pageable host memory (.item(), .cpu()), synchronize(), Event::synchronize(). So what the
+// performance lessons teach about asynchrony is the engine's real behaviour on a machine without a
+// GPU: .item() in the loop really stalls the host, copy and compute on two streams really overlap,
+// and a result read before synchronize() really may not be there yet.
+//
+// Stream ids: 0 is the device's default stream; 1..kPoolSize are the streams Stream::create() hands
+// out round-robin (PyTorch's pool of 32). A thread starts on a stream's first use and lives for the
+// process, like the streams of a CUDA context.
+//
+// An exception a kernel throws (an out-of-range class label) is kept and rethrown at the stream's
+// next synchronisation, as CUDA reports a device-side assert at the next synchronising call.
+#include <cstdint>
+#include <functional>
+
+namespace gpulab::cuda::emulated {
+
+inline constexpr std::uintptr_t kPoolSize = 32;
+
+using Task = std::function<void()>;
+
+// Queues `task` on `stream`.
+void enqueue(std::uintptr_t stream, Task task);
+// Waits until every task queued on `stream` before the call has run; rethrows a kernel's error.
+void synchronizeStream(std::uintptr_t stream);
+// Every stream of the emulated GPU.
+void synchronizeAll();
+// The same, leaving any kernel error to be reported at the streams' next synchronisation: for the
+// allocator, which must not free memory a queued kernel may still touch (cudaFree waits likewise).
+void drainAll();
+// Whether everything queued on `stream` has run (torch.cuda.Stream.query()).
+bool streamIdle(std::uintptr_t stream);
+
+// A position in a stream's queue, and whether the stream has passed it.
+struct Marker {
+  std::uintptr_t stream = 0;
+  std::uint64_t sequence = 0;  // the number of tasks queued on the stream when it was taken
+};
+Marker markNow(std::uintptr_t stream);
+bool reached(const Marker& marker);
+void waitFor(const Marker& marker);  // rethrows the stream's kernel error, as synchronizeStream
+// For one stream waiting on another's marker (Stream::wait_event): the error stays with its stream.
+void waitForQuietly(const Marker& marker);
+
+// A stream id from the pool for Stream::create().
+std::uintptr_t nextPoolStream();
+
+}  // namespace gpulab::cuda::emulated

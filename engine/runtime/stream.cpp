@@ -1,0 +1,203 @@
+// Streams and events (see stream.h): the device-independent part, and the emulated GPU's.
+//
+// A real GPU runs all of GPU Lab's work on its one compute stream so far: there the default stream is
+// that stream, Stream::create() says streams are the emulated GPU's for now, and events wait on the
+// host. Events and streams of the emulated GPU are complete.
+#include "engine/runtime/stream.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "engine/core/errors.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/execution_context.h"
+
+namespace gpulab::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void checkStreamDevice(Device device, const std::string& what) {
+  if (!device.isCuda()) {
+    throw ValueError(what + ": streams belong to CUDA devices, and " + device.str() +
+                     " is not one (work on the CPU is done when an op returns)");
+  }
+  if (device.index() < 0 || device.index() >= ExecutionContext::kMaxDevices) {
+    throw ValueError(what + ": invalid device " + device.str());
+  }
+  checkDeviceUsable(device);
+}
+
+}  // namespace
+
+// The state one event's copies share. The stamp is taken by the stream's own thread when the stream
+// reaches the event, which is what cudaEventElapsedTime measures on a GPU.
+struct Event::Impl {
+  bool timing = false;
+  mutable std::mutex mutex;
+  std::optional<Stream> stream;   // where it was last recorded
+  emulated::Marker marker;        // that record's place in the emulated stream's queue
+  std::uint64_t records = 0;      // how many times it was recorded
+  std::uint64_t stampedRecord = 0;  // which record the stamp belongs to
+  Clock::time_point stamp;
+};
+
+Stream Stream::create(Device device) {
+  checkStreamDevice(device, "torch.cuda.Stream(" + device.str() + ")");
+  if (isEmulated(device)) return Stream(device, emulated::nextPoolStream());
+  throw Error("torch.cuda.Stream(" + device.str() +
+              "): GPU Lab runs a real GPU's work on its default stream only so far; the emulated GPU has streams");
+}
+
+bool Stream::query() const {
+  if (isEmulated(device_)) return emulated::streamIdle(id_);
+  if (device_.isCuda()) {
+    cuda::synchronize(device_.index());  // no query without a stream handle: waiting answers it
+  }
+  return true;
+}
+
+void Stream::synchronize() const {
+  if (isEmulated(device_)) return emulated::synchronizeStream(id_);
+  if (device_.isCuda()) cuda::synchronize(device_.index());
+}
+
+void Stream::wait_event(const Event& event) const {
+  emulated::Marker marker;
+  std::optional<Stream> on;
+  {
+    std::lock_guard lock(event.impl_->mutex);
+    on = event.impl_->stream;
+    marker = event.impl_->marker;
+  }
+  if (!on || *on == *this) return;  // never recorded: nothing to wait for; the same stream: in order already
+  if (isEmulated(device_) && isEmulated(on->device())) {
+    // The wait is queued: this stream's later work runs after it, and the host goes on.
+    emulated::enqueue(id_, [marker] { emulated::waitForQuietly(marker); });
+    return;
+  }
+  event.synchronize();  // a real GPU's default stream, or two different devices: the host waits
+}
+
+void Stream::wait_stream(const Stream& other) const {
+  if (other == *this) return;
+  Event e;
+  e.record(other);
+  wait_event(e);
+}
+
+std::string Stream::str() const {
+  return "<torch.cuda.Stream device=" + device_.str() + (id_ == 0 ? std::string(" default") : " id=" + std::to_string(id_)) + ">";
+}
+
+Stream current_stream(Device device) {
+  if (!device.isCuda()) return Stream(device);
+  checkStreamDevice(device, "torch.cuda.current_stream(" + device.str() + ")");
+  return Stream(device, executionContext().currentStream[static_cast<std::size_t>(device.index())]);
+}
+
+Stream default_stream(Device device) {
+  if (device.isCuda()) checkStreamDevice(device, "torch.cuda.default_stream(" + device.str() + ")");
+  return Stream(device);
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(0) {
+  checkStreamDevice(device_, "torch.cuda.stream(" + stream.str() + ")");
+  std::uintptr_t& current = executionContext().currentStream[static_cast<std::size_t>(device_.index())];
+  previous_ = current;
+  current = stream.id();
+}
+
+StreamGuard::~StreamGuard() { executionContext().currentStream[static_cast<std::size_t>(device_.index())] = previous_; }
+
+Event::Event(bool enable_timing) : impl_(std::make_shared<Impl>()) { impl_->timing = enable_timing; }
+
+void Event::record() { record(current_stream(Device(DeviceType::CUDA, executionContext().currentCudaDevice))); }
+
+void Event::record(const Stream& stream) {
+  if (!stream.device().isCuda()) throw ValueError("Event.record: " + stream.device().str() + " has no streams");
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->stream && impl_->stream->device() != stream.device()) {
+    throw ValueError("Event device " + impl_->stream->device().str() + " does not match recording stream's device " +
+                     stream.device().str() + ".");
+  }
+  const std::uint64_t number = ++impl_->records;
+  impl_->stream = stream;
+  if (isEmulated(stream.device())) {
+    // The stamping task is queued before the marker is taken, so the marker is at or after it. It
+    // locks the event only when the stream reaches it; nothing here waits for the stream.
+    std::weak_ptr<Impl> weak = impl_;
+    emulated::enqueue(stream.id(), [weak, number] {
+      if (auto impl = weak.lock()) {
+        std::lock_guard inner(impl->mutex);
+        if (impl->records == number) {
+          impl->stamp = Clock::now();
+          impl->stampedRecord = number;
+        }
+      }
+    });
+    impl_->marker = emulated::markNow(stream.id());
+    return;
+  }
+  // A real GPU's default stream: the host waits, and everything queued so far is the event's past.
+  cuda::synchronize(stream.device().index());
+  impl_->stamp = Clock::now();
+  impl_->stampedRecord = number;
+}
+
+bool Event::query() const {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->stream) return true;
+  if (isEmulated(impl_->stream->device())) return emulated::reached(impl_->marker);
+  return impl_->stampedRecord == impl_->records;
+}
+
+void Event::synchronize() const {
+  emulated::Marker marker;
+  bool emulatedStream = false;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->stream) return;
+    emulatedStream = isEmulated(impl_->stream->device());
+    marker = impl_->marker;
+  }
+  if (emulatedStream) emulated::waitFor(marker);
+}
+
+bool Event::recorded() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stream.has_value();
+}
+
+std::optional<Stream> Event::stream() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stream;
+}
+
+double Event::elapsed_time(const Event& end) const {
+  if (!impl_->timing || !end.impl_->timing) {
+    throw Error("Both events must be created with argument 'enable_timing=True'.");
+  }
+  auto stampOf = [](const Impl& e, const char* which) {
+    std::lock_guard lock(e.mutex);
+    if (!e.stream) throw Error(std::string("Both events must be recorded before calculating elapsed time (the ") + which + " one was not).");
+    if (e.stampedRecord != e.records) {
+      throw Error(std::string("cudaErrorNotReady: device not ready -- the ") + which +
+                  " event has not happened yet; call synchronize() on it first");
+    }
+    return e.stamp;
+  };
+  const Clock::time_point start = stampOf(*impl_, "start"), stop = stampOf(*end.impl_, "end");
+  return std::chrono::duration<double, std::milli>(stop - start).count();
+}
+
+}  // namespace gpulab::cuda
+
+namespace gpulab {
+std::uintptr_t currentStreamId(Device device) {
+  if (!device.isCuda() || device.index() < 0 || device.index() >= ExecutionContext::kMaxDevices) return 0;
+  return executionContext().currentStream[static_cast<std::size_t>(device.index())];
+}
+}  // namespace gpulab

@@ -1,0 +1,177 @@
+// Streams and events (engine/runtime/stream.h) on the emulated GPU, whose streams are real queues run
+// by threads of their own: ops return before their kernels ran, the host waits only where CUDA makes
+// it wait, work on two streams is ordered only by wait_stream/wait_event, record_stream keeps a block
+// from reuse, and a kernel's error is reported at the next synchronisation. ctest runs it with
+// GPULAB_EMULATED_GPU=1, so it runs on GPU machines too.
+#include <chrono>
+#include <functional>
+
+#include "engine/core/errors.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory.h"
+#include "engine/ops/ops.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/stream.h"
+#include "test_util.h"
+
+using namespace gpulab;
+
+namespace {
+
+Device emulatedGpu() { return *cuda::emulatedDevice(); }
+
+// Work that keeps a stream busy for a good while (tens of milliseconds at least on any CPU): a chain
+// of 512 x 512 products, each reading the last, so none can start before its input is there.
+Tensor busyWork(const Tensor& start, int products) {
+  Tensor x = start;
+  for (int i = 0; i < products; ++i) x = matmul(x, start) * (1.0 / 512.0);
+  return x;
+}
+
+std::string textOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+class TestStreams : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void init() {
+    if (!cuda::emulatedDevice()) QSKIP("the emulated GPU is off (GPULAB_EMULATED_GPU=0)");
+  }
+
+  void opsReturnBeforeTheirKernelsRan() {
+    const Device gpu = emulatedGpu();
+    const Tensor a = ones({512, 512}, {.device = gpu});
+    cuda::synchronize(gpu.index());
+    const cuda::Stream stream = cuda::current_stream(gpu);
+    QVERIFY(stream.query());  // nothing queued
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tensor r = busyWork(a, 40);
+    const double queueing = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    QVERIFY2(!stream.query(), "40 products of 512 x 512 ran before the host had queued them");
+    const double value = r.sum().item();  // .item() waits for the stream
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    QVERIFY(stream.query());
+    QCOMPARE(value, 512.0 * 512.0);  // every product of ones / 512 is ones again
+    QVERIFY2(queueing < total / 2, qPrintable(QString("queueing %1 s of %2 s").arg(queueing).arg(total)));
+  }
+
+  void eventsTimeTheStreamsWork() {
+    const Device gpu = emulatedGpu();
+    const Tensor a = ones({512, 512}, {.device = gpu});
+    cuda::Event start(true), end(true);
+    start.record();
+    const Tensor r = busyWork(a, 20);
+    end.record();
+    QVERIFY(!end.query());
+    // Not reached yet: elapsed_time refuses, as cudaEventElapsedTime says cudaErrorNotReady.
+    QVERIFY(textOf([&] { (void)start.elapsed_time(end); }).find("not ready") != std::string::npos);
+    end.synchronize();
+    QVERIFY(end.query());
+    QVERIFY(start.elapsed_time(end) > 0.0);
+    cuda::Event untimed;
+    untimed.record();
+    untimed.synchronize();
+    QVERIFY(textOf([&] { (void)start.elapsed_time(untimed); }).find("enable_timing") != std::string::npos);
+  }
+
+  void wait_streamOrdersTwoStreams() {
+    const Device gpu = emulatedGpu();
+    const cuda::Stream side = cuda::Stream::create(gpu);
+    QVERIFY(side.id() != 0);
+    QVERIFY(side != cuda::current_stream(gpu));
+    const Tensor a = ones({512, 512}, {.device = gpu});
+    const Tensor produced = busyWork(a, 20);  // on the default stream
+    Tensor doubled;
+    {
+      cuda::StreamGuard on(side);
+      QCOMPARE(cuda::current_stream(gpu), side);
+      side.wait_stream(cuda::default_stream(gpu));  // without it, the side stream could read `produced` early
+      doubled = produced * 2.0;
+      produced.record_stream(side);
+    }
+    QCOMPARE(cuda::current_stream(gpu).id(), std::uintptr_t{0});  // the guard restored the default
+    side.synchronize();
+    QCOMPARE(doubled.sum().item(), 2.0 * 512 * 512);
+  }
+
+  void aNonBlockingCopyToTheHostIsReadOnlyAfterSynchronize() {
+    const Device gpu = emulatedGpu();
+    const Tensor a = ones({512, 512}, {.device = gpu});
+    const Tensor r = busyWork(a, 20);
+    const Tensor host = r.to(kCPU, /*non_blocking=*/true);
+    QVERIFY(host.is_pinned());  // as PyTorch: a non_blocking copy to the CPU lands in pinned memory
+    QVERIFY2(!cuda::current_stream(gpu).query(), "the copy (and the products before it) already ran: reading now would be a race");
+    cuda::synchronize(gpu.index());
+    QCOMPARE(host.sum().item(), 512.0 * 512.0);
+    // The blocking copy waits by itself.
+    QCOMPARE(busyWork(a, 5).to(kCPU).sum().item(), 512.0 * 512.0);
+  }
+
+  void record_streamKeepsABlockFromReuseUntilTheOtherStreamPassedIt() {
+    const Device gpu = emulatedGpu();
+    CachingAllocator& allocator = allocatorFor(gpu);
+    const cuda::Stream side = cuda::Stream::create(gpu);
+    const Tensor a = ones({512, 512}, {.device = gpu});
+    cuda::synchronize(gpu.index());
+    void* address = nullptr;
+    {
+      Tensor shared = a * 3.0;  // a block of the default stream
+      address = shared.data_ptr();
+      cuda::StreamGuard on(side);
+      Tensor keepBusy = busyWork(a, 20);  // the side stream is busy for a while...
+      Tensor use = shared + 1.0;          // ... before it reads `shared`
+      shared.record_stream(side);
+    }
+    // Freed on the host while the side stream has not read it yet: counted as free, not reusable.
+    QVERIFY(allocator.pendingBytes() > 0);
+    const Tensor next = Tensor::empty({512, 512}, kFloat32, gpu);
+    QVERIFY(next.data_ptr() != address);
+    side.synchronize();
+    const Tensor after = Tensor::empty({512, 512}, kFloat32, gpu);
+    QCOMPARE(allocator.pendingBytes(), std::int64_t{0});
+    QCOMPARE(after.data_ptr(), address);  // the side stream has passed it: the block is free again
+
+    // Without record_stream the block would have been handed out at once (the rule that keeps
+    // same-stream reuse safe, and cross-stream reuse unsafe).
+    void* again = nullptr;
+    {
+      Tensor shared = a * 3.0;
+      again = shared.data_ptr();
+    }
+    QCOMPARE(Tensor::empty({512, 512}, kFloat32, gpu).data_ptr(), again);
+    cuda::synchronize(gpu.index());
+  }
+
+  void aKernelsErrorIsReportedAtTheNextSynchronisation() {
+    const Device gpu = emulatedGpu();
+    const Tensor logp = log_softmax(zeros({4, 3}, {.device = gpu}), 1);
+    const Tensor labels = tensor(std::vector<std::int64_t>{0, 1, 7, 2}, {4}).to(gpu);
+    Tensor loss;
+    QVERIFY(textOf([&] { loss = nll_loss(logp, labels); }).empty());  // queued: no error yet, as on CUDA
+    const std::string error = textOf([&] { cuda::synchronize(gpu.index()); });
+    QVERIFY2(error.find("Target 7 is out of bounds") != std::string::npos, error.c_str());
+    // Reported once; the device goes on working.
+    cuda::synchronize(gpu.index());
+    QCOMPARE(ones({3}, {.device = gpu}).sum().item(), 3.0);
+  }
+
+  void streamsBelongToCudaDevices() {
+    QVERIFY(textOf([] { (void)cuda::Stream::create(kCPU); }).find("streams belong to CUDA devices") != std::string::npos);
+    QVERIFY(cuda::current_stream(kCPU).query());
+    QVERIFY(textOf([] { ones({2}).record_stream(cuda::default_stream(*cuda::emulatedDevice())); }).find("record_stream") !=
+            std::string::npos);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestStreams)
+#include "test_streams.moc"
