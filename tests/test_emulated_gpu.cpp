@@ -357,7 +357,7 @@ class TestEmulatedGpu : public QObject {
     (leaf.to(emu) * 3.0).sum().backward();
     QCOMPARE(leaf.grad().device(), kCPU);
     QCOMPARE(leaf.grad().sum().item(), 3.0 * 63);
-    cuda::synchronize(emu.index());  // a no-op, not an error
+    cuda::synchronize(emu.index());  // waits for its streams; not an error
     QVERIFY_THROWS_EXCEPTION(Error, there.pin_memory());
   }
 

@@ -4,9 +4,11 @@
 // N = the number of real usable GPUs (cuda:0 on a machine without one), with their own caching
 // allocator, memory budget, statistics and memory events -- so the same-device rule, .to(device),
 // out-of-memory errors, the per-process memory fraction, allocated vs reserved, empty_cache and the
-// memory timeline are the engine's real behaviour, not a simulation of its messages. Its kernels are
-// the CPU backend's and its memory is host memory: it is labelled wherever it shows ("emulated GPU --
-// runs on your CPU"), and no timing may be drawn from it.
+// memory timeline are the engine's real behaviour, not a simulation of its messages. It is
+// asynchronous like a GPU: ops queue their kernels on its streams, run by threads of their own
+// (emulated_streams.h), and the host waits only where CUDA would. Its kernels are the CPU backend's and
+// its memory is host memory: it is labelled wherever it shows ("emulated GPU -- runs on your CPU"), and
+// no GPU timing may be drawn from it.
 //
 // The switch: GPULAB_EMULATED_GPU=1/on forces it on (appended after the real GPUs), =0/off forces it
 // off; unset, it is on exactly when no real GPU is usable. Read once per process, like
