@@ -18,6 +18,7 @@
 #include "test_util.h"
 
 using namespace gpulab;
+using test::textOf;
 
 namespace {
 
@@ -29,15 +30,6 @@ std::vector<std::uint32_t> bitsOf(const Tensor& t) {
   std::vector<std::uint32_t> bits(v.size());
   if (!v.empty()) std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
   return bits;
-}
-
-std::string textOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
 }
 
 // One op of the parity table: the same inputs (made on the CPU), the op run on one device.

@@ -4,7 +4,6 @@
 // from reuse, and a kernel's error is reported at the next synchronisation. ctest runs it with
 // GPULAB_EMULATED_GPU=1, so it runs on GPU machines too.
 #include <chrono>
-#include <functional>
 
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
@@ -16,6 +15,7 @@
 #include "test_util.h"
 
 using namespace gpulab;
+using test::textOf;
 
 namespace {
 
@@ -27,15 +27,6 @@ Tensor busyWork(const Tensor& start, int products) {
   Tensor x = start;
   for (int i = 0; i < products; ++i) x = matmul(x, start) * (1.0 / 512.0);
   return x;
-}
-
-std::string textOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
 }
 
 }  // namespace
@@ -168,7 +159,7 @@ class TestStreams : public QObject {
   void streamsBelongToCudaDevices() {
     QVERIFY(textOf([] { (void)cuda::Stream::create(kCPU); }).find("streams belong to CUDA devices") != std::string::npos);
     QVERIFY(cuda::current_stream(kCPU).query());
-    QVERIFY(textOf([] { ones({2}).record_stream(cuda::default_stream(*cuda::emulatedDevice())); }).find("record_stream") !=
+    QVERIFY(textOf([] { ones({2}).record_stream(cuda::default_stream(emulatedGpu())); }).find("record_stream") !=
             std::string::npos);
   }
 };

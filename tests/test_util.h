@@ -19,6 +19,16 @@ namespace gpulab::test {
 
 inline bool cudaUsable() { return cuda::isAvailable(); }
 
+// The message of what `f` throws; "" when it throws nothing.
+inline std::string textOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
 // Writes `text` to `path`, creating its folders (a test's fixture files).
 inline void writeFile(const QString& path, const QByteArray& text) {
   QDir().mkpath(QFileInfo(path).absolutePath());

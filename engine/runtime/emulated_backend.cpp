@@ -44,82 +44,82 @@ std::vector<Tensor> borrow(const std::vector<Tensor>& ts) {
 class EmulatedGpuBackend final : public Backend {
  public:
   void fill(const Tensor& out, double value) override {
-    submit(out, [o = borrow(out), value] { cpu().fill(o, value); });
+    submit([o = borrow(out), value] { cpu().fill(o, value); });
   }
   void arange(const Tensor& out, double start, double step) override {
-    submit(out, [o = borrow(out), start, step] { cpu().arange(o, start, step); });
+    submit([o = borrow(out), start, step] { cpu().arange(o, start, step); });
   }
   void copy(const Tensor& dst, const Tensor& src) override {
-    submit(dst, [d = borrow(dst), s = borrow(src)] { cpu().copy(d, s); });
+    submit([d = borrow(dst), s = borrow(src)] { cpu().copy(d, s); });
   }
   void unary(UnaryOp op, const Tensor& out, const Tensor& in) override {
-    submit(out, [op, o = borrow(out), i = borrow(in)] { cpu().unary(op, o, i); });
+    submit([op, o = borrow(out), i = borrow(in)] { cpu().unary(op, o, i); });
   }
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override {
-    submit(out, [op, o = borrow(out), x = borrow(a), y = borrow(b)] { cpu().binary(op, o, x, y); });
+    submit([op, o = borrow(out), x = borrow(a), y = borrow(b)] { cpu().binary(op, o, x, y); });
   }
   void binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, double s, bool scalarFirst) override {
-    submit(out, [op, o = borrow(out), x = borrow(a), s, scalarFirst] { cpu().binaryScalar(op, o, x, s, scalarFirst); });
+    submit([op, o = borrow(out), x = borrow(a), s, scalarFirst] { cpu().binaryScalar(op, o, x, s, scalarFirst); });
   }
   void reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in, std::int64_t outer,
               std::int64_t k, std::int64_t inner) override {
-    submit(out, [=, o = borrow(out), idx = borrow(indices), i = borrow(in)] { cpu().reduce(op, o, ptr(idx), i, outer, k, inner); });
+    submit([=, o = borrow(out), idx = borrow(indices), i = borrow(in)] { cpu().reduce(op, o, ptr(idx), i, outer, k, inner); });
   }
   void gemm(DType dtype, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
             const void* a, std::int64_t lda, const void* b, std::int64_t ldb, double beta, void* c, std::int64_t ldc,
             std::int64_t batch, std::int64_t strideA, std::int64_t strideB, std::int64_t strideC) override {
     // Raw pointers into blocks of this device: the stream rule keeps them valid until the product runs.
-    emulated::enqueue(currentStream(), [=] {
+    submit([=] {
       cpu().gemm(dtype, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, strideA, strideB, strideC);
     });
   }
   void softmax(const Tensor& out, const Tensor& in, std::int64_t rows, std::int64_t cols, bool log) override {
-    submit(out, [=, o = borrow(out), i = borrow(in)] { cpu().softmax(o, i, rows, cols, log); });
+    submit([=, o = borrow(out), i = borrow(in)] { cpu().softmax(o, i, rows, cols, log); });
   }
   void softmaxBackward(const Tensor& gradIn, const Tensor& gradOut, const Tensor& out, std::int64_t rows,
                        std::int64_t cols, bool log) override {
-    submit(gradIn, [=, gi = borrow(gradIn), go = borrow(gradOut), o = borrow(out)] { cpu().softmaxBackward(gi, go, o, rows, cols, log); });
+    submit([=, gi = borrow(gradIn), go = borrow(gradOut), o = borrow(out)] { cpu().softmaxBackward(gi, go, o, rows, cols, log); });
   }
   void nllLoss(const Tensor& out, const Tensor& logp, const Tensor& target, std::int64_t rows, std::int64_t cols,
                double scale) override {
     // An out-of-range label throws on the stream's thread and is reported at the next synchronisation,
     // as CUDA reports a device-side assert.
-    submit(out, [=, o = borrow(out), l = borrow(logp), t = borrow(target)] { cpu().nllLoss(o, l, t, rows, cols, scale); });
+    submit([=, o = borrow(out), l = borrow(logp), t = borrow(target)] { cpu().nllLoss(o, l, t, rows, cols, scale); });
   }
   void nllLossBackward(const Tensor& gradLogp, const Tensor& gradOut, const Tensor& target, std::int64_t rows,
                        std::int64_t cols, double scale) override {
-    submit(gradLogp, [=, g = borrow(gradLogp), go = borrow(gradOut), t = borrow(target)] {
+    submit([=, g = borrow(gradLogp), go = borrow(gradOut), t = borrow(target)] {
       cpu().nllLossBackward(g, go, t, rows, cols, scale);
     });
   }
   void pointLoss(PointLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, double scale) override {
-    submit(out, [=, o = borrow(out), x = borrow(a), y = borrow(b)] { cpu().pointLoss(kind, o, x, y, scale); });
+    submit([=, o = borrow(out), x = borrow(a), y = borrow(b)] { cpu().pointLoss(kind, o, x, y, scale); });
   }
   void pointLossBackward(PointLoss kind, const Tensor& gradA, const Tensor& gradOut, const Tensor& a, const Tensor& b,
                          double scale) override {
-    submit(gradA, [=, g = borrow(gradA), go = borrow(gradOut), x = borrow(a), y = borrow(b)] {
+    submit([=, g = borrow(gradA), go = borrow(gradOut), x = borrow(a), y = borrow(b)] {
       cpu().pointLossBackward(kind, g, go, x, y, scale);
     });
   }
   void uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) override {
-    submit(out, [=, o = borrow(out)] { cpu().uniform(o, low, high, seed, offset); });
+    submit([=, o = borrow(out)] { cpu().uniform(o, low, high, seed, offset); });
   }
   void normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) override {
-    submit(out, [=, o = borrow(out)] { cpu().normal(o, mean, stddev, seed, offset); });
+    submit([=, o = borrow(out)] { cpu().normal(o, mean, stddev, seed, offset); });
   }
   void randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed, std::uint64_t offset) override {
-    submit(out, [=, o = borrow(out)] { cpu().randint(o, low, high, seed, offset); });
+    submit([=, o = borrow(out)] { cpu().randint(o, low, high, seed, offset); });
   }
   void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
                std::uint64_t offset) override {
-    submit(out, [=, o = borrow(out), m = borrow(mask), i = borrow(in)] { cpu().dropout(o, m, i, p, seed, offset); });
+    submit([=, o = borrow(out), m = borrow(mask), i = borrow(in)] { cpu().dropout(o, m, i, p, seed, offset); });
   }
   void sgdStep(const Tensor& param, const Tensor& grad, const Tensor* momentumBuffer, const SgdHyper& h) override {
-    submit(param, [h, p = borrow(param), g = borrow(grad), m = borrow(momentumBuffer)] { cpu().sgdStep(p, g, ptr(m), h); });
+    submit([h, p = borrow(param), g = borrow(grad), m = borrow(momentumBuffer)] { cpu().sgdStep(p, g, ptr(m), h); });
   }
   void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq,
                 const Tensor* maxExpAvgSq, const AdamHyper& h) override {
-    submit(param, [h, p = borrow(param), g = borrow(grad), m = borrow(expAvg), v = borrow(expAvgSq), mx = borrow(maxExpAvgSq)] {
+    submit([h, p = borrow(param), g = borrow(grad), m = borrow(expAvg), v = borrow(expAvgSq), mx = borrow(maxExpAvgSq)] {
       cpu().adamStep(p, g, m, v, ptr(mx), h);
     });
   }
@@ -136,54 +136,54 @@ class EmulatedGpuBackend final : public Backend {
       held.push_back({borrow(*t.param), borrow(*t.grad), borrow(*t.expAvg), borrow(*t.expAvgSq), borrow(t.maxExpAvgSq), t.hyper});
     }
     if (held.empty()) return;
-    emulated::enqueue(currentStream(), [held = std::move(held)] {
+    submit([held = std::move(held)] {
       for (const Item& t : held) cpu().adamStep(t.param, t.grad, t.expAvg, t.expAvgSq, ptr(t.maxExpAvgSq), t.hyper);
     });
   }
   void nonFiniteCheckAndUnscale(const std::vector<Tensor>& grads, const Tensor& counts, double invScale) override {
-    submit(counts, [gs = borrow(grads), c = borrow(counts), invScale] { cpu().nonFiniteCheckAndUnscale(gs, c, invScale); });
+    submit([gs = borrow(grads), c = borrow(counts), invScale] { cpu().nonFiniteCheckAndUnscale(gs, c, invScale); });
   }
   void conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor* bias,
               const Conv2dShape& shape) override {
-    submit(out, [shape, o = borrow(out), i = borrow(input), w = borrow(weight), b = borrow(bias)] { cpu().conv2d(o, i, w, ptr(b), shape); });
+    submit([shape, o = borrow(out), i = borrow(input), w = borrow(weight), b = borrow(bias)] { cpu().conv2d(o, i, w, ptr(b), shape); });
   }
   void conv2dBackwardInput(const Tensor& gradInput, const Tensor& gradOut, const Tensor& weight,
                            const Conv2dShape& shape) override {
-    submit(gradInput, [shape, gi = borrow(gradInput), go = borrow(gradOut), w = borrow(weight)] {
+    submit([shape, gi = borrow(gradInput), go = borrow(gradOut), w = borrow(weight)] {
       cpu().conv2dBackwardInput(gi, go, w, shape);
     });
   }
   void conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gradOut, const Tensor& input,
                             const Conv2dShape& shape) override {
-    submit(gradWeight, [shape, gw = borrow(gradWeight), go = borrow(gradOut), i = borrow(input)] {
+    submit([shape, gw = borrow(gradWeight), go = borrow(gradOut), i = borrow(input)] {
       cpu().conv2dBackwardWeight(gw, go, i, shape);
     });
   }
   void maxPool2d(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dShape& shape) override {
-    submit(out, [shape, o = borrow(out), idx = borrow(indices), i = borrow(input)] { cpu().maxPool2d(o, idx, i, shape); });
+    submit([shape, o = borrow(out), idx = borrow(indices), i = borrow(input)] { cpu().maxPool2d(o, idx, i, shape); });
   }
   void maxPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Tensor& indices,
                          const Pool2dShape& shape) override {
-    submit(gradInput, [shape, gi = borrow(gradInput), go = borrow(gradOut), idx = borrow(indices)] {
+    submit([shape, gi = borrow(gradInput), go = borrow(gradOut), idx = borrow(indices)] {
       cpu().maxPool2dBackward(gi, go, idx, shape);
     });
   }
   void avgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) override {
-    submit(out, [shape, o = borrow(out), i = borrow(input)] { cpu().avgPool2d(o, i, shape); });
+    submit([shape, o = borrow(out), i = borrow(input)] { cpu().avgPool2d(o, i, shape); });
   }
   void avgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override {
-    submit(gradInput, [shape, gi = borrow(gradInput), go = borrow(gradOut)] { cpu().avgPool2dBackward(gi, go, shape); });
+    submit([shape, gi = borrow(gradInput), go = borrow(gradOut)] { cpu().avgPool2dBackward(gi, go, shape); });
   }
   void adaptiveAvgPool2d(const Tensor& out, const Tensor& input, const Pool2dShape& shape) override {
-    submit(out, [shape, o = borrow(out), i = borrow(input)] { cpu().adaptiveAvgPool2d(o, i, shape); });
+    submit([shape, o = borrow(out), i = borrow(input)] { cpu().adaptiveAvgPool2d(o, i, shape); });
   }
   void adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tensor& gradOut, const Pool2dShape& shape) override {
-    submit(gradInput, [shape, gi = borrow(gradInput), go = borrow(gradOut)] { cpu().adaptiveAvgPool2dBackward(gi, go, shape); });
+    submit([shape, gi = borrow(gradInput), go = borrow(gradOut)] { cpu().adaptiveAvgPool2dBackward(gi, go, shape); });
   }
   void batchNorm(const Tensor& out, const Tensor& input, const Tensor* weight, const Tensor* bias,
                  const Tensor* runningMean, const Tensor* runningVar, const Tensor* saveMean, const Tensor* saveInvStd,
                  bool training, const BatchNormShape& shape) override {
-    submit(out, [=, o = borrow(out), i = borrow(input), w = borrow(weight), b = borrow(bias), rm = borrow(runningMean),
+    submit([=, o = borrow(out), i = borrow(input), w = borrow(weight), b = borrow(bias), rm = borrow(runningMean),
                  rv = borrow(runningVar), sm = borrow(saveMean), si = borrow(saveInvStd)] {
       cpu().batchNorm(o, i, ptr(w), ptr(b), ptr(rm), ptr(rv), ptr(sm), ptr(si), training, shape);
     });
@@ -191,7 +191,7 @@ class EmulatedGpuBackend final : public Backend {
   void batchNormBackward(const Tensor& gradInput, const Tensor* gradWeight, const Tensor* gradBias,
                          const Tensor& gradOut, const Tensor& input, const Tensor* weight, const Tensor& saveMean,
                          const Tensor& saveInvStd, const BatchNormShape& shape) override {
-    submit(gradInput, [shape, gi = borrow(gradInput), gw = borrow(gradWeight), gb = borrow(gradBias), go = borrow(gradOut),
+    submit([shape, gi = borrow(gradInput), gw = borrow(gradWeight), gb = borrow(gradBias), go = borrow(gradOut),
                        i = borrow(input), w = borrow(weight), sm = borrow(saveMean), si = borrow(saveInvStd)] {
       cpu().batchNormBackward(gi, ptr(gw), ptr(gb), go, i, ptr(w), sm, si, shape);
     });
@@ -199,11 +199,10 @@ class EmulatedGpuBackend final : public Backend {
 
  private:
   static Backend& cpu() { return cpuBackend(); }
-  static std::uintptr_t currentStream() { return currentStreamId(*emulatedDevice()); }
-  // Queued on the current stream of the device the written tensor lives on.
+  // Queued on this thread's current stream of the emulated GPU.
   template <class F>
-  static void submit(const Tensor& written, F&& task) {
-    emulated::enqueue(currentStreamId(written.device()), std::forward<F>(task));
+  static void submit(F&& task) {
+    emulated::enqueue(currentStreamId(*emulatedDevice()), std::forward<F>(task));
   }
 };
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <utility>
 
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_runtime.h"
@@ -28,6 +29,11 @@ void checkStreamDevice(Device device, const std::string& what) {
     throw ValueError(what + ": invalid device " + device.str());
   }
   checkDeviceUsable(device);
+}
+
+// This thread's current stream of a CUDA device whose index checkStreamDevice accepted.
+std::uintptr_t& currentStreamSlot(Device device) {
+  return executionContext().currentStream[static_cast<std::size_t>(device.index())];
 }
 
 }  // namespace
@@ -95,7 +101,7 @@ std::string Stream::str() const {
 Stream current_stream(Device device) {
   if (!device.isCuda()) return Stream(device);
   checkStreamDevice(device, "torch.cuda.current_stream(" + device.str() + ")");
-  return Stream(device, executionContext().currentStream[static_cast<std::size_t>(device.index())]);
+  return Stream(device, currentStreamSlot(device));
 }
 
 Stream default_stream(Device device) {
@@ -105,12 +111,10 @@ Stream default_stream(Device device) {
 
 StreamGuard::StreamGuard(const Stream& stream) : device_(stream.device()), previous_(0) {
   checkStreamDevice(device_, "torch.cuda.stream(" + stream.str() + ")");
-  std::uintptr_t& current = executionContext().currentStream[static_cast<std::size_t>(device_.index())];
-  previous_ = current;
-  current = stream.id();
+  previous_ = std::exchange(currentStreamSlot(device_), stream.id());
 }
 
-StreamGuard::~StreamGuard() { executionContext().currentStream[static_cast<std::size_t>(device_.index())] = previous_; }
+StreamGuard::~StreamGuard() { currentStreamSlot(device_) = previous_; }
 
 Event::Event(bool enable_timing) : impl_(std::make_shared<Impl>()) { impl_->timing = enable_timing; }
 
@@ -198,6 +202,6 @@ double Event::elapsed_time(const Event& end) const {
 namespace gpulab {
 std::uintptr_t currentStreamId(Device device) {
   if (!device.isCuda() || device.index() < 0 || device.index() >= ExecutionContext::kMaxDevices) return 0;
-  return executionContext().currentStream[static_cast<std::size_t>(device.index())];
+  return cuda::currentStreamSlot(device);
 }
 }  // namespace gpulab
