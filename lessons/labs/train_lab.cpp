@@ -253,11 +253,13 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   sink.view({.id = "loss", .title = "Loss", .kind = lab::ViewKind::Line, .x = trainingAxes(), .y = {"loss", ""},
              .series = {{"train", "train loss"}, {"eval", "eval loss", lab::SeriesStyle::Points}}});
   const bool withDriver = declareMemoryView(sink, "memory", device, trainingAxes());
-  // The emulated GPU computes on the CPU: its speed is the CPU's, and the view says so.
+  // The emulated GPU computes on the CPU: its speed is the CPU's (with its queue's hand-offs), and the view says so.
   const bool emulated = cuda::isEmulated(device);
   sink.view({.id = "throughput", .title = "Throughput", .kind = lab::ViewKind::Line, .x = trainingAxes(),
              .y = {"throughput", "samples/s"}, .yFromZero = true, .series = {{"throughput", "training samples per second"}},
-             .note = emulated ? "Measured on your CPU: the emulated GPU computes there, so this is your CPU's speed, not a GPU's." : std::string()});
+             .note = emulated ? "Measured on your CPU: the emulated GPU computes there, so this is your CPU's speed, not a GPU's. Its kernels "
+                              "run on a queue of their own beside the training loop, so it can differ from a cpu run either way."
+                            : std::string()});
   std::vector<lab::Axis> columns{{"epoch", ""}, {"train loss", ""}, {"eval loss", ""}};
   if (classification) columns.push_back({"test accuracy", ""});
   columns.push_back({"time", "s"});
