@@ -120,6 +120,7 @@ class TestStreams : public QObject {
       address = shared.data_ptr();
       cuda::StreamGuard on(side);
       Tensor keepBusy = busyWork(a, 20);  // the side stream is busy for a while...
+      side.wait_stream(cuda::default_stream(gpu));  // (`shared` is written on the default stream)
       Tensor use = shared + 1.0;          // ... before it reads `shared`
       shared.record_stream(side);
     }
