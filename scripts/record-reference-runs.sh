@@ -9,6 +9,9 @@
 # On a bare GPU machine, through the packed build (../shared/gpu-run):
 #   bash .device/run.sh bash "$PWD/scripts/record-reference-runs.sh" ./bin/gpulab-cli "$OUT/reference-runs"
 # GPULAB_COMMIT names the commit when the tree has no .git (the packed copy has none).
+# GPULAB_LESSON_TIMEOUT (seconds, default 600) bounds each lesson; GPULAB_LESSONS names a subset.
+# A lesson that fails or times out is reported and left unrecorded (its old file stays); the others
+# are still recorded, and the exit status is 1.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cli=${1:-$here/build/bin/gpulab-cli}
@@ -20,7 +23,8 @@ cuda=$("$cli" devices --json | python3 -c 'import json,sys; print(json.load(sys.
 "$cli" devices | grep -q '^default device: cuda' || { echo "record-reference-runs.sh: gpulab-cli cannot use the GPU:" >&2; "$cli" devices >&2; exit 2; }
 date=$(date -u +%Y-%m-%d)
 mkdir -p "$out"
-for id in $("$cli" lessons | cut -f1); do
+failed=0
+for id in ${GPULAB_LESSONS:-$("$cli" lessons | cut -f1)}; do
   tmp="$out/.$id.jsonl.tmp"
   python3 - "$id" "$gpu" "$driver" "$cuda" "$date" "$commit" > "$tmp" <<'PY'
 import json, sys
@@ -28,7 +32,16 @@ lesson, gpu, driver, cuda, date, commit = sys.argv[1:]
 print(json.dumps({"event": "reference", "lesson": lesson, "gpu": gpu, "driver": driver, "cuda": cuda, "date": date,
                   "command": f"gpulab-cli lesson {lesson} --json", "commit": commit}, ensure_ascii=False))
 PY
-  "$cli" lesson "$id" --json >> "$tmp"
-  mv "$tmp" "$out/$id.jsonl"
-  echo "recorded $out/$id.jsonl ($(wc -l < "$out/$id.jsonl") lines)"
+  start=$SECONDS
+  rc=0
+  timeout --kill-after=10 "${GPULAB_LESSON_TIMEOUT:-600}" "$cli" lesson "$id" --json >> "$tmp" || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    mv "$tmp" "$out/$id.jsonl"
+    echo "recorded $out/$id.jsonl ($(wc -l < "$out/$id.jsonl") lines, $((SECONDS - start)) s)"
+  else
+    mv "$tmp" "$out/$id.failed-jsonl"
+    echo "FAILED $id: rc=$rc after $((SECONDS - start)) s (its output: $out/$id.failed-jsonl)" >&2
+    failed=1
+  fi
 done
+exit "$failed"
