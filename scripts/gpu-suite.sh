@@ -5,6 +5,12 @@
 #
 #   bash .device/run.sh bash "$PWD/scripts/gpu-suite.sh" "$OUT" [PHASE...]
 #
+# The device call used (tests/bench/README.md says why each part is there):
+#   mkdir -p /tmp/fm /tmp/device-runtime; for f in .device/fashion-mnist/*.xz; do xz -dc "$f" > /tmp/fm/$(basename "${f%.xz}") & done;
+#   tar -C /tmp/device-runtime -xJf .device/qt.tar.xz && rm -f /tmp/device-runtime/lib/libgpulab-*; wait;
+#   export GPULAB_FASHION_MNIST_DIR=/tmp/fm GPU_SUITE_BUDGET=520 GPULAB_COMMIT=<commit>;
+#   bash .device/run.sh bash $PWD/scripts/gpu-suite.sh $OUT
+#
 # Phases (default: all, in this order). Correctness runs side by side; whatever is timed runs alone.
 #   check     nvidia-smi and gpulab-cli devices; then, side by side: the whole ctest suite with the GPU
 #             usable (the slow Fashion-MNIST check included), compute-sanitizer memcheck over every
@@ -31,6 +37,13 @@ mkdir -p "$out"
 summary="$logs/summary.txt"
 cli=./bin/gpulab-cli
 export PYTHONUNBUFFERED=1
+# A bare GPU machine has no fontconfig configuration: point it at the fonts run.sh unpacked, so the GUI
+# tests lay out text in DejaVu Sans as on a desktop rather than in whatever fallback is left.
+if [ -n "${QT_QPA_FONTDIR:-}" ] && [ ! -e /etc/fonts/fonts.conf ] && [ -z "${FONTCONFIG_FILE:-}" ]; then
+  printf '<?xml version="1.0"?>\n<fontconfig><dir>%s</dir><cachedir>%s</cachedir></fontconfig>\n' \
+    "$QT_QPA_FONTDIR" /tmp/gpu-suite-fontcache > "$logs/fonts.conf"
+  export FONTCONFIG_FILE=$logs/fonts.conf
+fi
 
 bundle() {  # the logs so far into OUT, replaced atomically
   tar -C "$logs" -czf "$out/.suite.tar.gz" . 2>/dev/null && mv "$out/.suite.tar.gz" "$out/suite.tar.gz"
@@ -56,17 +69,21 @@ stage() {  # stage NAME LIMIT_S COMMAND...: runs COMMAND under min(LIMIT_S, time
 }
 
 sanitize() {  # memcheck of every GPU-using suite, racecheck/synccheck of the kernels, all side by side
-  for t in ${SANITIZE_SUITES:-test_cuda_parity test_dtype_parity test_cuda_norm_parity test_conv_parity \
-           test_grad_scaler test_device_rule test_memory test_data test_training test_streams}; do
+  local pids=()
+  for t in ${SANITIZE_SUITES:-test_cuda_parity test_cuda_norm_parity test_conv_parity test_grad_scaler \
+           test_device_rule test_memory test_data test_training}; do
     [ -x "bin/$t" ] || continue
     # A speed claim cannot hold with every access instrumented: its test runs unsanitised in ctest.
     fns=$("bin/$t" -functions | sed 's/()$//' | grep -vx 'devicesLabMeasuresMatmul')
     # shellcheck disable=SC2086
-    stage "memcheck-$t" 240 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 --print-limit 30 "bin/$t" $fns &
+    stage "memcheck-$t" "${CHECK_LIMIT:-240}" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 --print-limit 30 "bin/$t" $fns &
+    pids+=($!)
   done
-  stage racecheck-test_cuda_parity 240 compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity &
-  stage synccheck-test_cuda_parity 240 compute-sanitizer --tool synccheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity &
-  wait
+  stage racecheck-test_cuda_parity "${CHECK_LIMIT:-240}" compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity &
+  pids+=($!)
+  stage synccheck-test_cuda_parity "${CHECK_LIMIT:-240}" compute-sanitizer --tool synccheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity &
+  pids+=($!)
+  wait "${pids[@]}"  # these alone: a bare `wait` would wait for the bundler too, which never ends
   grep -HE "ERROR SUMMARY|RACECHECK SUMMARY|Totals" "$logs"/memcheck-*.log "$logs"/racecheck-*.log "$logs"/synccheck-*.log > "$logs/sanitizer-brief.log" 2>/dev/null
 }
 
@@ -75,12 +92,18 @@ for p in $phases; do
     check)
       stage nvidia-smi 30 nvidia-smi
       stage devices 60 "$cli" devices
-      stage ctest 240 ctest --output-on-failure --timeout 200 -j8 &
+      # Everything after this needs the GPU: stop at once, rather than spend the loan on CPU runs.
+      if ! grep -q '^default device: cuda' "$logs/devices.log"; then
+        echo "STOPPED: gpulab-cli cannot use the GPU (see devices.log)" >> "$summary"
+        break
+      fi
+      stage ctest "${CHECK_LIMIT:-240}" ctest --output-on-failure --timeout 200 -j8 &
+      ctest_pid=$!
       sanitize
-      wait
+      wait "$ctest_pid"
       grep -E "tests passed|tests failed|\*\*\*|Failed|SKIP|PASS|FAIL!" "$logs/ctest.log" | head -120 > "$logs/ctest-brief.log" ;;
     lessons)
-      GPULAB_LESSON_TIMEOUT=90 stage lessons 300 bash "$src/scripts/record-reference-runs.sh" "$cli" "$logs/reference-runs" ;;
+      GPULAB_LESSON_TIMEOUT=90 stage lessons "${LESSONS_LIMIT:-300}" bash "$src/scripts/record-reference-runs.sh" "$cli" "$logs/reference-runs" ;;
     bench)
       [ -e "$src/tests/bench/gpu_bench.py" ] &&
         stage bench-gpu 150 python3 "$src/tests/bench/gpu_bench.py" --bench ./bin/gpulab-bench-gpu --json "$logs/gpu_bench.json"

@@ -80,9 +80,12 @@ class TestCudaNormParity : public QObject {
     struct Result {
       Tensor out, gx, gw, gb, rm, rv;
     };
+    // Fresh leaves on each device: x.to(kCPU) is x itself, so without detach() the CPU run would make the
+    // shared inputs require grad, and the GPU run's x.to(dev) would then be a non-leaf with no .grad.
+    auto leaf = [](const Tensor& t, Device dev) { return t.to(dev).detach().requires_grad_(true); };
     auto run = [&](Device dev) {
-      Tensor xi = x.to(dev).requires_grad_(true);
-      Tensor wi = affine ? w.to(dev).requires_grad_(true) : Tensor(), bi = affine ? b.to(dev).requires_grad_(true) : Tensor();
+      Tensor xi = leaf(x, dev);
+      Tensor wi = affine ? leaf(w, dev) : Tensor(), bi = affine ? leaf(b, dev) : Tensor();
       Tensor rmi = rm.to(dev).clone(), rvi = rv.to(dev).clone();
       Tensor out = batch_norm(xi, rmi, rvi, wi, bi, training, 0.1, 1e-5);
       out.backward(g.to(dev));

@@ -559,6 +559,10 @@ class TestGradScaler : public QObject {
         const double r = next();
         e = r < 0.01 ? 0.0 : r < 0.012 ? kInf : r < 0.013 ? kNaN : (next() - 0.5) * 2000.0;
       }
+      // And at least one zero and one non-finite value in every tensor: the "few" case's 114 elements
+      // would otherwise hold about 0.3 non-finite values (its first GPU run found none to count).
+      v[static_cast<std::size_t>(n / 2)] = t % 2 ? -0.0 : 0.0;
+      v[static_cast<std::size_t>((t * 13) % n)] = t % 3 == 0 ? kInf : t % 3 == 1 ? kNaN : -kInf;
       Tensor g = typed(v, dtype);
       cpuGrads.push_back(g);
       gpuGrads.push_back(g.to(gpu));

@@ -32,8 +32,9 @@
 // - cuDNN's tensor descriptors hold int sizes and strides, and its kernels index with 32 bits: a batch
 //   whose input or output has 2^31 elements or more is run in chunks of samples (PyTorch splits the
 //   batch the same way); the weight gradient of later chunks accumulates (beta = 1).
-// - Bias: a small kernel adds it after the convolution (PyTorch adds it with cudnnAddTensor, also as a
-//   second pass), in the math type with one rounding on store.
+// - Bias: written into the output first, then the convolution adds its sum to it (beta = 1), so a
+//   16-bit output is rounded once, as on the CPU (PyTorch adds it after, with cudnnAddTensor, and
+//   rounds twice; see broadcastBias).
 //
 // Pools are plain kernels with PyTorch's window rules (the CPU reference's): cuDNN's pooling does not
 // return max_pool2d's indices. Each thread owns one output element in the forward passes and one input
@@ -563,6 +564,30 @@ void runConvolution(Ops& ops, const Conv& s, std::int64_t batch, const CudnnType
 }
 
 // The three passes for runConvolution: cuDNN's calls on one chunk's buffers.
+// The bias, rounded once with the sum. out[n, k, h, w] = bias[k] is written first, and cuDNN then adds
+// its sum with beta = 1: y = sum + y is formed in the compute type (float for the 16-bit types) and
+// rounded once on store, as the CPU reference rounds. Adding the bias after the convolution, as PyTorch
+// does (cudnnAddTensor), rounds twice -- once when cuDNN stores the 16-bit sum, again after the add --
+// and a sum close to -bias then keeps none of its digits (measured on an H200: bfloat16 gave 0 where
+// the exact result was 0.00155).
+template <class T>
+__global__ void broadcastBiasKernel(T* out, const T* bias, std::int64_t channels, std::int64_t plane, std::int64_t n) {
+  GPULAB_GRID_STRIDE(i, n) { out[i] = bias[(i / plane) % channels]; }
+}
+
+// `samples` x the bias's channels x `plane` elements at y, each its channel's bias.
+void broadcastBias(void* y, const Tensor& bias, std::int64_t samples, std::int64_t plane) {
+  const std::int64_t channels = bias.numel(), n = samples * channels * plane;
+  if (n == 0) return;
+  cuda::DeviceContext& c = cuda::context(bias.device().index());
+  dispatchFloating(bias.dtype(), "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    broadcastBiasKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(static_cast<T*>(y), bias.data<T>(),
+                                                                              channels, plane, n);
+    GPULAB_CUDA_CHECK_LAUNCH();
+  });
+}
+
 struct ForwardOps {
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   static constexpr Pass kPass = Pass::Forward;
@@ -590,9 +615,15 @@ struct ForwardOps {
     return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
                                                    static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
   }
+  // The bias to start y from (see broadcastBias), or none: y = sum.
+  const Tensor* bias;
+  std::int64_t samples, plane;
   cudnnStatus_t execute(const ConvDescriptors& d, int algo, void* ws, std::size_t bytes) const {
+    // Written again before each try: a candidate cuDNN refuses writes nothing, and find() scribbles on y.
+    if (bias) broadcastBias(y, *bias, samples, plane);
     return cudnnConvolutionForward(h, kOne.ptr(t), d.x.get(), x, d.w.get(), w, d.conv.get(),
-                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, kZero.ptr(t), d.y.get(), y);
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes,
+                                   (bias ? kOne : kZero).ptr(t), d.y.get(), y);
   }
 };
 
@@ -676,13 +707,6 @@ std::int64_t samplesPerChunk(const Conv& s) {
                               " elements, more than cuDNN's 32-bit indexing allows");
   }
   return std::min(std::max<std::int64_t>(s.batch, 1), limit);
-}
-
-// out[n, k, h, w] += bias[k], in the math type, rounded once.
-template <class T>
-__global__ void addBiasKernel(T* out, const T* bias, std::int64_t channels, std::int64_t plane, std::int64_t n) {
-  using M = OpMath<T>;
-  GPULAB_GRID_STRIDE(i, n) { out[i] = static_cast<T>(static_cast<M>(out[i]) + static_cast<M>(bias[(i / plane) % channels])); }
 }
 
 void zeroFill(const Tensor& t, cudaStream_t stream) {
@@ -860,7 +884,9 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& w
   auto& c = ctx();
   const CudnnTypes types = cudnnTypesFor(input.dtype(), "conv2d");
   if (s.inChannels == 0 || s.kernelH == 0 || s.kernelW == 0) {
-    zeroFill(out, c.computeStream());  // an empty sum (the CPU reference's colRows == 0), then the bias
+    // An empty sum (the CPU reference's colRows == 0): the bias alone, or zeros.
+    if (bias) broadcastBias(out.data_ptr(), *bias, s.batch, s.outH * s.outW);
+    else zeroFill(out, c.computeStream());
   } else {
     const cudnnHandle_t handle = c.cudnn();
     const std::size_t elt = elementSize(input.dtype());
@@ -869,18 +895,9 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& w
       const std::int64_t nb = std::min(chunk, s.batch - n0);
       const char* x = static_cast<const char*>(input.data_ptr()) + n0 * s.inChannels * s.inH * s.inW * elt;
       char* y = static_cast<char*>(out.data_ptr()) + n0 * s.outChannels * s.outH * s.outW * elt;
-      ForwardOps ops{handle, types, x, weight.data_ptr(), y};
+      ForwardOps ops{handle, types, x, weight.data_ptr(), y, bias, nb, s.outH * s.outW};
       runConvolution(ops, s, nb, types, input.dtype(), out.device());
     }
-  }
-  if (bias) {
-    const std::int64_t n = out.numel();
-    dispatchFloating(out.dtype(), "conv2d", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      addBiasKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), bias->data<T>(), s.outChannels,
-                                                                        s.outH * s.outW, n);
-      GPULAB_CUDA_CHECK_LAUNCH();
-    });
   }
 }
 
