@@ -540,11 +540,11 @@ class TestGradScaler : public QObject {
     }
   }
   void cudaKernelMatchesCpu() {
-    if (!cuda::isAvailable()) QSKIP("no CUDA device");
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
     QFETCH(DType, dtype);
     QFETCH(int, tensors);
     QFETCH(double, invScale);
-    const Device gpu(DeviceType::CUDA, 0);
+    const Device gpu = test::cudaDevice();
     std::uint64_t state = 12345;
     auto next = [&] {
       state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -580,8 +580,8 @@ class TestGradScaler : public QObject {
 
   // The same training steps on the GPU and the CPU: the same skips, counts, scales and weights.
   void cudaScalerMatchesCpu() {
-    if (!cuda::isAvailable()) QSKIP("no CUDA device");
-    const Device gpu(DeviceType::CUDA, 0);
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    const Device gpu = test::cudaDevice();
     Tiny onCpu, onGpu;
     onGpu.w = onCpu.w.detach().to(gpu).requires_grad_();
     optim::SGD optCpu({onCpu.w}, {.lr = 0.1}), optGpu({onGpu.w}, {.lr = 0.1});

@@ -1,19 +1,22 @@
 // The emulated GPU's streams (see emulated_streams.h): a queue and a worker thread per stream.
 //
-// The host's side of a queue is a mutex-guarded deque; the counters the host polls (how many tasks
-// were queued, how many have run) are atomics, so query() and a marker check take no lock. A worker
-// that runs dry spins briefly before it sleeps, because a training step queues its next kernel a few
-// microseconds after the last one finished: sleeping on every gap would make each op pay a wake-up.
+// The host's side of a queue is a mutex-guarded vector, which the worker takes whole (one lock a batch,
+// not one a task); the counters the host polls (how many tasks were queued, how many have run) are
+// atomics, so query() and a marker check take no lock. A worker that runs dry spins briefly before it
+// sleeps, because a training step queues its next kernel a few microseconds after the last one
+// finished: sleeping on every gap would make each op pay a wake-up. It wakes a waiting host only when
+// the count the host waits for is reached, not after every task.
 #include "engine/runtime/emulated_streams.h"
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "engine/core/errors.h"
 
@@ -29,28 +32,35 @@ class StreamQueue {
       std::lock_guard lock(mutex_);
       tasks_.push_back(std::move(task));
       queued_.fetch_add(1, std::memory_order_release);
+      collectLocked();
     }
+    destroyCollected();
     if (sleeping_.load(std::memory_order_acquire)) workReady_.notify_one();
   }
 
   std::uint64_t queued() const { return queued_.load(std::memory_order_acquire); }
-  std::uint64_t done() const { return done_.load(std::memory_order_acquire); }
+  std::uint64_t done() const { return done_.load(std::memory_order_seq_cst); }
+  std::uint64_t busyNanoseconds() const { return busyNs_.load(std::memory_order_relaxed); }
 
   // Waits until `sequence` tasks have run; `rethrow`: report (and clear) a kernel's error.
   void waitUntil(std::uint64_t sequence, bool rethrow) {
     for (int spin = 0; spin < 4000 && done() < sequence; ++spin) pause();
-    if (done() < sequence) {
-      std::unique_lock lock(mutex_);
-      waiters_.fetch_add(1, std::memory_order_acq_rel);
-      taskDone_.wait(lock, [&] { return done() >= sequence; });
-      waiters_.fetch_sub(1, std::memory_order_acq_rel);
-    }
-    if (!rethrow) return;
     std::exception_ptr error;
     {
-      std::lock_guard lock(mutex_);
-      std::swap(error, error_);
+      std::unique_lock lock(mutex_);
+      while (done() < sequence) {
+        // Ask the worker for a wake-up at `sequence`, then look again: the worker counts a task done
+        // before it reads wakeAt_, and both are sequentially consistent, so either it sees this
+        // request or this second look sees its count -- no wake-up is lost. (The worker resets wakeAt_
+        // when it wakes the waiters; each waiter still short asks again.)
+        if (sequence < wakeAt_.load(std::memory_order_seq_cst)) wakeAt_.store(sequence, std::memory_order_seq_cst);
+        if (done() >= sequence) break;
+        taskDone_.wait(lock);
+      }
+      if (rethrow) std::swap(error, error_);
+      collectLocked();
     }
+    destroyCollected();
     if (error) std::rethrow_exception(error);
   }
 
@@ -63,9 +73,24 @@ class StreamQueue {
 #endif
   }
 
+  // The tasks that ran are destroyed by the host, not by the worker: a task's closure and the borrowed
+  // views in it were allocated on the host, and freeing them on another thread made the two contend
+  // for the allocator's arena lock on every op (a fifth of an emulated training step, measured with
+  // perf). The views own no memory, so when they go changes no memory statistic. A thread's spare
+  // vector takes the finished tasks under the lock (its buffer stays, so nothing is allocated here
+  // either); they are destroyed after the lock is released.
+  static std::vector<Task>& spare() {
+    thread_local std::vector<Task> v;
+    return v;
+  }
+  void collectLocked() {
+    if (!finished_.empty()) spare().swap(finished_);
+  }
+  static void destroyCollected() { spare().clear(); }
+
   void run() {
+    std::vector<Task> batch;  // every task queued when the worker looked, run in order
     for (;;) {
-      Task task;
       for (int spin = 0; spin < 4000 && done() == queued(); ++spin) pause();
       {
         std::unique_lock lock(mutex_);
@@ -74,31 +99,43 @@ class StreamQueue {
           workReady_.wait(lock, [&] { return !tasks_.empty(); });
           sleeping_.store(false, std::memory_order_release);
         }
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
+        batch.swap(tasks_);  // one lock for the whole batch; tasks_ keeps batch's emptied buffer
       }
-      try {
-        task();
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();  // the first error is the one CUDA reports
+      for (Task& task : batch) {
+        const auto started = std::chrono::steady_clock::now();
+        try {
+          task();
+        } catch (...) {
+          std::lock_guard lock(mutex_);
+          if (!error_) error_ = std::current_exception();  // the first error is the one CUDA reports
+        }
+        busyNs_.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - started).count()),
+                          std::memory_order_relaxed);
+        const std::uint64_t now = done_.fetch_add(1, std::memory_order_seq_cst) + 1;
+        if (now >= wakeAt_.load(std::memory_order_seq_cst)) {
+          std::lock_guard lock(mutex_);  // a waiter that asked is either still looking or asleep: not in between
+          wakeAt_.store(kNoWakeUp, std::memory_order_seq_cst);
+          taskDone_.notify_all();
+        }
       }
-      task = nullptr;  // whatever the task held goes before it counts as done
       {
-        // Under the lock, so a host that saw done() short and is about to sleep cannot miss the wake-up.
         std::lock_guard lock(mutex_);
-        done_.fetch_add(1, std::memory_order_release);
+        for (Task& task : batch) finished_.push_back(std::move(task));
       }
-      if (waiters_.load(std::memory_order_acquire) > 0) taskDone_.notify_all();
+      batch.clear();  // moved-from: nothing left to free
     }
   }
 
+  static constexpr std::uint64_t kNoWakeUp = ~std::uint64_t{0};
   std::mutex mutex_;
   std::condition_variable workReady_, taskDone_;
-  std::deque<Task> tasks_;
+  std::vector<Task> tasks_;     // queued, not taken by the worker yet
+  std::vector<Task> finished_;  // run, for the host to destroy
   std::atomic<std::uint64_t> queued_{0}, done_{0};
+  std::atomic<std::uint64_t> busyNs_{0};  // time spent in tasks
+  std::atomic<std::uint64_t> wakeAt_{kNoWakeUp};  // the smallest count a sleeping waiter waits for
   std::atomic<bool> sleeping_{false};
-  std::atomic<int> waiters_{0};
   std::exception_ptr error_;
   std::thread worker_;
 };
@@ -164,6 +201,13 @@ Marker markNow(std::uintptr_t stream) { return {stream, queue(stream).queued()};
 bool reached(const Marker& marker) { return queue(marker.stream).done() >= marker.sequence; }
 void waitFor(const Marker& marker) { queue(marker.stream).waitUntil(marker.sequence, true); }
 void waitForQuietly(const Marker& marker) { queue(marker.stream).waitUntil(marker.sequence, false); }
+
+double busySeconds() {
+  std::uint64_t ns = 0;
+  for (const auto& q : queues)
+    if (const StreamQueue* s = q.load(std::memory_order_acquire)) ns += s->busyNanoseconds();
+  return static_cast<double>(ns) * 1e-9;
+}
 
 std::uintptr_t nextPoolStream() {
   static std::atomic<std::uintptr_t> next{0};

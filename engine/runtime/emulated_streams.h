@@ -48,4 +48,10 @@ void waitForQuietly(const Marker& marker);
 // A stream id from the pool for Stream::create().
 std::uintptr_t nextPoolStream();
 
+// The time the emulated GPU's streams have spent running kernels since the process started, summed
+// over the streams: the busy time behind nvidia-smi's "GPU-Util" (the share of time a kernel ran),
+// read twice around a loop. On a GPU that needs the device's own clock (events around each kernel);
+// here each stream's thread times its tasks.
+double busySeconds();
+
 }  // namespace gpulab::cuda::emulated
