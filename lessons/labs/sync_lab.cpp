@@ -255,9 +255,16 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
   sink.record("syncs", {{"every_step_s", everyStep.seconds}, {"read_every", readEvery}, {"yours_s", yours.seconds},
                         {"per_sample_us", perSample * 1e6}, {"per_batch_us", perBatch * 1e6}, {"device", device.str()}});
 
+  std::int64_t fastestN = 1;
+  for (const auto& [n, r] : fastest)
+    if (r.seconds == bestSeconds) fastestN = n;
+  const std::string yoursText =
+      readEvery == 1 ? "You read it every step; the fastest, every " + std::to_string(fastestN) + " steps, ran " +
+                           ratioText(everyStep.seconds / bestSeconds) + ". "
+                     : "Every " + std::to_string(readEvery) + " steps (yours): " + ratioText(speedup) + " (" +
+                           formatFixed(100.0 * ofBest, 1) + "% of the fastest N's speed), with the same losses. ";
   sink.info("Reading the loss every step: " + formatGeneral(static_cast<double>(steps) / everyStep.seconds, 4) + " steps/s, the host waiting " +
-            formatFixed(100.0 * everyStep.waitSeconds / everyStep.seconds, 1) + "% of the loop. Every " + std::to_string(readEvery) + " steps: " +
-            ratioText(speedup) + " (" + formatFixed(100.0 * ofBest, 1) + "% of the fastest N's speed), with the same losses. " +
+            formatFixed(100.0 * everyStep.waitSeconds / everyStep.seconds, 1) + "% of the loop. " + yoursText +
             (onCpu ? "This is the CPU: each op ran before it returned, so .item() had nothing to wait for -- any difference is noise. "
                      "On a GPU the waits are real: run it on cuda."
                    : cuda::isEmulated(device)
