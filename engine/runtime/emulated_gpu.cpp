@@ -157,7 +157,11 @@ bool emulatedCopy(void* dst, Device dstDevice, const void* src, Device srcDevice
   }
   if (nonBlocking && toEmulated) {
     // Pageable memory cannot be read later: the driver stages it into a buffer of its own first.
-    emulated::enqueue(stream, [=, staged = stage(src, bytes)] { std::memcpy(dst, staged.get(), bytes); });
+    // The staging buffer goes when the copy has run, not when the host gets round to destroying the task.
+    emulated::enqueue(stream, [=, staged = stage(src, bytes)]() mutable {
+      std::memcpy(dst, staged.get(), bytes);
+      staged.reset();
+    });
     return true;
   }
   // A blocking copy, and every copy into pageable host memory: the host waits for the stream.

@@ -34,8 +34,8 @@ class StreamQueue {
       queued_.fetch_add(1, std::memory_order_release);
       collectLocked();
     }
+    if (sleeping_.load(std::memory_order_acquire)) workReady_.notify_one();  // before the clean-up: the worker starts sooner
     destroyCollected();
-    if (sleeping_.load(std::memory_order_acquire)) workReady_.notify_one();
   }
 
   std::uint64_t queued() const { return queued_.load(std::memory_order_acquire); }
@@ -78,15 +78,24 @@ class StreamQueue {
   // for the allocator's arena lock on every op (a fifth of an emulated training step, measured with
   // perf). The views own no memory, so when they go changes no memory statistic. A thread's spare
   // vector takes the finished tasks under the lock (its buffer stays, so nothing is allocated here
-  // either); they are destroyed after the lock is released.
+  // either); they are destroyed after the lock is released. Tasks must own nothing whose destructor
+  // reaches back into the streams or the allocator (the kernels hold borrowed views, copies raw
+  // pointers or a staging buffer): a task destroyed here must not queue or wait.
   static std::vector<Task>& spare() {
-    thread_local std::vector<Task> v;
-    return v;
+    // Never destroyed: at exit, thread-local destructors run before the at-exit drain, which still
+    // collects through here.
+    thread_local auto* v = new std::vector<Task>();
+    return *v;
   }
   void collectLocked() {
     if (!finished_.empty()) spare().swap(finished_);
   }
-  static void destroyCollected() { spare().clear(); }
+  static void destroyCollected() {
+    // Out of spare() before destroying, so spare() is whole (empty) even if a destructor got here again.
+    std::vector<Task> doomed = std::move(spare());
+    doomed.clear();
+    if (spare().capacity() == 0) spare() = std::move(doomed);  // keep the buffer for the next collection
+  }
 
   void run() {
     std::vector<Task> batch;  // every task queued when the worker looked, run in order
