@@ -81,20 +81,38 @@ class StreamQueue {
   // either); they are destroyed after the lock is released. Tasks must own nothing whose destructor
   // reaches back into the streams or the allocator (the kernels hold borrowed views, copies raw
   // pointers or a staging buffer): a task destroyed here must not queue or wait.
-  static std::vector<Task>& spare() {
-    // Never destroyed: at exit, thread-local destructors run before the at-exit drain, which still
-    // collects through here.
-    thread_local auto* v = new std::vector<Task>();
-    return *v;
+  // The thread's spare vector, or null once the thread's thread-locals are being destroyed (at exit,
+  // the at-exit drain runs after them): the pointer and the flag are trivially destructible, so they
+  // can still be read then. The vector is deleted with its thread (a lab's thread comes and goes).
+  static std::vector<Task>* spare() {
+    thread_local std::vector<Task>* v = nullptr;
+    thread_local bool gone = false;
+    struct Owner {
+      std::vector<Task>*& v;
+      bool& gone;
+      ~Owner() {
+        delete v;
+        v = nullptr;
+        gone = true;
+      }
+    };
+    if (!v && !gone) {
+      thread_local Owner owner{v, gone};
+      v = new std::vector<Task>();
+    }
+    return v;
   }
   void collectLocked() {
-    if (!finished_.empty()) spare().swap(finished_);
+    std::vector<Task>* s = spare();
+    if (s && s->empty() && !finished_.empty()) s->swap(finished_);
   }
   static void destroyCollected() {
-    // Out of spare() before destroying, so spare() is whole (empty) even if a destructor got here again.
-    std::vector<Task> doomed = std::move(spare());
+    std::vector<Task>* s = spare();
+    if (!s || s->empty()) return;
+    // Out of the spare vector before destroying, so it is whole (empty) even if a destructor came back.
+    std::vector<Task> doomed = std::move(*s);
     doomed.clear();
-    if (spare().capacity() == 0) spare() = std::move(doomed);  // keep the buffer for the next collection
+    if (s == spare() && s->capacity() == 0) *s = std::move(doomed);  // keep the buffer for the next collection
   }
 
   void run() {
