@@ -43,7 +43,6 @@ namespace gpulab::labs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct ModelSpec {
   std::string id;     // "cnn"

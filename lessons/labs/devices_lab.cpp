@@ -35,7 +35,6 @@ namespace {
 
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Stop must take effect within about 100 ms of work, so the work is cut into slices of about this
 // long and the stop token is checked between them.

@@ -43,7 +43,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 constexpr std::int64_t kFeatures = 16, kBatch = 64, kSamples = 4096;
 
@@ -79,22 +78,19 @@ LoopRun trainLoop(Device device, const Tensor& x, const Tensor& y, std::int64_t 
     optimizer->zero_grad();
     loss.backward();
     optimizer->step();
-    const bool last = step + 1 == steps;
-    if (readEvery == 1) {
-      const Clock::time_point t = Clock::now();
-      total += loss.item();  // total += loss.item(): the host waits for this step's kernels
-      r.waitSeconds += secondsSince(t);
-      ++r.reads;
-    } else {
-      running = running + loss.detach();  // running += loss.detach(): one more op on the queue, no wait
-      if ((step + 1) % readEvery == 0 || last) {
-        const Clock::time_point t = Clock::now();
-        total += running.item();
-        r.waitSeconds += secondsSince(t);
-        ++r.reads;
-        running = zeros({}, {.device = device});
-      }
+    // Every step: total += loss.item(). Else running += loss.detach() -- one more op on the queue, no
+    // wait -- and running read every readEvery steps (and at the end).
+    Tensor toRead = loss;
+    if (readEvery != 1) {
+      running = running + loss.detach();
+      if ((step + 1) % readEvery != 0 && step + 1 != steps) continue;
+      toRead = running;
     }
+    const Clock::time_point t = Clock::now();
+    total += toRead.item();  // the host waits for every kernel queued so far
+    r.waitSeconds += secondsSince(t);
+    ++r.reads;
+    if (readEvery != 1) running = zeros({}, {.device = device});  // running.zero_()
   }
   synchronizeDevice(device);
   r.seconds = secondsSince(start);
@@ -104,26 +100,20 @@ LoopRun trainLoop(Device device, const Tensor& x, const Tensor& y, std::int64_t 
 }
 
 // One batch of `kBatch` rows starting at `start`, copied to `device` one row at a time or in one copy;
-// returns the seconds it took until the device had it, and counts the copies.
-double copyBatch(const Tensor& hostRows, std::int64_t start, Device device, bool perSample, std::int64_t& copies) {
+// returns the seconds it took until the device had it.
+double copyBatch(const Tensor& hostRows, std::int64_t start, Device device, bool perSample) {
   synchronizeDevice(device);
   const Clock::time_point t = Clock::now();
   if (perSample) {
     Tensor xb = Tensor::empty({kBatch, kFeatures}, kFloat32, device);
     for (std::int64_t i = 0; i < kBatch; ++i) {
       xb.select(0, i).copy_(hostRows.select(0, start + i).to(device));  // xb[i] = x_cpu[start + i].to(device)
-      ++copies;
     }
   } else {
     const Tensor xb = hostRows.slice(0, start, start + kBatch).to(device);  // x_cpu[start:start + 64].to(device)
-    ++copies;
   }
   synchronizeDevice(device);
   return secondsSince(t);
-}
-
-std::string ratioText(double ratio) {
-  return ratio >= 1 ? formatGeneral(ratio, 3) + "x faster" : formatGeneral(1.0 / ratio, 3) + "x slower";
 }
 
 }  // namespace
@@ -175,8 +165,10 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
   if (stop.stopRequested()) return;
   const LoopRun& everyStep = fastest.at(1);
   const LoopRun& yours = fastest.at(readEvery);
-  double bestSeconds = 1e300;
-  for (const auto& [n, r] : fastest) bestSeconds = std::min(bestSeconds, r.seconds);
+  const auto best = std::min_element(fastest.begin(), fastest.end(),
+                                     [](const auto& a, const auto& b) { return a.second.seconds < b.second.seconds; });
+  const std::int64_t fastestN = best->first;
+  const double bestSeconds = best->second.seconds;
 
   // The emulated GPU's busy share is measured (its streams time their kernels); a GPU's would need
   // events around every kernel, and the CPU runs the kernels on the loop's own thread.
@@ -214,14 +206,12 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
   // 2. A batch copied one sample at a time against in one copy (from the CPU, where a DataLoader makes it).
   const std::int64_t copyBatches = p.getInt("copy_batches");
   const Tensor hostRows = data->inputs();
-  std::int64_t sampleCopies = 0, batchCopies = 0;
   double perSample = 1e300, perBatch = 1e300;
-  (void)copyBatch(hostRows, 0, device, true, sampleCopies);  // warm-up
-  sampleCopies = 0;
+  (void)copyBatch(hostRows, 0, device, true);  // warm-up
   for (std::int64_t i = 0; i < copyBatches && !stop.stopRequested(); ++i) {
     const std::int64_t start = (i * kBatch) % (kSamples - kBatch);
-    perSample = std::min(perSample, copyBatch(hostRows, start, device, true, sampleCopies));
-    perBatch = std::min(perBatch, copyBatch(hostRows, start, device, false, batchCopies));
+    perSample = std::min(perSample, copyBatch(hostRows, start, device, true));
+    perBatch = std::min(perBatch, copyBatch(hostRows, start, device, false));
   }
   if (stop.stopRequested()) return;
   sink.view({.id = "copies", .title = "One batch to the device: 64 copies or one", .kind = lab::ViewKind::Table,
@@ -255,13 +245,10 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
   sink.record("syncs", {{"every_step_s", everyStep.seconds}, {"read_every", readEvery}, {"yours_s", yours.seconds},
                         {"per_sample_us", perSample * 1e6}, {"per_batch_us", perBatch * 1e6}, {"device", device.str()}});
 
-  std::int64_t fastestN = 1;
-  for (const auto& [n, r] : fastest)
-    if (r.seconds == bestSeconds) fastestN = n;
   const std::string yoursText =
       readEvery == 1 ? "You read it every step; the fastest, every " + std::to_string(fastestN) + " steps, ran " +
-                           ratioText(everyStep.seconds / bestSeconds) + ". "
-                     : "Every " + std::to_string(readEvery) + " steps (yours): " + ratioText(speedup) + " (" +
+                           fasterOrSlower(everyStep.seconds / bestSeconds) + ". "
+                     : "Every " + std::to_string(readEvery) + " steps (yours): " + fasterOrSlower(speedup) + " (" +
                            formatFixed(100.0 * ofBest, 1) + "% of the fastest N's speed), with the same losses. ";
   sink.info("Reading the loss every step: " + formatGeneral(static_cast<double>(steps) / everyStep.seconds, 4) + " steps/s, the host waiting " +
             formatFixed(100.0 * everyStep.waitSeconds / everyStep.seconds, 1) + "% of the loop. " + yoursText +

@@ -117,7 +117,6 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // What most likely made the loss diverge, from the settings of the run.
 std::string likelyDivergenceCause(const lab::Params& p) {

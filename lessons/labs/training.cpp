@@ -192,6 +192,14 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string fasterOrSlower(double ratio) {
+  return ratio >= 1 ? formatGeneral(ratio, 3) + "x faster" : formatGeneral(1.0 / ratio, 3) + "x slower";
+}
+
 std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n) {
   if (n <= 0 || n >= ds->size()) return ds;
   return std::make_shared<data::TensorDataset>(ds->inputs().slice(0, 0, n), ds->targets().slice(0, 0, n));

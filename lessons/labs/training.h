@@ -1,6 +1,7 @@
 #pragma once
 // Pieces the training labs share: the MLP the lessons use, the optimizer by name, the loss for the
 // task, and one optimizer step over one or more micro-batches (gradient accumulation).
+#include <chrono>
 #include <map>
 #include <optional>
 #include <memory>
@@ -69,6 +70,10 @@ class LrSchedule {
 };
 // The median of a sample (NaN for none): the labs' step times.
 double median(std::vector<double> values);
+// The labs' stopwatch: seconds on the steady clock since `start`.
+double secondsSince(std::chrono::steady_clock::time_point start);
+// "3.2x faster" or "2.5x slower": a speed ratio (above 1: faster) said the way round people read it.
+std::string fasterOrSlower(double ratio);
 // The data set's first n examples (all of them when n is 0 or at least its size): the labs' train_subset.
 std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n);
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,

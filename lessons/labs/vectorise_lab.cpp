@@ -33,7 +33,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The four ways to fill D, each counting the ops it runs (what a profiler's "# of Calls" would add up).
 // perPair fills one row of D (its caller times as many rows as its budget allows).
@@ -250,10 +249,7 @@ void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   sink.record("vectorise", {{"pair_ms", pairSeconds * 1000.0}, {"row_ms", perRow.seconds * 1000.0}, {"chunk", chunk},
                             {"chunk_ms", yours.seconds * 1000.0}, {"one_op_ms", whole.seconds * 1000.0},
                             {"identity_ms", identity.seconds * 1000.0}, {"device", device.str()}});
-  // "3.2x faster" or "2.5x slower": a ratio below 1 said the way round people read it.
-  auto faster = [](double ratio) {
-    return ratio >= 1 ? formatGeneral(ratio, 3) + "x faster than" : formatGeneral(1.0 / ratio, 3) + "x slower than";
-  };
+  auto faster = [](double ratio) { return fasterOrSlower(ratio) + " than"; };
   sink.info("One op over all " + std::to_string(n) + " rows took " + formatFixed(whole.seconds * 1000.0, 3) + " ms: " +
             faster(pairSeconds / whole.seconds) + " the loop over pairs and " + faster(perRow.seconds / whole.seconds) +
             " the loop over rows" + (perRow.seconds < whole.seconds ? " -- its (n, m, d) intermediates are too large to stay in the processor's cache, which is what chunks are for" : "") +

@@ -563,7 +563,6 @@ void runConvolution(Ops& ops, const Conv& s, std::int64_t batch, const CudnnType
   cache.choices.push_back(std::move(choice));
 }
 
-// The three passes for runConvolution: cuDNN's calls on one chunk's buffers.
 // The bias, rounded once with the sum. out[n, k, h, w] = bias[k] is written first, and cuDNN then adds
 // its sum with beta = 1: y = sum + y is formed in the compute type (float for the 16-bit types) and
 // rounded once on store, as the CPU reference rounds. Adding the bias after the convolution, as PyTorch
@@ -588,6 +587,7 @@ void broadcastBias(void* y, const Tensor& bias, std::int64_t samples, std::int64
   });
 }
 
+// The three passes for runConvolution: cuDNN's calls on one chunk's buffers.
 struct ForwardOps {
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   static constexpr Pass kPass = Pass::Forward;
