@@ -78,6 +78,31 @@ class TestStreams : public QObject {
     QVERIFY(textOf([&] { (void)start.elapsed_time(untimed); }).find("enable_timing") != std::string::npos);
   }
 
+  // On a real GPU an event is a CUDA event on the compute stream: recording one must not make the host
+  // wait (it used to, which hid exactly the asynchrony the lessons measure), and elapsed_time is the
+  // GPU's own time between the two.
+  void eventsOnARealGpuDoNotMakeTheHostWait() {
+    if (!test::realGpu()) QSKIP("no usable GPU");
+    const Device gpu(DeviceType::CUDA, 0);
+    const Tensor a = ones({2048, 2048}, {.device = gpu}) * (1.0 / 2048.0);
+    Tensor x = ones({2048, 2048}, {.device = gpu});
+    cuda::synchronize(0);
+    const cuda::Stream stream = cuda::current_stream(gpu);
+    cuda::Event start(true), end(true);
+    const auto t0 = std::chrono::steady_clock::now();
+    start.record(stream);
+    for (int i = 0; i < 200; ++i) x = matmul(x, a);  // ones again (1/2048 is exact), 200 dependent products
+    end.record(stream);
+    QVERIFY2(!end.query(), "200 products of 2048 x 2048 had run before the host recorded the end event");
+    QVERIFY(textOf([&] { (void)start.elapsed_time(end); }).find("not ready") != std::string::npos);
+    end.synchronize();
+    const double wallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    QVERIFY(end.query());
+    const double gpuMs = start.elapsed_time(end);
+    QVERIFY2(gpuMs > 0.0 && gpuMs <= wallMs, qPrintable(QString("GPU %1 ms, wall %2 ms").arg(gpuMs).arg(wallMs)));
+    QCOMPARE(x.sum().item(), 2048.0 * 2048.0);
+  }
+
   void wait_streamOrdersTwoStreams() {
     const Device gpu = emulatedGpu();
     const cuda::Stream side = cuda::Stream::create(gpu);
@@ -96,6 +121,35 @@ class TestStreams : public QObject {
     QCOMPARE(cuda::current_stream(gpu).id(), std::uintptr_t{0});  // the guard restored the default
     side.synchronize();
     QCOMPARE(doubled.sum().item(), 2.0 * 512 * 512);
+  }
+
+  // A pinned batch freed while its non_blocking copy is still queued is not handed out again until the
+  // copy ran -- and an allocation meanwhile takes another block instead of waiting for the device (a
+  // DataLoader's workers allocate the next batches while the GPU still works through the last ones).
+  void aPinnedBlockWaitsForItsCopyWithoutMakingAllocationsWait() {
+    if (cuda::isAvailable()) QSKIP("beside a real GPU, pinned memory is the real GPU's (cuda_runtime_gpu.cpp guards its reuse)");
+    const Device gpu = emulatedGpu();
+    const Tensor a = ones({512, 512}, {.device = gpu});
+    cuda::synchronize(gpu.index());
+    void* first = nullptr;
+    Tensor onGpu;
+    {
+      const Tensor batch = ones({256, 256}).pin_memory();
+      QVERIFY(batch.is_pinned());
+      first = batch.data_ptr();
+      const Tensor busy = busyWork(a, 30);               // the stream is busy for a while...
+      onGpu = batch.slice(0, 0, 128).to(gpu, /*non_blocking=*/true);  // ...and the copy (of a view) waits behind it
+    }  // the batch is freed here, its copy still queued
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tensor next = Tensor::empty({256, 256}, kFloat32, kCPU, /*pinned=*/true);
+    const double allocating = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    QVERIFY2(!cuda::current_stream(gpu).query(), "the queued work ran before the test could allocate: make busyWork longer");
+    QVERIFY2(next.data_ptr() != first, "the block was handed out again before the copy that reads it ran");
+    QVERIFY2(allocating < 0.01, qPrintable(QString("allocating waited %1 s for the device").arg(allocating)));
+    cuda::synchronize(gpu.index());
+    QCOMPARE(onGpu.sum().item(), 128.0 * 256.0);
+    const Tensor again = Tensor::empty({256, 256}, kFloat32, kCPU, /*pinned=*/true);
+    QCOMPARE(again.data_ptr(), first);  // once the copy ran, the block is back in the pool
   }
 
   void aNonBlockingCopyToTheHostIsReadOnlyAfterSynchronize() {

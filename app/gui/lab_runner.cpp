@@ -135,8 +135,9 @@ LabRunner::LabRunner(QObject* parent) : QObject(parent) {
       std::lock_guard lock(handoffMutex_);
       handoff_.push_back(batch);
     }
-    QMetaObject::invokeMethod(this, [this] { deliverBatches(); }, Qt::QueuedConnection);
+    emit batchesHandedOver();
   }, Qt::DirectConnection);
+  connect(this, &LabRunner::batchesHandedOver, this, &LabRunner::deliverBatches, Qt::QueuedConnection);
   connect(worker_, &LabWorker::memoryHistoryReady, this, &LabRunner::memoryHistoryReady, Qt::QueuedConnection);
   connect(worker_, &LabWorker::finished, this, [this](const QString& error) {
     running_ = false;

@@ -110,6 +110,12 @@ class LabRunner : public QObject {
   void memoryHistoryReady(const QByteArray& pickle);  // the run's, just before finished()
   void finished(const QString& error);
   void startRequested(const QString& labId, const std::map<std::string, std::string>& params);
+  // The worker handed batches over: a queued connection calls deliverBatches on the GUI thread. A
+  // signal without arguments, emitted from the worker, so that nothing GPU Lab's (instrumented) code
+  // builds crosses Qt's event queue -- a queued lambda (QMetaObject::invokeMethod) is a functor object
+  // built on the worker and read on the GUI thread, ordered by Qt's futex mutex that ThreadSanitizer
+  // cannot see, which it reported as a race.
+  void batchesHandedOver();
 
  private:
   void deliverBatches();  // on the GUI thread: emits batchReady for each batch handed over

@@ -238,6 +238,28 @@ void CachingAllocator::recordStream(void* ptr, std::uintptr_t stream) {
   block->streamUses.push_back(stream);
 }
 
+void CachingAllocator::recordAsyncCopy(const void* ptr, std::uintptr_t stream) {
+  std::lock_guard lock(mutex_);
+  Block* block = nullptr;
+  if (auto it = active_.find(const_cast<void*>(ptr)); it != active_.end()) {
+    block = it->second;
+  } else {
+    // A view's copy (a slice of a pinned batch): the block that holds it. Pinned allocators have few
+    // live blocks, so a scan is cheap next to the copy.
+    const char* p = static_cast<const char*>(ptr);
+    for (const auto& [start, b] : active_) {
+      if (p >= b->ptr && p < b->ptr + b->size) {
+        block = b;
+        break;
+      }
+    }
+  }
+  if (!block) throw Error("an asynchronous copy from or into host memory that this pinned-memory allocator did not hand out");
+  for (std::uintptr_t s : block->streamUses)
+    if (s == stream) return;
+  block->streamUses.push_back(stream);
+}
+
 void CachingAllocator::processPendingLocked() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     bool done = true;

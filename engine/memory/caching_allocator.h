@@ -96,6 +96,12 @@ class CachingAllocator {
   // Tensor.record_stream(stream): the block at `ptr` is also used by work on `stream`. When it is
   // freed, it waits for that stream to pass the point it has reached then before it is reused.
   void recordStream(void* ptr, std::uintptr_t stream);
+  // Pinned host memory that an asynchronous copy queued on a device's `stream` reads or writes (`ptr`
+  // may point inside its block). Once freed, the block joins the pool only when that stream has passed
+  // the point its queue had reached at the free, so the copy has run -- and meanwhile an allocation
+  // takes another block instead of waiting for the device (PyTorch's CachingHostAllocator records an
+  // event per copy). Unlike recordStream, `stream` is another device's, whatever its id.
+  void recordAsyncCopy(const void* ptr, std::uintptr_t stream);
   // Bytes freed but still waiting for another stream (counted as free in the statistics, as PyTorch).
   std::int64_t pendingBytes() const;
 

@@ -20,9 +20,10 @@ namespace gpulab::cuda {
 // 2: Availability gained the emulated GPU's fields, RawAllocator outOfMemoryNote().
 // 3: deviceTelemetry.
 // 4: cudnnChoices, clearCudnnChoices (the cuDNN flags live on the engine's side).
-constexpr int kModuleAbiVersion = 4;
+// 5: CUDA events on a device's compute stream (eventCreate ... eventElapsedMs).
+constexpr int kModuleAbiVersion = 5;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi4";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi5";
 
 struct ModuleApi {
   int abi_version;
@@ -40,6 +41,14 @@ struct ModuleApi {
   Backend& (*backend)(int device);
   std::vector<ConvAlgorithmChoice> (*cudnnChoices)(int device);
   void (*clearCudnnChoices)(int device);
+  // torch.cuda.Event on a real GPU: a cudaEvent_t recorded on the device's compute stream (see
+  // cuda::DeviceEvent in cuda_runtime.h). eventDestroy never throws.
+  void* (*eventCreate)(int device, bool timing);
+  void (*eventDestroy)(void* event);
+  void (*eventRecord)(void* event);
+  bool (*eventQuery)(void* event);
+  void (*eventSynchronize)(void* event);
+  double (*eventElapsedMs)(void* start, void* end);
 };
 
 // The file name the loader looks for next to the engine library (or at $GPULAB_CUDA_MODULE).

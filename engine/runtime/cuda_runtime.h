@@ -107,6 +107,24 @@ DriverMemoryInfo driverMemoryInfo(int index);
 // nvidia-smi's numbers for a GPU (see memory.h).
 DeviceTelemetry deviceTelemetry(int index);
 
+// A CUDA event of a real GPU, recorded on the device's compute stream: what cuda::Event (stream.h) uses
+// there, so recording one never makes the host wait. Throws when no real GPU is usable.
+class DeviceEvent {
+ public:
+  DeviceEvent(int device, bool timing);
+  ~DeviceEvent();
+  DeviceEvent(const DeviceEvent&) = delete;
+  DeviceEvent& operator=(const DeviceEvent&) = delete;
+  void record();          // cudaEventRecord on the compute stream
+  bool query() const;     // cudaEventQuery: whether the stream has reached it
+  void synchronize() const;
+  // cudaEventElapsedTime from this event to `end`, in milliseconds.
+  double elapsedMs(const DeviceEvent& end) const;
+
+ private:
+  void* handle_ = nullptr;
+};
+
 // Copies `bytes` between any two devices, ordered on the current stream of the GPU side (see the
 // stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies from pinned memory
 // with `nonBlocking` return at once; from pageable memory once the source has been staged;

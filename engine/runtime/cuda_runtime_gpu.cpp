@@ -662,6 +662,61 @@ DeviceTelemetry deviceTelemetryImpl(int index) {
   return t;
 }
 
+// torch.cuda.Event on a real GPU. The handle remembers its device, for the compute stream to record on
+// and for the deferred kernel error to report once the host has waited.
+namespace {
+struct EventHandle {
+  cudaEvent_t event = nullptr;
+  int device = 0;
+};
+EventHandle& handleOf(void* event) { return *static_cast<EventHandle*>(event); }
+}  // namespace
+
+void* eventCreateImpl(int device, bool timing) {
+  context(device);  // makes the device current
+  auto handle = std::make_unique<EventHandle>();
+  handle->device = device;
+  GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&handle->event, timing ? cudaEventDefault : cudaEventDisableTiming));
+  return handle.release();
+}
+
+void eventDestroyImpl(void* event) {
+  std::unique_ptr<EventHandle> handle(static_cast<EventHandle*>(event));
+  if (handle && handle->event) cudaEventDestroy(handle->event);  // at exit the context may be gone: nothing to report
+}
+
+void eventRecordImpl(void* event) {
+  EventHandle& h = handleOf(event);
+  GPULAB_CUDA_CHECK(cudaEventRecord(h.event, context(h.device).computeStream()));
+}
+
+bool eventQueryImpl(void* event) {
+  const cudaError_t status = cudaEventQuery(handleOf(event).event);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: the stream has not got there yet
+    return false;
+  }
+  GPULAB_CUDA_CHECK(status);
+  return true;
+}
+
+void eventSynchronizeImpl(void* event) {
+  EventHandle& h = handleOf(event);
+  GPULAB_CUDA_CHECK(cudaEventSynchronize(h.event));
+  context(h.device).raiseDeferredError();
+}
+
+double eventElapsedMsImpl(void* start, void* end) {
+  float ms = 0;
+  const cudaError_t status = cudaEventElapsedTime(&ms, handleOf(start).event, handleOf(end).event);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    throw Error("cudaErrorNotReady: device not ready -- an event has not happened yet; call synchronize() on it first");
+  }
+  GPULAB_CUDA_CHECK(status);
+  return ms;
+}
+
 }  // namespace gpulab::cuda
 
 // The module's one entry point: the table the engine's loader (cuda_runtime_loader.cpp) calls through.
@@ -683,6 +738,12 @@ extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion,
       [](int device) -> gpulab::Backend& { return gpulab::cudaBackend(device); },
       cudnnChoicesImpl,
       clearCudnnChoicesImpl,
+      eventCreateImpl,
+      eventDestroyImpl,
+      eventRecordImpl,
+      eventQueryImpl,
+      eventSynchronizeImpl,
+      eventElapsedMsImpl,
   };
   return &api;
 }

@@ -179,6 +179,19 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
   noCuda("Cannot copy to or from a CUDA device");
 }
 
+DeviceEvent::DeviceEvent(int device, bool timing) {
+  const ModuleApi* m = loaded().api;
+  if (!m || !m->isAvailable()) noCuda("Cannot create a CUDA event on cuda:" + std::to_string(device));
+  handle_ = m->eventCreate(device, timing);
+}
+DeviceEvent::~DeviceEvent() {
+  if (handle_) loaded().api->eventDestroy(handle_);
+}
+void DeviceEvent::record() { loaded().api->eventRecord(handle_); }
+bool DeviceEvent::query() const { return loaded().api->eventQuery(handle_); }
+void DeviceEvent::synchronize() const { loaded().api->eventSynchronize(handle_); }
+double DeviceEvent::elapsedMs(const DeviceEvent& end) const { return loaded().api->eventElapsedMs(handle_, end.handle_); }
+
 bool pinnedMemoryAvailable() { return isAvailable() || emulatedDevice().has_value(); }
 
 void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }

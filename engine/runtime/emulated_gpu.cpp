@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <thread>
 
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
@@ -53,10 +52,21 @@ const State& state() {
   return s;
 }
 
+// The emulated GPU's streams as a raw allocator sees them: markers in their queues, for blocks that must
+// not be reused before a stream has passed a point (record_stream, asynchronous copies of pinned memory).
+class EmulatedStreamMarkers : public RawAllocator {
+ public:
+  std::uintptr_t recordMarker(std::uintptr_t stream) override {
+    return reinterpret_cast<std::uintptr_t>(new emulated::Marker(emulated::markNow(stream)));
+  }
+  bool markerReached(std::uintptr_t marker) override { return emulated::reached(*reinterpret_cast<emulated::Marker*>(marker)); }
+  void releaseMarker(std::uintptr_t marker) override { delete reinterpret_cast<emulated::Marker*>(marker); }
+};
+
 // Host memory under a budget. rawAllocate and rawFree run under the caching allocator's lock, so the
 // check and the update need no compare-exchange; `reserved_` is atomic for capacity(), which
 // mem_get_info calls from any thread.
-class EmulatedGpuRawAllocator final : public RawAllocator {
+class EmulatedGpuRawAllocator final : public EmulatedStreamMarkers {
  public:
   EmulatedGpuRawAllocator(int index, std::int64_t budget) : index_(index), budget_(budget) {}
   void* rawAllocate(std::size_t bytes) override {
@@ -79,11 +89,6 @@ class EmulatedGpuRawAllocator final : public RawAllocator {
   std::string kindName() const override { return "CUDA"; }
   std::string deviceName() const override { return "GPU " + std::to_string(index_) + " (" + kEmulatedGpuPhrase + ")"; }
   void synchronize() override { emulated::drainAll(); }
-  std::uintptr_t recordMarker(std::uintptr_t stream) override {
-    return reinterpret_cast<std::uintptr_t>(new emulated::Marker(emulated::markNow(stream)));
-  }
-  bool markerReached(std::uintptr_t marker) override { return emulated::reached(*reinterpret_cast<emulated::Marker*>(marker)); }
-  void releaseMarker(std::uintptr_t marker) override { delete reinterpret_cast<emulated::Marker*>(marker); }
   std::string outOfMemoryNote() const override {
     return "Its total capacity is GPU Lab's memory budget for the emulated GPU (" + formatBytes(budget_) +
            " of your computer's memory, sized like a small GPU's), not a real GPU's memory.";
@@ -95,27 +100,18 @@ class EmulatedGpuRawAllocator final : public RawAllocator {
   std::atomic<std::int64_t> reserved_{0};
 };
 
-// Copies that read or write pinned memory asynchronously and have not run yet. A pinned block waits for
-// them before it is reused or returned (PyTorch's pinned host allocator records an event per use; one
-// count is coarser -- it may wait for another block's copy -- and never unsafe).
-std::atomic<int> pinnedCopiesInFlight{0};
-
-void waitForPinnedCopies() {
-  while (pinnedCopiesInFlight.load(std::memory_order_acquire) > 0) std::this_thread::yield();
-}
-
-// Pinned memory's stand-in: host memory under the CPU's budget, reused only after its copies ran.
-class EmulatedPinnedRawAllocator final : public RawAllocator {
+// Pinned memory's stand-in: host memory under the CPU's budget. A block that an asynchronous copy reads
+// or writes is reused only after the copy ran: emulatedCopy records the copy's stream on the block
+// (CachingAllocator::recordAsyncCopy), and the freed block waits for the stream's marker outside the
+// pool, so an allocation meanwhile takes another block instead of waiting for the device. A segment is
+// returned only when all of it is back in the pool: its copies have run.
+class EmulatedPinnedRawAllocator final : public EmulatedStreamMarkers {
  public:
   void* rawAllocate(std::size_t bytes) override { return allocateHostSegment(bytes); }
-  void rawFree(void* ptr, std::size_t bytes) override {
-    waitForPinnedCopies();
-    freeHostSegment(ptr, bytes);
-  }
+  void rawFree(void* ptr, std::size_t bytes) override { freeHostSegment(ptr, bytes); }
   MemoryCapacity capacity() const override { return {hostSegmentBytesLeft(), cpu_default_memory_budget()}; }
   std::string kindName() const override { return "CPU"; }
   std::string deviceName() const override { return "pinned host memory (for the " + std::string(kEmulatedGpuPhrase) + ")"; }
-  void beforeReuse(void*, std::size_t) override { waitForPinnedCopies(); }
 };
 
 // A host buffer a pageable non_blocking copy is staged through, as the driver stages one.
@@ -148,11 +144,8 @@ bool emulatedCopy(void* dst, Device dstDevice, const void* src, Device srcDevice
   const bool pinned = ownPinned && (toEmulated ? srcPinned : dstPinned);
   if (nonBlocking && pinned) {
     // The host goes on at once; the copy reads (or fills) the pinned buffer when the stream gets to it.
-    pinnedCopiesInFlight.fetch_add(1, std::memory_order_acq_rel);
-    emulated::enqueue(stream, [=] {
-      std::memcpy(dst, src, bytes);
-      pinnedCopiesInFlight.fetch_sub(1, std::memory_order_acq_rel);
-    });
+    emulatedPinnedAllocator().recordAsyncCopy(toEmulated ? src : dst, stream);
+    emulated::enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
     return true;
   }
   if (nonBlocking && toEmulated) {

@@ -1,8 +1,9 @@
 // Streams and events (see stream.h): the device-independent part, and the emulated GPU's.
 //
 // A real GPU runs all of GPU Lab's work on its one compute stream so far: there the default stream is
-// that stream, Stream::create() says streams are the emulated GPU's for now, and events wait on the
-// host. Events and streams of the emulated GPU are complete.
+// that stream, Stream::create() says streams are the emulated GPU's for now, and an event is a CUDA
+// event recorded on the compute stream (recording one does not make the host wait). Events and streams
+// of the emulated GPU are complete.
 #include "engine/runtime/stream.h"
 
 #include <chrono>
@@ -48,6 +49,7 @@ struct Event::Impl {
   std::uint64_t records = 0;      // how many times it was recorded
   std::uint64_t stampedRecord = 0;  // which record the stamp belongs to
   Clock::time_point stamp;
+  std::unique_ptr<DeviceEvent> deviceEvent;  // a real GPU's CUDA event, made at the first record there
 };
 
 Stream Stream::create(Device device) {
@@ -145,17 +147,16 @@ void Event::record(const Stream& stream) {
     impl_->marker = emulated::markNow(stream.id());
     return;
   }
-  // A real GPU's default stream: the host waits, and everything queued so far is the event's past.
-  cuda::synchronize(stream.device().index());
-  impl_->stamp = Clock::now();
-  impl_->stampedRecord = number;
+  // A real GPU's compute stream: a CUDA event marks the place; the host goes on.
+  if (!impl_->deviceEvent) impl_->deviceEvent = std::make_unique<DeviceEvent>(stream.device().index(), impl_->timing);
+  impl_->deviceEvent->record();
 }
 
 bool Event::query() const {
   std::lock_guard lock(impl_->mutex);
   if (!impl_->stream) return true;
   if (isEmulated(impl_->stream->device())) return emulated::reached(impl_->marker);
-  return impl_->stampedRecord == impl_->records;
+  return impl_->deviceEvent->query();
 }
 
 void Event::synchronize() const {
@@ -166,8 +167,9 @@ void Event::synchronize() const {
     if (!impl_->stream) return;
     emulatedStream = isEmulated(impl_->stream->device());
     marker = impl_->marker;
+    if (!emulatedStream) return impl_->deviceEvent->synchronize();  // the CUDA event is recorded under this lock too
   }
-  if (emulatedStream) emulated::waitFor(marker);
+  emulated::waitFor(marker);
 }
 
 bool Event::recorded() const {
@@ -193,6 +195,20 @@ double Event::elapsed_time(const Event& end) const {
     }
     return e.stamp;
   };
+  // Two CUDA events: the GPU's own clock. An event of the emulated GPU and one of a real GPU have no
+  // clock in common. (A CUDA event, once made, stays for the Impl's life: the pointer may be used unlocked.)
+  auto deviceEventOf = [](const Impl& e) {
+    std::lock_guard lock(e.mutex);
+    return std::pair{e.deviceEvent.get(), e.stream};
+  };
+  const auto [startReal, startStream] = deviceEventOf(*impl_);
+  const auto [endReal, endStream] = deviceEventOf(*end.impl_);
+  if (startReal && endReal) return startReal->elapsedMs(*endReal);
+  if (startReal || endReal) {
+    throw Error("elapsed_time: the events were recorded on different devices (" +
+                (startStream ? startStream->device().str() : std::string("none")) + " and " +
+                (endStream ? endStream->device().str() : std::string("none")) + ")");
+  }
   const Clock::time_point start = stampOf(*impl_, "start"), stop = stampOf(*end.impl_, "end");
   return std::chrono::duration<double, std::milli>(stop - start).count();
 }

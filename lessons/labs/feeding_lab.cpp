@@ -1,0 +1,502 @@
+// The "feeding" lab: is the device kept busy, or does it wait for data? Read it next to the PyTorch it
+// mirrors -- Fashion-MNIST-sized images through the usual transforms, into an MLP:
+//
+//   transform = T.Compose([T.RandomCrop(28, padding=2), T.RandomHorizontalFlip(),
+//                          T.ToTensor(), T.Normalize((0.2860,), (0.3530,))])
+//   loader = DataLoader(images, batch_size=128, shuffle=True,
+//                       num_workers=num_workers,      # 0: the loop loads every batch itself
+//                       pin_memory=pin_memory)        # batches built in page-locked memory
+//   for x, y in loader:                               # waits until the next batch is ready
+//       x = x.to(device, non_blocking=pin_memory)     # from pinned memory: queued, the host goes on
+//       y = y.to(device, non_blocking=pin_memory)
+//       loss = F.cross_entropy(model(x), y)
+//       optimizer.zero_grad(); loss.backward(); optimizer.step()
+//
+// Loading a batch is a read from storage and a decode. GPU Lab reads no files here: a timed wait
+// stands in for the read, `load_cost` times this device's own training step, so that loading is the
+// bottleneck on every machine (a slow disk, a network share, JPEG decoding do this in real pipelines).
+// The decode and augmentation that follow are real work on the CPU: bytes to floats, a random crop of
+// the padded image, a random flip, normalisation -- what the transforms above do.
+//
+// With num_workers=0 the loop does all of that itself, and the device waits meanwhile. With W
+// workers, W threads load batches ahead of the loop (PyTorch uses processes, for Python's sake; the
+// point is the same). With pin_memory the batches are built in page-locked memory, from which a
+// non_blocking copy is queued on the device's stream and the host goes straight on.
+//
+// What is measured, per loader: the device's clock (CUDA events around each step's copies and
+// compute, on the emulated GPU too; the host's clock on the CPU, where the step runs on the loop's own
+// thread) gives the device's idle time between steps; the host's clock gives the loop's wait for
+// batches; the loader's threads log when they loaded each batch.
+#include "lessons/labs/feeding_lab.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "engine/core/errors.h"
+#include "engine/core/number_format.h"
+#include "engine/ops/ops.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/stream.h"
+#include "lessons/labs/training.h"
+
+namespace gpulab::labs {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::int64_t kSide = 28, kPixels = kSide * kSide, kStored = 2048, kClasses = 10, kBatch = 128;
+constexpr int kPad = 2;                          // RandomCrop(28, padding=2)
+constexpr float kMean = 0.2860f, kStd = 0.3530f;  // Fashion-MNIST's, as Normalize uses them
+// The timelines show the loop's first steps: the loader's start (every loader makes the loop wait for
+// its first batch) and how it goes on.
+constexpr std::int64_t kTimelineSteps = 8;
+
+std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser: a well-spread hash of z
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }  // [0, 1)
+
+// The images as they sit in files: bytes. Each class is a few soft blobs at places of its own; each
+// image is its class's blobs at a brightness of its own, with noise -- something an MLP learns.
+struct ImageBytes {
+  std::vector<std::uint8_t> pixels;  // kStored images of kPixels
+  std::vector<std::int64_t> labels;
+};
+
+std::shared_ptr<const ImageBytes> makeImages(std::uint64_t seed) {
+  auto out = std::make_shared<ImageBytes>();
+  out->pixels.resize(static_cast<std::size_t>(kStored * kPixels));
+  out->labels.resize(static_cast<std::size_t>(kStored));
+  constexpr int kBlobs = 3;
+  for (std::int64_t i = 0; i < kStored; ++i) {
+    const std::int64_t label = i % kClasses;
+    out->labels[static_cast<std::size_t>(i)] = label;
+    const double brightness = 0.6 + 0.4 * unit(mix(seed ^ (0x1000003ull * static_cast<std::uint64_t>(i))));
+    for (std::int64_t p = 0; p < kPixels; ++p) {
+      const double y = static_cast<double>(p / kSide), x = static_cast<double>(p % kSide);
+      double v = 0;
+      for (int k = 0; k < kBlobs; ++k) {
+        const std::uint64_t h = mix(seed * 31 + static_cast<std::uint64_t>(label * kBlobs + k));
+        const double cy = 4 + 20 * unit(h), cx = 4 + 20 * unit(mix(h)), r = 2.5 + 3 * unit(mix(h + 1));
+        v += std::exp(-((y - cy) * (y - cy) + (x - cx) * (x - cx)) / (2 * r * r));
+      }
+      const double noise = 0.15 * (unit(mix(seed + static_cast<std::uint64_t>(i * kPixels + p))) - 0.5);
+      out->pixels[static_cast<std::size_t>(i * kPixels + p)] =
+          static_cast<std::uint8_t>(std::clamp(255.0 * (brightness * std::min(v, 1.0) + noise), 0.0, 255.0));
+    }
+  }
+  return out;
+}
+
+// When each batch was loaded, and by which thread: the loader's lanes of the timeline.
+class LoadLog {
+ public:
+  explicit LoadLog(Clock::time_point origin) : origin_(origin) {}
+  double seconds(Clock::time_point t) const { return std::chrono::duration<double>(t - origin_).count(); }
+  void add(Clock::time_point start, Clock::time_point end) {
+    const double s = seconds(start), e = seconds(end);
+    std::lock_guard lock(mutex_);
+    spans_.push_back({std::this_thread::get_id(), s, e});
+  }
+  struct Entry {
+    std::thread::id thread;
+    double start, end;
+  };
+  std::vector<Entry> entries() const {
+    std::lock_guard lock(mutex_);
+    return spans_;
+  }
+
+ private:
+  Clock::time_point origin_;
+  mutable std::mutex mutex_;
+  std::vector<Entry> spans_;
+};
+
+// The data set the loader reads: `size` examples over the stored images. A batch costs the read
+// (the wait) and then the real decode and augmentation of each image, logged to `log`.
+class ImageFiles final : public data::Dataset {
+ public:
+  ImageFiles(std::shared_ptr<const ImageBytes> images, std::int64_t size, double readSeconds, std::shared_ptr<LoadLog> log)
+      : images_(std::move(images)), size_(size), readSeconds_(readSeconds), log_(std::move(log)) {}
+  std::int64_t size() const override { return size_; }
+  Shape inputShape() const override { return {1, kSide, kSide}; }
+  Shape targetShape() const override { return {}; }
+  DType targetDType() const override { return kInt64; }
+
+  void gather(const std::vector<std::int64_t>& indices, const Tensor& inputs, const Tensor& targets) const override {
+    const Clock::time_point start = Clock::now();
+    if (readSeconds_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(readSeconds_));
+    float* out = inputs.data<float>();
+    std::int64_t* labels = targets.data<std::int64_t>();
+    for (std::size_t r = 0; r < indices.size(); ++r) {
+      const std::int64_t index = indices[r];
+      if (index < 0 || index >= size_) throw IndexError("index " + std::to_string(index) + " is out of range");
+      decode(index, out + static_cast<std::int64_t>(r) * kPixels);
+      labels[r] = images_->labels[static_cast<std::size_t>(index % kStored)];
+    }
+    if (log_) log_->add(start, Clock::now());
+  }
+
+ private:
+  // RandomCrop(28, padding=2), RandomHorizontalFlip(), ToTensor(), Normalize: the crop and flip drawn
+  // from the example's index, so every loader -- whatever its workers -- yields the same batches.
+  void decode(std::int64_t index, float* out) const {
+    const std::uint8_t* src = images_->pixels.data() + (index % kStored) * kPixels;
+    const std::uint64_t h = mix(0xF00Dull + static_cast<std::uint64_t>(index));
+    const int dy = static_cast<int>(h % 5) - kPad, dx = static_cast<int>((h >> 8) % 5) - kPad;
+    const bool flip = ((h >> 16) & 1) != 0;
+    for (int y = 0; y < kSide; ++y) {
+      for (int x = 0; x < kSide; ++x) {
+        const int sy = y + dy, sx = (flip ? kSide - 1 - x : x) + dx;
+        const bool inside = sy >= 0 && sy < kSide && sx >= 0 && sx < kSide;
+        const float v = inside ? static_cast<float>(src[sy * kSide + sx]) / 255.0f : 0.0f;
+        out[y * kSide + x] = (v - kMean) / kStd;
+      }
+    }
+  }
+
+  std::shared_ptr<const ImageBytes> images_;
+  std::int64_t size_;
+  double readSeconds_;
+  std::shared_ptr<LoadLog> log_;
+};
+
+struct LoaderChoice {
+  int workers = 0;
+  bool pinned = false;  // pin_memory=True, and the copies non_blocking
+  bool operator<(const LoaderChoice& o) const { return std::tie(workers, pinned) < std::tie(o.workers, o.pinned); }
+  bool operator==(const LoaderChoice& o) const = default;
+};
+
+std::string workersText(int workers) {
+  return workers == 0 ? "0 workers (the loop loads)" : std::to_string(workers) + (workers == 1 ? " worker" : " workers");
+}
+std::string choiceText(const LoaderChoice& c, bool copies) {
+  if (!copies) return workersText(c.workers);
+  return workersText(c.workers) + (c.pinned ? ", pinned + non_blocking" : ", pageable");
+}
+
+// One training loop with one loader: what the clocks said.
+struct LoaderRun {
+  LoaderChoice choice;
+  std::int64_t steps = 0;
+  double seconds = 0;         // the loop, from asking for the first batch until the device finished the last step
+  double busySeconds = 0;     // ... of which the device was working (see deviceBusy below)
+  double waitingSeconds = 0;  // the loop's time waiting for batches (with 0 workers: loading them itself)
+  double copySeconds = 0;     // the stream's time from each step's copies' start to their end (GPU only)
+  double meanLoss = 0;
+  std::vector<lab::Span> timeline;  // some steps, their lanes named for the view
+  std::vector<std::string> workerLanes;
+};
+
+struct Setup {
+  Device device;
+  std::shared_ptr<const ImageBytes> images;
+  std::vector<std::int64_t> hidden;
+  std::int64_t steps = 0;
+  double readSeconds = 0;
+  std::uint64_t seed = 0;
+};
+
+// Lane ids of the timelines (the views name them).
+const char* const kLaneLoop = "loop";
+const char* const kLaneWait = "wait";
+const char* const kLaneStep = "step";
+const char* const kLaneCopy = "copy";
+const char* const kLaneCompute = "compute";
+
+LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
+  const bool gpu = s.device.isCuda();
+  const std::int64_t steps = s.steps;
+  Generator gen(s.seed);
+  auto model = makeMlp(ImageFiles(s.images, kBatch, 0.0, nullptr), s.hidden, kClasses, gen);
+  model->to(s.device);
+  auto optimizer = makeOptimizer("sgd", model->parameters(), 0.05, 0.9, 0.0);
+  Tensor running = zeros({}, {.device = s.device});
+
+  struct StepClock {
+    double asked = 0, got = 0, queued = 0;         // host: asked the loader, had the batch, had queued (on the CPU: run) the step
+    cuda::Event copyStart{true}, copyEnd{true}, end{true};  // the device's stream (GPU only)
+  };
+  std::vector<StepClock> clocks(static_cast<std::size_t>(steps));
+  std::optional<cuda::Stream> stream;
+  cuda::Event origin(true);
+  if (gpu) stream = cuda::current_stream(s.device);
+  synchronizeDevice(s.device);
+
+  const Clock::time_point start = Clock::now();
+  const auto log = std::make_shared<LoadLog>(start);
+  const auto dataset = std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log);
+  data::DataLoader loader(dataset, {.batch_size = kBatch, .shuffle = true, .num_workers = choice.workers, .pin_memory = choice.pinned,
+                                    .seed = s.seed});
+  if (gpu) origin.record(*stream);  // the device was idle: it reaches this event at `start`, give or take a wake-up
+  const bool emulated = cuda::isEmulated(s.device);
+  const double emulatedBusyBefore = emulated ? cuda::emulated::busySeconds() : 0.0;
+  auto seconds = [&] { return secondsSince(start); };
+  double asked = 0;
+  std::int64_t step = 0;
+  for (auto it = loader.begin(); it != loader.end() && step < steps; ++step) {
+    StepClock& c = clocks[static_cast<std::size_t>(step)];
+    c.asked = asked;
+    c.got = seconds();
+    if (gpu) c.copyStart.record(*stream);
+    const Tensor x = it->inputs.to(s.device, choice.pinned), y = it->targets.to(s.device, choice.pinned);
+    if (gpu) c.copyEnd.record(*stream);
+    const Tensor loss = cross_entropy((*model)(x), y);
+    optimizer->zero_grad();
+    loss.backward();
+    optimizer->step();
+    running = running + loss.detach();  // read once, after the loop: no sync in it
+    if (gpu) c.end.record(*stream);
+    c.queued = seconds();
+    asked = seconds();
+    ++it;
+  }
+  if (step < steps) throw Error("the loader ran out of batches after " + std::to_string(step) + " steps");
+  synchronizeDevice(s.device);
+  if (gpu) clocks.back().end.synchronize();
+
+  LoaderRun r;
+  r.choice = choice;
+  r.steps = steps;
+  r.seconds = seconds();
+  r.meanLoss = running.item() / static_cast<double>(steps);
+  // Each step's start and end on the device's clock: CUDA events on a GPU (the emulated GPU's streams
+  // stamp them when they reach them), the host's clock on the CPU, where the step runs on the loop's
+  // thread from having the batch to having run the step.
+  auto deviceSeconds = [&](const cuda::Event& e) { return origin.elapsed_time(e) / 1000.0; };
+  std::vector<double> stepStart(clocks.size()), stepEnd(clocks.size()), copyEnd(clocks.size());
+  for (std::size_t i = 0; i < clocks.size(); ++i) {
+    const StepClock& c = clocks[i];
+    stepStart[i] = gpu ? deviceSeconds(c.copyStart) : c.got;
+    copyEnd[i] = gpu ? deviceSeconds(c.copyEnd) : c.got;
+    stepEnd[i] = gpu ? deviceSeconds(c.end) : c.queued;
+    r.waitingSeconds += c.got - c.asked;
+    r.copySeconds += copyEnd[i] - stepStart[i];
+  }
+  // How long the device worked. The emulated GPU's streams time the kernels they run (what nvidia-smi's
+  // GPU-Util counts). A GPU's stream is timed from each step's first copy to its last kernel: waits
+  // inside a step -- a blocking copy's round trip to the host, a kernel queued late -- count as busy
+  // there, so its busy share is an upper bound. On the CPU: the steps themselves.
+  if (emulated) {
+    r.busySeconds = cuda::emulated::busySeconds() - emulatedBusyBefore;
+  } else {
+    for (std::size_t i = 0; i < clocks.size(); ++i) r.busySeconds += stepEnd[i] - stepStart[i];
+  }
+  r.busySeconds = std::min(r.busySeconds, r.seconds);
+
+  // The timeline of the first steps, from the moment the loop asked for the first batch.
+  const std::size_t shown = std::min(clocks.size(), static_cast<std::size_t>(kTimelineSteps));
+  const double t1 = std::max(stepEnd[shown - 1], clocks[shown - 1].queued);
+  const std::thread::id loopThread = std::this_thread::get_id();
+  std::map<std::thread::id, std::string> workerLane;
+  std::vector<LoadLog::Entry> loads = log->entries();
+  std::sort(loads.begin(), loads.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  for (const LoadLog::Entry& e : loads) {
+    if (e.start > t1) continue;
+    std::string lane = kLaneLoop;
+    if (e.thread != loopThread) {
+      auto [at, added] = workerLane.emplace(e.thread, "worker " + std::to_string(workerLane.size() + 1));
+      if (added) r.workerLanes.push_back(at->second);
+      lane = at->second;
+    }
+    r.timeline.push_back({"", lane, "loads a batch", e.start, e.end});
+  }
+  std::sort(r.workerLanes.begin(), r.workerLanes.end());
+  for (std::size_t i = 0; i < shown; ++i) {
+    const std::string batch = "batch " + std::to_string(i + 1);
+    const StepClock& c = clocks[i];
+    if (choice.workers > 0) r.timeline.push_back({"", kLaneWait, "waits for " + batch, c.asked, c.got});
+    r.timeline.push_back({"", kLaneStep, (gpu ? "queues " : "runs ") + batch + "'s step", c.got, c.queued});
+    if (gpu) {
+      r.timeline.push_back({"", kLaneCopy, "copies " + batch + " in", stepStart[i], copyEnd[i]});
+      r.timeline.push_back({"", kLaneCompute, batch + ": forward, backward, step", copyEnd[i], stepEnd[i]});
+    }
+  }
+  return r;
+}
+
+// A training step's time on this device, with its batch already there: what loading is measured
+// against (the median of a few, each waited for).
+double stepSeconds(const Setup& s) {
+  Generator gen(s.seed);
+  ImageFiles files(s.images, kBatch, 0.0, nullptr);
+  auto model = makeMlp(files, s.hidden, kClasses, gen);
+  model->to(s.device);
+  auto optimizer = makeOptimizer("sgd", model->parameters(), 0.05, 0.9, 0.0);
+  Tensor xs = Tensor::empty({kBatch, 1, kSide, kSide}, kFloat32, kCPU), ys = Tensor::empty({kBatch}, kInt64, kCPU);
+  std::vector<std::int64_t> indices(static_cast<std::size_t>(kBatch));
+  for (std::int64_t i = 0; i < kBatch; ++i) indices[static_cast<std::size_t>(i)] = i;
+  files.gather(indices, xs, ys);
+  const Tensor x = xs.to(s.device), y = ys.to(s.device);
+  std::vector<double> times;
+  for (int i = 0; i < 13; ++i) {
+    synchronizeDevice(s.device);
+    const Clock::time_point t = Clock::now();
+    const Tensor loss = cross_entropy((*model)(x), y);
+    optimizer->zero_grad();
+    loss.backward();
+    optimizer->step();
+    synchronizeDevice(s.device);
+    if (i >= 3) times.push_back(secondsSince(t));
+  }
+  return median(times);
+}
+
+}  // namespace
+
+std::vector<lab::ParamSpec> FeedingLab::params() const {
+  using namespace lab;
+  return {
+      deviceParam("device", "The device to train on"),
+      intParam("num_workers", 0, 0, 8, "DataLoader(num_workers=...): threads that load batches ahead of the loop; 0: the loop loads them"),
+      boolParam("pin_memory", false, "DataLoader(pin_memory=True), and the batches copied with .to(device, non_blocking=True)"),
+      floatParam("load_cost", 2.0, 0.0, 20.0,
+                 "How long reading a batch from storage takes, in training steps of this device (the decode comes on top)"),
+      textParam("hidden", "256,128", "Hidden layer widths, comma-separated", checkHiddenWidths),
+      intParam("steps", 40, 4, 100000, "Timed training steps for each loader"),
+      intParam("seed", 0, 0, 2147483647, "Seed for the images, their order and the initial weights"),
+  };
+}
+
+void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
+  Setup s;
+  s.device = resolveDevice(p.getString("device"));
+  announceDevice(sink, s.device);
+  s.hidden = parseWidths(p.getString("hidden"));
+  s.steps = p.getInt("steps");
+  s.seed = static_cast<std::uint64_t>(p.getInt("seed"));
+  const LoaderChoice yours{static_cast<int>(p.getInt("num_workers")), p.getBool("pin_memory")};
+  const bool gpu = s.device.isCuda(), emulated = cuda::isEmulated(s.device);
+  // On the CPU there is no copy: the batch is where the model is, and pinning changes nothing.
+  const bool copies = gpu;
+
+  s.images = makeImages(s.seed);
+  const double step = stepSeconds(s);
+  s.readSeconds = p.getFloat("load_cost") * step;
+  sink.info("A training step with its batch already on " + s.device.str() + " takes " + formatGeneral(step * 1000.0, 3) +
+            " ms here, so each batch's read waits " + formatGeneral(s.readSeconds * 1000.0, 3) + " ms (load_cost " +
+            formatGeneral(p.getFloat("load_cost"), 3) + "), then 128 images are decoded and augmented for real.");
+
+  // Every loader of the sweep, and yours.
+  std::vector<LoaderChoice> choices;
+  for (int w : {0, 1, 2, 4}) {
+    choices.push_back({w, false});
+    if (copies) choices.push_back({w, true});
+  }
+  const LoaderChoice mine = copies ? yours : LoaderChoice{yours.workers, false};
+  if (std::find(choices.begin(), choices.end(), mine) == choices.end()) choices.push_back(mine);
+  std::sort(choices.begin(), choices.end());
+
+  std::map<LoaderChoice, LoaderRun> runs;
+  for (std::size_t i = 0; i < choices.size() && !stop.stopRequested(); ++i) {
+    runs[choices[i]] = runLoader(s, choices[i]);
+    sink.progress(static_cast<double>(i + 1), static_cast<double>(choices.size()), choiceText(choices[i], copies));
+  }
+  if (stop.stopRequested()) return;
+
+  auto stepsPerSecond = [](const LoaderRun& r) { return static_cast<double>(r.steps) / r.seconds; };
+  auto idleShare = [](const LoaderRun& r) { return 100.0 * (1.0 - r.busySeconds / r.seconds); };
+  auto waitingShare = [](const LoaderRun& r) { return 100.0 * r.waitingSeconds / r.seconds; };
+  const std::string deviceName = emulated ? "the emulated GPU" : gpu ? "the GPU" : "the CPU";
+
+  // 1. The table: every loader.
+  std::vector<lab::Axis> columns = {{"loader", ""}, {"steps/s", ""}, {"device idle", "%"}, {"loop waiting for batches", "%"}};
+  if (copies) columns.push_back({"copy in, per batch", "us"});
+  columns.push_back({"mean loss", ""});
+  sink.view({.id = "loaders", .title = "Each loader: how fast, and how idle the device was", .kind = lab::ViewKind::Table,
+             .columns = columns,
+             .note = "Device idle: the share of the loop during which " + deviceName + " did no work" +
+                     (emulated ? " (its stream times the kernels it runs)."
+                      : gpu    ? " (its stream's clock, events at each step's start and end: a wait inside a step counts as work)."
+                               : " (the step runs on the loop's thread: the rest of the loop it loads or waits).") +
+                     " Loop waiting: the share of the loop spent waiting for the next batch (with 0 workers: loading it)." +
+                     (copies ? " Copy in: from the stream reaching a step's copies to their end; a blocking copy from pageable memory "
+                               "also waits there for the loop to queue the next one." : "") +
+                     " Every loader yields the same batches in the same order, so the losses agree: only the feeding differs."});
+  for (const auto& [c, r] : runs) {
+    std::vector<lab::Value> cells = {choiceText(c, copies) + (c == mine ? " (yours)" : ""), stepsPerSecond(r), idleShare(r), waitingShare(r)};
+    if (copies) cells.push_back(1e6 * r.copySeconds / static_cast<double>(r.steps));
+    cells.push_back(r.meanLoss);
+    sink.row("loaders", cells);
+  }
+
+  // 2. The bars: how busy the device was, by workers (and pinning).
+  std::vector<lab::SeriesSpec> series = {{"pageable", copies ? "pageable" : "device busy"}};
+  if (copies) series.push_back({"pinned", "pinned + non_blocking"});
+  sink.view({.id = "busy", .title = "How busy the device was", .kind = lab::ViewKind::Bars, .y = {"device busy", "%"},
+             .yFromZero = true, .series = series,
+             .note = "100% minus the device's idle share: what nvidia-smi's GPU-Util would show for the loop."});
+  for (const auto& [c, r] : runs) sink.bar("busy", c.pinned ? "pinned" : "pageable", workersText(c.workers), 100.0 - idleShare(r));
+
+  // 3. Two timelines: the loop loading its own batches from pageable memory, and yours.
+  const std::string gpuLane = emulated ? "emulated GPU stream" : "GPU stream";
+  auto timeline = [&](const std::string& id, const std::string& title, const LoaderRun& r) {
+    std::vector<lab::SeriesSpec> lanes;
+    lanes.push_back(r.choice.workers == 0 ? lab::SeriesSpec{kLaneLoop, "loop: loads"} : lab::SeriesSpec{kLaneWait, "loop: waits for a batch"});
+    lanes.push_back({kLaneStep, gpu ? "loop: copies, queues the step" : "loop: runs the step"});
+    for (const std::string& w : r.workerLanes) lanes.push_back({w, w + ": loads"});
+    if (gpu) {
+      lanes.push_back({kLaneCopy, gpuLane + ": copy in"});
+      lanes.push_back({kLaneCompute, gpuLane + ": compute"});
+    }
+    sink.view({.id = id, .title = title, .kind = lab::ViewKind::Timeline, .x = {{"time", "s"}}, .series = lanes,
+               .note = "The loop's first " + std::to_string(kTimelineSteps) + " steps, from the moment it asked for the first batch. " +
+                       (gpu ? "The stream's spans are on the device's clock (events recorded on it); where the stream lane is "
+                              "empty the device had nothing to do."
+                            : "On the CPU the step runs on the loop's own thread: while the loop loads, nothing trains.")});
+    for (const lab::Span& span : r.timeline) sink.span(id, span.lane, span.label, span.start, span.end);
+  };
+  const LoaderChoice naive{0, false};
+  timeline("timeline-naive", "Timeline: " + choiceText(naive, copies), runs.at(naive));
+  timeline("timeline-yours", "Timeline: " + choiceText(mine, copies) + " (yours)", runs.at(mine));
+
+  // 4. The measurements the lesson's claims and challenge rest on.
+  const LoaderChoice fourWorkers{4, copies};
+  const LoaderRun& own = runs.at(mine);
+  const LoaderRun& none = runs.at(LoaderChoice{0, copies});
+  const LoaderRun& four = runs.at(fourWorkers);
+  double lossSpread = 0;
+  for (const auto& [c, r] : runs) lossSpread = std::max(lossSpread, std::abs(r.meanLoss - own.meanLoss));
+  sink.measurement("training step time", step * 1000.0, "ms");
+  sink.measurement("read wait per batch", s.readSeconds * 1000.0, "ms");
+  sink.measurement("workers (yours)", yours.workers, "");
+  sink.measurement("steps/s (yours)", stepsPerSecond(own), "steps/s");
+  sink.measurement("device idle share (yours)", idleShare(own), "%");
+  sink.measurement("device busy share (yours)", 100.0 - idleShare(own), "%");
+  sink.measurement("loop waiting share (yours)", waitingShare(own), "%");
+  sink.measurement("device idle share, 0 workers", idleShare(none), "%");
+  sink.measurement("device idle share, 4 workers", idleShare(four), "%");
+  sink.measurement("speed-up from 4 workers", stepsPerSecond(four) / stepsPerSecond(none), "x");
+  sink.measurement("speed-up from 1 worker", stepsPerSecond(runs.at(LoaderChoice{1, copies})) / stepsPerSecond(none), "x");
+  sink.measurement("largest difference between the loaders' mean losses", lossSpread, "");
+  if (copies) {
+    const LoaderRun &pageable = runs.at(LoaderChoice{4, false}), &pinned = runs.at(LoaderChoice{4, true});
+    sink.measurement("copy time per batch, pageable", 1e6 * pageable.copySeconds / static_cast<double>(pageable.steps), "us");
+    sink.measurement("copy time per batch, pinned", 1e6 * pinned.copySeconds / static_cast<double>(pinned.steps), "us");
+    sink.measurement("device idle share, 4 workers, pageable", idleShare(pageable), "%");
+    sink.measurement("device idle share, 4 workers, pinned", idleShare(pinned), "%");
+  }
+  sink.record("feeding", {{"step_ms", step * 1000.0}, {"workers", yours.workers}, {"pin_memory", yours.pinned},
+                          {"steps_per_s", stepsPerSecond(own)}, {"device_idle_pct", idleShare(own)}, {"device", s.device.str()}});
+
+  sink.info("With " + choiceText(mine, copies) + " (yours): " + formatGeneral(stepsPerSecond(own), 4) + " steps/s, " + deviceName +
+            " idle " + formatFixed(idleShare(own), 1) + "% of the time. The loop loading its own batches: idle " +
+            formatFixed(idleShare(none), 1) + "%; 4 workers: idle " + formatFixed(idleShare(four), 1) + "%, " +
+            fasterOrSlower(stepsPerSecond(four) / stepsPerSecond(none)) + " than 0 workers." +
+            (emulated ? " This is the emulated GPU: its stream is a thread on your CPU, so the workers' decoding competes with "
+                        "its kernels for your cores; a GPU computes elsewhere and needs feeding all the faster."
+                      : ""));
+}
+
+}  // namespace gpulab::labs
