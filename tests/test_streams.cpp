@@ -4,6 +4,7 @@
 // from reuse, and a kernel's error is reported at the next synchronisation. ctest runs it with
 // GPULAB_EMULATED_GPU=1, so it runs on GPU machines too.
 #include <chrono>
+#include <optional>
 
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
@@ -22,11 +23,27 @@ namespace {
 Device emulatedGpu() { return *cuda::emulatedDevice(); }
 
 // Work that keeps a stream busy for a good while (tens of milliseconds at least on any CPU): a chain
-// of 512 x 512 products, each reading the last, so none can start before its input is there.
+// of n x n products of ones, each reading the last, so none can start before its input is there.
 Tensor busyWork(const Tensor& start, int products) {
   Tensor x = start;
-  for (int i = 0; i < products; ++i) x = matmul(x, start) * (1.0 / 512.0);
+  for (int i = 0; i < products; ++i) x = matmul(x, start) * (1.0 / static_cast<double>(start.size(0)));
   return x;
+}
+
+// The two GPUs the stream tests run on where they exist, as the rows of a data-driven test: the
+// emulated GPU (512 x 512 products keep it busy) and a real one (4096 x 4096: a few ms each on an H100).
+void addGpuRows() {
+  QTest::addColumn<bool>("real");
+  QTest::newRow("emulated GPU") << false;
+  QTest::newRow("GPU") << true;
+}
+struct StreamsGpu {
+  Device device;
+  std::int64_t n;  // the busy work's matrix size
+};
+std::optional<StreamsGpu> streamsGpu(bool real) {
+  if (real) return cuda::isAvailable() ? std::optional<StreamsGpu>({Device(DeviceType::CUDA, 0), 4096}) : std::nullopt;
+  return StreamsGpu{emulatedGpu(), 512};
 }
 
 }  // namespace
@@ -103,16 +120,20 @@ class TestStreams : public QObject {
     QCOMPARE(x.sum().item(), 2048.0 * 2048.0);
   }
 
+  void wait_streamOrdersTwoStreams_data() { addGpuRows(); }
   void wait_streamOrdersTwoStreams() {
-    const Device gpu = emulatedGpu();
+    QFETCH(bool, real);
+    const auto on = streamsGpu(real);
+    if (!on) QSKIP("no usable GPU");
+    const auto [gpu, n] = *on;
     const cuda::Stream side = cuda::Stream::create(gpu);
     QVERIFY(side.id() != 0);
     QVERIFY(side != cuda::current_stream(gpu));
-    const Tensor a = ones({512, 512}, {.device = gpu});
+    const Tensor a = ones({n, n}, {.device = gpu});
     const Tensor produced = busyWork(a, 20);  // on the default stream
     Tensor doubled;
     {
-      cuda::StreamGuard on(side);
+      cuda::StreamGuard guard(side);
       QCOMPARE(cuda::current_stream(gpu), side);
       side.wait_stream(cuda::default_stream(gpu));  // without it, the side stream could read `produced` early
       doubled = produced * 2.0;
@@ -120,7 +141,8 @@ class TestStreams : public QObject {
     }
     QCOMPARE(cuda::current_stream(gpu).id(), std::uintptr_t{0});  // the guard restored the default
     side.synchronize();
-    QCOMPARE(doubled.sum().item(), 2.0 * 512 * 512);
+    QVERIFY(side.query());
+    QCOMPARE(doubled.sum().item(), 2.0 * static_cast<double>(n * n));
   }
 
   // A pinned batch freed while its non_blocking copy is still queued is not handed out again until the
@@ -170,17 +192,21 @@ class TestStreams : public QObject {
     QCOMPARE(busyWork(a, 5).to(kCPU).sum().item(), 512.0 * 512.0);
   }
 
+  void record_streamKeepsABlockFromReuseUntilTheOtherStreamPassedIt_data() { addGpuRows(); }
   void record_streamKeepsABlockFromReuseUntilTheOtherStreamPassedIt() {
-    const Device gpu = emulatedGpu();
+    QFETCH(bool, real);
+    const auto on = streamsGpu(real);
+    if (!on) QSKIP("no usable GPU");
+    const auto [gpu, n] = *on;
     CachingAllocator& allocator = allocatorFor(gpu);
     const cuda::Stream side = cuda::Stream::create(gpu);
-    const Tensor a = ones({512, 512}, {.device = gpu});
+    const Tensor a = ones({n, n}, {.device = gpu});
     cuda::synchronize(gpu.index());
     void* address = nullptr;
     {
       Tensor shared = a * 3.0;  // a block of the default stream
       address = shared.data_ptr();
-      cuda::StreamGuard on(side);
+      cuda::StreamGuard guard(side);
       Tensor keepBusy = busyWork(a, 20);  // the side stream is busy for a while...
       side.wait_stream(cuda::default_stream(gpu));  // (`shared` is written on the default stream)
       Tensor use = shared + 1.0;          // ... before it reads `shared`
@@ -188,10 +214,10 @@ class TestStreams : public QObject {
     }
     // Freed on the host while the side stream has not read it yet: counted as free, not reusable.
     QVERIFY(allocator.pendingBytes() > 0);
-    const Tensor next = Tensor::empty({512, 512}, kFloat32, gpu);
+    const Tensor next = Tensor::empty({n, n}, kFloat32, gpu);
     QVERIFY(next.data_ptr() != address);
     side.synchronize();
-    const Tensor after = Tensor::empty({512, 512}, kFloat32, gpu);
+    const Tensor after = Tensor::empty({n, n}, kFloat32, gpu);
     QCOMPARE(allocator.pendingBytes(), std::int64_t{0});
     QCOMPARE(after.data_ptr(), address);  // the side stream has passed it: the block is free again
 
@@ -202,7 +228,7 @@ class TestStreams : public QObject {
       Tensor shared = a * 3.0;
       again = shared.data_ptr();
     }
-    QCOMPARE(Tensor::empty({512, 512}, kFloat32, gpu).data_ptr(), again);
+    QCOMPARE(Tensor::empty({n, n}, kFloat32, gpu).data_ptr(), again);
     cuda::synchronize(gpu.index());
   }
 

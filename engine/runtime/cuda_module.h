@@ -5,6 +5,7 @@
 // machine without the CUDA runtime, cuBLAS, cuDNN or a driver. The module is built from the same tree
 // with the same compiler as the engine, so C++ types cross the boundary; the build id guards that.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "engine/runtime/cuda_runtime.h"
@@ -20,7 +21,7 @@ namespace gpulab::cuda {
 // 2: Availability gained the emulated GPU's fields, RawAllocator outOfMemoryNote().
 // 3: deviceTelemetry.
 // 4: cudnnChoices, clearCudnnChoices (the cuDNN flags live on the engine's side).
-// 5: CUDA events on a device's compute stream (eventCreate ... eventElapsedMs).
+// 5: CUDA events and streams (eventCreate ... eventElapsedMs, streamQuery ... streamWaitEvent).
 constexpr int kModuleAbiVersion = 5;
 // The project version and the table's size: a module from another build is refused, not trusted.
 inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi5";
@@ -41,14 +42,17 @@ struct ModuleApi {
   Backend& (*backend)(int device);
   std::vector<ConvAlgorithmChoice> (*cudnnChoices)(int device);
   void (*clearCudnnChoices)(int device);
-  // torch.cuda.Event on a real GPU: a cudaEvent_t recorded on the device's compute stream (see
-  // cuda::DeviceEvent in cuda_runtime.h). eventDestroy never throws.
+  // torch.cuda.Event and Stream on a real GPU: a cudaEvent_t, and streams by GPU Lab's id (0: the
+  // default stream; see cuda::DeviceEvent in cuda_runtime.h). eventDestroy never throws.
   void* (*eventCreate)(int device, bool timing);
   void (*eventDestroy)(void* event);
-  void (*eventRecord)(void* event);
+  void (*eventRecord)(void* event, std::uintptr_t stream);
   bool (*eventQuery)(void* event);
   void (*eventSynchronize)(void* event);
   double (*eventElapsedMs)(void* start, void* end);
+  bool (*streamQuery)(int device, std::uintptr_t stream);
+  void (*streamSynchronize)(int device, std::uintptr_t stream);
+  void (*streamWaitEvent)(int device, std::uintptr_t stream, void* event);
 };
 
 // The file name the loader looks for next to the engine library (or at $GPULAB_CUDA_MODULE).

@@ -107,28 +107,34 @@ DriverMemoryInfo driverMemoryInfo(int index);
 // nvidia-smi's numbers for a GPU (see memory.h).
 DeviceTelemetry deviceTelemetry(int index);
 
-// A CUDA event of a real GPU, recorded on the device's compute stream: what cuda::Event (stream.h) uses
-// there, so recording one never makes the host wait. Throws when no real GPU is usable.
+// A CUDA event of a real GPU: what cuda::Event (stream.h) uses there, so recording one never makes the
+// host wait. Throws when no real GPU is usable.
 class DeviceEvent {
  public:
   DeviceEvent(int device, bool timing);
   ~DeviceEvent();
   DeviceEvent(const DeviceEvent&) = delete;
   DeviceEvent& operator=(const DeviceEvent&) = delete;
-  void record();          // cudaEventRecord on the compute stream
-  bool query() const;     // cudaEventQuery: whether the stream has reached it
+  void record(std::uintptr_t stream);  // cudaEventRecord on the device's stream with GPU Lab's id `stream`
+  bool query() const;                  // cudaEventQuery: whether the stream has reached it
   void synchronize() const;
   // cudaEventElapsedTime from this event to `end`, in milliseconds.
   double elapsedMs(const DeviceEvent& end) const;
+  void* handle() const { return handle_; }
 
  private:
   void* handle_ = nullptr;
 };
+// A real GPU's streams, by GPU Lab's id (0: the device's default stream; 1..kStreamPoolSize: the pool).
+bool deviceStreamQuery(int device, std::uintptr_t stream);        // cudaStreamQuery
+void deviceStreamSynchronize(int device, std::uintptr_t stream);  // cudaStreamSynchronize
+// cudaStreamWaitEvent: the stream's later work waits for `event`; the host goes on.
+void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent& event);
 
 // Copies `bytes` between any two devices, ordered on the current stream of the GPU side (see the
-// stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies from pinned memory
-// with `nonBlocking` return at once; from pageable memory once the source has been staged;
-// device-to-host copies return when the data is there -- except, on the emulated GPU, a non_blocking
+// stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies with `nonBlocking`
+// return at once from pinned memory, once the source has been staged from pageable memory; without it,
+// when the copy is done (and so the work queued before it); device-to-host copies return when the data is there -- except, on the emulated GPU, a non_blocking
 // copy into pinned memory, which returns at once (read it after synchronize(), as in PyTorch).
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes,
                bool nonBlocking, bool srcPinned, bool dstPinned = false);

@@ -156,6 +156,28 @@ class CudaRawAllocator final : public RawAllocator {
   }
   std::string kindName() const override { return "CUDA"; }
   std::string deviceName() const override { return "GPU " + std::to_string(index_); }
+  // record_stream: a CUDA event on the other stream marks how far it had got when the block was freed.
+  void synchronize() override { context(index_).synchronizeAll(); }
+  std::uintptr_t recordMarker(std::uintptr_t stream) override {
+    DeviceContext& ctx = context(index_);
+    cudaEvent_t event = nullptr;
+    GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    if (const cudaError_t status = cudaEventRecord(event, ctx.stream(stream)); status != cudaSuccess) {
+      cudaEventDestroy(event);
+      GPULAB_CUDA_CHECK(status);
+    }
+    return reinterpret_cast<std::uintptr_t>(event);
+  }
+  bool markerReached(std::uintptr_t marker) override {
+    const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(marker));
+    if (status == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    GPULAB_CUDA_CHECK(status);
+    return true;
+  }
+  void releaseMarker(std::uintptr_t marker) override { cudaEventDestroy(reinterpret_cast<cudaEvent_t>(marker)); }
 
  private:
   int index_, ordinal_;
@@ -219,6 +241,7 @@ DeviceContext::DeviceContext(int device) : device_(device), ordinal_(ordinalOf(d
   GPULAB_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   GPULAB_CUDA_CHECK(cublasCreate(&cublas_));
   GPULAB_CUDA_CHECK(cublasSetStream(cublas_, compute_));
+  cublasStream_ = compute_;
   GPULAB_CUDA_CHECK(cudaHostAlloc(&deferredHost_, sizeof(DeferredError), cudaHostAllocMapped));
   *deferredHost_ = {};
   GPULAB_CUDA_CHECK(cudaHostGetDevicePointer(&deferredDevice_, deferredHost_, 0));
@@ -238,26 +261,59 @@ DeviceContext::~DeviceContext() {
   if (deferredHost_) cudaFreeHost(deferredHost_);
   if (cudnn_) cudnnDestroy(cudnn_);
   cublasDestroy(cublas_);
+  for (auto& s : pool_)
+    if (cudaStream_t stream = s.load()) cudaStreamDestroy(stream);
   cudaStreamDestroy(compute_);
 }
 
-cudnnHandle_t DeviceContext::cudnn() {
-  // Two threads may ask first at once (a lab's worker and the GUI): one creates, the other waits. A
-  // failure leaves no half-made handle behind, and the next call tries again.
-  if (cudnnReady_.load(std::memory_order_acquire)) return cudnn_;
-  std::lock_guard lock(cudnnMutex_);
+cudaStream_t DeviceContext::createPoolStream(std::uintptr_t id) const {
+  if (id == 0 || id > kStreamPoolSize) {
+    throw ValueError("invalid stream id " + std::to_string(id) + " for cuda:" + std::to_string(device_));
+  }
+  std::lock_guard lock(poolMutex_);
+  std::atomic<cudaStream_t>& slot = pool_[id - 1];
+  if (cudaStream_t s = slot.load(std::memory_order_relaxed)) return s;
+  DeviceGuard guard(ordinal_);
+  cudaStream_t s = nullptr;
+  // Non-blocking, as the default stream is: no implicit ordering with CUDA's legacy stream.
+  GPULAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  slot.store(s, std::memory_order_release);
+  return s;
+}
+
+void DeviceContext::synchronizeAll() {
+  GPULAB_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  for (auto& s : pool_)
+    if (cudaStream_t stream = s.load(std::memory_order_acquire)) GPULAB_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+DeviceContext::Bound<cublasHandle_t> DeviceContext::cublas() {
+  std::unique_lock hold(cublasMutex_);
+  const cudaStream_t s = currentStream();
+  if (s != cublasStream_) {
+    GPULAB_CUDA_CHECK(cublasSetStream(cublas_, s));
+    cublasStream_ = s;
+  }
+  return {cublas_, std::move(hold)};
+}
+
+DeviceContext::Bound<cudnnHandle_t> DeviceContext::cudnn() {
+  // Made by the first thread that asks; a failure leaves no half-made handle behind, and the next call
+  // tries again.
+  std::unique_lock hold(cudnnMutex_);
   if (!cudnn_) {
     DeviceGuard guard(ordinal_);
     cudnnHandle_t handle = nullptr;
     GPULAB_CUDA_CHECK(cudnnCreate(&handle));
-    if (cudnnStatus_t status = cudnnSetStream(handle, compute_); status != CUDNN_STATUS_SUCCESS) {
-      cudnnDestroy(handle);
-      GPULAB_CUDA_CHECK(status);
-    }
     cudnn_ = handle;
-    cudnnReady_.store(true, std::memory_order_release);
+    cudnnStream_ = nullptr;
   }
-  return cudnn_;
+  const cudaStream_t s = currentStream();
+  if (s != cudnnStream_) {
+    GPULAB_CUDA_CHECK(cudnnSetStream(cudnn_, s));
+    cudnnStream_ = s;
+  }
+  return {cudnn_, std::move(hold)};
 }
 
 DeviceGuard::DeviceGuard(int ordinal) {
@@ -331,7 +387,7 @@ void releaseAtExit() {
     Discovery& d = state();
     std::lock_guard lock(d.mutex);
     for (std::size_t i = 0; i < d.contexts.size(); ++i) {
-      if (d.contexts[i]) cudaStreamSynchronize(d.contexts[i]->computeStream());
+      if (d.contexts[i]) d.contexts[i]->synchronizeAll();
       if (d.allocators[i]) d.allocators[i]->emptyCache();
     }
     if (d.pinned) d.pinned->emptyCache();
@@ -388,7 +444,7 @@ DeviceContext& context(int device) {
 void synchronizeImpl(int device) {
   if (!isAvailableImpl()) return;
   DeviceContext& ctx = context(device);
-  GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+  ctx.synchronizeAll();  // torch.cuda.synchronize(): every stream of the device
   ctx.raiseDeferredError();
 }
 
@@ -423,7 +479,7 @@ void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevic
       // may still read the destination block's previous contents (a block freed on the host is
       // reused at once -- on its own stream, which keeps the order), and the host goes on at once.
       // The pinned source must not be reused before the copy has read it: an event marks that.
-      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.computeStream()));
+      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.currentStream()));
       auto& p = pendingCopies();
       std::lock_guard lock(p.mutex);
       cudaEvent_t done = nullptr;
@@ -433,32 +489,35 @@ void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevic
         done = p.spareEvents.back();
         p.spareEvents.pop_back();
       }
-      GPULAB_CUDA_CHECK(cudaEventRecord(done, ctx.computeStream()));
+      GPULAB_CUDA_CHECK(cudaEventRecord(done, ctx.currentStream()));
       p.entries.emplace_back(static_cast<const char*>(src), done);
     } else {
-      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.computeStream()));
-      if (!srcPinned) return;  // pageable sources are staged before cudaMemcpyAsync returns
-      GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+      // non_blocking=False waits for the copy, from pinned or pageable memory (PyTorch's memcpy_and_sync),
+      // so the host also waits for the work queued before it; non_blocking from pageable memory returns
+      // once the driver has staged the bytes.
+      const cudaStream_t stream = ctx.currentStream();
+      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+      if (!nonBlocking) GPULAB_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     return;
   }
   if (dstDevice.isCpu()) {
     DeviceContext& ctx = context(srcDevice.index());
-    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.computeStream()));
-    GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.currentStream()));
+    GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.currentStream()));
     ctx.raiseDeferredError();
     return;
   }
   if (dstDevice == srcDevice) {
     DeviceContext& ctx = context(dstDevice.index());
-    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.computeStream()));
+    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.currentStream()));
     return;
   }
   // Between GPUs: make the source's pending work finish, then a peer copy ordered on the destination.
   synchronizeImpl(srcDevice.index());
   DeviceContext& ctx = context(dstDevice.index());
-  GPULAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dstDevice.index(), src, srcDevice.index(), bytes, ctx.computeStream()));
-  GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.computeStream()));
+  GPULAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dstDevice.index(), src, srcDevice.index(), bytes, ctx.currentStream()));
+  GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.currentStream()));
 }
 
 namespace {
@@ -685,9 +744,9 @@ void eventDestroyImpl(void* event) {
   if (handle && handle->event) cudaEventDestroy(handle->event);  // at exit the context may be gone: nothing to report
 }
 
-void eventRecordImpl(void* event) {
+void eventRecordImpl(void* event, std::uintptr_t stream) {
   EventHandle& h = handleOf(event);
-  GPULAB_CUDA_CHECK(cudaEventRecord(h.event, context(h.device).computeStream()));
+  GPULAB_CUDA_CHECK(cudaEventRecord(h.event, context(h.device).stream(stream)));
 }
 
 bool eventQueryImpl(void* event) {
@@ -704,6 +763,26 @@ void eventSynchronizeImpl(void* event) {
   EventHandle& h = handleOf(event);
   GPULAB_CUDA_CHECK(cudaEventSynchronize(h.event));
   context(h.device).raiseDeferredError();
+}
+
+bool streamQueryImpl(int device, std::uintptr_t stream) {
+  const cudaError_t status = cudaStreamQuery(context(device).stream(stream));
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  GPULAB_CUDA_CHECK(status);
+  return true;
+}
+
+void streamSynchronizeImpl(int device, std::uintptr_t stream) {
+  DeviceContext& ctx = context(device);
+  GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream(stream)));
+  ctx.raiseDeferredError();
+}
+
+void streamWaitEventImpl(int device, std::uintptr_t stream, void* event) {
+  GPULAB_CUDA_CHECK(cudaStreamWaitEvent(context(device).stream(stream), handleOf(event).event, 0));
 }
 
 double eventElapsedMsImpl(void* start, void* end) {
@@ -744,6 +823,9 @@ extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion,
       eventQueryImpl,
       eventSynchronizeImpl,
       eventElapsedMsImpl,
+      streamQueryImpl,
+      streamSynchronizeImpl,
+      streamWaitEventImpl,
   };
   return &api;
 }

@@ -187,10 +187,16 @@ DeviceEvent::DeviceEvent(int device, bool timing) {
 DeviceEvent::~DeviceEvent() {
   if (handle_) loaded().api->eventDestroy(handle_);
 }
-void DeviceEvent::record() { loaded().api->eventRecord(handle_); }
+void DeviceEvent::record(std::uintptr_t stream) { loaded().api->eventRecord(handle_, stream); }
 bool DeviceEvent::query() const { return loaded().api->eventQuery(handle_); }
 void DeviceEvent::synchronize() const { loaded().api->eventSynchronize(handle_); }
 double DeviceEvent::elapsedMs(const DeviceEvent& end) const { return loaded().api->eventElapsedMs(handle_, end.handle_); }
+// Called only for a real GPU's streams (stream.cpp), where the module is loaded.
+bool deviceStreamQuery(int device, std::uintptr_t stream) { return loaded().api->streamQuery(device, stream); }
+void deviceStreamSynchronize(int device, std::uintptr_t stream) { loaded().api->streamSynchronize(device, stream); }
+void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent& event) {
+  loaded().api->streamWaitEvent(device, stream, event.handle());
+}
 
 bool pinnedMemoryAvailable() { return isAvailable() || emulatedDevice().has_value(); }
 

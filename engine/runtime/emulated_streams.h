@@ -16,9 +16,11 @@
 #include <cstdint>
 #include <functional>
 
+#include "engine/runtime/stream.h"
+
 namespace gpulab::cuda::emulated {
 
-inline constexpr std::uintptr_t kPoolSize = 32;
+inline constexpr std::uintptr_t kPoolSize = kStreamPoolSize;
 
 using Task = std::function<void()>;
 

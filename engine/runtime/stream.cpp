@@ -1,11 +1,12 @@
 // Streams and events (see stream.h): the device-independent part, and the emulated GPU's.
 //
-// A real GPU runs all of GPU Lab's work on its one compute stream so far: there the default stream is
-// that stream, Stream::create() says streams are the emulated GPU's for now, and an event is a CUDA
-// event recorded on the compute stream (recording one does not make the host wait). Events and streams
-// of the emulated GPU are complete.
+// On a real GPU a stream is a CUDA stream of the device's context (engine/kernels/cuda/cuda_context.h)
+// and an event a CUDA event (cuda::DeviceEvent); on the emulated GPU both are its queues' own
+// (emulated_streams.h).
 #include "engine/runtime/stream.h"
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <utility>
@@ -55,30 +56,32 @@ struct Event::Impl {
 Stream Stream::create(Device device) {
   checkStreamDevice(device, "torch.cuda.Stream(" + device.str() + ")");
   if (isEmulated(device)) return Stream(device, emulated::nextPoolStream());
-  throw Error("torch.cuda.Stream(" + device.str() +
-              "): GPU Lab runs a real GPU's work on its default stream only so far; the emulated GPU has streams");
+  // A real GPU's pool, handed out round-robin per device as PyTorch's.
+  static std::array<std::atomic<std::uintptr_t>, ExecutionContext::kMaxDevices> next{};
+  const std::uintptr_t n = next[static_cast<std::size_t>(device.index())].fetch_add(1, std::memory_order_relaxed);
+  return Stream(device, 1 + n % kStreamPoolSize);
 }
 
 bool Stream::query() const {
   if (isEmulated(device_)) return emulated::streamIdle(id_);
-  if (device_.isCuda()) {
-    cuda::synchronize(device_.index());  // no query without a stream handle: waiting answers it
-  }
+  if (device_.isCuda()) return deviceStreamQuery(device_.index(), id_);
   return true;
 }
 
 void Stream::synchronize() const {
   if (isEmulated(device_)) return emulated::synchronizeStream(id_);
-  if (device_.isCuda()) cuda::synchronize(device_.index());
+  if (device_.isCuda()) deviceStreamSynchronize(device_.index(), id_);
 }
 
 void Stream::wait_event(const Event& event) const {
   emulated::Marker marker;
   std::optional<Stream> on;
+  DeviceEvent* deviceEvent = nullptr;
   {
     std::lock_guard lock(event.impl_->mutex);
     on = event.impl_->stream;
     marker = event.impl_->marker;
+    deviceEvent = event.impl_->deviceEvent.get();  // once made, kept for the Impl's life
   }
   if (!on || *on == *this) return;  // never recorded: nothing to wait for; the same stream: in order already
   if (isEmulated(device_) && isEmulated(on->device())) {
@@ -86,7 +89,11 @@ void Stream::wait_event(const Event& event) const {
     emulated::enqueue(id_, [marker] { emulated::waitForQuietly(marker); });
     return;
   }
-  event.synchronize();  // a real GPU's default stream, or two different devices: the host waits
+  if (deviceEvent && on->device() == device_) {
+    deviceStreamWaitEvent(device_.index(), id_, *deviceEvent);  // queued on the GPU, as cudaStreamWaitEvent is
+    return;
+  }
+  event.synchronize();  // two different devices: the host waits
 }
 
 void Stream::wait_stream(const Stream& other) const {
@@ -147,9 +154,9 @@ void Event::record(const Stream& stream) {
     impl_->marker = emulated::markNow(stream.id());
     return;
   }
-  // A real GPU's compute stream: a CUDA event marks the place; the host goes on.
+  // A real GPU's stream: a CUDA event marks the place; the host goes on.
   if (!impl_->deviceEvent) impl_->deviceEvent = std::make_unique<DeviceEvent>(stream.device().index(), impl_->timing);
-  impl_->deviceEvent->record();
+  impl_->deviceEvent->record(stream.id());
 }
 
 bool Event::query() const {

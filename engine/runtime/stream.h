@@ -29,6 +29,9 @@
 
 namespace gpulab::cuda {
 
+// The streams torch.cuda.Stream() hands out round-robin, per device (PyTorch's pool of 32).
+inline constexpr std::uintptr_t kStreamPoolSize = 32;
+
 class Event;
 
 class Stream {

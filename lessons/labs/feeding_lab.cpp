@@ -5,7 +5,7 @@
 //                          T.ToTensor(), T.Normalize((0.2860,), (0.3530,))])
 //   loader = DataLoader(images, batch_size=128, shuffle=True,
 //                       num_workers=num_workers,      # 0: the loop loads every batch itself
-//                       pin_memory=pin_memory)        # batches built in page-locked memory
+//                       pin_memory=pin_memory)        # batches put in page-locked memory
 //   for x, y in loader:                               # waits until the next batch is ready
 //       x = x.to(device, non_blocking=pin_memory)     # from pinned memory: queued, the host goes on
 //       y = y.to(device, non_blocking=pin_memory)
@@ -18,10 +18,12 @@
 // The decode and augmentation that follow are real work on the CPU: bytes to floats, a random crop of
 // the padded image, a random flip, normalisation -- what the transforms above do.
 //
-// With num_workers=0 the loop does all of that itself, and the device waits meanwhile. With W
-// workers, W threads load batches ahead of the loop (PyTorch uses processes, for Python's sake; the
-// point is the same). With pin_memory the batches are built in page-locked memory, from which a
-// non_blocking copy is queued on the device's stream and the host goes straight on.
+// With num_workers=0 the loop does all of that itself. With W workers, W threads load batches ahead of
+// the loop (PyTorch uses processes, for Python's sake; the point is the same). With pin_memory the
+// batches sit in page-locked memory (PyTorch copies each finished batch there on a thread of the main
+// process; GPU Lab's workers build it there directly), from which a non_blocking copy is queued on the
+// device's stream and the host goes straight on. A run with the batches already on the device is the
+// ceiling that feeding can reach.
 //
 // What is measured, per loader: the device's clock (CUDA events around each step's copies and
 // compute, on the emulated GPU too; the host's clock on the CPU, where the step runs on the loop's own
@@ -173,15 +175,22 @@ class ImageFiles final : public data::Dataset {
 
 struct LoaderChoice {
   int workers = 0;
-  bool pinned = false;  // pin_memory=True, and the copies non_blocking
-  bool operator<(const LoaderChoice& o) const { return std::tie(workers, pinned) < std::tie(o.workers, o.pinned); }
+  bool pinned = false;    // pin_memory=True, and the copies non_blocking
+  bool resident = false;  // no loader: the batches were loaded onto the device before the loop (the ceiling)
+  bool operator<(const LoaderChoice& o) const {
+    return std::tuple(!resident, workers, pinned) < std::tuple(!o.resident, o.workers, o.pinned);
+  }
   bool operator==(const LoaderChoice& o) const = default;
 };
+const LoaderChoice kResident{0, false, true};
+// The ceiling cycles over this many batches loaded in advance (more would only take memory).
+constexpr std::int64_t kResidentBatches = 32;
 
 std::string workersText(int workers) {
   return workers == 0 ? "0 workers (the loop loads)" : std::to_string(workers) + (workers == 1 ? " worker" : " workers");
 }
 std::string choiceText(const LoaderChoice& c, bool copies) {
+  if (c.resident) return "batches already on the device (no loading: the ceiling)";
   if (!copies) return workersText(c.workers);
   return workersText(c.workers) + (c.pinned ? ", pinned + non_blocking" : ", pageable");
 }
@@ -234,23 +243,27 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   if (gpu) stream = cuda::current_stream(s.device);
   synchronizeDevice(s.device);
 
+  // The ceiling's batches: loaded (and decoded) before the loop, already on the device.
+  std::vector<std::pair<Tensor, Tensor>> resident;
+  if (choice.resident) {
+    data::DataLoader preload(std::make_shared<ImageFiles>(s.images, std::min(steps, kResidentBatches) * kBatch, 0.0, nullptr),
+                             {.batch_size = kBatch, .shuffle = true, .seed = s.seed});
+    for (const data::Batch& b : preload) resident.emplace_back(b.inputs.to(s.device), b.targets.to(s.device));
+    synchronizeDevice(s.device);
+  }
+
   const Clock::time_point start = Clock::now();
   const auto log = std::make_shared<LoadLog>(start);
   const auto dataset = std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log);
-  data::DataLoader loader(dataset, {.batch_size = kBatch, .shuffle = true, .num_workers = choice.workers, .pin_memory = choice.pinned,
-                                    .seed = s.seed});
+  data::DataLoader loader(dataset, {.batch_size = kBatch, .shuffle = true, .num_workers = choice.resident ? 0 : choice.workers,
+                                    .pin_memory = choice.pinned, .seed = s.seed});
   if (gpu) origin.record(*stream);  // the device was idle: it reaches this event at `start`, give or take a wake-up
   const bool emulated = cuda::isEmulated(s.device);
   const double emulatedBusyBefore = emulated ? cuda::emulated::busySeconds() : 0.0;
   auto seconds = [&] { return secondsSince(start); };
-  double asked = 0;
-  std::int64_t step = 0;
-  for (auto it = loader.begin(); it != loader.end() && step < steps; ++step) {
-    StepClock& c = clocks[static_cast<std::size_t>(step)];
-    c.asked = asked;
-    c.got = seconds();
+  auto trainStep = [&](StepClock& c, const Tensor& xIn, const Tensor& yIn) {
     if (gpu) c.copyStart.record(*stream);
-    const Tensor x = it->inputs.to(s.device, choice.pinned), y = it->targets.to(s.device, choice.pinned);
+    const Tensor x = xIn.to(s.device, choice.pinned), y = yIn.to(s.device, choice.pinned);
     if (gpu) c.copyEnd.record(*stream);
     const Tensor loss = cross_entropy((*model)(x), y);
     optimizer->zero_grad();
@@ -259,8 +272,25 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
     running = running + loss.detach();  // read once, after the loop: no sync in it
     if (gpu) c.end.record(*stream);
     c.queued = seconds();
-    asked = seconds();
-    ++it;
+  };
+  double asked = 0;
+  std::int64_t step = 0;
+  if (choice.resident) {
+    for (; step < steps; ++step) {
+      StepClock& c = clocks[static_cast<std::size_t>(step)];
+      c.asked = c.got = seconds();
+      const auto& [x, y] = resident[static_cast<std::size_t>(step) % resident.size()];
+      trainStep(c, x, y);
+    }
+  } else {
+    for (auto it = loader.begin(); it != loader.end() && step < steps; ++step) {
+      StepClock& c = clocks[static_cast<std::size_t>(step)];
+      c.asked = asked;
+      c.got = seconds();
+      trainStep(c, it->inputs, it->targets);
+      asked = seconds();
+      ++it;
+    }
   }
   if (step < steps) throw Error("the loader ran out of batches after " + std::to_string(step) + " steps");
   synchronizeDevice(s.device);
@@ -326,33 +356,6 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   return r;
 }
 
-// A training step's time on this device, with its batch already there: what loading is measured
-// against (the median of a few, each waited for).
-double stepSeconds(const Setup& s) {
-  Generator gen(s.seed);
-  ImageFiles files(s.images, kBatch, 0.0, nullptr);
-  auto model = makeMlp(files, s.hidden, kClasses, gen);
-  model->to(s.device);
-  auto optimizer = makeOptimizer("sgd", model->parameters(), 0.05, 0.9, 0.0);
-  Tensor xs = Tensor::empty({kBatch, 1, kSide, kSide}, kFloat32, kCPU), ys = Tensor::empty({kBatch}, kInt64, kCPU);
-  std::vector<std::int64_t> indices(static_cast<std::size_t>(kBatch));
-  for (std::int64_t i = 0; i < kBatch; ++i) indices[static_cast<std::size_t>(i)] = i;
-  files.gather(indices, xs, ys);
-  const Tensor x = xs.to(s.device), y = ys.to(s.device);
-  std::vector<double> times;
-  for (int i = 0; i < 13; ++i) {
-    synchronizeDevice(s.device);
-    const Clock::time_point t = Clock::now();
-    const Tensor loss = cross_entropy((*model)(x), y);
-    optimizer->zero_grad();
-    loss.backward();
-    optimizer->step();
-    synchronizeDevice(s.device);
-    if (i >= 3) times.push_back(secondsSince(t));
-  }
-  return median(times);
-}
-
 }  // namespace
 
 std::vector<lab::ParamSpec> FeedingLab::params() const {
@@ -381,8 +384,12 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   // On the CPU there is no copy: the batch is where the model is, and pinning changes nothing.
   const bool copies = gpu;
 
+  // The ceiling first: the loop with its batches already on the device. Its step time is what the
+  // read is measured in.
   s.images = makeImages(s.seed);
-  const double step = stepSeconds(s);
+  std::map<LoaderChoice, LoaderRun> runs;
+  runs[kResident] = runLoader(s, kResident);
+  const double step = runs[kResident].seconds / static_cast<double>(s.steps);
   s.readSeconds = p.getFloat("load_cost") * step;
   sink.info("A training step with its batch already on " + s.device.str() + " takes " + formatGeneral(step * 1000.0, 3) +
             " ms here, so each batch's read waits " + formatGeneral(s.readSeconds * 1000.0, 3) + " ms (load_cost " +
@@ -398,7 +405,6 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   if (std::find(choices.begin(), choices.end(), mine) == choices.end()) choices.push_back(mine);
   std::sort(choices.begin(), choices.end());
 
-  std::map<LoaderChoice, LoaderRun> runs;
   for (std::size_t i = 0; i < choices.size() && !stop.stopRequested(); ++i) {
     runs[choices[i]] = runLoader(s, choices[i]);
     sink.progress(static_cast<double>(i + 1), static_cast<double>(choices.size()), choiceText(choices[i], copies));
@@ -408,24 +414,32 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   auto stepsPerSecond = [](const LoaderRun& r) { return static_cast<double>(r.steps) / r.seconds; };
   auto idleShare = [](const LoaderRun& r) { return 100.0 * (1.0 - r.busySeconds / r.seconds); };
   auto waitingShare = [](const LoaderRun& r) { return 100.0 * r.waitingSeconds / r.seconds; };
+  const double ceiling = stepsPerSecond(runs.at(kResident));
+  auto ofCeiling = [&](const LoaderRun& r) { return 100.0 * stepsPerSecond(r) / ceiling; };
   const std::string deviceName = emulated ? "the emulated GPU" : gpu ? "the GPU" : "the CPU";
 
   // 1. The table: every loader.
-  std::vector<lab::Axis> columns = {{"loader", ""}, {"steps/s", ""}, {"device idle", "%"}, {"loop waiting for batches", "%"}};
-  if (copies) columns.push_back({"copy in, per batch", "us"});
+  std::vector<lab::Axis> columns = {{"loader", ""}, {"steps/s", ""}, {"of the ceiling", "%"}, {"device idle", "%"}, {"loop waiting", "%"}};
+  if (copies) columns.push_back({"copy in, a batch", "us"});
   columns.push_back({"mean loss", ""});
   sink.view({.id = "loaders", .title = "Each loader: how fast, and how idle the device was", .kind = lab::ViewKind::Table,
              .columns = columns,
-             .note = "Device idle: the share of the loop during which " + deviceName + " did no work" +
-                     (emulated ? " (its stream times the kernels it runs)."
-                      : gpu    ? " (its stream's clock, events at each step's start and end: a wait inside a step counts as work)."
-                               : " (the step runs on the loop's thread: the rest of the loop it loads or waits).") +
-                     " Loop waiting: the share of the loop spent waiting for the next batch (with 0 workers: loading it)." +
-                     (copies ? " Copy in: from the stream reaching a step's copies to their end; a blocking copy from pageable memory "
-                               "also waits there for the loop to queue the next one." : "") +
+             .note = "Of the ceiling: the speed against the loop whose batches were already on the device -- what feeding can "
+                     "reach at best. Device idle: the share of the loop during which " + deviceName + " did no work" +
+                     (emulated ? " (its stream times the kernels it runs; they run slower while workers share your cores, which "
+                                 "makes it look busier -- judge by the speed)."
+                      : gpu    ? " (on its own clock: events at each step's start and end, so a wait inside a step counts as work "
+                                 "and this is a lower bound)."
+                               : " (the step runs on the loop's thread: the rest of the time the loop loads or waits; the steps run "
+                                 "slower while workers share your cores -- judge by the speed).") +
+                     " Loop waiting: the share of the loop spent waiting for the next batch (with 0 workers: loading it); with "
+                     "pinned copies the loop no longer waits inside .to(), so it runs ahead and waits here instead." +
+                     (copies ? " Copy in: from the stream reaching a step's copies to their end; a blocking copy also holds the "
+                               "loop's round trip between its two copies." : "") +
                      " Every loader yields the same batches in the same order, so the losses agree: only the feeding differs."});
   for (const auto& [c, r] : runs) {
-    std::vector<lab::Value> cells = {choiceText(c, copies) + (c == mine ? " (yours)" : ""), stepsPerSecond(r), idleShare(r), waitingShare(r)};
+    std::vector<lab::Value> cells = {choiceText(c, copies) + (c == mine ? " (yours)" : ""), stepsPerSecond(r), ofCeiling(r), idleShare(r),
+                                     waitingShare(r)};
     if (copies) cells.push_back(1e6 * r.copySeconds / static_cast<double>(r.steps));
     cells.push_back(r.meanLoss);
     sink.row("loaders", cells);
@@ -436,8 +450,13 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   if (copies) series.push_back({"pinned", "pinned + non_blocking"});
   sink.view({.id = "busy", .title = "How busy the device was", .kind = lab::ViewKind::Bars, .y = {"device busy", "%"},
              .yFromZero = true, .series = series,
-             .note = "100% minus the device's idle share: what nvidia-smi's GPU-Util would show for the loop."});
-  for (const auto& [c, r] : runs) sink.bar("busy", c.pinned ? "pinned" : "pageable", workersText(c.workers), 100.0 - idleShare(r));
+             .note = std::string("100% minus the device's idle share") +
+                     (gpu && !emulated ? ": an upper bound here (waits inside a step count as busy); nvidia-smi's GPU-Util "
+                                         "counts only the time kernels run."
+                                       : ": what nvidia-smi's GPU-Util counts, the time the device was running work.")});
+  for (const auto& [c, r] : runs) {
+    if (!c.resident) sink.bar("busy", c.pinned ? "pinned" : "pageable", workersText(c.workers), 100.0 - idleShare(r));
+  }
 
   // 3. Two timelines: the loop loading its own batches from pageable memory, and yours.
   const std::string gpuLane = emulated ? "emulated GPU stream" : "GPU stream";
@@ -466,12 +485,21 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const LoaderRun& own = runs.at(mine);
   const LoaderRun& none = runs.at(LoaderChoice{0, copies});
   const LoaderRun& four = runs.at(fourWorkers);
-  double lossSpread = 0;
-  for (const auto& [c, r] : runs) lossSpread = std::max(lossSpread, std::abs(r.meanLoss - own.meanLoss));
+  double lossSpread = 0;  // the ceiling cycles over fewer batches: its loss is its own
+  for (const auto& [c, r] : runs)
+    if (!c.resident) lossSpread = std::max(lossSpread, std::abs(r.meanLoss - own.meanLoss));
   sink.measurement("training step time", step * 1000.0, "ms");
   sink.measurement("read wait per batch", s.readSeconds * 1000.0, "ms");
   sink.measurement("workers (yours)", yours.workers, "");
   sink.measurement("steps/s (yours)", stepsPerSecond(own), "steps/s");
+  sink.measurement("steps/s with the batches already on the device", ceiling, "steps/s");
+  sink.measurement("speed, % of the ceiling (yours)", ofCeiling(own), "%");
+  sink.measurement("speed, % of the ceiling, 0 workers", ofCeiling(none), "%");
+  sink.measurement("speed, % of the ceiling, 4 workers", ofCeiling(four), "%");
+  double fastest = 0;
+  for (const auto& [c, r] : runs)
+    if (!c.resident) fastest = std::max(fastest, stepsPerSecond(r));
+  sink.measurement("speed, % of the fastest loader (yours)", 100.0 * stepsPerSecond(own) / fastest, "%");
   sink.measurement("device idle share (yours)", idleShare(own), "%");
   sink.measurement("device busy share (yours)", 100.0 - idleShare(own), "%");
   sink.measurement("loop waiting share (yours)", waitingShare(own), "%");
@@ -490,8 +518,9 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   sink.record("feeding", {{"step_ms", step * 1000.0}, {"workers", yours.workers}, {"pin_memory", yours.pinned},
                           {"steps_per_s", stepsPerSecond(own)}, {"device_idle_pct", idleShare(own)}, {"device", s.device.str()}});
 
-  sink.info("With " + choiceText(mine, copies) + " (yours): " + formatGeneral(stepsPerSecond(own), 4) + " steps/s, " + deviceName +
-            " idle " + formatFixed(idleShare(own), 1) + "% of the time. The loop loading its own batches: idle " +
+  sink.info("With " + choiceText(mine, copies) + " (yours): " + formatGeneral(stepsPerSecond(own), 4) + " steps/s, " +
+            formatFixed(ofCeiling(own), 0) + "% of the speed with the batches already on the device; " + deviceName + " idle " +
+            formatFixed(idleShare(own), 1) + "% of the time. The loop loading its own batches: idle " +
             formatFixed(idleShare(none), 1) + "%; 4 workers: idle " + formatFixed(idleShare(four), 1) + "%, " +
             fasterOrSlower(stepsPerSecond(four) / stepsPerSecond(none)) + " than 0 workers." +
             (emulated ? " This is the emulated GPU: its stream is a thread on your CPU, so the workers' decoding competes with "

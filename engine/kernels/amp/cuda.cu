@@ -118,7 +118,7 @@ void CudaBackend::nonFiniteCheckAndUnscale(const std::vector<Tensor>& grads, con
         const std::int64_t chunks = args.firstChunk[args.tensors];
         if (chunks == 0) return;
         const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, maxBlocks));
-        nonFiniteCheckAndUnscaleKernel<T><<<blocks, kThreads, 0, c.computeStream()>>>(args, inv, countsPtr);
+        nonFiniteCheckAndUnscaleKernel<T><<<blocks, kThreads, 0, c.currentStream()>>>(args, inv, countsPtr);
         GPULAB_CUDA_CHECK_LAUNCH();
         args.tensors = 0;
       };

@@ -581,7 +581,7 @@ void broadcastBias(void* y, const Tensor& bias, std::int64_t samples, std::int64
   cuda::DeviceContext& c = cuda::context(bias.device().index());
   dispatchFloating(bias.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    broadcastBiasKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(static_cast<T*>(y), bias.data<T>(),
+    broadcastBiasKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(static_cast<T*>(y), bias.data<T>(),
                                                                               channels, plane, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -886,9 +886,10 @@ void CudaBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& w
   if (s.inChannels == 0 || s.kernelH == 0 || s.kernelW == 0) {
     // An empty sum (the CPU reference's colRows == 0): the bias alone, or zeros.
     if (bias) broadcastBias(out.data_ptr(), *bias, s.batch, s.outH * s.outW);
-    else zeroFill(out, c.computeStream());
+    else zeroFill(out, c.currentStream());
   } else {
-    const cudnnHandle_t handle = c.cudnn();
+    const auto cudnn = c.cudnn();  // set to this thread's stream, and held until the convolution is queued
+    const cudnnHandle_t handle = cudnn.handle;
     const std::size_t elt = elementSize(input.dtype());
     const std::int64_t chunk = samplesPerChunk(s);
     for (std::int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
@@ -907,10 +908,11 @@ void CudaBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& gra
   auto& c = ctx();
   const CudnnTypes types = cudnnTypesFor(gradOut.dtype(), "conv2d_backward_input");
   if (s.outChannels == 0 || s.outH * s.outW == 0 || s.kernelH == 0 || s.kernelW == 0) {
-    zeroFill(gradInput, c.computeStream());  // no output reads any input element
+    zeroFill(gradInput, c.currentStream());  // no output reads any input element
     return;
   }
-  const cudnnHandle_t handle = c.cudnn();
+  const auto cudnn = c.cudnn();  // set to this thread's stream, and held until the convolution is queued
+  const cudnnHandle_t handle = cudnn.handle;
   const std::size_t elt = elementSize(gradOut.dtype());
   const std::int64_t chunk = samplesPerChunk(s);
   for (std::int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
@@ -928,10 +930,11 @@ void CudaBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& g
   auto& c = ctx();
   const CudnnTypes types = cudnnTypesFor(gradOut.dtype(), "conv2d_backward_weight");
   if (s.batch == 0 || s.outH * s.outW == 0) {
-    zeroFill(gradWeight, c.computeStream());  // an empty sum over the batch and the output plane
+    zeroFill(gradWeight, c.currentStream());  // an empty sum over the batch and the output plane
     return;
   }
-  const cudnnHandle_t handle = c.cudnn();
+  const auto cudnn = c.cudnn();  // set to this thread's stream, and held until the convolution is queued
+  const cudnnHandle_t handle = cudnn.handle;
   const std::size_t elt = elementSize(gradOut.dtype());
   const std::int64_t chunk = samplesPerChunk(s);
   for (std::int64_t n0 = 0; n0 < s.batch; n0 += chunk) {
@@ -952,7 +955,7 @@ void CudaBackend::maxPool2d(const Tensor& out, const Tensor& indices, const Tens
   auto& c = ctx();
   dispatchFloating(input.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxPool2dKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), indices.data<std::int64_t>(),
+    maxPool2dKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), indices.data<std::int64_t>(),
                                                                           input.data<T>(), s, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -965,7 +968,7 @@ void CudaBackend::maxPool2dBackward(const Tensor& gradInput, const Tensor& gradO
   auto& c = ctx();
   dispatchFloating(gradOut.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxPool2dBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(
+    maxPool2dBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(
         gradInput.data<T>(), gradOut.data<T>(), indices.data<std::int64_t>(), s, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -977,7 +980,7 @@ void CudaBackend::avgPool2d(const Tensor& out, const Tensor& input, const Pool2d
   auto& c = ctx();
   dispatchFloating(input.dtype(), "avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    avgPool2dKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), input.data<T>(), s, n);
+    avgPool2dKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), input.data<T>(), s, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
@@ -988,7 +991,7 @@ void CudaBackend::avgPool2dBackward(const Tensor& gradInput, const Tensor& gradO
   auto& c = ctx();
   dispatchFloating(gradOut.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    avgPool2dBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(gradInput.data<T>(), gradOut.data<T>(), s, n);
+    avgPool2dBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(gradInput.data<T>(), gradOut.data<T>(), s, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
@@ -999,7 +1002,7 @@ void CudaBackend::adaptiveAvgPool2d(const Tensor& out, const Tensor& input, cons
   auto& c = ctx();
   dispatchFloating(input.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    adaptiveAvgPool2dKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), input.data<T>(), s, n);
+    adaptiveAvgPool2dKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), input.data<T>(), s, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
@@ -1010,7 +1013,7 @@ void CudaBackend::adaptiveAvgPool2dBackward(const Tensor& gradInput, const Tenso
   auto& c = ctx();
   dispatchFloating(gradOut.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    adaptiveAvgPool2dBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(gradInput.data<T>(),
+    adaptiveAvgPool2dBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(gradInput.data<T>(),
                                                                                           gradOut.data<T>(), s, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });

@@ -150,12 +150,12 @@ template <class TO, class TI, class F>
 void launchMap1(const DeviceContext& c, F f, TO* out, const TI* in, std::int64_t n) {
   if constexpr (kVectorisable<TO> && kVectorisable<TI>) {
     if (n >= kVec && alignedForVec4(out) && alignedForVec4(in)) {
-      map1Vec4Kernel<<<blocksFor((n + kVec - 1) / kVec, c), kThreads, 0, c.computeStream()>>>(f, out, in, n);
+      map1Vec4Kernel<<<blocksFor((n + kVec - 1) / kVec, c), kThreads, 0, c.currentStream()>>>(f, out, in, n);
       GPULAB_CUDA_CHECK_LAUNCH();
       return;
     }
   }
-  map1Kernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(f, out, in, n);
+  map1Kernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(f, out, in, n);
   GPULAB_CUDA_CHECK_LAUNCH();
 }
 
@@ -163,12 +163,12 @@ template <class T, class F>
 void launchMap2(const DeviceContext& c, F f, T* out, const T* a, const T* b, std::int64_t n) {
   if constexpr (kVectorisable<T>) {
     if (n >= kVec && alignedForVec4(out) && alignedForVec4(a) && alignedForVec4(b)) {
-      map2Vec4Kernel<<<blocksFor((n + kVec - 1) / kVec, c), kThreads, 0, c.computeStream()>>>(f, out, a, b, n);
+      map2Vec4Kernel<<<blocksFor((n + kVec - 1) / kVec, c), kThreads, 0, c.currentStream()>>>(f, out, a, b, n);
       GPULAB_CUDA_CHECK_LAUNCH();
       return;
     }
   }
-  map2Kernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(f, out, a, b, n);
+  map2Kernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(f, out, a, b, n);
   GPULAB_CUDA_CHECK_LAUNCH();
 }
 
@@ -180,7 +180,7 @@ void CudaBackend::fill(const Tensor& out, double value) {
   auto& c = ctx();
   dispatchAll(out.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    fillKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), n, static_cast<T>(value));
+    fillKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, static_cast<T>(value));
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
@@ -191,7 +191,7 @@ void CudaBackend::arange(const Tensor& out, double start, double step) {
   auto& c = ctx();
   dispatchAll(out.dtype(), "arange", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    arangeKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), n, start, step);
+    arangeKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, start, step);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
@@ -202,7 +202,7 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
   auto& c = ctx();
   const bool contiguous = dst.is_contiguous() && src.is_contiguous();
   if (contiguous && dst.dtype() == src.dtype()) {  // a plain copy: the copy engine's job
-    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, c.computeStream()));
+    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, c.currentStream()));
     return;
   }
   const OffsetCalc calc = contiguous ? OffsetCalc{} : makeOffsetCalc(dst.sizes(), dst.strides(), src.strides());
@@ -213,7 +213,7 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
       if (contiguous) {
         launchMap1(c, Convert<D, S>{}, dst.data<D>(), src.data<S>(), n);
       } else {
-        copyStridedKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(dst.data<D>(), src.data<S>(), n, calc);
+        copyStridedKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(dst.data<D>(), src.data<S>(), n, calc);
         GPULAB_CUDA_CHECK_LAUNCH();
       }
     });
@@ -245,7 +245,7 @@ void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const 
       if (contiguous) {
         launchMap2(c, fT, out.data<T>(), a.data<T>(), b.data<T>(), n);
       } else {
-        map2StridedKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(fT, out.data<T>(), a.data<T>(), b.data<T>(), n, calc);
+        map2StridedKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(fT, out.data<T>(), a.data<T>(), b.data<T>(), n, calc);
         GPULAB_CUDA_CHECK_LAUNCH();
       }
     });

@@ -51,7 +51,8 @@ void CudaBackend::gemm(DType dtype, bool transA, bool transB, std::int64_t m, st
                        std::int64_t strideC) {
   if (m == 0 || n == 0 || batch == 0) return;
   auto& x = ctx();
-  const cublasHandle_t handle = x.cublas();
+  const auto cublas = x.cublas();  // set to this thread's stream, and held until the product is queued
+  const cublasHandle_t handle = cublas.handle;
   const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
   const int LDA = static_cast<int>(lda), LDB = static_cast<int>(ldb), LDC = static_cast<int>(ldc), B = static_cast<int>(batch);

@@ -104,7 +104,7 @@ void CudaBackend::nllLoss(const Tensor& out, const Tensor& logp, const Tensor& t
   c.raiseDeferredError();  // one an earlier step's kernel may have found (a host read, no wait)
   dispatchFloating(logp.dtype(), "nll_loss", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    nllKernel<<<1, kLossThreads, 0, c.computeStream()>>>(out.data<T>(), logp.data<T>(), target.data<std::int64_t>(), rows,
+    nllKernel<<<1, kLossThreads, 0, c.currentStream()>>>(out.data<T>(), logp.data<T>(), target.data<std::int64_t>(), rows,
                                                          cols, scale, c.deferredErrorSlot());
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -116,7 +116,7 @@ void CudaBackend::nllLossBackward(const Tensor& gradLogp, const Tensor& gradOut,
   auto& c = ctx();
   dispatchFloating(gradLogp.dtype(), "nll_loss_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    nllBackwardKernel<<<blocksFor(rows * cols, c), kThreads, 0, c.computeStream()>>>(
+    nllBackwardKernel<<<blocksFor(rows * cols, c), kThreads, 0, c.currentStream()>>>(
         gradLogp.data<T>(), gradOut.data<T>(), target.data<std::int64_t>(), rows, cols, scale);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -129,7 +129,7 @@ void CudaBackend::pointLoss(PointLoss kind, const Tensor& out, const Tensor& a, 
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
     if (blocks == 1) {
-      pointLossKernel<<<1, kLossThreads, 0, c.computeStream()>>>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n, n, scale);
+      pointLossKernel<<<1, kLossThreads, 0, c.currentStream()>>>(kind, out.data<T>(), a.data<T>(), b.data<T>(), n, n, scale);
       GPULAB_CUDA_CHECK_LAUNCH();
       return;
     }
@@ -138,10 +138,10 @@ void CudaBackend::pointLoss(PointLoss kind, const Tensor& out, const Tensor& a, 
       MemoryCategoryScope scope(MemoryCategory::Workspace);
       partial = Tensor::empty({blocks}, dtypeOf<M>(), out.device());
     }
-    pointLossKernel<<<static_cast<unsigned>(blocks), kLossThreads, 0, c.computeStream()>>>(
+    pointLossKernel<<<static_cast<unsigned>(blocks), kLossThreads, 0, c.currentStream()>>>(
         kind, partial.data<M>(), a.data<T>(), b.data<T>(), n, (n + blocks - 1) / blocks, 1.0);
     GPULAB_CUDA_CHECK_LAUNCH();
-    sumScaledKernel<<<1, kLossThreads, 0, c.computeStream()>>>(out.data<T>(), partial.data<M>(), blocks, scale);
+    sumScaledKernel<<<1, kLossThreads, 0, c.currentStream()>>>(out.data<T>(), partial.data<M>(), blocks, scale);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
@@ -153,7 +153,7 @@ void CudaBackend::pointLossBackward(PointLoss kind, const Tensor& gradA, const T
   auto& c = ctx();
   dispatchFloating(a.dtype(), kind == PointLoss::MSE ? "mse_loss_backward" : "l1_loss_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    pointLossBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(kind, gradA.data<T>(), gradOut.data<T>(),
+    pointLossBackwardKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(kind, gradA.data<T>(), gradOut.data<T>(),
                                                                                   a.data<T>(), b.data<T>(), n, scale);
     GPULAB_CUDA_CHECK_LAUNCH();
   });

@@ -148,7 +148,7 @@ void CudaBackend::batchNorm(const Tensor& out, const Tensor& input, const Tensor
         // A chunk of channels is the same problem with the pointers moved by `first` channels.
         const std::int64_t shift = first * s.spatial;
         auto at = [&](const Tensor* t) { return t ? ptrOf<S>(t) + first : nullptr; };
-        batchNormTrainKernel<<<count, rowThreads(s.batch * s.spatial), 0, c.computeStream()>>>(
+        batchNormTrainKernel<<<count, rowThreads(s.batch * s.spatial), 0, c.currentStream()>>>(
             out.data<T>() + shift, input.data<T>() + shift, at(weight), at(bias), at(runningMean), at(runningVar),
             at(saveMean), at(saveInvStd), s.batch, s.channels, s.spatial, s.eps, s.momentum);
         GPULAB_CUDA_CHECK_LAUNCH();
@@ -156,7 +156,7 @@ void CudaBackend::batchNorm(const Tensor& out, const Tensor& input, const Tensor
     } else {
       const std::int64_t n = out.numel();
       if (n == 0) return;
-      batchNormEvalKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(
+      batchNormEvalKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(
           out.data<T>(), input.data<T>(), ptrOf<S>(weight), ptrOf<S>(bias), ptrOf<S>(runningMean), ptrOf<S>(runningVar),
           s.channels, s.spatial, s.eps, n);
       GPULAB_CUDA_CHECK_LAUNCH();
@@ -175,7 +175,7 @@ void CudaBackend::batchNormBackward(const Tensor& gradInput, const Tensor* gradW
     forRowChunks(s.channels, [&](std::int64_t first, unsigned count) {
       const std::int64_t shift = first * s.spatial;
       auto at = [&](const Tensor* t) { return t ? ptrOf<S>(t) + first : nullptr; };
-      batchNormBackwardKernel<<<count, rowThreads(s.batch * s.spatial), 0, c.computeStream()>>>(
+      batchNormBackwardKernel<<<count, rowThreads(s.batch * s.spatial), 0, c.currentStream()>>>(
           gradInput.data<T>() + shift, at(gradWeight), at(gradBias), gradOut.data<T>() + shift, input.data<T>() + shift,
           at(weight), saveMean.data<S>() + first, saveInvStd.data<S>() + first, s.batch, s.channels, s.spatial);
       GPULAB_CUDA_CHECK_LAUNCH();

@@ -93,7 +93,7 @@ void CudaBackend::sgdStep(const Tensor& param, const Tensor& grad, const Tensor*
   auto& c = ctx();
   dispatchFloating(param.dtype(), "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    sgdKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(fn::makeSgdUpdate<OpMath<T>>(h, buf != nullptr), param.data<T>(),
+    sgdKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(fn::makeSgdUpdate<OpMath<T>>(h, buf != nullptr), param.data<T>(),
                                                                     grad.data<T>(), buf ? buf->data<T>() : nullptr, n);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -106,7 +106,7 @@ void CudaBackend::adamStep(const Tensor& param, const Tensor& grad, const Tensor
   auto& c = ctx();
   dispatchFloating(param.dtype(), "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    adamKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(
+    adamKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(
         fn::makeAdamUpdate<OpMath<T>>(h), param.data<T>(), grad.data<T>(), expAvg.data<T>(), expAvgSq.data<T>(),
         maxExpAvgSq ? maxExpAvgSq->data<T>() : nullptr, n);
     GPULAB_CUDA_CHECK_LAUNCH();
@@ -125,7 +125,7 @@ void CudaBackend::adamSteps(const std::vector<AdamTensors>& items) {
       MultiAdamArgs<T> args;
       auto launch = [&] {
         if (args.blocks == 0) return;
-        multiAdamKernel<<<static_cast<unsigned>(args.blocks), kThreads, 0, c.computeStream()>>>(args);
+        multiAdamKernel<<<static_cast<unsigned>(args.blocks), kThreads, 0, c.currentStream()>>>(args);
         GPULAB_CUDA_CHECK_LAUNCH();
         args = MultiAdamArgs<T>{};
       };

@@ -58,7 +58,7 @@ void CudaBackend::uniform(const Tensor& out, double low, double high, std::uint6
   dispatchFloating(out.dtype(), "uniform_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
-    uniformKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), n, static_cast<M>(low),
+    uniformKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, static_cast<M>(low),
                                                                         static_cast<M>(high - low), seed, offset);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -71,7 +71,7 @@ void CudaBackend::normal(const Tensor& out, double mean, double stddev, std::uin
   dispatchFloating(out.dtype(), "normal_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
-    normalKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), n, static_cast<M>(mean),
+    normalKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, static_cast<M>(mean),
                                                                        static_cast<M>(stddev), seed, offset);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -84,7 +84,7 @@ void CudaBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high
   auto& c = ctx();
   dispatchAll(out.dtype(), "random_", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    randintKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), n, low,
+    randintKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, low,
                                                                         static_cast<std::uint64_t>(high - low), seed, offset);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
@@ -97,7 +97,7 @@ void CudaBackend::dropout(const Tensor& out, const Tensor& mask, const Tensor& i
   auto& c = ctx();
   dispatchFloating(in.dtype(), "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dropoutKernel<<<blocksFor(n, c), kThreads, 0, c.computeStream()>>>(out.data<T>(), mask.data<T>(), in.data<T>(), n, p, seed,
+    dropoutKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), mask.data<T>(), in.data<T>(), n, p, seed,
                                                                         offset);
     GPULAB_CUDA_CHECK_LAUNCH();
   });

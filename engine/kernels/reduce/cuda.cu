@@ -152,7 +152,7 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor* indices, 
       const std::int64_t chunks = splitRowsInto(outer, k, c);
       if (chunks == 1) {
         forRowChunks(outer, [&](std::int64_t first, unsigned count) {
-          reduceChunksKernel<<<count, kThreads, 0, c.computeStream()>>>(op, out.data<T>() + first, idx ? idx + first : nullptr,
+          reduceChunksKernel<<<count, kThreads, 0, c.currentStream()>>>(op, out.data<T>() + first, idx ? idx + first : nullptr,
                                                                         in.data<T>() + first * k, nullptr, k, k, 1);
           GPULAB_CUDA_CHECK_LAUNCH();
         });
@@ -168,18 +168,18 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor* indices, 
       }
       std::int64_t* pIdx = partialIdx.defined() ? partialIdx.data<std::int64_t>() : nullptr;
       const std::int64_t chunk = (k + chunks - 1) / chunks;
-      reduceChunksKernel<<<static_cast<unsigned>(outer * chunks), kThreads, 0, c.computeStream()>>>(
+      reduceChunksKernel<<<static_cast<unsigned>(outer * chunks), kThreads, 0, c.currentStream()>>>(
           op, partial.data<A>(), pIdx, in.data<T>(), nullptr, k, chunk, chunks);
       GPULAB_CUDA_CHECK_LAUNCH();
-      reduceChunksKernel<<<static_cast<unsigned>(outer), kThreads, 0, c.computeStream()>>>(
+      reduceChunksKernel<<<static_cast<unsigned>(outer), kThreads, 0, c.currentStream()>>>(
           op, out.data<T>(), idx, partial.data<A>(), pIdx, chunks, chunks, 1);
       GPULAB_CUDA_CHECK_LAUNCH();
     } else if (op == ReduceOp::Sum && k >= 64 && outer * inner < 4LL * kThreads * c.multiprocessorCount() && outer <= 65535) {
       const dim3 grid(static_cast<unsigned>((inner + kSplitColumns - 1) / kSplitColumns), static_cast<unsigned>(outer));
-      sumColumnsSplitKernel<<<grid, dim3(kSplitColumns, kSplitRows), 0, c.computeStream()>>>(out.data<T>(), in.data<T>(), k, inner);
+      sumColumnsSplitKernel<<<grid, dim3(kSplitColumns, kSplitRows), 0, c.currentStream()>>>(out.data<T>(), in.data<T>(), k, inner);
       GPULAB_CUDA_CHECK_LAUNCH();
     } else {
-      reduceStridedKernel<<<blocksFor(outer * inner, c), kThreads, 0, c.computeStream()>>>(op, out.data<T>(), idx, in.data<T>(),
+      reduceStridedKernel<<<blocksFor(outer * inner, c), kThreads, 0, c.currentStream()>>>(op, out.data<T>(), idx, in.data<T>(),
                                                                                             outer, k, inner);
       GPULAB_CUDA_CHECK_LAUNCH();
     }

@@ -60,7 +60,7 @@ void CudaBackend::softmax(const Tensor& out, const Tensor& in, std::int64_t rows
   dispatchFloating(in.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forRowChunks(rows, [&](std::int64_t first, unsigned count) {
-      softmaxKernel<<<count, rowThreads(cols), 0, c.computeStream()>>>(out.data<T>() + first * cols, in.data<T>() + first * cols,
+      softmaxKernel<<<count, rowThreads(cols), 0, c.currentStream()>>>(out.data<T>() + first * cols, in.data<T>() + first * cols,
                                                                        cols, log);
       GPULAB_CUDA_CHECK_LAUNCH();
     });
@@ -74,7 +74,7 @@ void CudaBackend::softmaxBackward(const Tensor& gradIn, const Tensor& gradOut, c
   dispatchFloating(out.dtype(), log ? "log_softmax_backward" : "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forRowChunks(rows, [&](std::int64_t first, unsigned count) {
-      softmaxBackwardKernel<<<count, rowThreads(cols), 0, c.computeStream()>>>(
+      softmaxBackwardKernel<<<count, rowThreads(cols), 0, c.currentStream()>>>(
           gradIn.data<T>() + first * cols, gradOut.data<T>() + first * cols, out.data<T>() + first * cols, cols, log);
       GPULAB_CUDA_CHECK_LAUNCH();
     });
