@@ -232,6 +232,40 @@ class TestStreams : public QObject {
     cuda::synchronize(gpu.index());
   }
 
+  // An allocation that does not fit first waits for the streams that blocks freed under record_stream
+  // wait for, and counts those blocks as free, before it gives up (as PyTorch's retry does): without
+  // that, code that uses a second stream ran out of memory that was only waiting to be released.
+  void anAllocationThatDoesNotFitWaitsForBlocksPendingOnAnotherStream() {
+    const Device gpu = emulatedGpu();
+    CachingAllocator& allocator = allocatorFor(gpu);
+    const std::int64_t limit = allocator.limitBytes();
+    const cuda::Stream side = cuda::Stream::create(gpu);
+    const Tensor a = ones({512, 512}, {.device = gpu});
+    cuda::synchronize(gpu.index());
+    allocator.emptyCache();
+    constexpr std::int64_t kRows = 12 * 1024;  // 12 Mi floats: 48 MiB
+    allocator.setLimitBytes(allocator.stats().reserved_bytes.current + 80 * 1024 * 1024);
+    {
+      const Tensor shared = zeros({kRows, 1024}, {.device = gpu});
+      cuda::StreamGuard on(side);
+      const Tensor keepBusy = busyWork(a, 20);
+      side.wait_stream(cuda::default_stream(gpu));
+      const Tensor use = shared.sum();
+      shared.record_stream(side);
+    }
+    QVERIFY(allocator.pendingBytes() > 0);  // freed, waiting for the side stream
+    QVERIFY2(!side.query(), "the side stream finished before the test could allocate: make busyWork longer");
+    try {
+      const Tensor next = zeros({kRows, 1024}, {.device = gpu});  // 48 MiB more does not fit beside the pending 48 MiB
+      QCOMPARE(allocator.pendingBytes(), std::int64_t{0});
+    } catch (const OutOfMemoryError& e) {
+      allocator.setLimitBytes(limit);
+      QFAIL(e.what());
+    }
+    allocator.setLimitBytes(limit);
+    cuda::synchronize(gpu.index());
+  }
+
   void aKernelsErrorIsReportedAtTheNextSynchronisation() {
     const Device gpu = emulatedGpu();
     const Tensor logp = log_softmax(zeros({4, 3}, {.device = gpu}), 1);

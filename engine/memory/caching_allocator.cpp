@@ -160,8 +160,13 @@ CachingAllocator::Block* CachingAllocator::reserveSegment(std::size_t rounded, b
     if (minimal != preferred)
       if (Block* b = tryReserve(minimal, small, stream)) return b;
     if (attempt == 0) {
-      // Give every wholly free cached segment back and try once more, as PyTorch does.
+      // Give every wholly free cached segment back and try once more, as PyTorch does -- after the
+      // streams have passed the blocks that wait for them (record_stream), which then count as free.
       ++stats_.num_alloc_retries;
+      if (!pending_.empty()) {
+        raw_->synchronize();
+        processPendingLocked();
+      }
       if (releaseCachedLocked() == 0) break;
     }
   }

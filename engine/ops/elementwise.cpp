@@ -20,8 +20,10 @@ std::pair<Tensor, Tensor> prepareOperands(const char* op, const Tensor& a, const
   checkSameDevice(op, {{"self", a}, {"other", b}});
   Tensor x = a, y = b;
   if (x.device() != y.device()) {
-    if (x.dim() == 0 && x.device().isCpu()) x = x.to(y.device());
-    else y = y.to(x.device());
+    // A scalar's copy is non_blocking: staged at once, so the host need not wait for the stream (PyTorch
+    // passes it as a kernel argument instead).
+    if (x.dim() == 0 && x.device().isCpu()) x = x.to(y.device(), /*non_blocking=*/true);
+    else y = y.to(x.device(), /*non_blocking=*/true);
   }
   if (x.dtype() != y.dtype()) {
     const DType common = result_type(x, y);

@@ -50,8 +50,8 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input0, const T
   // the shapes match): it joins the other's device, as in PyTorch, before any kernel reads it.
   Tensor in = input, tg = target;
   if (in.device() != tg.device()) {
-    if (in.device().isCpu()) in = in.to(tg.device());
-    else tg = tg.to(in.device());
+    if (in.device().isCpu()) in = in.to(tg.device(), /*non_blocking=*/true);  // staged: no wait for the stream
+    else tg = tg.to(in.device(), /*non_blocking=*/true);
   }
   if (reduction == Reduction::None) {
     Tensor d = sub(in, tg);  // an int64 target promotes to float32, as in PyTorch

@@ -157,7 +157,12 @@ class CudaRawAllocator final : public RawAllocator {
   std::string kindName() const override { return "CUDA"; }
   std::string deviceName() const override { return "GPU " + std::to_string(index_); }
   // record_stream: a CUDA event on the other stream marks how far it had got when the block was freed.
-  void synchronize() override { context(index_).synchronizeAll(); }
+  // synchronize() waits for the whole device without looking up its context: it runs under the
+  // allocator's lock, and at exit under releaseAtExit's.
+  void synchronize() override {
+    DeviceGuard guard(ordinal_);
+    GPULAB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   std::uintptr_t recordMarker(std::uintptr_t stream) override {
     DeviceContext& ctx = context(index_);
     cudaEvent_t event = nullptr;
@@ -384,13 +389,24 @@ thread_local std::uint64_t tlsGeneration = 0;
 // still in use stay, and are what compute-sanitizer's leak check then reports.
 void releaseAtExit() {
   try {
+    // The pointers are taken under the lock and the work done outside it: waiting for a device and
+    // emptying a cache may need a context (createContext takes the same lock).
     Discovery& d = state();
-    std::lock_guard lock(d.mutex);
-    for (std::size_t i = 0; i < d.contexts.size(); ++i) {
-      if (d.contexts[i]) d.contexts[i]->synchronizeAll();
-      if (d.allocators[i]) d.allocators[i]->emptyCache();
+    std::vector<DeviceContext*> contexts;
+    std::vector<CachingAllocator*> allocators;
+    CachingAllocator* pinned = nullptr;
+    {
+      std::lock_guard lock(d.mutex);
+      contexts.assign(d.contexts.begin(), d.contexts.end());
+      allocators.assign(d.allocators.begin(), d.allocators.end());
+      pinned = d.pinned;
     }
-    if (d.pinned) d.pinned->emptyCache();
+    for (std::size_t i = 0; i < contexts.size(); ++i) {
+      if (contexts[i]) contexts[i]->synchronizeAll();
+      if (i < allocators.size() && allocators[i]) allocators[i]->emptyCache();
+    }
+    if (pinned) pinned->emptyCache();
+    std::lock_guard lock(d.mutex);
     for (auto*& ctx : d.contexts) {
       delete ctx;
       ctx = nullptr;

@@ -191,11 +191,20 @@ void DeviceEvent::record(std::uintptr_t stream) { loaded().api->eventRecord(hand
 bool DeviceEvent::query() const { return loaded().api->eventQuery(handle_); }
 void DeviceEvent::synchronize() const { loaded().api->eventSynchronize(handle_); }
 double DeviceEvent::elapsedMs(const DeviceEvent& end) const { return loaded().api->eventElapsedMs(handle_, end.handle_); }
-// Called only for a real GPU's streams (stream.cpp), where the module is loaded.
-bool deviceStreamQuery(int device, std::uintptr_t stream) { return loaded().api->streamQuery(device, stream); }
-void deviceStreamSynchronize(int device, std::uintptr_t stream) { loaded().api->streamSynchronize(device, stream); }
+namespace {
+// The module, for a real GPU's stream or event: a clear error where there is none.
+const ModuleApi& moduleFor(int device, const char* what) {
+  const ModuleApi* m = loaded().api;
+  if (!m || !m->isAvailable()) noCuda(std::string(what) + " on cuda:" + std::to_string(device));
+  return *m;
+}
+}  // namespace
+bool deviceStreamQuery(int device, std::uintptr_t stream) { return moduleFor(device, "Cannot query a stream").streamQuery(device, stream); }
+void deviceStreamSynchronize(int device, std::uintptr_t stream) {
+  moduleFor(device, "Cannot synchronize a stream").streamSynchronize(device, stream);
+}
 void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent& event) {
-  loaded().api->streamWaitEvent(device, stream, event.handle());
+  moduleFor(device, "Cannot make a stream wait").streamWaitEvent(device, stream, event.handle());
 }
 
 bool pinnedMemoryAvailable() { return isAvailable() || emulatedDevice().has_value(); }

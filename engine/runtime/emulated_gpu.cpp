@@ -56,6 +56,7 @@ const State& state() {
 // not be reused before a stream has passed a point (record_stream, asynchronous copies of pinned memory).
 class EmulatedStreamMarkers : public RawAllocator {
  public:
+  void synchronize() override { emulated::drainAll(); }
   std::uintptr_t recordMarker(std::uintptr_t stream) override {
     return reinterpret_cast<std::uintptr_t>(new emulated::Marker(emulated::markNow(stream)));
   }
@@ -88,7 +89,6 @@ class EmulatedGpuRawAllocator final : public EmulatedStreamMarkers {
   // "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 (emulated GPU — runs on your CPU) has ..."
   std::string kindName() const override { return "CUDA"; }
   std::string deviceName() const override { return "GPU " + std::to_string(index_) + " (" + kEmulatedGpuPhrase + ")"; }
-  void synchronize() override { emulated::drainAll(); }
   std::string outOfMemoryNote() const override {
     return "Its total capacity is GPU Lab's memory budget for the emulated GPU (" + formatBytes(budget_) +
            " of your computer's memory, sized like a small GPU's), not a real GPU's memory.";

@@ -136,27 +136,31 @@ void Event::record(const Stream& stream) {
     throw ValueError("Event device " + impl_->stream->device().str() + " does not match recording stream's device " +
                      stream.device().str() + ".");
   }
-  const std::uint64_t number = ++impl_->records;
-  impl_->stream = stream;
-  if (isEmulated(stream.device())) {
-    // The stamping task is queued before the marker is taken, so the marker is at or after it. It
-    // locks the event only when the stream reaches it; nothing here waits for the stream.
-    std::weak_ptr<Impl> weak = impl_;
-    emulated::enqueue(stream.id(), [weak, number] {
-      if (auto impl = weak.lock()) {
-        std::lock_guard inner(impl->mutex);
-        if (impl->records == number) {
-          impl->stamp = Clock::now();
-          impl->stampedRecord = number;
-        }
-      }
-    });
-    impl_->marker = emulated::markNow(stream.id());
+  if (!isEmulated(stream.device())) {
+    // A real GPU's stream: a CUDA event marks the place; the host goes on. Made and recorded before the
+    // event says it was recorded, so a failure leaves it as it was.
+    checkStreamDevice(stream.device(), "Event.record");
+    if (!impl_->deviceEvent) impl_->deviceEvent = std::make_unique<DeviceEvent>(stream.device().index(), impl_->timing);
+    impl_->deviceEvent->record(stream.id());
+    ++impl_->records;
+    impl_->stream = stream;
     return;
   }
-  // A real GPU's stream: a CUDA event marks the place; the host goes on.
-  if (!impl_->deviceEvent) impl_->deviceEvent = std::make_unique<DeviceEvent>(stream.device().index(), impl_->timing);
-  impl_->deviceEvent->record(stream.id());
+  const std::uint64_t number = ++impl_->records;
+  impl_->stream = stream;
+  // The stamping task is queued before the marker is taken, so the marker is at or after it. It
+  // locks the event only when the stream reaches it; nothing here waits for the stream.
+  std::weak_ptr<Impl> weak = impl_;
+  emulated::enqueue(stream.id(), [weak, number] {
+    if (auto impl = weak.lock()) {
+      std::lock_guard inner(impl->mutex);
+      if (impl->records == number) {
+        impl->stamp = Clock::now();
+        impl->stampedRecord = number;
+      }
+    }
+  });
+  impl_->marker = emulated::markNow(stream.id());
 }
 
 bool Event::query() const {
@@ -168,14 +172,15 @@ bool Event::query() const {
 
 void Event::synchronize() const {
   emulated::Marker marker;
-  bool emulatedStream = false;
+  DeviceEvent* deviceEvent = nullptr;
   {
     std::lock_guard lock(impl_->mutex);
     if (!impl_->stream) return;
-    emulatedStream = isEmulated(impl_->stream->device());
     marker = impl_->marker;
-    if (!emulatedStream) return impl_->deviceEvent->synchronize();  // the CUDA event is recorded under this lock too
+    deviceEvent = impl_->deviceEvent.get();  // once made, kept for the Impl's life
   }
+  // Waited for outside the lock, so that query() from another thread does not wait too.
+  if (deviceEvent) return deviceEvent->synchronize();
   emulated::waitFor(marker);
 }
 
@@ -212,9 +217,12 @@ double Event::elapsed_time(const Event& end) const {
   const auto [endReal, endStream] = deviceEventOf(*end.impl_);
   if (startReal && endReal) return startReal->elapsedMs(*endReal);
   if (startReal || endReal) {
-    throw Error("elapsed_time: the events were recorded on different devices (" +
-                (startStream ? startStream->device().str() : std::string("none")) + " and " +
-                (endStream ? endStream->device().str() : std::string("none")) + ")");
+    if (!startStream || !endStream) {
+      throw Error(std::string("Both events must be recorded before calculating elapsed time (the ") + (startStream ? "end" : "start") +
+                  " one was not).");
+    }
+    throw Error("elapsed_time: the events were recorded on different devices (" + startStream->device().str() + " and " +
+                endStream->device().str() + ")");
   }
   const Clock::time_point start = stampOf(*impl_, "start"), stop = stampOf(*end.impl_, "end");
   return std::chrono::duration<double, std::milli>(stop - start).count();

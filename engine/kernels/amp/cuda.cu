@@ -11,7 +11,7 @@
 // size, and any mix of sizes, with a grid that fits the GPU. Each thread counts in registers; a block
 // reduces its counts (blockReduce) and adds them to `counts` with one atomicAdd each, so nothing
 // waits for the host: the counts stay on the device until GradScaler::step reads them, once.
-// One launch per dtype present (and per kAmpTensors tensors of it), on the device's compute stream.
+// One launch per dtype present (and per kAmpTensors tensors of it), on the current stream.
 //
 // The 2- and 4-byte types move four elements per load and store when the tensor is aligned to it
 // (chunks start at multiples of kAmpChunk, so only a tensor's last chunk has a tail done one by one);

@@ -28,7 +28,7 @@
 // - Workspace: a tensor on the device from the caching allocator, tagged MemoryCategory::Workspace, so
 //   it shows in the memory views and the stats like any other block; it is freed when the call
 //   returns, which is safe because every later use of the block is ordered after cuDNN's kernels on the
-//   one compute stream (engine/kernels/cuda/cuda_context.h).
+//   stream it was allocated for, the current one (engine/kernels/cuda/cuda_context.h).
 // - cuDNN's tensor descriptors hold int sizes and strides, and its kernels index with 32 bits: a batch
 //   whose input or output has 2^31 elements or more is run in chunks of samples (PyTorch splits the
 //   batch the same way); the weight gradient of later chunks accumulates (beta = 1).

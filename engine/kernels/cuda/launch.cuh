@@ -12,7 +12,7 @@
 //   results a second launch reduces; more rows than gridDim.x holds are launched in chunks
 //   (forRowChunks).
 // Every launch is followed by GPULAB_CUDA_CHECK_LAUNCH() (engine/kernels/cuda/cuda_check.h), and runs
-// on the device's compute stream (ctx().currentStream()).
+// on the calling thread's current stream of the device (ctx().currentStream()).
 #include <cuda_runtime.h>
 
 #include <algorithm>

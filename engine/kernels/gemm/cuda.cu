@@ -9,8 +9,8 @@
 //   rounded once -- PyTorch's half and bfloat16 matmul (the CPU reference widens to float32 and
 //   multiplies with sgemm, the same precision).
 // cuBLAS is column-major; a row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so
-// every call swaps the operands (and m with n). cuBLAS runs on the handle's stream, the device's
-// compute stream (set when the context is created).
+// every call swaps the operands (and m with n). cuBLAS runs on the handle's stream, which
+// DeviceContext::cublas() sets to the calling thread's current stream.
 #include <cublas_v2.h>
 
 #include <type_traits>

@@ -1,0 +1,296 @@
+// The "streams" lab: what a second stream buys, and what it costs to get wrong. Read it next to the
+// PyTorch it mirrors:
+//
+//   chunks = [torch.randn(rows, 512).pin_memory() for _ in range(n)]    # on the host, pinned
+//   for c in chunks:                                                     # 1. serial: one stream
+//       x = c.to(device, non_blocking=True)
+//       outs.append(x @ W)
+//
+//   copy_stream = torch.cuda.Stream()                                    # 2. overlapped
+//   for c in chunks:
+//       with torch.cuda.stream(copy_stream):
+//           x = c.to(device, non_blocking=True)                          #    the copy, on its own stream
+//           ready = torch.cuda.Event(); ready.record()
+//       torch.cuda.current_stream().wait_event(ready)                    #    this chunk's compute waits for its copy only
+//       x.record_stream(torch.cuda.current_stream())                     #    x is used on another stream than its own
+//       outs.append(x @ W)
+//
+//   host = result.to("cpu", non_blocking=True)                           # 3. the race: the copy is only queued
+//   print(host[0])                                                       #    too early -- whatever that memory held
+//   torch.cuda.synchronize(); print(host[0])                             #    the fix (or: an event after the copy)
+//
+// A stream runs its work in order; two streams are ordered only where the program says so (an event,
+// wait_stream, synchronize). A GPU has copy engines besides its compute units, so a copy on one stream
+// and a kernel on another really run at the same time; on one stream they take turns.
+#include "lessons/labs/streams_lab.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+
+#include "engine/core/errors.h"
+#include "engine/core/number_format.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/ops/ops.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/stream.h"
+#include "lessons/labs/training.h"
+
+namespace gpulab::labs {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::int64_t kFeatures = 512;
+
+// One pass over the chunks; each chunk's copy and compute as spans on the device's clock.
+struct PassRun {
+  double seconds = 0;  // from queueing the first copy until the device finished
+  double checksum = 0;
+  std::vector<lab::Span> spans;  // lane "copy" or "compute"; seconds since the pass started
+};
+
+// `copyStream`: where the copies go; the current stream (serial) or one of their own (overlapped).
+PassRun runPass(Device device, const std::vector<Tensor>& chunks, const Tensor& W, const cuda::Stream& copyStream) {
+  const cuda::Stream compute = cuda::current_stream(device);
+  const cuda::Stream& copies = copyStream;
+  const bool overlapped = copies != compute;
+  cuda::synchronize(device.index());
+  struct Marks {
+    cuda::Event copyStart{true}, copyEnd{true}, computeStart{true}, computeEnd{true};
+  };
+  std::vector<Marks> marks(chunks.size());
+  std::vector<Tensor> outs;
+  cuda::Event origin(true);
+  origin.record(compute);
+  copies.wait_event(origin);  // both streams start from here
+  const Clock::time_point start = Clock::now();
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    Marks& m = marks[i];
+    Tensor x;
+    {
+      cuda::StreamGuard on(copies);
+      m.copyStart.record(copies);
+      x = chunks[i].to(device, /*non_blocking=*/true);
+      m.copyEnd.record(copies);
+    }
+    if (overlapped) {
+      compute.wait_event(m.copyEnd);  // this chunk's compute waits for its own copy, not for the later ones
+      x.record_stream(compute);       // allocated for the copy stream, read on this one
+    }
+    m.computeStart.record(compute);
+    outs.push_back(relu(matmul(x, W)));
+    m.computeEnd.record(compute);
+  }
+  compute.wait_stream(copies);
+  cuda::synchronize(device.index());
+  PassRun r;
+  r.seconds = secondsSince(start);
+  for (const Tensor& o : outs) r.checksum += o.sum().item();
+  auto at = [&](const cuda::Event& e) { return origin.elapsed_time(e) / 1000.0; };
+  for (std::size_t i = 0; i < marks.size(); ++i) {
+    const std::string chunk = "chunk " + std::to_string(i + 1);
+    r.spans.push_back({"", "copy", "copies " + chunk + " in", at(marks[i].copyStart), at(marks[i].copyEnd)});
+    r.spans.push_back({"", "compute", chunk + ": x @ W, relu", at(marks[i].computeStart), at(marks[i].computeEnd)});
+  }
+  return r;
+}
+
+// Median seconds of `repeats` runs of `work`, each waited for.
+template <typename Work>
+double timed(Device device, int repeats, Work work) {
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    cuda::synchronize(device.index());
+    const Clock::time_point t = Clock::now();
+    work();
+    cuda::synchronize(device.index());
+    times.push_back(secondsSince(t));
+  }
+  return median(times);
+}
+
+// Work that keeps the current stream busy for about 50 ms, so that what is queued after it is not done
+// for a while: products of an n x n matrix, n sized so that each takes about a millisecond on this
+// device (more products of a small matrix would not do on a GPU: it would run them as fast as the host
+// queues them).
+class Burner {
+ public:
+  explicit Burner(Device device) {
+    const Tensor small = ones({256, 256}, {.device = device});
+    const double t = timed(device, 3, [&] { (void)matmul(small, small); });
+    const double n = std::clamp(256.0 * std::cbrt(1e-3 / t), 256.0, 8192.0);
+    const auto size = static_cast<std::int64_t>(n / 64) * 64;
+    const double each = t * std::pow(static_cast<double>(size) / 256.0, 3.0);
+    products_ = static_cast<int>(std::clamp(0.05 / each, 2.0, 200.0));
+    B_ = full({size, size}, 1.0 / static_cast<double>(size), {.device = device});
+  }
+  void operator()() const {
+    Tensor y = B_;
+    for (int i = 0; i < products_; ++i) y = matmul(y, B_);
+  }
+
+ private:
+  Tensor B_;
+  int products_ = 0;
+};
+
+}  // namespace
+
+std::vector<lab::ParamSpec> StreamsLab::params() const {
+  using namespace lab;
+  return {
+      deviceParam("device", "The device (streams belong to CUDA devices: the emulated GPU has them too)"),
+      intParam("chunks", 8, 2, 64, "Chunks copied to the device and computed on"),
+      floatParam("chunk_mb", 4.0, 0.25, 64.0, "Size of each chunk, MiB"),
+      floatParam("compute_ratio", 1.0, 0.1, 10.0, "Compute per chunk, as a multiple of the chunk's copy time on this device"),
+      choiceParam("fix", "none", {"none", "synchronize", "event"},
+                  "How the host waits before reading a non_blocking copy: not at all (the race), torch.cuda.synchronize(), or an "
+                  "event recorded after the copy"),
+      intParam("repeats", 3, 1, 20, "Runs of each pass; the fastest counts"),
+  };
+}
+
+void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
+  const Device device = resolveDevice(p.getString("device"));
+  if (!device.isCuda()) {
+    throw ValueError("streams belong to CUDA devices, and " + device.str() +
+                     " is not one: work on the CPU is done when an op returns. Choose cuda (the emulated GPU, without an "
+                     "NVIDIA GPU).");
+  }
+  announceDevice(sink, device);
+  const bool emulated = cuda::isEmulated(device);
+  const auto n = static_cast<std::size_t>(p.getInt("chunks"));
+  const auto rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(p.getFloat("chunk_mb") * 1024 * 1024 / (kFeatures * 4)));
+  const int repeats = static_cast<int>(p.getInt("repeats"));
+  const std::string fix = p.getString("fix");
+
+  // The chunks, on the host in pinned memory (only from there is a copy asynchronous).
+  Generator gen(7);
+  std::vector<Tensor> chunks;
+  for (std::size_t i = 0; i < n; ++i) chunks.push_back(randn({rows, kFeatures}, gen).pin_memory());
+
+  // Compute per chunk sized against the copy: x @ W with W (512, width), width found from one copy and
+  // one product of width 512 on this device.
+  const double copySeconds = timed(device, 5, [&] { (void)chunks[0].to(device, true); });
+  const Tensor W512 = randn({kFeatures, kFeatures}, gen, {.device = device}) * (1.0 / std::sqrt(512.0));
+  const Tensor x0 = chunks[0].to(device);
+  const double productSeconds = timed(device, 5, [&] { (void)matmul(x0, W512); });
+  const auto width = std::clamp<std::int64_t>(
+      static_cast<std::int64_t>(std::lround(512.0 * p.getFloat("compute_ratio") * copySeconds / productSeconds)), 16, 16384);
+  const Tensor W = randn({kFeatures, width}, gen, {.device = device}) * (1.0 / std::sqrt(512.0));
+  sink.info("A chunk of " + formatBytes(rows * kFeatures * 4) + " copies in in " + formatGeneral(copySeconds * 1e3, 3) +
+            " ms here; its compute, x @ W with W 512 x " + std::to_string(width) + ", is sized to take about " +
+            formatGeneral(p.getFloat("compute_ratio"), 3) + " times that.");
+
+  // 1. Serial and overlapped, interleaved; each keeps its fastest pass.
+  // copy_stream = torch.cuda.Stream(): made once, as a program would.
+  const cuda::Stream copyStream = cuda::Stream::create(device), oneStream = cuda::current_stream(device);
+  PassRun serial, overlapped;
+  serial.seconds = overlapped.seconds = 1e300;
+  (void)runPass(device, chunks, W, copyStream);  // warm-up: the streams' first use, the allocator's first blocks
+  (void)runPass(device, chunks, W, oneStream);
+  for (int rep = 0; rep < repeats && !stop.stopRequested(); ++rep) {
+    if (PassRun r = runPass(device, chunks, W, oneStream); r.seconds < serial.seconds) serial = std::move(r);
+    if (PassRun r = runPass(device, chunks, W, copyStream); r.seconds < overlapped.seconds) overlapped = std::move(r);
+    sink.progress(rep + 1, repeats, "serial and overlapped passes");
+  }
+  if (stop.stopRequested()) return;
+  const std::string lane = emulated ? "emulated GPU " : "GPU ";
+  auto timeline = [&](const std::string& id, const std::string& title, const PassRun& r, bool two) {
+    sink.view({.id = id, .title = title, .kind = lab::ViewKind::Timeline, .x = {{"time", "s"}},
+               .series = {{"copy", lane + (two ? "copy stream" : "stream") + ": copies"},
+                          {"compute", lane + (two ? "default stream" : "stream") + ": compute"}},
+               .note = "Each span from the device's clock: events recorded before and after each copy and each compute." +
+                       std::string(two ? " Two streams: a chunk's compute waits (wait_event) for its own copy only."
+                                       : " One stream: every copy waits for the compute before it, and the other way round.")});
+    for (const lab::Span& s : r.spans) sink.span(id, s.lane, s.label, s.start, s.end);
+  };
+  timeline("serial", "One stream: copy, compute, copy, compute ...", serial, false);
+  timeline("overlapped", "Two streams: the next copy while this chunk computes", overlapped, true);
+  const double speedup = serial.seconds / overlapped.seconds;
+  sink.view({.id = "passes", .title = "Serial against overlapped", .kind = lab::ViewKind::Table,
+             .columns = {{"pass", ""}, {"time", "ms"}, {"relative", "x"}, {"checksum", ""}},
+             .note = "The fastest of " + std::to_string(repeats) + " passes each, until the device finished. The checksums (the sum of "
+                     "every output) agree: the second stream changes when the work runs, not what it computes."});
+  sink.row("passes", {std::string("one stream (serial)"), serial.seconds * 1e3, 1.0, serial.checksum});
+  sink.row("passes", {std::string("copies on a stream of their own (overlapped)"), overlapped.seconds * 1e3, speedup, overlapped.checksum});
+
+  // 2. The race: a result copied to the host with non_blocking=True, read before the copy ran.
+  static std::atomic<int> runs{0};
+  const double v = 1.0 + (runs.fetch_add(1) % 997) / 1000.0;  // a value no earlier run left in memory
+  const Burner burn(device);
+  const Tensor filled = full({rows, kFeatures}, v, {.device = device});
+  cuda::synchronize(device.index());
+  burn();                                   // the stream is busy for a while...
+  const Tensor result = filled.sum(1);      // ... before it computes this: every entry 512 * v
+  const Tensor host = result.to(kCPU, /*non_blocking=*/true);  // queued: returns at once
+  const Clock::time_point waitStart = Clock::now();
+  if (fix == "synchronize") {
+    cuda::synchronize(device.index());  // torch.cuda.synchronize(): every stream of the device
+  } else if (fix == "event") {
+    cuda::Event done;
+    done.record(cuda::current_stream(device));  // after the copy, on its stream
+    done.synchronize();                          // waits for that point only
+  }
+  const double waited = secondsSince(waitStart);
+  const double read = static_cast<double>(host.data<float>()[0]);  // host[0]: a plain read of host memory, no sync
+  const double expected = 512.0 * v;
+  const bool readRight = std::abs(read - expected) <= 1e-3 * expected;
+  cuda::synchronize(device.index());
+  const double readAfter = static_cast<double>(host.data<float>()[0]);
+
+  // 3. The other race: a second stream reads a tensor before the first one wrote it.
+  const cuda::Stream side = cuda::Stream::create(device);
+  auto sideSum = [&](bool waitFirst) {
+    cuda::synchronize(device.index());
+    // On the default stream, behind the burner: not there for a while. Tripled, so that stale memory
+    // (where `filled`, v, may have been) cannot pass for the answer.
+    burn();
+    const Tensor produced = filled * 3.0;
+    Tensor doubled;
+    {
+      cuda::StreamGuard on(side);
+      if (waitFirst) side.wait_stream(cuda::default_stream(device));  // the producer's stream
+      doubled = produced * 2.0;
+      produced.record_stream(side);
+    }
+    side.synchronize();
+    const double sum = doubled.sum().item();
+    cuda::synchronize(device.index());
+    return sum;
+  };
+  const double sideExpected = 6.0 * v * static_cast<double>(rows * kFeatures);
+  const double withoutWait = sideSum(false), withWait = sideSum(true);
+  auto right = [&](double got) { return std::abs(got - sideExpected) <= 1e-4 * sideExpected; };
+
+  sink.view({.id = "races", .title = "Reading too early: two races and their fixes", .kind = lab::ViewKind::Table,
+             .columns = {{"what", ""}, {"expected", ""}, {"got", ""}, {"right", ""}},
+             .note = "Ops on a stream are queued, not done: a host read or another stream's read must wait for them -- "
+                     "synchronize(), an event, or wait_stream. Without the wait what is read is whatever that memory held."});
+  const std::string fixText = fix == "none" ? "no wait (the race)" : fix == "synchronize" ? "after torch.cuda.synchronize()" : "after an event recorded after the copy";
+  sink.row("races", {"host[0] of a non_blocking copy, " + fixText + " (yours)", expected, read, std::string(readRight ? "yes" : "no")});
+  sink.row("races", {std::string("host[0] once the device has finished"), expected, readAfter,
+                     std::string(std::abs(readAfter - expected) <= 1e-3 * expected ? "yes" : "no")});
+  sink.row("races", {std::string("second stream, without wait_stream: sum of 2 * produced"), sideExpected, withoutWait,
+                     std::string(right(withoutWait) ? "yes" : "no")});
+  sink.row("races", {std::string("second stream, after side.wait_stream(default)"), sideExpected, withWait, std::string(right(withWait) ? "yes" : "no")});
+
+  sink.measurement("overlap speed-up", speedup, "x");
+  sink.measurement("serial pass time", serial.seconds * 1e3, "ms");
+  sink.measurement("overlapped pass time", overlapped.seconds * 1e3, "ms");
+  sink.measurement("checksum difference", std::abs(serial.checksum - overlapped.checksum) / std::max(1.0, std::abs(serial.checksum)), "");
+  sink.measurement("host read correct (yours)", readRight ? 1.0 : 0.0, "");
+  sink.measurement("host wait before the read (yours)", waited * 1e3, "ms");
+  sink.measurement("host read correct after synchronize", std::abs(readAfter - expected) <= 1e-3 * expected ? 1.0 : 0.0, "");
+  sink.measurement("second stream correct without wait_stream", right(withoutWait) ? 1.0 : 0.0, "");
+  sink.measurement("second stream correct with wait_stream", right(withWait) ? 1.0 : 0.0, "");
+  sink.info("Copies on their own stream: " + fasterOrSlower(speedup) + " than one stream. Reading the copy " + fixText + ": " +
+            (readRight ? "right" : "wrong -- " + formatGeneral(read, 6) + " instead of " + formatGeneral(expected, 6)) + "." +
+            (emulated ? " This is the emulated GPU: its streams are threads of your CPU, so a copy and a product overlap only as far "
+                        "as your cores (and memory) let two threads work at once; a GPU copies with engines of its own."
+                      : ""));
+}
+
+}  // namespace gpulab::labs
