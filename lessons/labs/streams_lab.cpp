@@ -2,22 +2,30 @@
 // PyTorch it mirrors:
 //
 //   chunks = [torch.randn(rows, 512).pin_memory() for _ in range(n)]    # on the host, pinned
-//   for c in chunks:                                                     # 1. serial: one stream
+//   # 1. serial: one stream
+//   for c in chunks:
 //       x = c.to(device, non_blocking=True)
-//       outs.append(x @ W)
+//       outs.append(torch.relu(x @ W))
 //
-//   copy_stream = torch.cuda.Stream()                                    # 2. overlapped
+//   # 2. overlapped: the copies on a stream of their own
+//   copy_stream = torch.cuda.Stream()
 //   for c in chunks:
 //       with torch.cuda.stream(copy_stream):
-//           x = c.to(device, non_blocking=True)                          #    the copy, on its own stream
+//           x = c.to(device, non_blocking=True)
 //           ready = torch.cuda.Event(); ready.record()
-//       torch.cuda.current_stream().wait_event(ready)                    #    this chunk's compute waits for its copy only
-//       x.record_stream(torch.cuda.current_stream())                     #    x is used on another stream than its own
-//       outs.append(x @ W)
+//       # this chunk's compute waits for its own copy only
+//       torch.cuda.current_stream().wait_event(ready)
+//       # x was allocated for the copy stream and is also used on this one
+//       x.record_stream(torch.cuda.current_stream())
+//       outs.append(torch.relu(x @ W))
 //
-//   host = result.to("cpu", non_blocking=True)                           # 3. the race: the copy is only queued
-//   print(host[0])                                                       #    too early -- whatever that memory held
-//   torch.cuda.synchronize(); print(host[0])                             #    the fix (or: an event after the copy)
+//   # 3. the race (the lab first queues ~50 ms of work, so the copy surely comes late)
+//   host = result.to("cpu", non_blocking=True)    # the copy is only queued
+//   print(host[0])                                # too early: whatever that memory held
+//   torch.cuda.synchronize(); print(host[0])      # the fix (or: an event recorded after the copy)
+//
+// Besides, the lab records events before and after each copy and compute (the timelines), starts both
+// streams from one event, and lets the compute stream wait for the copy stream at the end.
 //
 // A stream runs its work in order; two streams are ordered only where the program says so (an event,
 // wait_stream, synchronize). A GPU has copy engines besides its compute units, so a copy on one stream
@@ -144,7 +152,7 @@ std::vector<lab::ParamSpec> StreamsLab::params() const {
       deviceParam("device", "The device (streams belong to CUDA devices: the emulated GPU has them too)"),
       intParam("chunks", 8, 2, 64, "Chunks copied to the device and computed on"),
       floatParam("chunk_mb", 4.0, 0.25, 64.0, "Size of each chunk, MiB"),
-      floatParam("compute_ratio", 1.0, 0.1, 10.0, "Compute per chunk, as a multiple of the chunk's copy time on this device"),
+      floatParam("compute_ratio", 1.0, 0.5, 10.0, "Compute per chunk, as a multiple of the chunk's copy time on this device"),
       choiceParam("fix", "none", {"none", "synchronize", "event"},
                   "How the host waits before reading a non_blocking copy: not at all (the race), torch.cuda.synchronize(), or an "
                   "event recorded after the copy"),
@@ -180,9 +188,11 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const auto width = std::clamp<std::int64_t>(
       static_cast<std::int64_t>(std::lround(512.0 * p.getFloat("compute_ratio") * copySeconds / productSeconds)), 16, 16384);
   const Tensor W = randn({kFeatures, width}, gen, {.device = device}) * (1.0 / std::sqrt(512.0));
-  sink.info("A chunk of " + formatBytes(rows * kFeatures * 4) + " copies in in " + formatGeneral(copySeconds * 1e3, 3) +
-            " ms here; its compute, x @ W with W 512 x " + std::to_string(width) + ", is sized to take about " +
-            formatGeneral(p.getFloat("compute_ratio"), 3) + " times that.");
+  // What the width reached (it is clamped): the product's time scales with it.
+  const double reached = productSeconds * static_cast<double>(width) / 512.0 / copySeconds;
+  sink.info("A chunk of " + formatBytes(rows * kFeatures * 4) + " is copied in " + formatGeneral(copySeconds * 1e3, 3) +
+            " ms here; its compute, x @ W with W 512 x " + std::to_string(width) + ", should take about " + formatGeneral(reached, 2) +
+            " times that.");
 
   // 1. Serial and overlapped, interleaved; each keeps its fastest pass.
   // copy_stream = torch.cuda.Stream(): made once, as a program would.
