@@ -200,7 +200,7 @@ struct LoaderRun {
   LoaderChoice choice;
   std::int64_t steps = 0;
   double seconds = 0;         // the loop, from asking for the first batch until the device finished the last step
-  double busySeconds = 0;     // ... of which the device was working (see deviceBusy below)
+  double busySeconds = 0;     // ... of which the device was working (how it is measured: runLoader)
   double waitingSeconds = 0;  // the loop's time waiting for batches (with 0 workers: loading them itself)
   double copySeconds = 0;     // the stream's time from each step's copies' start to their end (GPU only)
   double meanLoss = 0;
@@ -253,10 +253,7 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   }
 
   const Clock::time_point start = Clock::now();
-  const auto log = std::make_shared<LoadLog>(start);
-  const auto dataset = std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log);
-  data::DataLoader loader(dataset, {.batch_size = kBatch, .shuffle = true, .num_workers = choice.resident ? 0 : choice.workers,
-                                    .pin_memory = choice.pinned, .seed = s.seed});
+  const auto log = std::make_shared<LoadLog>(start);  // stays empty for the ceiling, which loads nothing
   if (gpu) origin.record(*stream);  // the device was idle: it reaches this event at `start`, give or take a wake-up
   const bool emulated = cuda::isEmulated(s.device);
   const double emulatedBusyBefore = emulated ? cuda::emulated::busySeconds() : 0.0;
@@ -283,6 +280,9 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
       trainStep(c, x, y);
     }
   } else {
+    data::DataLoader loader(std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log),
+                            {.batch_size = kBatch, .shuffle = true, .num_workers = choice.workers, .pin_memory = choice.pinned,
+                             .seed = s.seed});
     for (auto it = loader.begin(); it != loader.end() && step < steps; ++step) {
       StepClock& c = clocks[static_cast<std::size_t>(step)];
       c.asked = asked;

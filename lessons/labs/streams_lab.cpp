@@ -59,10 +59,9 @@ struct PassRun {
   std::vector<lab::Span> spans;  // lane "copy" or "compute"; seconds since the pass started
 };
 
-// `copyStream`: where the copies go; the current stream (serial) or one of their own (overlapped).
-PassRun runPass(Device device, const std::vector<Tensor>& chunks, const Tensor& W, const cuda::Stream& copyStream) {
+// `copies`: where the copies go; the current stream (serial) or one of their own (overlapped).
+PassRun runPass(Device device, const std::vector<Tensor>& chunks, const Tensor& W, const cuda::Stream& copies) {
   const cuda::Stream compute = cuda::current_stream(device);
-  const cuda::Stream& copies = copyStream;
   const bool overlapped = copies != compute;
   cuda::synchronize(device.index());
   struct Marks {
