@@ -21,6 +21,8 @@
 #             memory statistics), amp_bench.py (mixed precision), compare_pytorch.py (the DataLoader
 #             loops): GPU Lab against PyTorch on the same GPU
 #
+# CHECK_LIMIT, LESSONS_LIMIT and BENCH_{GPU,AMP,TRAINING}_LIMIT cap single stages (seconds) when a loan is
+# short and the phases are reordered (e.g. `check bench lessons`).
 # GPU_SUITE_BUDGET (seconds, default 520) is the whole run's budget: each stage gets its own limit
 # or what is left, whichever is less, so the suite ends (and its logs come back) inside a device
 # call's limit. The device tool returns at most 8 files, so the logs are bundled in OUT/suite.tar.gz,
@@ -106,9 +108,9 @@ for p in $phases; do
       GPULAB_LESSON_TIMEOUT=90 stage lessons "${LESSONS_LIMIT:-300}" bash "$src/scripts/record-reference-runs.sh" "$cli" "$logs/reference-runs" ;;
     bench)
       [ -e "$src/tests/bench/gpu_bench.py" ] &&
-        stage bench-gpu 150 python3 "$src/tests/bench/gpu_bench.py" --bench ./bin/gpulab-bench-gpu --json "$logs/gpu_bench.json"
-      stage bench-amp 120 python3 "$src/tests/bench/amp_bench.py" --bench ./bin/gpulab-bench-amp --device cuda --json "$logs/amp.json"
-      stage bench-training 120 python3 "$src/tests/bench/compare_pytorch.py" --cli "$cli" --device cuda ;;
+        stage bench-gpu "${BENCH_GPU_LIMIT:-150}" python3 "$src/tests/bench/gpu_bench.py" --bench ./bin/gpulab-bench-gpu --json "$logs/gpu_bench.json"
+      stage bench-amp "${BENCH_AMP_LIMIT:-120}" python3 "$src/tests/bench/amp_bench.py" --bench ./bin/gpulab-bench-amp --device cuda --json "$logs/amp.json"
+      stage bench-training "${BENCH_TRAINING_LIMIT:-120}" python3 "$src/tests/bench/compare_pytorch.py" --cli "$cli" --device cuda ;;
     *) echo "gpu-suite.sh: unknown phase '$p'" >> "$summary" ;;
   esac
   bundle
