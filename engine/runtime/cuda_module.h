@@ -22,9 +22,10 @@ namespace gpulab::cuda {
 // 3: deviceTelemetry.
 // 4: cudnnChoices, clearCudnnChoices (the cuDNN flags live on the engine's side).
 // 5: CUDA events and streams (eventCreate ... eventElapsedMs, streamQuery ... streamWaitEvent).
-constexpr int kModuleAbiVersion = 5;
+// 6: copyBytes takes dstPinned (a non_blocking copy into pinned host memory no longer waits).
+constexpr int kModuleAbiVersion = 6;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi5";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi6";
 
 struct ModuleApi {
   int abi_version;
@@ -38,7 +39,7 @@ struct ModuleApi {
   DriverMemoryInfo (*driverMemoryInfo)(int index);
   DeviceTelemetry (*deviceTelemetry)(int index);
   void (*copyBytes)(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
-                    bool srcPinned);
+                    bool srcPinned, bool dstPinned);
   Backend& (*backend)(int device);
   std::vector<ConvAlgorithmChoice> (*cudnnChoices)(int device);
   void (*clearCudnnChoices)(int device);

@@ -188,7 +188,7 @@ class CudaRawAllocator final : public RawAllocator {
   int index_, ordinal_;
 };
 
-// Asynchronous copies that still read pinned host blocks; a block is reused only after its copies end.
+// Asynchronous copies that still read or write pinned host blocks; a block is reused only after its copies end.
 struct PendingCopies {
   std::mutex mutex;
   std::vector<std::pair<const char*, cudaEvent_t>> entries;
@@ -200,6 +200,22 @@ PendingCopies& pendingCopies() {
 }
 
 void waitForCopiesFrom(void* block, std::size_t bytes);
+
+// Marks a pinned host block as still used by a copy just queued on `stream` (reading it for a copy to
+// a GPU, writing it for a copy from one): the pinned allocator reuses it only once the copy ended.
+void markPendingCopy(const void* hostBlock, cudaStream_t stream) {
+  auto& p = pendingCopies();
+  std::lock_guard lock(p.mutex);
+  cudaEvent_t done = nullptr;
+  if (p.spareEvents.empty()) {
+    GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  } else {
+    done = p.spareEvents.back();
+    p.spareEvents.pop_back();
+  }
+  GPULAB_CUDA_CHECK(cudaEventRecord(done, stream));
+  p.entries.emplace_back(static_cast<const char*>(hostBlock), done);
+}
 
 class PinnedRawAllocator final : public RawAllocator {
  public:
@@ -483,7 +499,7 @@ CachingAllocator& pinnedHostAllocatorImpl() {
 }
 
 void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
-               bool srcPinned) {
+                   bool srcPinned, bool dstPinned) {
   if (dstDevice.isCpu() && srcDevice.isCpu()) {
     std::memcpy(dst, src, bytes);
     return;
@@ -496,17 +512,7 @@ void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevic
       // reused at once -- on its own stream, which keeps the order), and the host goes on at once.
       // The pinned source must not be reused before the copy has read it: an event marks that.
       GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.currentStream()));
-      auto& p = pendingCopies();
-      std::lock_guard lock(p.mutex);
-      cudaEvent_t done = nullptr;
-      if (p.spareEvents.empty()) {
-        GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-      } else {
-        done = p.spareEvents.back();
-        p.spareEvents.pop_back();
-      }
-      GPULAB_CUDA_CHECK(cudaEventRecord(done, ctx.currentStream()));
-      p.entries.emplace_back(static_cast<const char*>(src), done);
+      markPendingCopy(src, ctx.currentStream());
     } else {
       // non_blocking=False waits for the copy, from pinned or pageable memory (PyTorch's memcpy_and_sync),
       // so the host also waits for the work queued before it; non_blocking from pageable memory returns
@@ -520,6 +526,14 @@ void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevic
   if (dstDevice.isCpu()) {
     DeviceContext& ctx = context(srcDevice.index());
     GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.currentStream()));
+    if (nonBlocking && dstPinned) {
+      // PyTorch's .to("cpu", non_blocking=True): queued behind the stream's work, the host goes on at
+      // once and may read the result only after a synchronize() or an event. The pinned destination
+      // must not be handed to another tensor before the copy has written it. A kernel's deferred error
+      // is raised at that synchronisation.
+      markPendingCopy(dst, ctx.currentStream());
+      return;
+    }
     GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.currentStream()));
     ctx.raiseDeferredError();
     return;

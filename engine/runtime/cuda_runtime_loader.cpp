@@ -175,7 +175,7 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
     if (bytes) std::memcpy(dst, src, bytes);  // an empty tensor may have no memory at all
     return;
   }
-  if (const ModuleApi* m = loaded().api) return m->copyBytes(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned);
+  if (const ModuleApi* m = loaded().api) return m->copyBytes(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned, dstPinned);
   noCuda("Cannot copy to or from a CUDA device");
 }
 

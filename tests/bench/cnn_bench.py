@@ -22,14 +22,13 @@ Usage (Debian's PyTorch is python3-torch: run it with /usr/bin/python3 if anothe
       [--epochs E] [--train-subset N] [--json FILE]
 """
 import argparse
-import gzip
 import json
 import os
 import subprocess
 import sys
 import time
 
-FASHION_DIR = os.environ.get("GPULAB_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+from fashion_mnist import load_idx  # beside this script
 BATCH, LR, HIDDEN = 128, 1e-3, 128
 
 
@@ -66,13 +65,6 @@ def torch_worker(device, epochs, subset, threads, benchmark):
         torch.set_num_threads(threads)
     torch.backends.cudnn.benchmark = benchmark
     dev = torch.device(device)
-
-    def load_idx(name):
-        with gzip.open(os.path.join(FASHION_DIR, name + ".gz")) as f:
-            data = f.read()
-        dims = data[3]
-        shape = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
-        return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
     images = torch.from_numpy(load_idx("train-images-idx3-ubyte").astype(np.float32) / 255.0)
     x = ((images - 0.2860) / 0.3530).reshape(-1, 1, 28, 28)

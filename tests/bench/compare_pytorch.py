@@ -19,7 +19,6 @@ Usage: python3 tests/bench/compare_pytorch.py --cli build/bin/gpulab-cli [--devi
 (Debian's PyTorch is python3-torch: run it with /usr/bin/python3 if another python3 comes first.)
 """
 import argparse
-import gzip
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import subprocess
 import time
 
 REG_EPOCHS = 400
-FASHION_DIR = os.environ.get("GPULAB_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+from fashion_mnist import load_idx  # beside this script
 
 
 def ours(cli, device, args, threads=0):
@@ -76,15 +75,6 @@ def torch_train(device, x, y, hidden, batch, epochs, classification):
             steps += 1
     sync(device)
     return steps / (time.perf_counter() - start), steps
-
-
-def load_idx(name):
-    path = os.path.join(FASHION_DIR, name + ".gz")
-    with gzip.open(path) as f:
-        data = f.read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 def main():
