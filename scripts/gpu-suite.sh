@@ -38,7 +38,7 @@ logs=$(mktemp -d /tmp/gpu-suite.XXXX)
 mkdir -p "$out"
 summary="$logs/summary.txt"
 cli=./bin/gpulab-cli
-timed_tests='^(test_sync_lab|test_feeding_lab|test_streams_lab|test_training|test_profile_lab)$'
+timed_tests='^(test_sync_lab|test_feeding_lab|test_streams_lab|test_crossover_lab|test_training|test_profile_lab)$'
 export PYTHONUNBUFFERED=1
 # A bare GPU machine has no fontconfig configuration: point it at the fonts run.sh unpacked, so the GUI
 # tests lay out text in DejaVu Sans as on a desktop rather than in whatever fallback is left.

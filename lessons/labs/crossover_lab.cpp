@@ -1,0 +1,309 @@
+// The "crossover" lab: the same work on the CPU and on a GPU, from tiny to large. Read it next to the
+// PyTorch it mirrors:
+//
+//   for n in [8, 16, 32, ..., max_size]:
+//       for device in ["cpu", "cuda"]:
+//           A = torch.randn(n, n, device=device); B = torch.randn(n, n, device=device)
+//           torch.cuda.synchronize()
+//           t = time.perf_counter()
+//           for _ in range(k):
+//               C = A @ B                          # k products queued back to back...
+//           torch.cuda.synchronize()               # ...and the clock waits for the GPU to finish them
+//           per_product = (time.perf_counter() - t) / k
+//
+// With workload "mlp" each call is a training step of a 3-layer MLP n wide on a batch of 64:
+//
+//   model = nn.Sequential(nn.Linear(n, n), nn.ReLU(), nn.Linear(n, n), nn.ReLU(), nn.Linear(n, n)).to(device)
+//   loss = F.mse_loss(model(x), y); opt.zero_grad(); loss.backward(); opt.step()
+//
+// Each call's time is then split three ways with figures measured on each device first: a fixed cost
+// (what the same call costs at n = 8, where there is next to nothing to compute or move), memory
+// traffic (the bytes the call must move / the device's bandwidth, measured with a + b) and arithmetic
+// (its floating-point operations / the device's rate on a large product). The largest part names what
+// bounds the call: overhead, bandwidth or compute.
+#include "lessons/labs/crossover_lab.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "engine/core/errors.h"
+#include "engine/core/number_format.h"
+#include "engine/memory/memory.h"
+#include "engine/nn/layers.h"
+#include "engine/ops/ops.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "lessons/labs/training.h"
+
+namespace gpulab::labs {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::int64_t kSmallest = 8;
+constexpr std::int64_t kMlpBatch = 64;
+
+// One call of the workload, queued on its device, and what it must compute and move.
+struct Workload {
+  std::function<void()> call;
+  double flops = 0;
+  double bytes = 0;  // float32 reads and writes the call cannot avoid (its inputs, weights, outputs)
+};
+
+Workload matmulWorkload(std::int64_t n, Device device, Generator& gen) {
+  const Tensor A = randn({n, n}, gen).to(device), B = randn({n, n}, gen).to(device);
+  const double nn = static_cast<double>(n) * static_cast<double>(n);
+  return {[A, B] { (void)matmul(A, B); }, 2.0 * nn * static_cast<double>(n), 3.0 * nn * 4.0};
+}
+
+Workload mlpWorkload(std::int64_t n, Device device, Generator& gen) {
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(n, n, true, gen), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(n, n, true, gen),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(n, n, true, gen)});
+  model->to(device);
+  auto optimizer = std::shared_ptr<optim::Optimizer>(makeOptimizer("sgd", model->parameters(), 1e-4, 0.0, 0.0));
+  const Tensor x = randn({kMlpBatch, n}, gen).to(device), y = zeros({kMlpBatch, n}, {.device = device});
+  const double weights = 3.0 * static_cast<double>(n) * static_cast<double>(n);
+  const double activations = 3.0 * static_cast<double>(kMlpBatch) * static_cast<double>(n);
+  // Forward, then backward's two products per layer: 3 x 2 x batch x n x n multiply-adds a layer.
+  const double flops = 6.0 * static_cast<double>(kMlpBatch) * weights;
+  // Each weight read forward and backward, its gradient written, then read with the weight by SGD,
+  // which writes the weight: six passes over the weights; the activations written and read twice.
+  const double bytes = (6.0 * weights + 4.0 * activations) * 4.0;
+  return {[model, optimizer, x, y] {
+            const Tensor loss = mse_loss((*model)(x), y);
+            optimizer->zero_grad();
+            loss.backward();
+            optimizer->step();
+          },
+          flops, bytes};
+}
+
+Workload makeWorkload(const std::string& kind, std::int64_t n, Device device, Generator& gen) {
+  return kind == "matmul" ? matmulWorkload(n, device, gen) : mlpWorkload(n, device, gen);
+}
+
+// Seconds per call of `call` on `device`: a call first, untimed (a device's first use of a kernel pays
+// for loading it, an allocator its first blocks); then calls queued back to back in batches of k, k
+// sized so a batch takes about 2 ms, the device waited for after each batch; the median of at least 3
+// batches and of as many more as fit in `budget` seconds (15 at most).
+double secondsPerCall(Device device, const std::function<void()>& call, double budget, const lab::StopToken& stop) {
+  call();
+  synchronizeDevice(device);
+  const Clock::time_point first = Clock::now();
+  call();
+  synchronizeDevice(device);
+  const double one = std::max(secondsSince(first), 1e-7);
+  const int k = static_cast<int>(std::clamp(0.002 / one, 1.0, 20000.0));
+  std::vector<double> perCall;
+  const Clock::time_point begin = Clock::now();
+  while (!stop.stopRequested() && (perCall.size() < 3 || (secondsSince(begin) < budget && perCall.size() < 15))) {
+    const Clock::time_point t = Clock::now();
+    for (int i = 0; i < k; ++i) call();
+    synchronizeDevice(device);
+    perCall.push_back(secondsSince(t) / k);
+  }
+  return median(perCall);
+}
+
+// A device's own figures, measured before the sweep: what its arithmetic and its memory can do.
+struct DeviceFigures {
+  double flopsPerSecond = 0;  // an n x n float32 product, n large for the device
+  double bytesPerSecond = 0;  // a + b over 16 M floats: 2 reads and a write of 64 MiB
+};
+
+DeviceFigures measureFigures(Device device, double budget, const lab::StopToken& stop) {
+  Generator gen(1);
+  const bool realGpu = device.isCuda() && !cuda::isEmulated(device);
+  const std::int64_t n = realGpu ? 4096 : 1024;
+  const Workload product = matmulWorkload(n, device, gen);
+  const std::int64_t elements = 16 << 20;
+  const Tensor a = ones({elements}, {.device = device}), b = ones({elements}, {.device = device});
+  DeviceFigures f;
+  f.flopsPerSecond = product.flops / secondsPerCall(device, product.call, budget, stop);
+  f.bytesPerSecond = 3.0 * 4.0 * static_cast<double>(elements) / secondsPerCall(device, [&] { (void)add(a, b); }, budget, stop);
+  return f;
+}
+
+// One call's time, measured and split.
+struct Split {
+  double measured = 0, fixed = 0, memory = 0, arithmetic = 0;
+  double modelled() const { return fixed + memory + arithmetic; }
+  double share(double part) const { return 100.0 * part / modelled(); }
+  std::string bound() const {
+    if (fixed >= memory && fixed >= arithmetic) return "overhead";
+    return memory >= arithmetic ? "bandwidth" : "compute";
+  }
+};
+
+struct Side {
+  Device device;
+  std::string name;  // "CPU", "GPU", "emulated GPU"
+  DeviceFigures figures;
+  double fixed = 0;  // seconds: the call at the smallest size
+  std::map<std::int64_t, Split> splits;
+};
+
+}  // namespace
+
+std::vector<lab::ParamSpec> CrossoverLab::params() const {
+  using namespace lab;
+  ParamSpec gpu = deviceParam("gpu", "The GPU to compare with the CPU");
+  gpu.defaultValue = std::string("cuda");
+  return {
+      choiceParam("workload", "matmul", {"matmul", "mlp"},
+                  "matmul: an n x n matrix product; mlp: a training step of a 3-layer MLP n wide, batch 64"),
+      intParam("max_size", 1024, 16, 8192, "The sweep's largest n: n = 8, 16, 32, ... up to it"),
+      intParam("size", 16, 8, 8192, "Your size: the n whose split the challenge reads (added to the sweep)"),
+      gpu,
+      floatParam("budget", 0.15, 0.01, 10.0, "Seconds of timing per size and device (at least 3 batches of calls each)"),
+  };
+}
+
+void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
+  const std::string kind = p.getString("workload");
+  const std::int64_t maxSize = p.getInt("max_size"), yourSize = p.getInt("size");
+  const double budget = p.getFloat("budget");
+  const Device gpuDevice = resolveDevice(p.getString("gpu"));
+  if (!gpuDevice.isCuda()) throw ValueError("gpu must be a CUDA device (cuda or cuda:N), got '" + p.getString("gpu") + "': the lab compares it with the CPU");
+  announceDevice(sink, gpuDevice);
+  const bool emulated = cuda::isEmulated(gpuDevice);
+
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t n = kSmallest; n <= maxSize; n *= 2) sizes.push_back(n);
+  if (std::find(sizes.begin(), sizes.end(), yourSize) == sizes.end()) sizes.push_back(yourSize);
+  std::sort(sizes.begin(), sizes.end());
+  const std::int64_t largest = sizes.back();
+
+  // The largest size must fit: its tensors (and an MLP's gradients and activations) at most half of what
+  // either device has free.
+  const double n2 = static_cast<double>(largest) * static_cast<double>(largest);
+  const double needBytes = kind == "matmul" ? 3.0 * n2 * 4.0 : (3.0 * 2.0 * n2 + 8.0 * kMlpBatch * static_cast<double>(largest)) * 4.0;
+  for (Device d : {kCPU, gpuDevice}) {
+    const double freeBytes = static_cast<double>(mem_get_info(d).first);
+    if (needBytes > 0.5 * freeBytes) {
+      throw ValueError("n = " + std::to_string(largest) + ": the " + kind + " workload needs " + formatGeneral(needBytes / (1 << 20), 4) +
+                       " MiB on " + d.str() + ", more than half of the " + formatGeneral(freeBytes / (1 << 20), 4) +
+                       " MiB it has free; choose a smaller max_size or size");
+    }
+  }
+
+  std::array<Side, 2> sides{Side{kCPU, "CPU"}, Side{gpuDevice, emulated ? "emulated GPU" : "GPU"}};
+  const std::string gpuName = sides[1].name;
+  sink.progress(0, static_cast<double>(sizes.size() + 1), "measuring each device's arithmetic and bandwidth");
+  for (Side& s : sides) s.figures = measureFigures(s.device, budget, stop);
+  if (stop.stopRequested()) return;
+  for (const Side& s : sides) {
+    sink.info(s.name + " (" + cuda::deviceLabel(s.device) + "): arithmetic " + formatGeneral(s.figures.flopsPerSecond / 1e9, 4) +
+              " GFLOP/s on a large float32 product, memory " + formatGeneral(s.figures.bytesPerSecond / 1e9, 4) + " GB/s on a + b.");
+  }
+  if (emulated) {
+    sink.warning("cuda:" + std::to_string(gpuDevice.index()) + " is the " + std::string(cuda::kEmulatedGpuPhrase) +
+                 ": its kernels are the CPU's, run by another thread of your CPU, so it has the CPU's arithmetic and bandwidth. At "
+                 "best it overlaps one op's kernel with the host preparing the next, which on a CPU with a spare core can make it a "
+                 "little faster: a crossover found here is that overlap, not a GPU's speed. What it shows truly is what every GPU adds "
+                 "to each call, a queue between the host and the device. On a real GPU the arithmetic and memory parts shrink by the "
+                 "GPU's figures; the fixed part does not.");
+  }
+
+  const std::string what = kind == "matmul" ? "product" : "step";
+  const lab::Axis sizeAxis{kind == "matmul" ? "n (an n x n product)" : "n (the MLP's width)", "", true};
+  sink.view({.id = "time", .title = "Time per " + what + ": CPU and " + gpuName, .kind = lab::ViewKind::Line, .x = {sizeAxis},
+             .y = {"time per " + what, "ms", true}, .series = {{"cpu", "CPU"}, {"gpu", cuda::deviceLabel(gpuDevice)}},
+             .note = "Each point: the median over batches of calls queued back to back, the device waited for after each batch. "
+                     "Where the lines cross, the GPU starts to win."});
+  sink.view({.id = "speedup", .title = gpuName + " speed-up over the CPU", .kind = lab::ViewKind::Line, .x = {sizeAxis},
+             .y = {"speed-up (CPU time / GPU time)", "x", true}, .series = {{"speedup", gpuName + " over the CPU"}},
+             .note = "Above 1: the " + gpuName + " is faster at that size."});
+  sink.level("speedup", "equal speed", 1.0);
+  for (const Side& s : sides) {
+    sink.view({.id = "split_" + std::string(s.device.isCpu() ? "cpu" : "gpu"), .title = "Where a " + what + "'s time goes: " + s.name,
+               .kind = lab::ViewKind::StackedArea, .x = {sizeAxis}, .y = {"share of the modelled time", "%"}, .yFromZero = true,
+               .series = {{"fixed", "fixed cost (overhead)"}, {"memory", "memory traffic (bandwidth)"}, {"arithmetic", "arithmetic (compute)"}},
+               .note = "Fixed: the " + what + " at n = 8. Memory: its bytes / the measured bandwidth. Arithmetic: its FLOPs / the measured "
+                       "rate of a large product. The largest part bounds the " + what + "."});
+  }
+  sink.view({.id = "where", .title = "Overhead-, bandwidth- or compute-bound", .kind = lab::ViewKind::Table,
+             .columns = {{"n", ""}, {"device", ""}, {"measured", "ms"}, {"fixed", "ms"}, {"memory traffic", "ms"}, {"arithmetic", "ms"},
+                         {"bound", ""}, {"modelled / measured", "x"}},
+             .note = "The three parts are estimates from each device's own figures; their sum against the measured time says how well "
+                     "three numbers describe the device (caches, and BLAS kernels below their peak on small matrices, make the "
+                     "measured time larger)."});
+
+  // The sweep, smallest first: the smallest size's time is each device's fixed cost.
+  Generator gen(7);
+  for (std::size_t i = 0; i < sizes.size() && !stop.stopRequested(); ++i) {
+    const std::int64_t n = sizes[i];
+    std::array<double, 2> seconds{};
+    for (std::size_t d = 0; d < sides.size(); ++d) {
+      Side& s = sides[d];
+      const Workload w = makeWorkload(kind, n, s.device, gen);
+      seconds[d] = secondsPerCall(s.device, w.call, budget, stop);
+      if (i == 0) s.fixed = seconds[d];
+      Split split{seconds[d], s.fixed, w.bytes / s.figures.bytesPerSecond, w.flops / s.figures.flopsPerSecond};
+      s.splits[n] = split;
+      const std::string lane = s.device.isCpu() ? "cpu" : "gpu";
+      sink.point("time", lane, {static_cast<double>(n)}, seconds[d] * 1000.0);
+      sink.point("split_" + lane, "fixed", {static_cast<double>(n)}, split.share(split.fixed));
+      sink.point("split_" + lane, "memory", {static_cast<double>(n)}, split.share(split.memory));
+      sink.point("split_" + lane, "arithmetic", {static_cast<double>(n)}, split.share(split.arithmetic));
+      sink.row("where", {n, s.name, seconds[d] * 1000.0, split.fixed * 1000.0, split.memory * 1000.0, split.arithmetic * 1000.0,
+                         split.bound(), split.modelled() / seconds[d]});
+    }
+    if (stop.stopRequested()) return;
+    sink.point("speedup", "speedup", {static_cast<double>(n)}, seconds[0] / seconds[1]);
+    sink.progress(static_cast<double>(i + 2), static_cast<double>(sizes.size() + 1), "n = " + std::to_string(n));
+  }
+  if (stop.stopRequested()) return;
+
+  // The crossover: the smallest n from which the GPU is faster at every larger size of the sweep.
+  std::int64_t crossover = 0;
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    if (sides[1].splits.at(*it).measured >= sides[0].splits.at(*it).measured) break;
+    crossover = *it;
+  }
+  auto speedup = [&](std::int64_t n) { return sides[0].splits.at(n).measured / sides[1].splits.at(n).measured; };
+  for (const std::string view : {"time", "speedup"}) {
+    if (crossover) sink.marker(view, {static_cast<double>(crossover)}, "crossover: the " + gpuName + " is faster from n = " + std::to_string(crossover));
+    sink.marker(view, {static_cast<double>(yourSize)}, "your size: " + std::to_string(yourSize));
+  }
+
+  const Split& cpuYours = sides[0].splits.at(yourSize);
+  const Split& gpuYours = sides[1].splits.at(yourSize);
+  sink.measurement("crossover size", static_cast<double>(crossover), "");
+  sink.measurement("GPU speed-up at the smallest size", speedup(sizes.front()), "x");
+  sink.measurement("GPU speed-up at the largest size", speedup(largest), "x");
+  sink.measurement("GPU speed-up at your size", speedup(yourSize), "x");
+  sink.measurement("fixed cost per call, CPU", sides[0].fixed * 1e6, "us");
+  sink.measurement("fixed cost per call, GPU", sides[1].fixed * 1e6, "us");
+  sink.measurement("arithmetic rate, CPU", sides[0].figures.flopsPerSecond / 1e9, "GFLOP/s");
+  sink.measurement("arithmetic rate, GPU", sides[1].figures.flopsPerSecond / 1e9, "GFLOP/s");
+  sink.measurement("memory bandwidth, CPU", sides[0].figures.bytesPerSecond / 1e9, "GB/s");
+  sink.measurement("memory bandwidth, GPU", sides[1].figures.bytesPerSecond / 1e9, "GB/s");
+  sink.measurement("fixed-cost share at the smallest size, CPU", sides[0].splits.at(sizes.front()).share(sides[0].fixed), "%");
+  sink.measurement("fixed-cost share at the smallest size, GPU", sides[1].splits.at(sizes.front()).share(sides[1].fixed), "%");
+  sink.measurement("arithmetic share at the largest size, CPU", sides[0].splits.at(largest).share(sides[0].splits.at(largest).arithmetic), "%");
+  sink.measurement("arithmetic share at the largest size, GPU", sides[1].splits.at(largest).share(sides[1].splits.at(largest).arithmetic), "%");
+  sink.measurement("arithmetic share at your size, CPU", cpuYours.share(cpuYours.arithmetic), "%");
+  sink.measurement("arithmetic share at your size, GPU", gpuYours.share(gpuYours.arithmetic), "%");
+
+  std::string summary = "At n = " + std::to_string(yourSize) + " the " + gpuName + " is " + fasterOrSlower(speedup(yourSize)) +
+                        " than the CPU; its " + what + " is " + gpuYours.bound() + "-bound (arithmetic " +
+                        formatFixed(gpuYours.share(gpuYours.arithmetic), 0) + "% of the modelled time), the CPU's " + cpuYours.bound() +
+                        "-bound. ";
+  if (crossover) {
+    summary += "The " + gpuName + " is faster from n = " + std::to_string(crossover) + " on (" + fasterOrSlower(speedup(largest)) +
+               " at n = " + std::to_string(largest) + ").";
+  } else {
+    summary += "The " + gpuName + " is faster at no size up to n = " + std::to_string(largest) + " (" + fasterOrSlower(speedup(largest)) +
+               " there)" + (emulated ? ": it runs on your CPU." : ": try a larger max_size.");
+  }
+  sink.info(summary);
+}
+
+}  // namespace gpulab::labs
