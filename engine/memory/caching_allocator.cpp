@@ -126,9 +126,6 @@ void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   if (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream) {
     block = *it;
     poolErase(pool, it);
-    // Under the lock, and over the whole block before it is split: the remainder goes back to the
-    // pool, and must not be handed out while an asynchronous copy still reads it.
-    raw_->beforeReuse(block->ptr, block->size);
   } else {
     block = reserveSegment(rounded, small, stream);
   }

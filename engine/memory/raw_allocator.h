@@ -37,8 +37,6 @@ class RawAllocator {
   virtual std::string deviceName() const = 0;
   // A sentence appended to the out-of-memory message ("" for none): what this device's capacity is.
   virtual std::string outOfMemoryNote() const { return {}; }
-  // Called with a cached block before it is handed out again (pinned memory waits for async copies).
-  virtual void beforeReuse(void* /*ptr*/, std::size_t /*bytes*/) {}
   // Streams, for record_stream (a device without streams keeps the defaults): wait for all work of
   // the device; mark the current end of a stream's queue (0: nothing to wait for), ask whether the
   // stream has passed a mark, and release one.

@@ -6,14 +6,20 @@
 // with the same compiler as the engine, so C++ types cross the boundary; the build id guards that.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab {
 class Backend;
 struct DriverMemoryInfo;
 struct DeviceTelemetry;
+}
+
+namespace gpulab::distributed {
+enum class ReduceOp;  // engine/distributed/distributed.h
 }
 
 namespace gpulab::cuda {
@@ -23,9 +29,23 @@ namespace gpulab::cuda {
 // 4: cudnnChoices, clearCudnnChoices (the cuDNN flags live on the engine's side).
 // 5: CUDA events and streams (eventCreate ... eventElapsedMs, streamQuery ... streamWaitEvent).
 // 6: copyBytes takes dstPinned (a non_blocking copy into pinned host memory no longer waits).
-constexpr int kModuleAbiVersion = 6;
+// 7: NCCL collectives (ncclInfo, allReduce, broadcast) for engine/distributed.
+constexpr int kModuleAbiVersion = 7;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi6";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi7";
+
+// Whether the module can run NCCL collectives, and the one line that says so or why not.
+struct NcclInfo {
+  bool available = false;
+  std::string status;  // "NCCL 2.28.9 over 2 GPUs", "GPU Lab was built without NCCL", ...
+};
+// One GPU's part of a collective: its buffer (device memory, `count` elements of the collective's
+// dtype) and the engine's cuda:N it lives on. A collective's buffers are on distinct real GPUs; their
+// order is the NCCL rank order (root is an index into it).
+struct CollectiveBuffer {
+  void* data = nullptr;
+  int device = 0;
+};
 
 struct ModuleApi {
   int abi_version;
@@ -54,7 +74,18 @@ struct ModuleApi {
   bool (*streamQuery)(int device, std::uintptr_t stream);
   void (*streamSynchronize)(int device, std::uintptr_t stream);
   void (*streamWaitEvent)(int device, std::uintptr_t stream, void* event);
+  // NCCL (engine/runtime/nccl_collectives.cpp); the engine has checked the buffers (distinct real
+  // GPUs, same count and dtype). Queued on each device's current stream; failures throw Error.
+  NcclInfo (*ncclInfo)();
+  void (*allReduce)(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, distributed::ReduceOp op);
+  void (*broadcast)(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, int root);
 };
+
+// The engine's side of the NCCL entries (cuda_runtime_loader.cpp), for engine/distributed: without a
+// module, ncclInfo() says why and the collectives throw.
+NcclInfo ncclInfo();
+void ncclAllReduce(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, distributed::ReduceOp op);
+void ncclBroadcast(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, int root);
 
 // The file name the loader looks for next to the engine library (or at $GPULAB_CUDA_MODULE).
 inline constexpr const char* kModuleFileName = "libgpulab-cuda.so";

@@ -134,8 +134,10 @@ void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent&
 // Copies `bytes` between any two devices, ordered on the current stream of the GPU side (see the
 // stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies with `nonBlocking`
 // return at once from pinned memory, once the source has been staged from pageable memory; without it,
-// when the copy is done (and so the work queued before it); device-to-host copies return when the data is there -- except, on the emulated GPU, a non_blocking
-// copy into pinned memory, which returns at once (read it after synchronize(), as in PyTorch).
+// when the copy is done (and so the work queued before it); device-to-host copies return when the data
+// is there -- except a non_blocking copy into pinned memory, which returns at once (read it after
+// synchronize() or an event, as in PyTorch). A pinned block an asynchronous copy uses is reused only
+// once the copy has run (CachingAllocator::recordAsyncCopy).
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes,
                bool nonBlocking, bool srcPinned, bool dstPinned = false);
 

@@ -36,6 +36,10 @@ namespace gpulab::cuda {
 // engine/kernels/conv/cuda.cu: cuDNN's recorded algorithm choices and their cache, per device.
 std::vector<ConvAlgorithmChoice> cudnnChoicesImpl(int device);
 void clearCudnnChoicesImpl(int device);
+// engine/runtime/nccl_collectives.cpp: NCCL's collectives (engine/distributed).
+NcclInfo ncclInfoImpl();
+void allReduceImpl(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, distributed::ReduceOp op);
+void broadcastImpl(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, int root);
 }
 
 namespace gpulab::cuda {
@@ -130,6 +134,30 @@ Discovery& state() {
   return *d;
 }
 
+
+// The caching allocators' stream markers (RawAllocator::recordMarker): a CUDA event recorded on a
+// stream of the GPU `ordinal`, reached when the stream has run everything queued before it.
+std::uintptr_t recordEventMarker(int ordinal, cudaStream_t stream) {
+  DeviceGuard guard(ordinal);
+  cudaEvent_t event = nullptr;
+  GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  if (const cudaError_t status = cudaEventRecord(event, stream); status != cudaSuccess) {
+    cudaEventDestroy(event);
+    GPULAB_CUDA_CHECK(status);
+  }
+  return reinterpret_cast<std::uintptr_t>(event);
+}
+bool eventMarkerReached(std::uintptr_t marker) {
+  const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(marker));
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  GPULAB_CUDA_CHECK(status);
+  return true;
+}
+void releaseEventMarker(std::uintptr_t marker) { cudaEventDestroy(reinterpret_cast<cudaEvent_t>(marker)); }
+
 class CudaRawAllocator final : public RawAllocator {
  public:
   explicit CudaRawAllocator(int index) : index_(index), ordinal_(ordinalOf(index)) {}
@@ -163,60 +191,20 @@ class CudaRawAllocator final : public RawAllocator {
     DeviceGuard guard(ordinal_);
     GPULAB_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  std::uintptr_t recordMarker(std::uintptr_t stream) override {
-    DeviceContext& ctx = context(index_);
-    cudaEvent_t event = nullptr;
-    GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    if (const cudaError_t status = cudaEventRecord(event, ctx.stream(stream)); status != cudaSuccess) {
-      cudaEventDestroy(event);
-      GPULAB_CUDA_CHECK(status);
-    }
-    return reinterpret_cast<std::uintptr_t>(event);
-  }
-  bool markerReached(std::uintptr_t marker) override {
-    const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(marker));
-    if (status == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    GPULAB_CUDA_CHECK(status);
-    return true;
-  }
-  void releaseMarker(std::uintptr_t marker) override { cudaEventDestroy(reinterpret_cast<cudaEvent_t>(marker)); }
+  std::uintptr_t recordMarker(std::uintptr_t stream) override { return recordEventMarker(ordinal_, context(index_).stream(stream)); }
+  bool markerReached(std::uintptr_t marker) override { return eventMarkerReached(marker); }
+  void releaseMarker(std::uintptr_t marker) override { releaseEventMarker(marker); }
 
  private:
   int index_, ordinal_;
 };
 
-// Asynchronous copies that still read or write pinned host blocks; a block is reused only after its copies end.
-struct PendingCopies {
-  std::mutex mutex;
-  std::vector<std::pair<const char*, cudaEvent_t>> entries;
-  std::vector<cudaEvent_t> spareEvents;  // recorded events are reused, not created per copy
-};
-PendingCopies& pendingCopies() {
-  static auto* p = new PendingCopies;
-  return *p;
-}
-
-void waitForCopiesFrom(void* block, std::size_t bytes);
-
-// Marks a pinned host block as still used by a copy just queued on `stream` (reading it for a copy to
-// a GPU, writing it for a copy from one): the pinned allocator reuses it only once the copy ended.
-void markPendingCopy(const void* hostBlock, cudaStream_t stream) {
-  auto& p = pendingCopies();
-  std::lock_guard lock(p.mutex);
-  cudaEvent_t done = nullptr;
-  if (p.spareEvents.empty()) {
-    GPULAB_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  } else {
-    done = p.spareEvents.back();
-    p.spareEvents.pop_back();
-  }
-  GPULAB_CUDA_CHECK(cudaEventRecord(done, stream));
-  p.entries.emplace_back(static_cast<const char*>(hostBlock), done);
-}
-
+// Page-locked host memory. A block that an asynchronous copy reads (to a GPU) or writes (from one) is
+// reused only after the copy ran: copyBytesImpl records the copy's stream on the block
+// (CachingAllocator::recordAsyncCopy); when the block is freed, a CUDA event recorded on that stream
+// marks the point its queue had reached, and the block stays out of the pool -- and out of
+// empty_cache's reach -- until the event has completed. An allocation meanwhile takes another block
+// instead of waiting for the GPU (PyTorch's CachingHostAllocator records an event per copy the same way).
 class PinnedRawAllocator final : public RawAllocator {
  public:
   void* rawAllocate(std::size_t bytes) override {
@@ -233,26 +221,16 @@ class PinnedRawAllocator final : public RawAllocator {
   MemoryCapacity capacity() const override { return hostMemoryCapacity(); }
   std::string kindName() const override { return "Pinned host memory"; }
   std::string deviceName() const override { return "The host"; }
-  void beforeReuse(void* ptr, std::size_t bytes) override { waitForCopiesFrom(ptr, bytes); }
-};
-
-void waitForCopiesFrom(void* block, std::size_t bytes) {
-  auto& p = pendingCopies();
-  std::lock_guard lock(p.mutex);
-  const char* lo = static_cast<const char*>(block);
-  const char* hi = lo + bytes;
-  for (auto it = p.entries.begin(); it != p.entries.end();) {
-    const bool inBlock = it->first >= lo && it->first < hi;
-    if (inBlock || cudaEventQuery(it->second) == cudaSuccess) {
-      if (inBlock) cudaEventSynchronize(it->second);
-      p.spareEvents.push_back(it->second);
-      it = p.entries.erase(it);
-    } else {
-      ++it;
-    }
+  // `stream` is the cudaStream_t of the copy (any GPU's): the event is made on that stream's device.
+  std::uintptr_t recordMarker(std::uintptr_t stream) override {
+    const auto handle = reinterpret_cast<cudaStream_t>(stream);
+    int ordinal = 0;
+    GPULAB_CUDA_CHECK(cudaStreamGetDevice(handle, &ordinal));
+    return recordEventMarker(ordinal, handle);
   }
-  cudaGetLastError();
-}
+  bool markerReached(std::uintptr_t marker) override { return eventMarkerReached(marker); }
+  void releaseMarker(std::uintptr_t marker) override { releaseEventMarker(marker); }
+};
 
 }  // namespace
 
@@ -510,9 +488,10 @@ void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevic
       // As PyTorch does: the copy is queued on the compute stream, so it runs after the kernels that
       // may still read the destination block's previous contents (a block freed on the host is
       // reused at once -- on its own stream, which keeps the order), and the host goes on at once.
-      // The pinned source must not be reused before the copy has read it: an event marks that.
+      // The pinned source must not be reused before the copy has read it: the allocator keeps it.
+      // Recorded before the copy is queued, so a block the allocator refuses leaves no copy unguarded.
+      pinnedHostAllocatorImpl().recordAsyncCopy(src, reinterpret_cast<std::uintptr_t>(ctx.currentStream()));
       GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.currentStream()));
-      markPendingCopy(src, ctx.currentStream());
     } else {
       // non_blocking=False waits for the copy, from pinned or pageable memory (PyTorch's memcpy_and_sync),
       // so the host also waits for the work queued before it; non_blocking from pageable memory returns
@@ -525,15 +504,16 @@ void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevic
   }
   if (dstDevice.isCpu()) {
     DeviceContext& ctx = context(srcDevice.index());
-    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.currentStream()));
     if (nonBlocking && dstPinned) {
       // PyTorch's .to("cpu", non_blocking=True): queued behind the stream's work, the host goes on at
       // once and may read the result only after a synchronize() or an event. The pinned destination
-      // must not be handed to another tensor before the copy has written it. A kernel's deferred error
-      // is raised at that synchronisation.
-      markPendingCopy(dst, ctx.currentStream());
+      // must not be handed to another tensor before the copy has written it (the allocator keeps it).
+      // A kernel's deferred error is raised at that synchronisation.
+      pinnedHostAllocatorImpl().recordAsyncCopy(dst, reinterpret_cast<std::uintptr_t>(ctx.currentStream()));
+      GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.currentStream()));
       return;
     }
+    GPULAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.currentStream()));
     GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.currentStream()));
     ctx.raiseDeferredError();
     return;
@@ -546,7 +526,8 @@ void copyBytesImpl(void* dst, Device dstDevice, const void* src, Device srcDevic
   // Between GPUs: make the source's pending work finish, then a peer copy ordered on the destination.
   synchronizeImpl(srcDevice.index());
   DeviceContext& ctx = context(dstDevice.index());
-  GPULAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dstDevice.index(), src, srcDevice.index(), bytes, ctx.currentStream()));
+  // CUDA's device numbers, not GPU Lab's indices: they differ where a GPU was left out (device_selection.h).
+  GPULAB_CUDA_CHECK(cudaMemcpyPeerAsync(dst, ordinalOf(dstDevice.index()), src, ordinalOf(srcDevice.index()), bytes, ctx.currentStream()));
   GPULAB_CUDA_CHECK(cudaStreamSynchronize(ctx.currentStream()));
 }
 
@@ -856,6 +837,9 @@ extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion,
       streamQueryImpl,
       streamSynchronizeImpl,
       streamWaitEventImpl,
+      ncclInfoImpl,
+      allReduceImpl,
+      broadcastImpl,
   };
   return &api;
 }

@@ -207,6 +207,22 @@ void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent&
   moduleFor(device, "Cannot make a stream wait").streamWaitEvent(device, stream, event.handle());
 }
 
+// NCCL's door: the module answers, or -- with no module -- why there is none.
+NcclInfo ncclInfo() {
+  if (const ModuleApi* m = loaded().api) return m->ncclInfo();
+  return {false, "no CUDA module: " + loaded().reason};
+}
+void ncclAllReduce(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, distributed::ReduceOp op) {
+  const ModuleApi* m = loaded().api;
+  if (!m) noCuda("all_reduce needs NCCL");
+  m->allReduce(buffers, count, dtype, op);
+}
+void ncclBroadcast(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, int root) {
+  const ModuleApi* m = loaded().api;
+  if (!m) noCuda("broadcast needs NCCL");
+  m->broadcast(buffers, count, dtype, root);
+}
+
 bool pinnedMemoryAvailable() { return isAvailable() || emulatedDevice().has_value(); }
 
 void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -70,8 +71,9 @@ Workload mlpWorkload(std::int64_t n, Device device, Generator& gen) {
   const Tensor x = randn({kMlpBatch, n}, gen).to(device), y = zeros({kMlpBatch, n}, {.device = device});
   const double weights = 3.0 * static_cast<double>(n) * static_cast<double>(n);
   const double activations = 3.0 * static_cast<double>(kMlpBatch) * static_cast<double>(n);
-  // Forward, then backward's two products per layer: 3 x 2 x batch x n x n multiply-adds a layer.
-  const double flops = 6.0 * static_cast<double>(kMlpBatch) * weights;
+  // Forward: one product a layer; backward: the weight gradient of every layer and the input gradient of
+  // the two upper ones (the first layer's input needs none): 3 + 3 + 2 products of batch x n x n.
+  const double flops = 2.0 * static_cast<double>(kMlpBatch) * static_cast<double>(n) * static_cast<double>(n) * 8.0;
   // Each weight read forward and backward, its gradient written, then read with the weight by SGD,
   // which writes the weight: six passes over the weights; the activations written and read twice.
   const double bytes = (6.0 * weights + 4.0 * activations) * 4.0;
@@ -91,18 +93,24 @@ Workload makeWorkload(const std::string& kind, std::int64_t n, Device device, Ge
 // Seconds per call of `call` on `device`: a call first, untimed (a device's first use of a kernel pays
 // for loading it, an allocator its first blocks); then calls queued back to back in batches of k, k
 // sized so a batch takes about 2 ms, the device waited for after each batch; the median of at least 3
-// batches and of as many more as fit in `budget` seconds (15 at most).
+// batches and of as many more as fit in `budget` seconds (15 at most). Queued back to back, a GPU's
+// calls overlap the host's launching of the next: the time per call is the rate a loop of such calls
+// runs at, not one call's latency. A call longer than the budget is timed once. NaN when stopped.
 double secondsPerCall(Device device, const std::function<void()>& call, double budget, const lab::StopToken& stop) {
+  const double stopped = std::numeric_limits<double>::quiet_NaN();
   call();
   synchronizeDevice(device);
+  if (stop.stopRequested()) return stopped;
   const Clock::time_point first = Clock::now();
   call();
   synchronizeDevice(device);
   const double one = std::max(secondsSince(first), 1e-7);
+  if (one >= budget) return one;
   const int k = static_cast<int>(std::clamp(0.002 / one, 1.0, 20000.0));
   std::vector<double> perCall;
   const Clock::time_point begin = Clock::now();
-  while (!stop.stopRequested() && (perCall.size() < 3 || (secondsSince(begin) < budget && perCall.size() < 15))) {
+  while (perCall.size() < 3 || (secondsSince(begin) < budget && perCall.size() < 15)) {
+    if (stop.stopRequested()) return stopped;
     const Clock::time_point t = Clock::now();
     for (int i = 0; i < k; ++i) call();
     synchronizeDevice(device);
@@ -135,6 +143,8 @@ struct Split {
   double measured = 0, fixed = 0, memory = 0, arithmetic = 0;
   double modelled() const { return fixed + memory + arithmetic; }
   double share(double part) const { return 100.0 * part / modelled(); }
+  // Arithmetic at the device's full rate, as a share of the time measured (at most 100%).
+  double arithmeticOfMeasured() const { return std::min(100.0, 100.0 * arithmetic / measured); }
   std::string bound() const {
     if (fixed >= memory && fixed >= arithmetic) return "overhead";
     return memory >= arithmetic ? "bandwidth" : "compute";
@@ -183,7 +193,11 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   // The largest size must fit: its tensors (and an MLP's gradients and activations) at most half of what
   // either device has free.
   const double n2 = static_cast<double>(largest) * static_cast<double>(largest);
-  const double needBytes = kind == "matmul" ? 3.0 * n2 * 4.0 : (3.0 * 2.0 * n2 + 8.0 * kMlpBatch * static_cast<double>(largest)) * 4.0;
+  // measureFigures' tensors, alive together: a + b's three and its product's three.
+  const double figuresN = gpuDevice.isCuda() && !cuda::isEmulated(gpuDevice) ? 4096.0 : 1024.0;
+  const double figuresBytes = 3.0 * 4.0 * (static_cast<double>(16 << 20) + figuresN * figuresN);
+  const double needBytes =
+      figuresBytes + (kind == "matmul" ? 3.0 * n2 * 4.0 : (3.0 * 2.0 * n2 + 8.0 * kMlpBatch * static_cast<double>(largest)) * 4.0);
   for (Device d : {kCPU, gpuDevice}) {
     const double freeBytes = static_cast<double>(mem_get_info(d).first);
     if (needBytes > 0.5 * freeBytes) {
@@ -204,11 +218,11 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   }
   if (emulated) {
     sink.warning("cuda:" + std::to_string(gpuDevice.index()) + " is the " + std::string(cuda::kEmulatedGpuPhrase) +
-                 ": its kernels are the CPU's, run by another thread of your CPU, so it has the CPU's arithmetic and bandwidth. At "
-                 "best it overlaps one op's kernel with the host preparing the next, which on a CPU with a spare core can make it a "
-                 "little faster: a crossover found here is that overlap, not a GPU's speed. What it shows truly is what every GPU adds "
-                 "to each call, a queue between the host and the device. On a real GPU the arithmetic and memory parts shrink by the "
-                 "GPU's figures; the fixed part does not.");
+                 ": its kernels are the CPU's, run by another thread of your CPU, so its arithmetic and bandwidth agree with the "
+                 "CPU's within measurement noise. At best it overlaps one op's kernel with the host preparing the next: a crossover "
+                 "found here would be that overlap or noise, not a GPU's speed. What it shows truly is what every GPU adds to each "
+                 "call, a queue between the host and the device. On a real GPU the arithmetic and memory parts shrink by the GPU's "
+                 "figures; the fixed part does not.");
   }
 
   const std::string what = kind == "matmul" ? "product" : "step";
@@ -232,8 +246,9 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
              .columns = {{"n", ""}, {"device", ""}, {"measured", "ms"}, {"fixed", "ms"}, {"memory traffic", "ms"}, {"arithmetic", "ms"},
                          {"bound", ""}, {"modelled / measured", "x"}},
              .note = "The three parts are estimates from each device's own figures; their sum against the measured time says how well "
-                     "three numbers describe the device (caches, and BLAS kernels below their peak on small matrices, make the "
-                     "measured time larger)."});
+                     "three numbers describe the device. Below 1: the device ran below its figures (small matrices do not reach a BLAS "
+                     "kernel's peak). Above 1: the figures themselves are noisy estimates -- the fixed cost is one size's time, the rates "
+                     "one run's -- or calls queued back to back overlapped their parts."});
 
   // The sweep, smallest first: the smallest size's time is each device's fixed cost.
   Generator gen(7);
@@ -244,6 +259,7 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
       Side& s = sides[d];
       const Workload w = makeWorkload(kind, n, s.device, gen);
       seconds[d] = secondsPerCall(s.device, w.call, budget, stop);
+      if (stop.stopRequested()) return;
       if (i == 0) s.fixed = seconds[d];
       Split split{seconds[d], s.fixed, w.bytes / s.figures.bytesPerSecond, w.flops / s.figures.flopsPerSecond};
       s.splits[n] = split;
@@ -261,10 +277,12 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   }
   if (stop.stopRequested()) return;
 
-  // The crossover: the smallest n from which the GPU is faster at every larger size of the sweep.
+  // The crossover: the smallest n from which the GPU is faster at every larger size of the sweep --
+  // by more than 10%, so that two equal times' noise is not taken for one.
+  constexpr double kClearlyFaster = 1.1;
   std::int64_t crossover = 0;
   for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
-    if (sides[1].splits.at(*it).measured >= sides[0].splits.at(*it).measured) break;
+    if (sides[0].splits.at(*it).measured < kClearlyFaster * sides[1].splits.at(*it).measured) break;
     crossover = *it;
   }
   auto speedup = [&](std::int64_t n) { return sides[0].splits.at(n).measured / sides[1].splits.at(n).measured; };
@@ -289,18 +307,22 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   sink.measurement("fixed-cost share at the smallest size, GPU", sides[1].splits.at(sizes.front()).share(sides[1].fixed), "%");
   sink.measurement("arithmetic share at the largest size, CPU", sides[0].splits.at(largest).share(sides[0].splits.at(largest).arithmetic), "%");
   sink.measurement("arithmetic share at the largest size, GPU", sides[1].splits.at(largest).share(sides[1].splits.at(largest).arithmetic), "%");
-  sink.measurement("arithmetic share at your size, CPU", cpuYours.share(cpuYours.arithmetic), "%");
-  sink.measurement("arithmetic share at your size, GPU", gpuYours.share(gpuYours.arithmetic), "%");
+  sink.measurement("fixed-cost share at the largest size, CPU", sides[0].splits.at(largest).share(sides[0].fixed), "%");
+  sink.measurement("fixed-cost share at the largest size, GPU", sides[1].splits.at(largest).share(sides[1].fixed), "%");
+  sink.measurement("arithmetic share of the measured time at your size, CPU", cpuYours.arithmeticOfMeasured(), "%");
+  sink.measurement("arithmetic share of the measured time at your size, GPU", gpuYours.arithmeticOfMeasured(), "%");
 
   std::string summary = "At n = " + std::to_string(yourSize) + " the " + gpuName + " is " + fasterOrSlower(speedup(yourSize)) +
-                        " than the CPU; its " + what + " is " + gpuYours.bound() + "-bound (arithmetic " +
-                        formatFixed(gpuYours.share(gpuYours.arithmetic), 0) + "% of the modelled time), the CPU's " + cpuYours.bound() +
+                        " than the CPU; its " + what + " is " + gpuYours.bound() + "-bound (arithmetic at full rate: " +
+                        formatFixed(gpuYours.arithmeticOfMeasured(), 0) + "% of the measured time), the CPU's " + cpuYours.bound() +
                         "-bound. ";
   if (crossover) {
     summary += "The " + gpuName + " is faster from n = " + std::to_string(crossover) + " on (" + fasterOrSlower(speedup(largest)) +
                " at n = " + std::to_string(largest) + ").";
   } else {
-    summary += "The " + gpuName + " is faster at no size up to n = " + std::to_string(largest) + " (" + fasterOrSlower(speedup(largest)) +
+    const double last = speedup(largest);
+    summary += "The " + gpuName + " is clearly faster (by 10% or more) at no size up to n = " + std::to_string(largest) + " (" +
+               (last > 1.0 / kClearlyFaster && last < kClearlyFaster ? std::string("the same speed, within noise,") : fasterOrSlower(last)) +
                " there)" + (emulated ? ": it runs on your CPU." : ": try a larger max_size.");
   }
   sink.info(summary);
