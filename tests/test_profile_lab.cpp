@@ -4,14 +4,18 @@
 //   under half of the step at this device's own measured rate), and the lesson's hint -- hidden
 //   1024,1024 and batch 512 -- makes it compute-bound (the challenge's 50%);
 // - the op table lists the step's ops with PyTorch's names and per-step counts; the trace file is
-//   written and parses as the Chrome trace format.
+//   written and parses as the Chrome trace format; on a GPU (the emulated one here) the table has the
+//   device's columns and sorts by them.
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "lab_runner.h"
 #include "test_util.h"
 
@@ -65,6 +69,24 @@ class TestProfileLab : public QObject {
     const double share = measured(s, "arithmetic share of the step");
     qInfo("hidden 1024,1024, batch 512: %.1f ms a step, arithmetic %.1f%%", measured(s, "profiled step time"), share);
     QVERIFY(share >= 50);
+  }
+
+  // On a CUDA device -- the emulated GPU here -- the op table gains the device's columns and sorts by
+  // them: the first row spent the most time on the device's stream; on the CPU they are absent.
+  void onAGpuTheTableSortsByDeviceTime() {
+    if (!cuda::emulatedDevice() && !cuda::isAvailable()) QSKIP("no GPU and no emulated GPU here");
+    const std::string gpu = cuda::isAvailable() ? "cuda:0" : cuda::emulatedDevice()->str();
+    const RecordingSink s = runProfile({{"device", gpu}, {"sort_by", "self_cuda_time_total"}, {"warmup", "1"}, {"steps", "2"}, {"trace", "false"}});
+    const auto rows = s.rows("ops");
+    QVERIFY(rows.size() >= 5);
+    QCOMPARE(rows.front().cells.size(), std::size_t(9));  // name, 4 CPU, 3 CUDA, calls
+    std::vector<double> selfDevice;
+    for (const lab::Row& r : rows) selfDevice.push_back(std::get<double>(r.cells[6]));
+    qInfo("%s: the top op (%s) spent %.1f us on the stream", gpu.c_str(), std::get<std::string>(rows.front().cells[0]).c_str(), selfDevice.front());
+    QVERIFY(selfDevice.front() > 0);
+    QVERIFY(std::is_sorted(selfDevice.rbegin(), selfDevice.rend()));
+    const RecordingSink cpu = runProfile({{"device", "cpu"}, {"warmup", "0"}, {"steps", "1"}, {"trace", "false"}});
+    QCOMPARE(cpu.rows("ops").front().cells.size(), std::size_t(6));
   }
 };
 

@@ -3,7 +3,9 @@
 // optimizer's step and zero_grad), nested ops inside their callers, input shapes and memory when asked;
 // the ops' self times add up to the profiled wall time within 10% on a step that is mostly arithmetic;
 // table() sorts by the keys PyTorch has and refuses others; the Chrome trace is valid JSON with the
-// trace-event fields; off, nothing is recorded; one profile at a time; a write that fails leaves no file.
+// trace-event fields; ops on a GPU (the emulated one here) have device time from events on their stream, in
+// the table's CUDA columns and as a lane of the trace; off, nothing is recorded; one profile at a time; a
+// write that fails leaves no file.
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -11,13 +13,17 @@
 #include <QSet>
 #include <QTemporaryDir>
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "engine/core/errors.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 #include "engine/profiler/profiler.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "test_util.h"
 
 using namespace gpulab;
@@ -165,6 +171,62 @@ class TestProfiler : public QObject {
       QVERIFY(std::string(e.what()).find(bad) != std::string::npos);
     }
     QVERIFY(!QFile::exists(QString::fromStdString(bad + ".partial")));
+  }
+
+  // Device time: each op on a CUDA device -- the emulated GPU here, a real one where there is one -- is
+  // timed on its stream by two events; an op on the CPU has none. A large product's device time is its
+  // work (most of the time the host waits for it), not its launch (what its CPU time is).
+  void opsOnAGpuHaveDeviceTime() {
+    const std::optional<Device> gpu = cuda::isAvailable() ? std::optional<Device>(Device(DeviceType::CUDA, 0)) : cuda::emulatedDevice();
+    if (!gpu) QSKIP("no GPU and no emulated GPU here");
+    Mlp mlp(64, 32, 64);
+    mlp.model->to(*gpu);
+    mlp.x = mlp.x.to(*gpu);
+    mlp.y = mlp.y.to(*gpu);
+    mlp.step();  // warm-up
+    Generator gen(3);
+    const Tensor a = randn({1024, 1024}, gen).to(*gpu), b = randn({1024, 1024}, gen).to(*gpu), c = randn({64, 64}, gen);
+    cuda::synchronize(gpu->index());
+    profiler::Profile prof;
+    mlp.step();
+    (void)relu(c);  // on the CPU
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)matmul(a, b);
+    cuda::synchronize(gpu->index());
+    const double productHostUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    prof.stop();
+    const auto k = prof.key_averages();
+    QVERIFY(k.withDevice);
+    const auto ops = byName(k);
+    QVERIFY(ops.at("aten::linear").deviceTimeTotalUs > 0);
+    QVERIFY(ops.at("aten::linear").selfDeviceTimeTotalUs <= ops.at("aten::linear").deviceTimeTotalUs);
+    double productDeviceUs = 0, cpuReluDevice = -1;
+    for (const profiler::Event& e : prof.events()) {
+      if (e.name == "aten::matmul" && e.depth == 0 && e.startUs > 0) productDeviceUs = std::max(productDeviceUs, e.deviceUs);
+      if (e.name == "aten::relu" && e.depth == 0 && e.device.empty()) cpuReluDevice = e.deviceUs;
+    }
+    qInfo("a 1024 x 1024 product on %s: %.0f us on its stream, %.0f us for the host until synchronize() returned",
+          gpu->str().c_str(), productDeviceUs, productHostUs);
+    QVERIFY(productDeviceUs > 0.5 * productHostUs);
+    QVERIFY(productDeviceUs <= productHostUs * 1.05 + 50);
+    QCOMPARE(cpuReluDevice, 0.0);  // the CPU relu: found, and no device time
+    const std::string t = k.table("cuda_time_total", 8);
+    qInfo("\n%s", t.c_str());
+    for (const char* h : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "Self CUDA time total: "})
+      QVERIFY2(t.find(h) != std::string::npos, h);
+    QCOMPARE(k.table("device_time_total", 3), k.table("cuda_time_total", 3));
+    // The trace has the device's stream as a lane of its own.
+    QJsonParseError error;
+    const QJsonDocument doc = QJsonDocument::fromJson(QByteArray::fromStdString(prof.chromeTraceJson()), &error);
+    QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+    int gpuOps = 0, laneNames = 0;
+    for (const QJsonValue& v : doc.object()["traceEvents"].toArray()) {
+      const QJsonObject e = v.toObject();
+      gpuOps += e["cat"].toString() == "gpu_op";
+      laneNames += e["ph"].toString() == "M" && e["args"].toObject()["name"].toString().endsWith("stream");
+    }
+    QVERIFY(gpuOps > 10);
+    QCOMPARE(laneNames, 1);
   }
 
   void offRecordsNothingAndOneProfileAtATime() {

@@ -49,14 +49,16 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& gradOutput) {
   }
   if (!gradOutput.defined()) return {};
   // PyTorch names a backward node's event after the node (built only while a profile records).
-  const profiler::RecordScope record(profiler::isProfiling() ? "autograd::engine::evaluate_function: " + name_ : std::string());
+  // Its input (the incoming gradient) places it on a device, where the profiler times it too.
+  const profiler::RecordScope record(profiler::isProfiling() ? "autograd::engine::evaluate_function: " + name_ : std::string(),
+                                     {&gradOutput});
   std::vector<bool> needs(next.size());
   for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
   return backward_(gradOutput, needs);
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
-  const profiler::RecordScope record("torch::autograd::AccumulateGrad");
+  const profiler::RecordScope record("torch::autograd::AccumulateGrad", {&gradOutput});
   auto leaf = leaf_.lock();
   if (!leaf || !gradOutput.defined()) return {};
   NoGradGuard noGrad;

@@ -79,7 +79,7 @@ void checkSameDevice(const char* op, std::initializer_list<NamedTensor> args) {
 }
 
 Tensor to_device(const Tensor& a, Device device, bool non_blocking) {
-  const profiler::RecordScope record("aten::to", {&a});
+  const profiler::RecordScope record("aten::to", {&a}, a.is_cuda() ? a.device() : device);  // timed on the GPU side
   if (a.device() == device) return a;
   if (device.isCuda()) cuda::checkDeviceUsable(device);
   Tensor src = a.contiguous();

@@ -38,7 +38,9 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
 }
 
 void Optimizer::step() {
-  const profiler::RecordScope record(profiler::isProfiling() ? std::string("Optimizer.step#") + name() + ".step" : std::string());
+  // The first parameter places the step on a device, where the profiler times it too.
+  const profiler::RecordScope record(profiler::isProfiling() ? std::string("Optimizer.step#") + name() + ".step" : std::string(),
+                                     {params_.empty() ? nullptr : &params_.front()});
   NoGradGuard noGrad;
   MemoryCategoryScope tag(MemoryCategory::OptimizerState);
   std::vector<Pending> pending;
@@ -59,7 +61,8 @@ void Optimizer::updateAll(const std::vector<Pending>& pending) {
 
 void Optimizer::zero_grad(bool set_to_none) {
   const profiler::RecordScope record(profiler::isProfiling() ? std::string("Optimizer.zero_grad#") + name() + ".zero_grad"
-                                                             : std::string());
+                                                             : std::string(),
+                                     {params_.empty() ? nullptr : &params_.front()});
   NoGradGuard noGrad;
   for (Tensor& p : params_) {
     if (set_to_none) p.set_grad(Tensor());

@@ -9,12 +9,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include "engine/core/errors.h"
 #include "engine/core/tensor.h"
 #include "engine/memory/memory.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab::profiler {
 
@@ -28,6 +32,17 @@ double nowUs() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A device op's two timing events, read when the Profile stops.
+struct DeviceSpan {
+  std::size_t event = 0;  // its index in Collector::events
+  std::shared_ptr<cuda::Event> start, end;
+};
+// Each device's first event: its stream's time for it is mapped to the host's time it was recorded at.
+struct DeviceOrigin {
+  std::shared_ptr<cuda::Event> event;
+  double hostUs = 0;  // since the Profile started
+};
+
 // Where finished events go while a Profile records.
 struct Collector {
   std::mutex mutex;
@@ -36,6 +51,8 @@ struct Collector {
   double startUs = 0;
   std::vector<Event> events;
   std::map<std::thread::id, std::uint64_t> threads;
+  std::vector<DeviceSpan> spans;
+  std::map<std::string, DeviceOrigin> origins;  // by device ("cuda:0")
 };
 Collector& collector() {
   static Collector* c = new Collector;  // never destroyed: scopes may end while the process exits
@@ -47,7 +64,21 @@ struct Open {
   std::string name, shapes;
   double startUs = 0, childUs = 0;
   std::int64_t memoryAtStart = 0, childMemory = 0;
+  std::optional<Device> device;  // a CUDA device whose stream the op queues work on
+  std::shared_ptr<cuda::Event> deviceStart;
 };
+
+// A timing event recorded now on `device`'s current stream; null if it cannot be (profiling must not
+// break the op it watches).
+std::shared_ptr<cuda::Event> markDevice(Device device) {
+  try {
+    auto e = std::make_shared<cuda::Event>(true);
+    e->record(cuda::current_stream(device));
+    return e;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
 thread_local std::vector<Open> openScopes;
 
 std::string shapeList(std::initializer_list<const Tensor*> inputs) {
@@ -111,10 +142,30 @@ std::string percent(double part, double whole) {
 
 }  // namespace
 
-void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> inputs) {
+void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> inputs, const Device* on) {
   Collector& c = collector();
   Open o;
   o.name = name;
+  if (on && on->isCuda()) o.device = *on;
+  for (const Tensor* t : inputs) {
+    if (!o.device && t && t->defined() && t->is_cuda()) o.device = t->device();
+  }
+  if (o.device) {
+    const std::string key = o.device->str();
+    bool first = false;
+    {
+      std::lock_guard lock(c.mutex);
+      first = c.active && !c.origins.count(key);
+      if (first) c.origins[key] = {};  // claimed: recorded below, outside the lock
+    }
+    if (first) {
+      auto origin = markDevice(*o.device);
+      const double hostUs = nowUs();
+      std::lock_guard lock(c.mutex);
+      c.origins[key] = {origin, hostUs - c.startUs};
+    }
+    o.deviceStart = markDevice(*o.device);
+  }
   // The options cannot change while recording (one Profile at a time), so reading them unlocked is safe
   // once `recording` was seen true.
   if (c.options.record_shapes) o.shapes = shapeList(inputs);
@@ -143,11 +194,16 @@ void RecordScope::end() {
     openScopes.back().childUs += e.durationUs;
     openScopes.back().childMemory += e.memoryBytes;
   }
+  std::shared_ptr<cuda::Event> deviceEnd = o.deviceStart ? markDevice(*o.device) : nullptr;
   std::lock_guard lock(c.mutex);
   if (!c.active) return;  // the Profile stopped while this op ran
   e.startUs = o.startUs - c.startUs;
   auto [it, inserted] = c.threads.emplace(std::this_thread::get_id(), c.threads.size());
   e.thread = it->second;
+  if (deviceEnd) {
+    e.device = o.device->str();
+    c.spans.push_back({c.events.size(), o.deviceStart, deviceEnd});
+  }
   c.events.push_back(std::move(e));
 }
 
@@ -159,6 +215,8 @@ Profile::Profile(ProfileOptions options) : options_(options) {
   c.options = options;
   c.events.clear();
   c.threads.clear();
+  c.spans.clear();
+  c.origins.clear();
   c.startUs = startUs_ = nowUs();
   detail::recording.store(true, std::memory_order_release);
 }
@@ -170,11 +228,50 @@ void Profile::stop() {
   stopped_ = true;
   detail::recording.store(false, std::memory_order_release);
   Collector& c = collector();
-  std::lock_guard lock(c.mutex);
-  stopUs_ = nowUs();
-  events_ = std::move(c.events);
-  c.events.clear();
-  c.active = false;
+  std::vector<DeviceSpan> spans;
+  std::map<std::string, DeviceOrigin> origins;
+  {
+    std::lock_guard lock(c.mutex);
+    stopUs_ = nowUs();
+    events_ = std::move(c.events);
+    spans = std::move(c.spans);
+    origins = std::move(c.origins);
+    c.events.clear();
+    c.spans.clear();
+    c.origins.clear();
+    c.active = false;
+  }
+  // The device times, once the streams have run what the ops queued (outside the lock: this waits).
+  for (const DeviceSpan& d : spans) {
+    Event& e = events_[d.event];
+    try {
+      d.end->synchronize();
+      e.deviceUs = std::max(0.0, d.start->elapsed_time(*d.end) * 1000.0);
+      const DeviceOrigin& origin = origins.at(e.device);
+      e.deviceStartUs = origin.hostUs + (origin.event ? origin.event->elapsed_time(*d.start) * 1000.0 : 0.0);
+    } catch (const std::exception&) {
+      e.device.clear();  // a device error since: no time for this op (the error is the program's to see)
+      e.deviceUs = 0;
+    }
+  }
+  // Self device time: less the direct children's, nesting read from the host's intervals per thread.
+  std::vector<std::size_t> order(events_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(events_[a].thread, events_[a].startUs) < std::tie(events_[b].thread, events_[b].startUs);
+  });
+  std::vector<double> childDevice(events_.size(), 0.0);
+  std::vector<std::size_t> open;
+  for (const std::size_t i : order) {
+    const Event& e = events_[i];
+    while (!open.empty() && (events_[open.back()].thread != e.thread ||
+                             events_[open.back()].startUs + events_[open.back()].durationUs <= e.startUs)) {
+      open.pop_back();
+    }
+    if (!open.empty()) childDevice[open.back()] += e.deviceUs;
+    open.push_back(i);
+  }
+  for (std::size_t i = 0; i < events_.size(); ++i) events_[i].selfDeviceUs = std::max(0.0, events_[i].deviceUs - childDevice[i]);
 }
 
 double Profile::wallUs() const { return (stopped_ ? stopUs_ : nowUs()) - startUs_; }
@@ -200,6 +297,9 @@ KeyAverages Profile::key_averages(bool group_by_input_shape) const {
     r.selfCpuTimeTotalUs += e->selfUs;
     r.cpuMemoryBytes += e->memoryBytes;
     r.selfCpuMemoryBytes += e->selfMemoryBytes;
+    r.deviceTimeTotalUs += e->deviceUs;
+    r.selfDeviceTimeTotalUs += e->selfDeviceUs;
+    k.withDevice = k.withDevice || !e->device.empty();
   }
   return k;
 }
@@ -210,12 +310,24 @@ double KeyAverages::selfCpuTimeTotalUs() const {
   return total;
 }
 
-std::string KeyAverages::table(const std::string& sort_by, int row_limit) const {
+double KeyAverages::selfDeviceTimeTotalUs() const {
+  double total = 0;
+  for (const OpAverage& r : rows) total += r.selfDeviceTimeTotalUs;
+  return total;
+}
+
+std::vector<const OpAverage*> KeyAverages::sorted(const std::string& sort_by, int row_limit) const {
   using Key = double (*)(const OpAverage&);
   static const std::vector<std::pair<std::string, Key>> keys{
       {"cpu_time_total", [](const OpAverage& r) { return r.cpuTimeTotalUs; }},
       {"self_cpu_time_total", [](const OpAverage& r) { return r.selfCpuTimeTotalUs; }},
       {"cpu_time", [](const OpAverage& r) { return r.cpuTimeAvgUs(); }},
+      {"cuda_time_total", [](const OpAverage& r) { return r.deviceTimeTotalUs; }},
+      {"self_cuda_time_total", [](const OpAverage& r) { return r.selfDeviceTimeTotalUs; }},
+      {"cuda_time", [](const OpAverage& r) { return r.deviceTimeAvgUs(); }},
+      {"device_time_total", [](const OpAverage& r) { return r.deviceTimeTotalUs; }},
+      {"self_device_time_total", [](const OpAverage& r) { return r.selfDeviceTimeTotalUs; }},
+      {"device_time", [](const OpAverage& r) { return r.deviceTimeAvgUs(); }},
       {"count", [](const OpAverage& r) { return static_cast<double>(r.count); }},
       {"cpu_memory_usage", [](const OpAverage& r) { return static_cast<double>(r.cpuMemoryBytes); }},
       {"self_cpu_memory_usage", [](const OpAverage& r) { return static_cast<double>(r.selfCpuMemoryBytes); }},
@@ -226,17 +338,24 @@ std::string KeyAverages::table(const std::string& sort_by, int row_limit) const 
     if (name == sort_by) key = k;
     known += (known.empty() ? "" : ", ") + name;
   }
-  if (!key) throw ValueError("profiler: cannot sort by '" + sort_by + "' (the CPU keys: " + known + ")");
+  if (!key) throw ValueError("profiler: cannot sort by '" + sort_by + "' (the keys: " + known + ")");
   std::vector<const OpAverage*> sorted;
   for (const OpAverage& r : rows) sorted.push_back(&r);
   std::stable_sort(sorted.begin(), sorted.end(), [key](const OpAverage* a, const OpAverage* b) { return key(*a) > key(*b); });
   if (row_limit > 0 && sorted.size() > static_cast<std::size_t>(row_limit)) sorted.resize(static_cast<std::size_t>(row_limit));
+  return sorted;
+}
 
-  const double selfTotal = selfCpuTimeTotalUs();
+std::string KeyAverages::table(const std::string& sort_by, int row_limit) const {
+  const std::vector<const OpAverage*> sorted = this->sorted(sort_by, row_limit);
+  const double selfTotal = selfCpuTimeTotalUs(), selfDeviceTotal = selfDeviceTimeTotalUs();
   std::size_t nameWidth = 4;
   for (const OpAverage* r : sorted) nameWidth = std::max(nameWidth, r->name.size());
   nameWidth = std::min<std::size_t>(nameWidth, 60);
   std::vector<std::string> headers{"Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
+  if (withDevice) {
+    for (const char* h : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) headers.push_back(h);
+  }
   if (withMemory) {
     headers.push_back("CPU Mem");
     headers.push_back("Self CPU Mem");
@@ -256,6 +375,12 @@ std::string KeyAverages::table(const std::string& sort_by, int row_limit) const 
     out += pad(cut(r->name, nameWidth), nameWidth);
     std::vector<std::string> cells{percent(r->selfCpuTimeTotalUs, selfTotal), formatUs(r->selfCpuTimeTotalUs),
                                    percent(r->cpuTimeTotalUs, selfTotal), formatUs(r->cpuTimeTotalUs), formatUs(r->cpuTimeAvgUs())};
+    if (withDevice) {
+      for (const std::string& cell : {formatUs(r->selfDeviceTimeTotalUs), percent(r->selfDeviceTimeTotalUs, selfDeviceTotal),
+                                      formatUs(r->deviceTimeTotalUs), formatUs(r->deviceTimeAvgUs())}) {
+        cells.push_back(cell);
+      }
+    }
     if (withMemory) {
       cells.push_back(formatMemory(r->cpuMemoryBytes));
       cells.push_back(formatMemory(r->selfCpuMemoryBytes));
@@ -266,6 +391,7 @@ std::string KeyAverages::table(const std::string& sort_by, int row_limit) const 
     out += "\n";
   }
   out += rule + "\nSelf CPU time total: " + formatUs(selfTotal) + "\n";
+  if (withDevice) out += "Self CUDA time total: " + formatUs(selfDeviceTotal) + "\n";
   return out;
 }
 
@@ -284,6 +410,26 @@ std::string Profile::chromeTraceJson() const {
     if (options_.record_shapes) args += "\"Input Dims\": \"" + jsonEscape(e.shapes) + "\"";
     if (options_.profile_memory) args += std::string(args.empty() ? "" : ", ") + "\"CPU Mem\": " + std::to_string(e.memoryBytes);
     out += args + "}}";
+  }
+  // The devices' streams, one lane each (a tid of its own, named), as PyTorch's trace shows its
+  // kernels: each device op's span on its stream, on the host's clock.
+  std::map<std::string, std::uint64_t> lanes;
+  for (const Event& e : events_) {
+    if (e.device.empty()) continue;
+    auto [lane, added] = lanes.emplace(e.device, 1000000 + lanes.size());
+    char times[160];
+    std::snprintf(times, sizeof times, "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %ld, \"tid\": %" PRIu64, e.deviceStartUs, e.deviceUs,
+                  pid, lane->second);
+    out += first ? "  " : ",\n  ";
+    first = false;
+    out += "{\"name\": \"" + jsonEscape(e.name) + "\", \"cat\": \"gpu_op\", \"ph\": \"X\", " + times + ", \"args\": {\"device\": \"" +
+           jsonEscape(e.device) + "\"}}";
+  }
+  for (const auto& [device, tid] : lanes) {
+    out += first ? "  " : ",\n  ";
+    first = false;
+    out += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) + ", \"tid\": " + std::to_string(tid) +
+           ", \"args\": {\"name\": \"" + jsonEscape(device) + " stream\"}}";
   }
   out += "\n]}\n";
   return out;

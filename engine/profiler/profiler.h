@@ -14,13 +14,19 @@
 //
 // Off (no Profile alive) a RecordScope costs one atomic load and a branch. The events go to one
 // collector under a mutex (ops from worker threads included); the per-thread nesting is thread-local.
-// This covers CPU time; device time through CUDA events and NVTX ranges comes with the streams work
-// (issue 13), and a GPU op's CPU time here is its launch.
+// A GPU op's CPU time is its launch. Its device time comes from two timing events (cuda::Event)
+// recorded on its device's current stream at the op's start and end -- on a real GPU CUDA events, on
+// the emulated GPU its streams' own stamps -- read when the Profile stops: the time the stream took to
+// run everything the op queued (PyTorch's "CUDA total"; it includes any wait of the stream inside the
+// op, where CUPTI would add up kernels only). An op runs on the device of its first CUDA input (or the
+// device a copy goes to).
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "engine/core/device.h"
 
 namespace gpulab {
 class Tensor;
@@ -43,6 +49,11 @@ struct Event {
   std::string shapes;            // with record_shapes
   std::int64_t memoryBytes = 0;  // with profile_memory: net allocation during the op, children included
   std::int64_t selfMemoryBytes = 0;
+  // On a CUDA device (real or emulated): its device ("cuda:0"), and the stream's time for the op's work,
+  // child ops included and less theirs, and when it began (on the host's clock since the Profile
+  // started, through an event recorded when the device was first seen). Empty device: a CPU op.
+  std::string device;
+  double deviceUs = 0, selfDeviceUs = 0, deviceStartUs = 0;
 };
 
 // One row of key_averages(): the events of one name (and, grouped by shape, one input shape).
@@ -50,21 +61,30 @@ struct OpAverage {
   std::string name, shapes;
   std::int64_t count = 0;
   double cpuTimeTotalUs = 0, selfCpuTimeTotalUs = 0;
+  double deviceTimeTotalUs = 0, selfDeviceTimeTotalUs = 0;  // "CUDA total", "Self CUDA"
   std::int64_t cpuMemoryBytes = 0, selfCpuMemoryBytes = 0;
   double cpuTimeAvgUs() const { return count ? cpuTimeTotalUs / static_cast<double>(count) : 0.0; }
+  double deviceTimeAvgUs() const { return count ? deviceTimeTotalUs / static_cast<double>(count) : 0.0; }
 };
 
 class KeyAverages {
  public:
   std::vector<OpAverage> rows;  // in the order each name first ran
   bool withShapes = false, withMemory = false;
-  // PyTorch's table: Name, Self CPU %, Self CPU, CPU total %, CPU total, CPU time avg, [CPU Mem, Self CPU
-  // Mem,] # of Calls[, Input Shapes], then "Self CPU time total: ...". sort_by: "cpu_time_total",
-  // "self_cpu_time_total", "cpu_time", "count", "cpu_memory_usage", "self_cpu_memory_usage"; anything
-  // else throws ValueError listing these. row_limit <= 0: every row.
+  bool withDevice = false;  // some op ran on a CUDA device
+  // PyTorch's table: Name, Self CPU %, Self CPU, CPU total %, CPU total, CPU time avg, [Self CUDA, Self
+  // CUDA %, CUDA total, CUDA time avg,] [CPU Mem, Self CPU Mem,] # of Calls[, Input Shapes], then "Self
+  // CPU time total: ..." [and "Self CUDA time total: ..."]. sort_by: "cpu_time_total",
+  // "self_cpu_time_total", "cpu_time", "cuda_time_total" (or "device_time_total"), "self_cuda_time_total"
+  // (or "self_device_time_total"), "cuda_time" ("device_time"), "count", "cpu_memory_usage",
+  // "self_cpu_memory_usage"; anything else throws ValueError listing these. row_limit <= 0: every row.
   std::string table(const std::string& sort_by = "cpu_time_total", int row_limit = 100) const;
+  // The rows table() prints, in its order: sorted by `sort_by` (largest first, ties in first-run order),
+  // cut to row_limit (<= 0: all). Throws ValueError for an unknown key, as table() does.
+  std::vector<const OpAverage*> sorted(const std::string& sort_by, int row_limit = 0) const;
   // The sum of every event's self time: the profiled wall time that ops account for.
   double selfCpuTimeTotalUs() const;
+  double selfDeviceTimeTotalUs() const;  // the same for the devices' streams
 };
 
 class Profile {
@@ -106,6 +126,10 @@ class RecordScope {
   RecordScope(const std::string& name, std::initializer_list<const Tensor*> inputs = {}) {
     if (isProfiling() && !name.empty()) begin(name.c_str(), inputs);
   }
+  // A copy's scope: `on` is the device whose stream does the work (the GPU side of a copy).
+  RecordScope(const char* name, std::initializer_list<const Tensor*> inputs, Device on) {
+    if (isProfiling()) begin(name, inputs, &on);
+  }
   ~RecordScope() {
     if (active_) end();
   }
@@ -113,7 +137,7 @@ class RecordScope {
   RecordScope& operator=(const RecordScope&) = delete;
 
  private:
-  void begin(const char* name, std::initializer_list<const Tensor*> inputs);
+  void begin(const char* name, std::initializer_list<const Tensor*> inputs, const Device* on = nullptr);
   void end();
   bool active_ = false;
 };

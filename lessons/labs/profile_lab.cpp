@@ -59,8 +59,10 @@ std::vector<lab::ParamSpec> ProfileLab::params() const {
       intParam("batch_size", 64, 1, 65536, "Examples per step"),
       intParam("warmup", 3, 0, 1000, "Steps run before profiling (the first ones pay one-off costs)"),
       intParam("steps", 5, 1, 1000, "Steps profiled"),
-      choiceParam("sort_by", "self_cpu_time_total", {"self_cpu_time_total", "cpu_time_total", "count"},
-                  "key_averages().table(sort_by=...): an op's own time, its time with what it called, or its calls"),
+      choiceParam("sort_by", "self_cpu_time_total",
+                  {"self_cpu_time_total", "cpu_time_total", "self_cuda_time_total", "cuda_time_total", "count"},
+                  "key_averages().table(sort_by=...): an op's own time, its time with what it called (on the CPU, or on a "
+                  "GPU's stream), or its calls"),
       intParam("row_limit", 15, 1, 1000, "Rows of the op table"),
       boolParam("record_shapes", true, "profile(record_shapes=True): each op's input shapes in the trace"),
       boolParam("trace", true, "prof.export_chrome_trace(...): write the trace for Perfetto / chrome://tracing"),
@@ -113,27 +115,34 @@ void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const profiler::KeyAverages averages = prof.key_averages();
 
   // 3. The op table, as key_averages().table() prints it (sorted, cut to row_limit).
-  sink.view({.id = "ops", .title = "key_averages(), sorted by " + p.getString("sort_by"), .kind = lab::ViewKind::Table,
-             .columns = {{"name", ""}, {"self CPU", "%"}, {"self CPU", "us"}, {"CPU total", "us"}, {"CPU time avg", "us"},
-                         {"calls", ""}},
+  const bool onDevice = averages.withDevice;
+  std::vector<lab::Axis> columns = {{"name", ""}, {"self CPU", "%"}, {"self CPU", "us"}, {"CPU total", "us"}, {"CPU time avg", "us"}};
+  if (onDevice) {
+    for (lab::Axis a : std::initializer_list<lab::Axis>{{"self CUDA", "%"}, {"self CUDA", "us"}, {"CUDA total", "us"}}) columns.push_back(a);
+  }
+  columns.push_back({"calls", ""});
+  const std::string sortBy = p.getString("sort_by");
+  sink.view({.id = "ops", .title = "key_averages(), sorted by " + sortBy, .kind = lab::ViewKind::Table, .columns = columns,
              .note = "Self: the op's own time; total: with the ops it called (aten::linear's total includes nothing it "
                      "did not do itself here, a backward node's includes the ops its gradient used). " +
-                     std::string(device.isCuda() && !cuda::isEmulated(device)
-                                     ? "On a GPU these are CPU times: the time to launch each kernel, not to run it."
-                                     : "")});
-  std::vector<const profiler::OpAverage*> rows;
-  for (const auto& r : averages.rows) rows.push_back(&r);
-  const std::string sortBy = p.getString("sort_by");
-  std::stable_sort(rows.begin(), rows.end(), [&](const profiler::OpAverage* a, const profiler::OpAverage* b) {
-    if (sortBy == "count") return a->count > b->count;
-    if (sortBy == "cpu_time_total") return a->cpuTimeTotalUs > b->cpuTimeTotalUs;
-    return a->selfCpuTimeTotalUs > b->selfCpuTimeTotalUs;
-  });
-  const double selfTotal = averages.selfCpuTimeTotalUs();
-  for (std::size_t i = 0; i < rows.size() && i < static_cast<std::size_t>(p.getInt("row_limit")); ++i) {
-    const profiler::OpAverage& r = *rows[i];
-    sink.row("ops", {r.name, selfTotal > 0 ? 100.0 * r.selfCpuTimeTotalUs / selfTotal : 0.0, r.selfCpuTimeTotalUs,
-                     r.cpuTimeTotalUs, r.cpuTimeAvgUs(), r.count});
+                     std::string(onDevice ? "On " + std::string(cuda::isEmulated(device) ? "the emulated GPU" : "a GPU") +
+                                                " the CPU columns are the time to launch each op's kernels; the CUDA columns, "
+                                                "the time the device's stream spent on them (two events per op)."
+                                          : sortBy.find("cuda") != std::string::npos
+                                                ? "No op ran on a CUDA device: there is no CUDA time to sort by (choose device cuda)."
+                                                : "")});
+  const double selfTotal = averages.selfCpuTimeTotalUs(), selfDeviceTotal = averages.selfDeviceTimeTotalUs();
+  auto share = [](double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; };
+  for (const profiler::OpAverage* r : averages.sorted(sortBy, static_cast<int>(p.getInt("row_limit")))) {
+    std::vector<lab::Value> cells = {r->name, share(r->selfCpuTimeTotalUs, selfTotal), r->selfCpuTimeTotalUs, r->cpuTimeTotalUs,
+                                     r->cpuTimeAvgUs()};
+    if (onDevice) {
+      cells.push_back(share(r->selfDeviceTimeTotalUs, selfDeviceTotal));
+      cells.push_back(r->selfDeviceTimeTotalUs);
+      cells.push_back(r->deviceTimeTotalUs);
+    }
+    cells.push_back(r->count);
+    sink.row("ops", cells);
   }
   sink.info("prof.key_averages().table(sort_by=\"" + sortBy + "\"):\n" + averages.table(sortBy, static_cast<int>(p.getInt("row_limit"))));
 
