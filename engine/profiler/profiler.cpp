@@ -18,6 +18,7 @@
 #include "engine/core/errors.h"
 #include "engine/core/tensor.h"
 #include "engine/memory/memory.h"
+#include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/stream.h"
 
 namespace gpulab::profiler {
@@ -170,6 +171,7 @@ void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> i
   // once `recording` was seen true.
   if (c.options.record_shapes) o.shapes = shapeList(inputs);
   if (c.options.profile_memory) o.memoryAtStart = memory_allocated(kCPU);
+  cuda::rangePush(name);  // Nsight Systems' view of the same op (NVTX; nothing without a CUDA module)
   o.startUs = nowUs();
   openScopes.push_back(std::move(o));
   active_ = true;
@@ -177,6 +179,7 @@ void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> i
 
 void RecordScope::end() {
   const double endUs = nowUs();
+  cuda::rangePop();
   Collector& c = collector();
   Open o = std::move(openScopes.back());
   openScopes.pop_back();

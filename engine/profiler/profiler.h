@@ -19,7 +19,8 @@
 // the emulated GPU its streams' own stamps -- read when the Profile stops: the time the stream took to
 // run everything the op queued (PyTorch's "CUDA total"; it includes any wait of the stream inside the
 // op, where CUPTI would add up kernels only). An op runs on the device of its first CUDA input (or the
-// device a copy goes to).
+// device a copy goes to). Each op is also an NVTX range (with a CUDA module), so Nsight Systems shows
+// the ops on the host's timeline above the kernels.
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>

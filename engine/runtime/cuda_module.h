@@ -30,9 +30,10 @@ namespace gpulab::cuda {
 // 5: CUDA events and streams (eventCreate ... eventElapsedMs, streamQuery ... streamWaitEvent).
 // 6: copyBytes takes dstPinned (a non_blocking copy into pinned host memory no longer waits).
 // 7: NCCL collectives (ncclInfo, allReduce, broadcast) for engine/distributed.
-constexpr int kModuleAbiVersion = 7;
+// 8: NVTX ranges (rangePush, rangePop) for the profiler.
+constexpr int kModuleAbiVersion = 8;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi7";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi8";
 
 // Whether the module can run NCCL collectives, and the one line that says so or why not.
 struct NcclInfo {
@@ -79,6 +80,10 @@ struct ModuleApi {
   NcclInfo (*ncclInfo)();
   void (*allReduce)(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, distributed::ReduceOp op);
   void (*broadcast)(const std::vector<CollectiveBuffer>& buffers, std::size_t count, DType dtype, int root);
+  // NVTX ranges on the calling thread (nvtxRangePushA/Pop): what Nsight Systems shows of each op. Without
+  // a tool attached they cost next to nothing; they never throw.
+  void (*rangePush)(const char* name);
+  void (*rangePop)();
 };
 
 // The engine's side of the NCCL entries (cuda_runtime_loader.cpp), for engine/distributed: without a

@@ -141,6 +141,11 @@ void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent&
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes,
                bool nonBlocking, bool srcPinned, bool dstPinned = false);
 
+// NVTX ranges for the profiler's ops, so that Nsight Systems shows them on the host's timeline: pushed
+// and popped on the calling thread; nothing without a CUDA module. Never throw.
+void rangePush(const char* name);
+void rangePop();
+
 // Whether pin_memory() can work here: a real GPU is usable, or the emulated GPU is on (its copies from
 // pinned memory may be asynchronous too).
 bool pinnedMemoryAvailable();

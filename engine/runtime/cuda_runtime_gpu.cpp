@@ -4,6 +4,7 @@
 // The door functions are named *Impl here: the engine's own cuda::availability() etc. forward to them
 // through the ModuleApi table, and calls inside the module stay inside it.
 #include <cublas_v2.h>
+#include <nvtx3/nvToolsExt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <unistd.h>
@@ -840,6 +841,8 @@ extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion,
       ncclInfoImpl,
       allReduceImpl,
       broadcastImpl,
+      [](const char* name) { nvtxRangePushA(name); },
+      [] { nvtxRangePop(); },
   };
   return &api;
 }

@@ -156,6 +156,13 @@ DeviceTelemetry deviceTelemetry(int index) {
   t.reason = "not available: " + loaded().reason;
   return t;
 }
+void rangePush(const char* name) {
+  if (const ModuleApi* m = loaded().api) m->rangePush(name);
+}
+void rangePop() {
+  if (const ModuleApi* m = loaded().api) m->rangePop();
+}
+
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
                bool srcPinned, bool dstPinned) {
   const bool realOnOneSide = (dstDevice.isCuda() && !isEmulated(dstDevice)) || (srcDevice.isCuda() && !isEmulated(srcDevice));
