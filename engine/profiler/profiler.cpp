@@ -54,6 +54,8 @@ struct Collector {
   std::map<std::thread::id, std::uint64_t> threads;
   std::vector<DeviceSpan> spans;
   std::map<std::string, DeviceOrigin> origins;  // by device ("cuda:0")
+  std::uint64_t generation = 0;  // which Profile: one more for each
+  bool nvtx = false;             // a CUDA module is loaded and a GPU usable: each op is an NVTX range too
 };
 Collector& collector() {
   static Collector* c = new Collector;  // never destroyed: scopes may end while the process exits
@@ -67,7 +69,14 @@ struct Open {
   std::int64_t memoryAtStart = 0, childMemory = 0;
   std::optional<Device> device;  // a CUDA device whose stream the op queues work on
   std::shared_ptr<cuda::Event> deviceStart;
+  bool nvtx = false;  // pushed an NVTX range, to pop
 };
+
+// Waits until `e` has been reached without reporting the device's errors: they are the program's, raised
+// at its next synchronisation (a profile must not swallow an out-of-range label's IndexError).
+void waitQuietly(const cuda::Event& e) {
+  while (!e.query()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
 
 // A timing event recorded now on `device`'s current stream; null if it cannot be (profiling must not
 // break the op it watches).
@@ -147,23 +156,28 @@ void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> i
   Collector& c = collector();
   Open o;
   o.name = name;
+  o.startUs = nowUs();  // the profiler's own work for the op counts as the op's, not its caller's
   if (on && on->isCuda()) o.device = *on;
   for (const Tensor* t : inputs) {
     if (!o.device && t && t->defined() && t->is_cuda()) o.device = t->device();
   }
   if (o.device) {
+    // The device's first op of this profile also records its origin: the stream's clock mapped to the
+    // host's. Claimed under the lock, recorded outside it, filled in only if the same profile still runs.
     const std::string key = o.device->str();
-    bool first = false;
+    std::uint64_t generation = 0;
     {
       std::lock_guard lock(c.mutex);
-      first = c.active && !c.origins.count(key);
-      if (first) c.origins[key] = {};  // claimed: recorded below, outside the lock
+      if (c.active && !c.origins.count(key)) {
+        c.origins[key] = {};
+        generation = c.generation;
+      }
     }
-    if (first) {
+    if (generation) {
       auto origin = markDevice(*o.device);
       const double hostUs = nowUs();
       std::lock_guard lock(c.mutex);
-      c.origins[key] = {origin, hostUs - c.startUs};
+      if (c.active && c.generation == generation) c.origins[key] = {origin, hostUs - c.startUs};
     }
     o.deviceStart = markDevice(*o.device);
   }
@@ -171,18 +185,18 @@ void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> i
   // once `recording` was seen true.
   if (c.options.record_shapes) o.shapes = shapeList(inputs);
   if (c.options.profile_memory) o.memoryAtStart = memory_allocated(kCPU);
-  cuda::rangePush(name);  // Nsight Systems' view of the same op (NVTX; nothing without a CUDA module)
-  o.startUs = nowUs();
+  o.nvtx = c.nvtx;
   openScopes.push_back(std::move(o));
   active_ = true;
+  if (openScopes.back().nvtx) cuda::rangePush(name);  // Nsight Systems' view of the same op (NVTX), last: it cannot throw
 }
 
 void RecordScope::end() {
   const double endUs = nowUs();
-  cuda::rangePop();
   Collector& c = collector();
   Open o = std::move(openScopes.back());
   openScopes.pop_back();
+  if (o.nvtx) cuda::rangePop();
   Event e;
   e.name = std::move(o.name);
   e.shapes = std::move(o.shapes);
@@ -197,20 +211,24 @@ void RecordScope::end() {
     openScopes.back().childUs += e.durationUs;
     openScopes.back().childMemory += e.memoryBytes;
   }
+  if (!isProfiling()) return;  // the Profile stopped while this op ran
   std::shared_ptr<cuda::Event> deviceEnd = o.deviceStart ? markDevice(*o.device) : nullptr;
   std::lock_guard lock(c.mutex);
-  if (!c.active) return;  // the Profile stopped while this op ran
+  if (!c.active) return;
   e.startUs = o.startUs - c.startUs;
   auto [it, inserted] = c.threads.emplace(std::this_thread::get_id(), c.threads.size());
   e.thread = it->second;
   if (deviceEnd) {
     e.device = o.device->str();
+    if (const auto stream = o.deviceStart->stream()) e.deviceStream = stream->id();
     c.spans.push_back({c.events.size(), o.deviceStart, deviceEnd});
   }
   c.events.push_back(std::move(e));
 }
 
 Profile::Profile(ProfileOptions options) : options_(options) {
+  // Before the clock starts: the first call loads the CUDA module, which must not count as profiled time.
+  const bool nvtx = cuda::isAvailable();
   Collector& c = collector();
   std::lock_guard lock(c.mutex);
   if (c.active) throw Error("profiler: another profile is already recording (one torch.profiler.profile at a time)");
@@ -220,6 +238,8 @@ Profile::Profile(ProfileOptions options) : options_(options) {
   c.threads.clear();
   c.spans.clear();
   c.origins.clear();
+  ++c.generation;
+  c.nvtx = nvtx;
   c.startUs = startUs_ = nowUs();
   detail::recording.store(true, std::memory_order_release);
 }
@@ -248,20 +268,29 @@ void Profile::stop() {
   for (const DeviceSpan& d : spans) {
     Event& e = events_[d.event];
     try {
-      d.end->synchronize();
+      waitQuietly(*d.end);
       e.deviceUs = std::max(0.0, d.start->elapsed_time(*d.end) * 1000.0);
-      const DeviceOrigin& origin = origins.at(e.device);
-      e.deviceStartUs = origin.hostUs + (origin.event ? origin.event->elapsed_time(*d.start) * 1000.0 : 0.0);
     } catch (const std::exception&) {
       e.device.clear();  // a device error since: no time for this op (the error is the program's to see)
       e.deviceUs = 0;
+      continue;
+    }
+    // Where the span lies on the host's clock: from the device's origin, or else at its launch.
+    e.deviceStartUs = e.startUs;
+    try {
+      const auto origin = origins.find(e.device);
+      if (origin != origins.end() && origin->second.event) {
+        waitQuietly(*origin->second.event);
+        e.deviceStartUs = origin->second.hostUs + origin->second.event->elapsed_time(*d.start) * 1000.0;
+      }
+    } catch (const std::exception&) {
     }
   }
   // Self device time: less the direct children's, nesting read from the host's intervals per thread.
   std::vector<std::size_t> order(events_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return std::tie(events_[a].thread, events_[a].startUs) < std::tie(events_[b].thread, events_[b].startUs);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {  // a parent before its child, also at one start time
+    return std::tie(events_[a].thread, events_[a].startUs, events_[a].depth) < std::tie(events_[b].thread, events_[b].startUs, events_[b].depth);
   });
   std::vector<double> childDevice(events_.size(), 0.0);
   std::vector<std::size_t> open;
@@ -416,10 +445,10 @@ std::string Profile::chromeTraceJson() const {
   }
   // The devices' streams, one lane each (a tid of its own, named), as PyTorch's trace shows its
   // kernels: each device op's span on its stream, on the host's clock.
-  std::map<std::string, std::uint64_t> lanes;
+  std::map<std::string, std::uint64_t> lanes;  // one per stream: "cuda:0 stream 0"
   for (const Event& e : events_) {
     if (e.device.empty()) continue;
-    auto [lane, added] = lanes.emplace(e.device, 1000000 + lanes.size());
+    auto [lane, added] = lanes.emplace(e.device + " stream " + std::to_string(e.deviceStream), 1000000 + lanes.size());
     char times[160];
     std::snprintf(times, sizeof times, "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %ld, \"tid\": %" PRIu64, e.deviceStartUs, e.deviceUs,
                   pid, lane->second);
@@ -428,11 +457,11 @@ std::string Profile::chromeTraceJson() const {
     out += "{\"name\": \"" + jsonEscape(e.name) + "\", \"cat\": \"gpu_op\", \"ph\": \"X\", " + times + ", \"args\": {\"device\": \"" +
            jsonEscape(e.device) + "\"}}";
   }
-  for (const auto& [device, tid] : lanes) {
+  for (const auto& [name, tid] : lanes) {
     out += first ? "  " : ",\n  ";
     first = false;
     out += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) + ", \"tid\": " + std::to_string(tid) +
-           ", \"args\": {\"name\": \"" + jsonEscape(device) + " stream\"}}";
+           ", \"args\": {\"name\": \"" + jsonEscape(name) + "\"}}";
   }
   out += "\n]}\n";
   return out;

@@ -54,6 +54,7 @@ struct Event {
   // child ops included and less theirs, and when it began (on the host's clock since the Profile
   // started, through an event recorded when the device was first seen). Empty device: a CPU op.
   std::string device;
+  std::uintptr_t deviceStream = 0;  // the stream's id (0: the default stream)
   double deviceUs = 0, selfDeviceUs = 0, deviceStartUs = 0;
 };
 
