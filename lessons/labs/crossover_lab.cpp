@@ -297,20 +297,18 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   sink.measurement("GPU speed-up at the smallest size", speedup(sizes.front()), "x");
   sink.measurement("GPU speed-up at the largest size", speedup(largest), "x");
   sink.measurement("GPU speed-up at your size", speedup(yourSize), "x");
-  sink.measurement("fixed cost per call, CPU", sides[0].fixed * 1e6, "us");
-  sink.measurement("fixed cost per call, GPU", sides[1].fixed * 1e6, "us");
-  sink.measurement("arithmetic rate, CPU", sides[0].figures.flopsPerSecond / 1e9, "GFLOP/s");
-  sink.measurement("arithmetic rate, GPU", sides[1].figures.flopsPerSecond / 1e9, "GFLOP/s");
-  sink.measurement("memory bandwidth, CPU", sides[0].figures.bytesPerSecond / 1e9, "GB/s");
-  sink.measurement("memory bandwidth, GPU", sides[1].figures.bytesPerSecond / 1e9, "GB/s");
-  sink.measurement("fixed-cost share at the smallest size, CPU", sides[0].splits.at(sizes.front()).share(sides[0].fixed), "%");
-  sink.measurement("fixed-cost share at the smallest size, GPU", sides[1].splits.at(sizes.front()).share(sides[1].fixed), "%");
-  sink.measurement("arithmetic share at the largest size, CPU", sides[0].splits.at(largest).share(sides[0].splits.at(largest).arithmetic), "%");
-  sink.measurement("arithmetic share at the largest size, GPU", sides[1].splits.at(largest).share(sides[1].splits.at(largest).arithmetic), "%");
-  sink.measurement("fixed-cost share at the largest size, CPU", sides[0].splits.at(largest).share(sides[0].fixed), "%");
-  sink.measurement("fixed-cost share at the largest size, GPU", sides[1].splits.at(largest).share(sides[1].fixed), "%");
-  sink.measurement("arithmetic share of the measured time at your size, CPU", cpuYours.arithmeticOfMeasured(), "%");
-  sink.measurement("arithmetic share of the measured time at your size, GPU", gpuYours.arithmeticOfMeasured(), "%");
+  for (const Side& s : sides) {  // the same figures for each side, named "..., CPU" and "..., GPU"
+    const std::string of = s.device.isCpu() ? ", CPU" : ", GPU";
+    const Split& smallest = s.splits.at(sizes.front());
+    const Split& large = s.splits.at(largest);
+    sink.measurement("fixed cost per call" + of, s.fixed * 1e6, "us");
+    sink.measurement("arithmetic rate" + of, s.figures.flopsPerSecond / 1e9, "GFLOP/s");
+    sink.measurement("memory bandwidth" + of, s.figures.bytesPerSecond / 1e9, "GB/s");
+    sink.measurement("fixed-cost share at the smallest size" + of, smallest.share(smallest.fixed), "%");
+    sink.measurement("arithmetic share at the largest size" + of, large.share(large.arithmetic), "%");
+    sink.measurement("fixed-cost share at the largest size" + of, large.share(large.fixed), "%");
+    sink.measurement("arithmetic share of the measured time at your size" + of, s.splits.at(yourSize).arithmeticOfMeasured(), "%");
+  }
 
   std::string summary = "At n = " + std::to_string(yourSize) + " the " + gpuName + " is " + fasterOrSlower(speedup(yourSize)) +
                         " than the CPU; its " + what + " is " + gpuYours.bound() + "-bound (arithmetic at full rate: " +

@@ -70,6 +70,12 @@ double largestDifference(const std::vector<Tensor>& a, const std::vector<Tensor>
 
 std::int64_t allocated(Device d) { return memory_allocated(d); }
 
+// Replica i's rows of a batch split into equal shards (a DistributedSampler's share, DataParallel's scatter).
+Tensor shardOf(const Tensor& batch, std::size_t i, std::int64_t shard) {
+  const auto start = static_cast<std::int64_t>(i) * shard;
+  return batch.slice(0, start, start + shard);
+}
+
 // Where the replicas live: real GPUs with NCCL between them, or one device taking turns.
 struct Placement {
   std::vector<Device> devices;  // one per replica
@@ -139,8 +145,7 @@ RunResult runDdp(const Setup& s, const Placement& where, bool allReduce, const l
     std::vector<double> forwardBytes(n, 0.0);
     for (std::size_t i = 0; i < n; ++i) {  // each replica's forward on its own rows (a DistributedSampler's share)
       opt[i]->zero_grad();
-      const auto rows = [&](const Tensor& t) { return t.slice(0, static_cast<std::int64_t>(i) * shard, static_cast<std::int64_t>(i + 1) * shard).to(where.devices[i]); };
-      const Tensor xi = rows(x), yi = rows(y);
+      const Tensor xi = shardOf(x, i, shard).to(where.devices[i]), yi = shardOf(y, i, shard).to(where.devices[i]);
       const std::int64_t before = allocated(where.devices[i]);
       losses[i] = mse_loss(forward(p[i], xi), yi);
       // Its rows (on one device they may be views of the batch: counted by their size) and the
@@ -213,7 +218,7 @@ RunResult runDp(const Setup& s, const Placement& where, const lab::StopToken& st
       const std::int64_t before = allocated(d);
       std::vector<Tensor> weights;  // replicate: the master's weights copied to this device, every step
       for (const Tensor& w : master) weights.push_back(i == 0 ? w : where.simulated ? w.clone() : w.to(d));
-      Tensor rows = x.slice(0, static_cast<std::int64_t>(i) * shard, static_cast<std::int64_t>(i + 1) * shard);  // scatter
+      Tensor rows = shardOf(x, i, shard);  // scatter
       if (i > 0 && !where.simulated) rows = rows.to(d);
       const Tensor out = forward(weights, rows);
       // This step's copy of the weights and the activations kept for backward (the allocator's), and
@@ -231,8 +236,7 @@ RunResult runDp(const Setup& s, const Placement& where, const lab::StopToken& st
     }
     Tensor loss;  // the mean over the whole batch, on the first device
     for (std::size_t i = 0; i < n; ++i) {
-      const Tensor part = mse_loss(gathered[i], y.slice(0, static_cast<std::int64_t>(i) * shard, static_cast<std::int64_t>(i + 1) * shard),
-                                   Reduction::Sum);
+      const Tensor part = mse_loss(gathered[i], shardOf(y, i, shard), Reduction::Sum);
       loss = loss.defined() ? add(loss, part) : part;
     }
     loss = mul(loss, 1.0 / static_cast<double>(s.batch));
