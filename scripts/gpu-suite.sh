@@ -21,7 +21,7 @@
 #             memory statistics), amp_bench.py (mixed precision), compare_pytorch.py (the DataLoader
 #             loops): GPU Lab against PyTorch on the same GPU
 #
-# CHECK_LIMIT, LESSONS_LIMIT and BENCH_{GPU,AMP,TRAINING}_LIMIT cap single stages (seconds) when a loan is
+# TIMED_LIMIT, CHECK_LIMIT, LESSONS_LIMIT and BENCH_{GPU,AMP,TRAINING}_LIMIT cap single stages (seconds) when a loan is
 # short and the phases are reordered (e.g. `check bench lessons`).
 # GPU_SUITE_BUDGET (seconds, default 520) is the whole run's budget: each stage gets its own limit
 # or what is left, whichever is less, so the suite ends (and its logs come back) inside a device
@@ -38,7 +38,7 @@ logs=$(mktemp -d /tmp/gpu-suite.XXXX)
 mkdir -p "$out"
 summary="$logs/summary.txt"
 cli=./bin/gpulab-cli
-timed_tests='^(test_sync_lab|test_feeding_lab|test_streams_lab|test_crossover_lab|test_training|test_profile_lab)$'
+timed_tests='^(test_sync_lab|test_feeding_lab|test_streams_lab|test_crossover_lab|test_training|test_profile_lab|test_profiler|test_streams)$'
 export PYTHONUNBUFFERED=1
 # A bare GPU machine has no fontconfig configuration: point it at the fonts run.sh unpacked, so the GUI
 # tests lay out text in DejaVu Sans as on a desktop rather than in whatever fallback is left.
@@ -108,7 +108,7 @@ for p in $phases; do
       # The tests that time something first, alone: beside the sanitizers on 16 cores their claims
       # failed for want of CPU (H200, 2026-11-26), and ctest runs its RUN_SERIAL ones last, after the
       # limit had struck.
-      stage ctest-timed 90 ctest --output-on-failure --timeout 80 -R "$timed_tests"
+      stage ctest-timed "${TIMED_LIMIT:-120}" ctest --output-on-failure --timeout 80 -R "$timed_tests"
       stage ctest "${CHECK_LIMIT:-240}" ctest --output-on-failure --timeout 200 -j8 -E "$timed_tests" &
       ctest_pid=$!
       sanitize
