@@ -168,6 +168,20 @@ class TestCli : public QObject {
     QCOMPARE(cli({"lesson", "no-such-lesson"}).exitCode, 2);
   }
 
+  // Every run of a lesson ends with a "done" event, the labs that send no totals of their own too: a
+  // recording (resources/reference-runs) is refused without one, as a run cut short.
+  void everyRunEndsWithDone() {
+    Run lesson = cli({"lesson", "syncs-and-transfers", "--quick", "--json"});
+    QCOMPARE(lesson.exitCode, 0);
+    QStringList order;
+    for (const QJsonObject& e : lesson.events) {
+      if (e["event"] == "run" || e["event"] == "done") order << e["event"].toString();
+      if (e["event"] == "done") QVERIFY2(e["seconds"].toDouble() > 0 && e["stopped"] == false, qPrintable(QJsonDocument(e).toJson()));
+    }
+    QVERIFY(!order.isEmpty());
+    QCOMPARE(order.join(' '), QStringList(order.size() / 2, "run done").join(' '));
+  }
+
   // The memory chapter headless: the OOM lesson hits a real out-of-memory error, recovers, and its
   // challenge is graded from the run (met by the quick variant's batch 1024 x 4); the first memory
   // lesson reports memory by category.

@@ -102,10 +102,14 @@ class TestCrossoverLab : public QObject {
     QVERIFY(measured(s, "GPU speed-up at the smallest size") < 1);
     QVERIFY(measured(s, "GPU speed-up at the largest size") > 1);
     QVERIFY(measured(s, "crossover size") > 8);
-    // A training step of many small ops crosses over later than one product (or not within the sweep).
+    // A training step of many small ops pays a launch per op: its fixed cost is many times a product's,
+    // and a tiny one is slower on the GPU. Where it crosses over, against a product, the lesson leaves to
+    // the run: on an H200 (2026-11-26) both crossed at n = 64, the CPU paying per op too.
     const RecordingSink step = runCrossover({{"workload", "mlp"}, {"max_size", "2048"}, {"size", "1024"}}, "cuda:0");
-    qInfo("GPU: an MLP step crosses over at n = %.0f (0: not up to 2048)", measured(step, "crossover size"));
-    QVERIFY(measured(step, "crossover size") == 0 || measured(step, "crossover size") > measured(s, "crossover size"));
+    qInfo("GPU: an MLP step crosses over at n = %.0f (0: not up to 2048); fixed cost %.1f us against a product's %.1f us",
+          measured(step, "crossover size"), measured(step, "fixed cost per call, GPU"), measured(s, "fixed cost per call, GPU"));
+    QVERIFY(measured(step, "fixed cost per call, GPU") > 5 * measured(s, "fixed cost per call, GPU"));
+    QVERIFY(measured(step, "GPU speed-up at the smallest size") < 1);
   }
 
   void badSettingsAreRefusedByName() {

@@ -4,8 +4,10 @@
 // - with 0 workers the device sits idle much of the time, waiting for the loop to load; 4 workers
 //   keep it far busier and the loop runs faster -- on the CPU and on the emulated GPU (and a GPU);
 // - on the CPU one worker already helps (it loads while the loop computes);
-// - with 4 workers, pinned batches copied non_blocking keep a GPU (and the emulated one) busier than
-//   pageable ones, whose blocking copies make the loop wait for the device every step;
+// - with 4 workers, pinned batches copied non_blocking keep the emulated GPU busier than pageable ones,
+//   whose blocking copies make the loop wait for the device every step; on a GPU the loop runs faster
+//   with them (its idle share there is a lower bound that counts a blocking copy's wait as work, so
+//   it is not compared: an H200 ran pinned 3307 steps/s, idle 19.2 %, pageable 3047, idle 11.3 %);
 // - on a GPU, batches in pinned memory copy in faster than pageable ones.
 // ctest runs this suite alone (RUN_SERIAL): the workers and the emulated GPU's stream need the cores.
 #include <set>
@@ -100,7 +102,9 @@ class TestFeedingLab : public QObject {
     const double pageable = measured(s, "copy time per batch, pageable"), pinned = measured(s, "copy time per batch, pinned");
     qInfo("GPU: a batch copies in in %.1f us from pageable memory, %.1f us from pinned", pageable, pinned);
     QVERIFY(pinned < pageable);
-    QVERIFY(measured(s, "device idle share, 4 workers, pinned") < measured(s, "device idle share, 4 workers, pageable"));
+    qInfo("GPU, 4 workers: %.0f steps/s with pageable batches, %.0f with pinned + non_blocking",
+          measured(s, "steps/s, 4 workers, pageable"), measured(s, "steps/s, 4 workers, pinned"));
+    QVERIFY(measured(s, "steps/s, 4 workers, pinned") > measured(s, "steps/s, 4 workers, pageable"));
   }
 
   void theTimelinesHaveTheDevicesLanes() {

@@ -7,6 +7,7 @@
 #include <QSet>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,10 +62,12 @@ class CliSink final : public lab::MetricSink {
   CliSink(QTextStream& out, QTextStream& err, bool json) : out_(out), err_(err), json_(json), tty_(isatty(fileno(stderr))) {}
 
   std::vector<lab::Measurement> measured;  // what the run measured, for its challenge
+  bool sawDone = false;                     // the lab ended its run with its own "done" record
 
   void send(const lab::Update& update) override {
     checker_.check(update);
     if (const auto* m = std::get_if<lab::Measurement>(&update)) measured.push_back(*m);
+    if (const auto* r = std::get_if<lab::Record>(&update); r && r->event == "done") sawDone = true;
     if (json_) {
       out_ << line(course::toJson(update)) << "\n";
       out_.flush();
@@ -365,11 +368,18 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     lab::StopToken stop;
     gActiveStop = &stop;
     if (gStopRequested.load()) stop.requestStop();
+    const auto start = std::chrono::steady_clock::now();
     try {
       theLab->run(*parsed, sink, stop);
     } catch (...) {
       sink.endProgress();
       throw;
+    }
+    // Every run ends with a "done" record, so that a recording (resources/reference-runs) shows where a
+    // run ended whole: the training labs send their own, with their totals; the others get this one.
+    if (!sink.sawDone) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      sink.send(lab::Record{"done", {{"seconds", seconds}, {"stopped", stop.stopRequested()}}});
     }
     sink.endProgress();
     gActiveStop = nullptr;

@@ -521,6 +521,8 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
     sink.measurement("copy time per batch, pinned", 1e6 * pinned.copySeconds / static_cast<double>(pinned.steps), "us");
     sink.measurement("device idle share, 4 workers, pageable", idleShare(pageable), "%");
     sink.measurement("device idle share, 4 workers, pinned", idleShare(pinned), "%");
+    sink.measurement("steps/s, 4 workers, pageable", stepsPerSecond(pageable), "steps/s");
+    sink.measurement("steps/s, 4 workers, pinned", stepsPerSecond(pinned), "steps/s");
   }
   sink.record("feeding", {{"step_ms", step * 1000.0}, {"workers", yours.workers}, {"pin_memory", yours.pinned},
                           {"steps_per_s", stepsPerSecond(own)}, {"device_idle_pct", idleShare(own)}, {"device", s.device.str()}});

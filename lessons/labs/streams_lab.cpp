@@ -119,26 +119,30 @@ double timed(Device device, int repeats, Work work) {
 }
 
 // Work that keeps the current stream busy for about 50 ms, so that what is queued after it is not done
-// for a while: products of an n x n matrix, n sized so that each takes about a millisecond on this
-// device (more products of a small matrix would not do on a GPU: it would run them as fast as the host
-// queues them).
+// for a while: products of an n x n matrix, n doubled until one product takes a millisecond on this
+// device, measured. Many products of a small matrix would not do: a GPU runs them as fast as the host
+// queues them, so the stream never falls behind (an H200 read both races right, 2026-11-26, when the
+// size was extrapolated from a 256 x 256 product's time, which is all launch).
 class Burner {
  public:
   explicit Burner(Device device) {
-    const Tensor small = ones({256, 256}, {.device = device});
-    const double t = timed(device, 3, [&] { (void)matmul(small, small); });
-    const double n = std::clamp(256.0 * std::cbrt(1e-3 / t), 256.0, 8192.0);
-    const auto size = static_cast<std::int64_t>(n / 64) * 64;
-    const double each = t * std::pow(static_cast<double>(size) / 256.0, 3.0);
+    constexpr int kQueued = 4;  // products per timing: what the stream sustains, not one launch's latency
+    std::int64_t size = 256;
+    double each = 0;
+    for (;; size *= 2) {
+      B_ = full({size, size}, 1.0 / static_cast<double>(size), {.device = device});
+      each = timed(device, 3, [&] { (*this)(kQueued); }) / kQueued;
+      if (each >= 1e-3 || size >= 8192) break;
+    }
     products_ = static_cast<int>(std::clamp(0.05 / each, 2.0, 200.0));
-    B_ = full({size, size}, 1.0 / static_cast<double>(size), {.device = device});
   }
-  void operator()() const {
-    Tensor y = B_;
-    for (int i = 0; i < products_; ++i) y = matmul(y, B_);
-  }
+  void operator()() const { (*this)(products_); }
 
  private:
+  void operator()(int products) const {
+    Tensor y = B_;
+    for (int i = 0; i < products; ++i) y = matmul(y, B_);
+  }
   Tensor B_;
   int products_ = 0;
 };
