@@ -8,7 +8,9 @@
 //   whose blocking copies make the loop wait for the device every step; on a GPU the loop runs faster
 //   with them (its idle share there is a lower bound that counts a blocking copy's wait as work, so
 //   it is not compared: an H200 ran pinned 3307 steps/s, idle 19.2 %, pageable 3047, idle 11.3 %);
-// - on a GPU, batches in pinned memory copy in faster than pageable ones.
+// - on a GPU, batches in pinned memory copy in faster than pageable ones;
+// - copied ahead on a copy stream (data::DevicePrefetcher), the copies overlap the compute, on a lane
+//   of their own, and the batches are the same.
 // ctest runs this suite alone (RUN_SERIAL): the workers and the emulated GPU's stream need the cores.
 #include <set>
 
@@ -114,7 +116,23 @@ class TestFeedingLab : public QObject {
     const std::set<std::string> yours = lanes(s, "timeline-yours");
     QVERIFY(yours.count("copy") == 1 && yours.count("compute") == 1);
     QVERIFY(yours.count("worker 1") == 1);
-    QCOMPARE(s.rows("loaders").size(), std::size_t(9));  // the ceiling; 0, 1, 2, 4 workers, each pageable and pinned
+    QCOMPARE(s.rows("loaders").size(), std::size_t(10));  // the ceiling; 0, 1, 2, 4 workers, each pageable and pinned; the prefetcher
+    // The prefetcher's copies on a lane of their own, the copy stream, and none on the compute stream's.
+    const std::set<std::string> ahead = lanes(s, "timeline-prefetch");
+    QVERIFY(ahead.count("copy stream") == 1 && ahead.count("compute") == 1 && ahead.count("copy") == 0);
+    QCOMPARE(measured(s, "largest difference between the loaders' mean losses"), 0.0);  // the same batches, in order
+  }
+
+  // The prefetcher's copy of the next batch runs on its copy stream while the step computes: some of
+  // the copies' time overlaps the compute stream's (on the emulated GPU the two streams are two threads).
+  void thePrefetchersCopiesOverlapTheCompute() {
+    const auto gpu = cuda::isAvailable() ? std::optional<Device>(Device(DeviceType::CUDA, 0)) : cuda::emulatedDevice();
+    if (!gpu) QSKIP("no GPU and the emulated GPU is off");
+    const RecordingSink s = runFeeding({{"num_workers", "4"}, {"pin_memory", "true"}, {"steps", "40"}}, gpu->str());
+    const double overlapped = measured(s, "copy time overlapped with compute, copy stream");
+    qInfo("%s: the copy stream's copies %.0f%% overlapped with compute; %.0f steps/s, against %.0f with pinned + non_blocking",
+          gpu->str().c_str(), overlapped, measured(s, "steps/s, 4 workers, copy stream"), measured(s, "steps/s, 4 workers, pinned"));
+    QVERIFY(overlapped > 0);
   }
 
   void badSettingsAreRefusedByName() {

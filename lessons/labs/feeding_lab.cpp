@@ -40,6 +40,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
+#include "engine/data/device_prefetcher.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/emulated_streams.h"
@@ -177,8 +178,9 @@ struct LoaderChoice {
   int workers = 0;
   bool pinned = false;    // pin_memory=True, and the copies non_blocking
   bool resident = false;  // no loader: the batches were loaded onto the device before the loop (the ceiling)
+  bool prefetch = false;  // pinned, and copied one batch ahead on a stream of their own (data::DevicePrefetcher)
   bool operator<(const LoaderChoice& o) const {
-    return std::tuple(!resident, workers, pinned) < std::tuple(!o.resident, o.workers, o.pinned);
+    return std::tuple(!resident, workers, pinned, prefetch) < std::tuple(!o.resident, o.workers, o.pinned, o.prefetch);
   }
   bool operator==(const LoaderChoice& o) const = default;
 };
@@ -192,6 +194,7 @@ std::string workersText(int workers) {
 std::string choiceText(const LoaderChoice& c, bool copies) {
   if (c.resident) return "batches already on the device (no loading: the ceiling)";
   if (!copies) return workersText(c.workers);
+  if (c.prefetch) return workersText(c.workers) + ", pinned, copied ahead on a copy stream";
   return workersText(c.workers) + (c.pinned ? ", pinned + non_blocking" : ", pageable");
 }
 
@@ -202,7 +205,9 @@ struct LoaderRun {
   double seconds = 0;         // the loop, from asking for the first batch until the device finished the last step
   double busySeconds = 0;     // ... of which the device was working (how it is measured: runLoader)
   double waitingSeconds = 0;  // the loop's time waiting for batches (with 0 workers: loading them itself)
-  double copySeconds = 0;     // the stream's time from each step's copies' start to their end (GPU only)
+  double copySeconds = 0;     // the stream's time from each step's copies' start to their end (GPU only; the
+                              // copy stream's with the prefetcher)
+  double overlappedCopySeconds = 0;  // ... of which the compute ran at the same time (the prefetcher's copies)
   double meanLoss = 0;
   std::vector<lab::Span> timeline;  // some steps, their lanes named for the view
   std::vector<std::string> workerLanes;
@@ -223,6 +228,14 @@ const char* const kLaneWait = "wait";
 const char* const kLaneStep = "step";
 const char* const kLaneCopy = "copy";
 const char* const kLaneCompute = "compute";
+const char* const kLaneCopyStream = "copy stream";
+
+// How much of [start, end] the spans cover (the spans do not overlap each other).
+double coveredBy(double start, double end, const std::vector<std::pair<double, double>>& spans) {
+  double covered = 0;
+  for (const auto& [a, b] : spans) covered += std::max(0.0, std::min(end, b) - std::max(start, a));
+  return covered;
+}
 
 LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   const bool gpu = s.device.isCuda();
@@ -236,6 +249,7 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   struct StepClock {
     double asked = 0, got = 0, queued = 0;         // host: asked the loader, had the batch, had queued (on the CPU: run) the step
     cuda::Event copyStart{true}, copyEnd{true}, end{true};  // the device's stream (GPU only)
+    std::optional<cuda::Event> aheadStart, aheadEnd;           // the batch's copy on the prefetcher's copy stream
   };
   std::vector<StepClock> clocks(static_cast<std::size_t>(steps));
   std::optional<cuda::Stream> stream;
@@ -279,6 +293,21 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
       const auto& [x, y] = resident[static_cast<std::size_t>(step) % resident.size()];
       trainStep(c, x, y);
     }
+  } else if (choice.prefetch) {
+    data::DataLoader loader(std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log),
+                            {.batch_size = kBatch, .shuffle = true, .num_workers = choice.workers, .pin_memory = true, .seed = s.seed});
+    data::DevicePrefetcher ahead(loader, s.device);  // queues the first batch's copy on its copy stream
+    for (; step < steps; ++step) {
+      StepClock& c = clocks[static_cast<std::size_t>(step)];
+      c.asked = asked;
+      const std::optional<data::Batch> batch = ahead.next();  // on the device; the next one's copy queued
+      if (!batch) break;
+      c.got = seconds();
+      c.aheadStart = ahead.copyStarted();
+      c.aheadEnd = ahead.copyFinished();
+      trainStep(c, batch->inputs, batch->targets);  // .to(device) is a no-op: the batch is there
+      asked = seconds();
+    }
   } else {
     data::DataLoader loader(std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log),
                             {.batch_size = kBatch, .shuffle = true, .num_workers = choice.workers, .pin_memory = choice.pinned,
@@ -306,13 +335,20 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   // thread from having the batch to having run the step.
   auto deviceSeconds = [&](const cuda::Event& e) { return origin.elapsed_time(e) / 1000.0; };
   std::vector<double> stepStart(clocks.size()), stepEnd(clocks.size()), copyEnd(clocks.size());
+  std::vector<std::pair<double, double>> ahead, compute;  // the prefetcher's copies; the steps' compute
   for (std::size_t i = 0; i < clocks.size(); ++i) {
     const StepClock& c = clocks[i];
     stepStart[i] = gpu ? deviceSeconds(c.copyStart) : c.got;
     copyEnd[i] = gpu ? deviceSeconds(c.copyEnd) : c.got;
     stepEnd[i] = gpu ? deviceSeconds(c.end) : c.queued;
     r.waitingSeconds += c.got - c.asked;
-    r.copySeconds += copyEnd[i] - stepStart[i];
+    if (c.aheadStart) ahead.emplace_back(deviceSeconds(*c.aheadStart), deviceSeconds(*c.aheadEnd));
+    else r.copySeconds += copyEnd[i] - stepStart[i];
+    compute.emplace_back(copyEnd[i], stepEnd[i]);
+  }
+  for (const auto& [a, b] : ahead) {
+    r.copySeconds += b - a;
+    r.overlappedCopySeconds += coveredBy(a, b, compute);
   }
   // How long the device worked. The emulated GPU's streams time the kernels they run (what nvidia-smi's
   // GPU-Util counts). A GPU's stream is timed from each step's first copy to its last kernel: waits
@@ -348,7 +384,10 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
     const StepClock& c = clocks[i];
     if (choice.workers > 0) r.timeline.push_back({"", kLaneWait, "waits for " + batch, c.asked, c.got});
     r.timeline.push_back({"", kLaneStep, (gpu ? "queues " : "runs ") + batch + "'s step", c.got, c.queued});
-    if (gpu) {
+    if (gpu && choice.prefetch) {
+      r.timeline.push_back({"", kLaneCopyStream, "copies " + batch + " in, ahead", ahead[i].first, ahead[i].second});
+      r.timeline.push_back({"", kLaneCompute, batch + ": waits for its copy; forward, backward, step", stepStart[i], stepEnd[i]});
+    } else if (gpu) {
       r.timeline.push_back({"", kLaneCopy, "copies " + batch + " in", stepStart[i], copyEnd[i]});
       r.timeline.push_back({"", kLaneCompute, batch + ": forward, backward, step", copyEnd[i], stepEnd[i]});
     }
@@ -408,6 +447,10 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
     choices.push_back({w, false});
     if (copies) choices.push_back({w, true});
   }
+  // And, where there are copies, the four workers' pinned batches copied one batch ahead on a stream of
+  // their own, as a prefetcher does (data::DevicePrefetcher).
+  const LoaderChoice prefetching{.workers = 4, .pinned = true, .prefetch = true};
+  if (copies) choices.push_back(prefetching);
   const LoaderChoice mine = copies ? yours : LoaderChoice{yours.workers, false};
   if (std::find(choices.begin(), choices.end(), mine) == choices.end()) choices.push_back(mine);
   std::sort(choices.begin(), choices.end());
@@ -442,7 +485,8 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
                      " Loop waiting: the share of the loop spent waiting for the next batch (with 0 workers: loading it); with "
                      "pinned copies the loop no longer waits inside .to(), so it runs ahead and waits here instead." +
                      (copies ? " Copy in: from the stream reaching a step's copies to their end; a blocking copy also holds the "
-                               "loop's round trip between its two copies." : "") +
+                               "loop's round trip between its two copies. The prefetcher's: its copy stream's time for them, "
+                               "beside the compute stream's work." : "") +
                      " Every loader yields the same batches in the same order, so the losses agree: only the feeding differs."});
   for (const auto& [c, r] : runs) {
     std::vector<lab::Value> cells = {choiceText(c, copies) + (c == mine ? " (yours)" : ""), stepsPerSecond(r), ofCeiling(r), idleShare(r),
@@ -455,6 +499,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   // 2. The bars: how busy the device was, by workers (and pinning).
   std::vector<lab::SeriesSpec> series = {{"pageable", copies ? "pageable" : "device busy"}};
   if (copies) series.push_back({"pinned", "pinned + non_blocking"});
+  if (copies) series.push_back({"prefetch", "pinned, copied ahead on a copy stream"});
   sink.view({.id = "busy", .title = "How busy the device was", .kind = lab::ViewKind::Bars, .y = {"device busy", "%"},
              .yFromZero = true, .series = series,
              .note = std::string("100% minus the device's idle share") +
@@ -462,7 +507,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
                                          "counts only the time kernels run."
                                        : ": what nvidia-smi's GPU-Util counts, the time the device was running work.")});
   for (const auto& [c, r] : runs) {
-    if (!c.resident) sink.bar("busy", c.pinned ? "pinned" : "pageable", workersText(c.workers), 100.0 - idleShare(r));
+    if (!c.resident) sink.bar("busy", c.prefetch ? "prefetch" : c.pinned ? "pinned" : "pageable", workersText(c.workers), 100.0 - idleShare(r));
   }
 
   // 3. Two timelines: the loop loading its own batches from pageable memory, and yours.
@@ -470,9 +515,12 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   auto timeline = [&](const std::string& id, const std::string& title, const LoaderRun& r) {
     std::vector<lab::SeriesSpec> lanes;
     lanes.push_back(r.choice.workers == 0 ? lab::SeriesSpec{kLaneLoop, "loop: loads"} : lab::SeriesSpec{kLaneWait, "loop: waits for a batch"});
-    lanes.push_back({kLaneStep, gpu ? "loop: copies, queues the step" : "loop: runs the step"});
+    lanes.push_back({kLaneStep, !gpu ? "loop: runs the step" : r.choice.prefetch ? "loop: queues the step" : "loop: copies, queues the step"});
     for (const std::string& w : r.workerLanes) lanes.push_back({w, w + ": loads"});
-    if (gpu) {
+    if (gpu && r.choice.prefetch) {
+      lanes.push_back({kLaneCopyStream, (emulated ? "emulated GPU copy stream" : "GPU copy stream") + std::string(": copy in, ahead")});
+      lanes.push_back({kLaneCompute, gpuLane + ": compute"});
+    } else if (gpu) {
       lanes.push_back({kLaneCopy, gpuLane + ": copy in"});
       lanes.push_back({kLaneCompute, gpuLane + ": compute"});
     }
@@ -486,6 +534,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const LoaderChoice naive{0, false};
   timeline("timeline-naive", "Timeline: " + choiceText(naive, copies), runs.at(naive));
   timeline("timeline-yours", "Timeline: " + choiceText(mine, copies) + " (yours)", runs.at(mine));
+  if (copies) timeline("timeline-prefetch", "Timeline: " + choiceText(prefetching, copies), runs.at(prefetching));
 
   // 4. The measurements the lesson's claims and challenge rest on.
   const LoaderChoice fourWorkers{4, copies};
@@ -504,8 +553,8 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   sink.measurement("speed, % of the ceiling, 0 workers", ofCeiling(none), "%");
   sink.measurement("speed, % of the ceiling, 4 workers", ofCeiling(four), "%");
   double fastest = 0;
-  for (const auto& [c, r] : runs)
-    if (!c.resident) fastest = std::max(fastest, stepsPerSecond(r));
+  for (const auto& [c, r] : runs)  // the loaders the learner can choose: the prefetcher is shown, not offered
+    if (!c.resident && !c.prefetch) fastest = std::max(fastest, stepsPerSecond(r));
   sink.measurement("speed, % of the fastest loader (yours)", 100.0 * stepsPerSecond(own) / fastest, "%");
   sink.measurement("device idle share (yours)", idleShare(own), "%");
   sink.measurement("device busy share (yours)", 100.0 - idleShare(own), "%");
@@ -523,6 +572,11 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
     sink.measurement("device idle share, 4 workers, pinned", idleShare(pinned), "%");
     sink.measurement("steps/s, 4 workers, pageable", stepsPerSecond(pageable), "steps/s");
     sink.measurement("steps/s, 4 workers, pinned", stepsPerSecond(pinned), "steps/s");
+    const LoaderRun& ahead = runs.at(prefetching);
+    sink.measurement("steps/s, 4 workers, copy stream", stepsPerSecond(ahead), "steps/s");
+    sink.measurement("copy time per batch, copy stream", 1e6 * ahead.copySeconds / static_cast<double>(ahead.steps), "us");
+    sink.measurement("copy time overlapped with compute, copy stream",
+                     ahead.copySeconds > 0 ? 100.0 * ahead.overlappedCopySeconds / ahead.copySeconds : 0.0, "%");
   }
   sink.record("feeding", {{"step_ms", step * 1000.0}, {"workers", yours.workers}, {"pin_memory", yours.pinned},
                           {"steps_per_s", stepsPerSecond(own)}, {"device_idle_pct", idleShare(own)}, {"device", s.device.str()}});
