@@ -72,7 +72,11 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
     replotIfDirty();  // a hidden view catches up when shown
   });
   for (QPushButton* b : exports) b->setEnabled(false);
-  replot_.setInterval(33);  // ~30 Hz
+  // 10 Hz: live enough for a curve, and the drawing is what the window costs the run. On a machine whose
+  // CPUs are two hyperthreads of one core, the GUI thread's drawing slows the lab's thread beside it:
+  // at 30 Hz the training ran at 84.8-92% of its headless speed (gpulab-bench-gui, 2026-11-25/26), at
+  // 10 Hz at 96.6-99.1% (2026-11-26), the GUI thread busy 12% of the run instead of 15%.
+  replot_.setInterval(100);
   connect(&replot_, &QTimer::timeout, this, &PlotPanel::replotIfDirty);
   replot_.start();
 }
