@@ -34,7 +34,6 @@ std::vector<lab::ParamSpec> DevicesLab::params() const {
 namespace {
 
 
-using Clock = std::chrono::steady_clock;
 
 // Stop must take effect within about 100 ms of work, so the work is cut into slices of about this
 // long and the stop token is checked between them.
@@ -77,12 +76,8 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
   if (!made) return std::nullopt;
   const Tensor& a = *made;
   Tensor out;
-  auto timed = [&](auto&& work) {
-    const auto t0 = Clock::now();
-    work();
-    synchronizeDevice(device);  // the clock then measures the work, and no stop check waits behind queued products
-    return secondsSince(t0);
-  };
+  // The clock measures the work, and no stop check waits behind queued products.
+  auto timed = [&](auto&& work) { return secondsOn(device, work); };
 
   // 1. Warm-up: the first product pays for set-up (threads, handles, kernel choice), so a few rows
   //    first; then a whole product when it is estimated to fit in a slice.

@@ -108,13 +108,7 @@ PassRun runPass(Device device, const std::vector<Tensor>& chunks, const Tensor& 
 template <typename Work>
 double timed(Device device, int repeats, Work work) {
   std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    cuda::synchronize(device.index());
-    const Clock::time_point t = Clock::now();
-    work();
-    cuda::synchronize(device.index());
-    times.push_back(secondsSince(t));
-  }
+  for (int i = 0; i < repeats; ++i) times.push_back(secondsOn(device, work));
   return median(times);
 }
 

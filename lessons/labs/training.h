@@ -139,6 +139,17 @@ class OomExplainer {
 // or the emulated GPU), so that a clock read next measures the work itself.
 void synchronizeDevice(Device device);
 
+// Seconds `work` takes on `device`, the way every lab times device work: the device waited for before
+// (work queued earlier is not counted) and after (the work's own queued kernels are).
+template <class Work>
+double secondsOn(Device device, Work&& work) {
+  synchronizeDevice(device);
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  work();
+  synchronizeDevice(device);
+  return secondsSince(start);
+}
+
 // Where the run computes, said once at its start: the RunDevice update (renderers label titles and
 // exports with it, "emulated GPU — runs on your CPU" included) and a console line.
 void announceDevice(lab::MetricSink& sink, Device device);
