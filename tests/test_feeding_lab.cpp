@@ -123,16 +123,17 @@ class TestFeedingLab : public QObject {
     QCOMPARE(measured(s, "largest difference between the loaders' mean losses"), 0.0);  // the same batches, in order
   }
 
-  // The prefetcher's copy of the next batch runs on its copy stream while the step computes: some of
-  // the copies' time overlaps the compute stream's (on the emulated GPU the two streams are two threads).
+  // The prefetcher's copy of the next batch runs on its copy stream while the step computes: most of the
+  // copies' time falls inside the compute stream's step spans (on the emulated GPU the two streams are
+  // two threads; 96% here). A copy queued on the compute stream would overlap none.
   void thePrefetchersCopiesOverlapTheCompute() {
     const auto gpu = cuda::isAvailable() ? std::optional<Device>(Device(DeviceType::CUDA, 0)) : cuda::emulatedDevice();
     if (!gpu) QSKIP("no GPU and the emulated GPU is off");
     const RecordingSink s = runFeeding({{"num_workers", "4"}, {"pin_memory", "true"}, {"steps", "40"}}, gpu->str());
-    const double overlapped = measured(s, "copy time overlapped with compute, copy stream");
+    const double overlapped = measured(s, "copy time overlapping the steps, copy stream");
     qInfo("%s: the copy stream's copies %.0f%% overlapped with compute; %.0f steps/s, against %.0f with pinned + non_blocking",
           gpu->str().c_str(), overlapped, measured(s, "steps/s, 4 workers, copy stream"), measured(s, "steps/s, 4 workers, pinned"));
-    QVERIFY(overlapped > 0);
+    QVERIFY(overlapped > 50);
   }
 
   void badSettingsAreRefusedByName() {

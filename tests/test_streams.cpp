@@ -336,6 +336,29 @@ class TestStreams : public QObject {
     QVERIFY(textOf([&] { data::DevicePrefetcher onCpu(loader, kCPU); }).find("CUDA device") != std::string::npos);
   }
 
+  // A loader's error reaches the loop through the prefetcher as a PyTorch user expects: the batches
+  // before it are delivered, the error is raised once in place of the batch it broke, then the epoch
+  // is over (a second call after the error once crashed on a moved-from copy).
+  void aPrefetcherRaisesTheLoadersErrorOnceAndEnds() {
+    struct Breaks final : data::Dataset {
+      std::int64_t size() const override { return 4; }
+      Shape inputShape() const override { return {2}; }
+      Shape targetShape() const override { return {}; }
+      DType targetDType() const override { return kInt64; }
+      void gather(const std::vector<std::int64_t>& indices, const Tensor& inputs, const Tensor& targets) const override {
+        if (indices.front() == 2) throw ValueError("example 2 is unreadable");
+        Tensor(inputs).fill_(static_cast<double>(indices.front()));  // the rows are the loader's: written through a handle
+        Tensor(targets).fill_(static_cast<double>(indices.front()));
+      }
+    };
+    data::DataLoader loader(std::make_shared<Breaks>(), {.batch_size = 1, .pin_memory = true});
+    data::DevicePrefetcher batches(loader, emulatedGpu());
+    QCOMPARE(batches.next()->targets.item(), 0.0);
+    QCOMPARE(batches.next()->targets.item(), 1.0);
+    QVERIFY(textOf([&] { (void)batches.next(); }).find("example 2 is unreadable") != std::string::npos);
+    QVERIFY(!batches.next().has_value());
+  }
+
   void streamsBelongToCudaDevices() {
     QVERIFY(textOf([] { (void)cuda::Stream::create(kCPU); }).find("streams belong to CUDA devices") != std::string::npos);
     QVERIFY(cuda::current_stream(kCPU).query());

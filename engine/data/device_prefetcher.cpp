@@ -1,5 +1,7 @@
 #include "engine/data/device_prefetcher.h"
 
+#include <utility>
+
 #include "engine/core/errors.h"
 #include "engine/core/tensor.h"
 #include "engine/runtime/cuda_runtime.h"
@@ -40,17 +42,25 @@ void DevicePrefetcher::queueNext() {
 }
 
 std::optional<Batch> DevicePrefetcher::next() {
+  if (failed_) std::rethrow_exception(std::exchange(failed_, nullptr));
   if (!next_) return std::nullopt;
-  last_ = std::move(*next_);
+  Copy taken = std::move(*next_);
+  next_.reset();  // taken: a failure below leaves the prefetcher at the end, not holding a moved-from copy
   const cuda::Stream loop = cuda::current_stream(device_);
-  loop.wait_event(last_.finished);  // the loop's work on the batch runs after its copy
-  last_.batch.inputs.record_stream(loop);
-  last_.batch.targets.record_stream(loop);
-  // The batch after it, from the loader (waiting for it, as the loop would), its copy queued before the
-  // loop queues this batch's step: so that the two overlap. The pinned host batch left behind is kept
-  // by the allocator until its copy has read it.
-  ++it_;
-  queueNext();
+  loop.wait_event(taken.finished);  // the loop's work on the batch runs after its copy
+  taken.batch.inputs.record_stream(loop);
+  taken.batch.targets.record_stream(loop);
+  last_ = std::move(taken);
+  // The batch after it, from the loader (waiting for it), its copy queued before the loop queues this
+  // batch's step: so that the two overlap. The pinned host batch left behind is kept by the allocator
+  // until its copy has read it. An error here belongs to that next batch: this one is delivered.
+  try {
+    ++it_;
+    queueNext();
+  } catch (...) {
+    failed_ = std::current_exception();
+    it_ = DataLoader::Iterator();
+  }
   return last_.batch;
 }
 

@@ -14,6 +14,14 @@
 // pageable memory a copy makes the host wait as it would in the loop. Each batch's memory is handed
 // to the loop's stream with record_stream, so the caching allocator does not reuse it for the copy
 // stream before the loop's work on it is done.
+//
+// The price of the look-ahead, as in Apex's: next() takes the batch after this one from the loader
+// before it returns this one, so the loop waits for the loader before it queues this step (a plain
+// loop waits after). Whether the overlap is worth it is measured, not assumed (lessons/12).
+//
+// An error of the loader (a worker's, the data set's) or of a copy is raised by the next() after the
+// one that returned the last good batch; the prefetcher is then at the end.
+#include <exception>
 #include <optional>
 
 #include "engine/data/dataloader.h"
@@ -24,11 +32,16 @@ namespace gpulab::data {
 class DevicePrefetcher {
  public:
   // Starts the loader's next epoch and queues the first batch's copy. `device`: a CUDA device (a GPU,
-  // or the emulated one); anything else throws ValueError.
+  // or the emulated one); another device throws ValueError, a CUDA device this machine cannot use the
+  // error every op on it raises (cuda::checkDeviceUsable).
   DevicePrefetcher(DataLoader& loader, Device device);
+  // One copy stream, one position in the loader's epoch: not copyable.
+  DevicePrefetcher(const DevicePrefetcher&) = delete;
+  DevicePrefetcher& operator=(const DevicePrefetcher&) = delete;
 
   // The next batch, on the device and ordered before anything the loop queues next on its current
-  // stream; the batch after it is queued for copying at once. nullopt when the epoch is over.
+  // stream; the batch after it is queued for copying at once. nullopt when the epoch is over. Throws
+  // what the loader or a copy threw, once, in place of the batch it could not deliver.
   std::optional<Batch> next();
 
   // The stream the copies run on, and the copy of the batch next() last returned, as two timing
@@ -49,6 +62,7 @@ class DevicePrefetcher {
   DataLoader::Iterator it_;
   std::optional<Copy> next_;  // queued on the copy stream, not yet handed to the loop
   Copy last_;                 // the one the loop has
+  std::exception_ptr failed_;  // the loader's or a copy's error, raised by the next next()
 };
 
 }  // namespace gpulab::data
