@@ -101,20 +101,14 @@ double secondsPerCall(Device device, const std::function<void()>& call, double b
   call();
   synchronizeDevice(device);
   if (stop.stopRequested()) return stopped;
-  const Clock::time_point first = Clock::now();
-  call();
-  synchronizeDevice(device);
-  const double one = std::max(secondsSince(first), 1e-7);
+  const double one = std::max(secondsOn(device, call), 1e-7);
   if (one >= budget) return one;
   const int k = static_cast<int>(std::clamp(0.002 / one, 1.0, 20000.0));
   std::vector<double> perCall;
   const Clock::time_point begin = Clock::now();
   while (perCall.size() < 3 || (secondsSince(begin) < budget && perCall.size() < 15)) {
     if (stop.stopRequested()) return stopped;
-    const Clock::time_point t = Clock::now();
-    for (int i = 0; i < k; ++i) call();
-    synchronizeDevice(device);
-    perCall.push_back(secondsSince(t) / k);
+    perCall.push_back(secondsOn(device, [&] { for (int i = 0; i < k; ++i) call(); }) / k);
   }
   return median(perCall);
 }

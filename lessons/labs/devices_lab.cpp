@@ -33,8 +33,6 @@ std::vector<lab::ParamSpec> DevicesLab::params() const {
 
 namespace {
 
-
-
 // Stop must take effect within about 100 ms of work, so the work is cut into slices of about this
 // long and the stop token is checked between them.
 constexpr double kSliceSeconds = 0.05;
@@ -76,8 +74,6 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
   if (!made) return std::nullopt;
   const Tensor& a = *made;
   Tensor out;
-  // The clock measures the work, and no stop check waits behind queued products.
-  auto timed = [&](auto&& work) { return secondsOn(device, work); };
 
   // 1. Warm-up: the first product pays for set-up (threads, handles, kernel choice), so a few rows
   //    first; then a whole product when it is estimated to fit in a slice.
@@ -87,13 +83,13 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
   double probe = 0;
   for (int i = 0; i < 2; ++i) {
     if (stop.stopRequested()) return std::nullopt;
-    probe = timed([&] { out = matmul(a.slice(0, 0, probeRows), probePanel); });
+    probe = secondsOn(device, [&] { out = matmul(a.slice(0, 0, probeRows), probePanel); });
   }
   const double estimate = probe / static_cast<double>(probeRows * probePanel.size(1)) * static_cast<double>(n * n);
   double one = 0;  // seconds of one whole product, when it was estimated to fit in a slice
   if (estimate <= kSliceSeconds) {
     if (stop.stopRequested()) return std::nullopt;
-    one = timed([&] { out = matmul(a, a); });
+    one = secondsOn(device, [&] { out = matmul(a, a); });
   }
   // A product that overran its estimate is tiled too, so no slice is much longer than planned.
   const bool wholeProducts = estimate <= kSliceSeconds && one <= 1.5 * kSliceSeconds;
@@ -104,7 +100,7 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
     for (std::int64_t left = repeats; left > 0;) {  // 2. Products, several per slice.
       if (stop.stopRequested()) return std::nullopt;
       const std::int64_t count = std::min(left, perSlice);
-      const double t = timed([&] {
+      const double t = secondsOn(device, [&] {
         for (std::int64_t i = 0; i < count; ++i) out = matmul(a, a);
       });
       seconds += t;
@@ -124,7 +120,7 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
   std::int64_t rows = probeRows;
   for (int i = 0; i < 8; ++i) {
     if (stop.stopRequested()) return std::nullopt;
-    const double t = timed([&] { out = matmul(a.slice(0, 0, rows), panels.front()); });
+    const double t = secondsOn(device, [&] { out = matmul(a.slice(0, 0, rows), panels.front()); });
     const std::int64_t next = nextSliceCount(rows, t, n);
     const bool settled = (t >= 0.5 * kSliceSeconds && t <= 1.5 * kSliceSeconds) || (next == rows);
     rows = next;
@@ -137,7 +133,7 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
       for (std::int64_t r = 0; r < n;) {
         if (stop.stopRequested()) return std::nullopt;
         const std::int64_t count = std::min(rows, n - r);
-        const double t = timed([&] { out = matmul(a.slice(0, r, r + count), panel); });
+        const double t = secondsOn(device, [&] { out = matmul(a.slice(0, r, r + count), panel); });
         seconds += t;
         r += count;
         if (count == rows) rows = nextSliceCount(rows, t, n);  // a short last tile says little

@@ -293,32 +293,32 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
       const auto& [x, y] = resident[static_cast<std::size_t>(step) % resident.size()];
       trainStep(c, x, y);
     }
-  } else if (choice.prefetch) {
-    data::DataLoader loader(std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log),
-                            {.batch_size = kBatch, .shuffle = true, .num_workers = choice.workers, .pin_memory = true, .seed = s.seed});
-    data::DevicePrefetcher ahead(loader, s.device);  // queues the first batch's copy on its copy stream
-    for (; step < steps; ++step) {
-      StepClock& c = clocks[static_cast<std::size_t>(step)];
-      c.asked = asked;
-      const std::optional<data::Batch> batch = ahead.next();  // on the device; the next one's copy queued
-      if (!batch) break;
-      c.got = seconds();
-      c.aheadStart = ahead.copyStarted();
-      c.aheadEnd = ahead.copyFinished();
-      trainStep(c, batch->inputs, batch->targets);  // .to(device) is a no-op: the batch is there
-      asked = seconds();
-    }
   } else {
     data::DataLoader loader(std::make_shared<ImageFiles>(s.images, steps * kBatch, s.readSeconds, log),
                             {.batch_size = kBatch, .shuffle = true, .num_workers = choice.workers, .pin_memory = choice.pinned,
                              .seed = s.seed});
-    for (auto it = loader.begin(); it != loader.end() && step < steps; ++step) {
-      StepClock& c = clocks[static_cast<std::size_t>(step)];
-      c.asked = asked;
-      c.got = seconds();
-      trainStep(c, it->inputs, it->targets);
-      asked = seconds();
-      ++it;
+    if (choice.prefetch) {
+      data::DevicePrefetcher ahead(loader, s.device);  // queues the first batch's copy on its copy stream
+      for (; step < steps; ++step) {
+        StepClock& c = clocks[static_cast<std::size_t>(step)];
+        c.asked = asked;
+        const std::optional<data::Batch> batch = ahead.next();  // on the device; the next one's copy queued
+        if (!batch) break;
+        c.got = seconds();
+        c.aheadStart = ahead.copyStarted();
+        c.aheadEnd = ahead.copyFinished();
+        trainStep(c, batch->inputs, batch->targets);  // .to(device) is a no-op: the batch is there
+        asked = seconds();
+      }
+    } else {
+      for (auto it = loader.begin(); it != loader.end() && step < steps; ++step) {
+        StepClock& c = clocks[static_cast<std::size_t>(step)];
+        c.asked = asked;
+        c.got = seconds();
+        trainStep(c, it->inputs, it->targets);
+        asked = seconds();
+        ++it;
+      }
     }
   }
   if (step < steps) throw Error("the loader ran out of batches after " + std::to_string(step) + " steps");
