@@ -38,7 +38,7 @@ logs=$(mktemp -d /tmp/gpu-suite.XXXX)
 mkdir -p "$out"
 summary="$logs/summary.txt"
 cli=./bin/gpulab-cli
-timed_tests='^(test_sync_lab|test_feeding_lab|test_streams_lab|test_crossover_lab|test_training|test_profile_lab|test_profiler|test_streams)$'
+timed_tests='^(test_sync_lab|test_feeding_lab|test_streams_lab|test_crossover_lab|test_graph_lab|test_training|test_profile_lab|test_profiler|test_streams)$'
 export PYTHONUNBUFFERED=1
 # A bare GPU machine has no fontconfig configuration: point it at the fonts run.sh unpacked, so the GUI
 # tests lay out text in DejaVu Sans as on a desktop rather than in whatever fallback is left.
@@ -78,7 +78,7 @@ stage() {  # stage NAME LIMIT_S COMMAND...: runs COMMAND under min(LIMIT_S, time
 
 sanitize() {  # memcheck of every GPU-using suite, racecheck/synccheck of the kernels, all side by side
   local pids=()
-  for t in ${SANITIZE_SUITES:-test_cuda_parity test_cuda_norm_parity test_conv_parity test_grad_scaler \
+  for t in ${SANITIZE_SUITES:-test_cuda_parity test_cuda_graph test_cuda_norm_parity test_conv_parity test_grad_scaler \
            test_device_rule test_memory test_data test_training}; do
     [ -x "bin/$t" ] || continue
     # A speed claim cannot hold with every access instrumented: its test runs unsanitised in ctest.

@@ -81,7 +81,7 @@ class TestCourse : public QObject {
                qPrintable(l.folder));
       ids << l.id;
     }
-    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision", "convolutions-and-cudnn", "profiler", "vectorise", "syncs-and-transfers", "feeding-the-gpu", "streams", "when-is-the-gpu-faster", "several-gpus"}));
+    QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision", "convolutions-and-cudnn", "profiler", "vectorise", "syncs-and-transfers", "feeding-the-gpu", "streams", "when-is-the-gpu-faster", "several-gpus", "cuda-graphs"}));
     // The code panel's source is the lab's real source file.
     QVERIFY(c.labSource("train").contains("void TrainLab::run("));
     QVERIFY(c.labSource("device-rule").contains("DeviceRuleLab::run"));

@@ -126,10 +126,16 @@ class TestFeedingLab : public QObject {
   // The prefetcher's copy of the next batch runs on its copy stream while the step computes: most of the
   // copies' time falls inside the compute stream's step spans (on the emulated GPU the two streams are
   // two threads; 96% here). A copy queued on the compute stream would overlap none.
+  // On a real GPU the step must keep the GPU busy for a copy to have anything to overlap: the lesson's
+  // 256,128 model is launch-bound there, the GPU idles between its kernels while the host queues them,
+  // and the copies land in those gaps (3% overlapped on an H100, 2026-11-26). Two 8192-wide layers make
+  // a step of about a millisecond of GPU work, which the host queues well ahead of.
   void thePrefetchersCopiesOverlapTheCompute() {
-    const auto gpu = cuda::isAvailable() ? std::optional<Device>(Device(DeviceType::CUDA, 0)) : cuda::emulatedDevice();
+    const bool real = cuda::isAvailable();
+    const auto gpu = real ? std::optional<Device>(Device(DeviceType::CUDA, 0)) : cuda::emulatedDevice();
     if (!gpu) QSKIP("no GPU and the emulated GPU is off");
-    const RecordingSink s = runFeeding({{"num_workers", "4"}, {"pin_memory", "true"}, {"steps", "40"}}, gpu->str());
+    const RecordingSink s = runFeeding({{"num_workers", "4"}, {"pin_memory", "true"}, {"steps", "40"}, {"hidden", real ? "8192,8192" : "256,128"}},
+                                       gpu->str());
     const double overlapped = measured(s, "copy time overlapping the steps, copy stream");
     qInfo("%s: the copy stream's copies %.0f%% overlapped with compute; %.0f steps/s, against %.0f with pinned + non_blocking",
           gpu->str().c_str(), overlapped, measured(s, "steps/s, 4 workers, copy stream"), measured(s, "steps/s, 4 workers, pinned"));

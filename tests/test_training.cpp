@@ -232,6 +232,45 @@ class TestTraining : public QObject {
     QCOMPARE(good.done->number("steps"), 16.0);
   }
 
+  // cuda_graph: the whole step captured once and replayed trains the model as eager steps do (its three
+  // warm-up steps on the first batch aside), every step replayed, and says what one replay launches.
+  void aCapturedStepTrainsLikeEagerSteps() {
+    if (!cuda::isAvailable() && !cuda::emulatedDevice()) QSKIP("no GPU and the emulated GPU is off");
+    const RecordingSink eager = runTrain({{"device", "cuda"}, {"epochs", "10"}, {"log_every", "1000"}});
+    const RecordingSink graphed = runTrain({{"device", "cuda"}, {"epochs", "10"}, {"log_every", "1000"}, {"cuda_graph", "true"}});
+    QVERIFY(graphed.errors().empty());
+    QCOMPARE(graphed.done->number("steps"), 160.0);
+    const double e = eager.done->number("eval_loss"), g = graphed.done->number("eval_loss");
+    qInfo("eval loss after 10 epochs: eager %.5f, replayed graph %.5f", e, g);
+    QVERIFY2(std::abs(g - e) <= 0.1 * e, "the replayed step trains like the eager one");
+    QVERIFY(g < 0.5 * graphed.steps.front().number("loss"));
+    bool said = false;
+    for (const std::string& m : graphed.messages) said = said || m.find("captured as one graph of") != std::string::npos;
+    QVERIFY2(said, "the run says what it captured");
+  }
+
+  // What a captured step cannot replay is refused before the run, by name.
+  void aCapturedStepRefusesWhatItCannotReplay_data() {
+    QTest::addColumn<QString>("setting");
+    QTest::addColumn<QString>("value");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("cpu") << "device" << "cpu" << "this run is on cpu";
+    QTest::newRow("accumulate") << "accumulate" << "2" << "set accumulate to 1";
+    QTest::newRow("lr schedule") << "lr_schedule" << "cosine" << "keep lr_schedule constant";
+    QTest::newRow("no zero_grad") << "zero_grad" << "false" << "turn zero_grad back on";
+    QTest::newRow("fp16 scaler") << "amp" << "fp16" << "the GradScaler reads on the host";
+  }
+  void aCapturedStepRefusesWhatItCannotReplay() {
+    QFETCH(QString, setting);
+    QFETCH(QString, value);
+    QFETCH(QString, expected);
+    if (!cuda::isAvailable() && !cuda::emulatedDevice()) QSKIP("no GPU and the emulated GPU is off");
+    std::map<std::string, std::string> settings{{"device", "cuda"}, {"epochs", "1"}, {"cuda_graph", "true"}};
+    settings[setting.toStdString()] = value.toStdString();
+    const std::string e = test::textOf([&] { runTrain(settings); });
+    QVERIFY2(e.find("cuda_graph: ") != std::string::npos && e.find(expected.toStdString()) != std::string::npos, e.c_str());
+  }
+
   // On the CPU alone there is nothing to mismatch: the lab says so instead of pretending.
   void leavingTheModelBehindOnTheCpuIsHarmlessAndSaidSo() {
     RecordingSink sink = runTrain({{"device", "cpu"}, {"epochs", "1"}, {"move_model", "false"}});

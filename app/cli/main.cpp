@@ -20,6 +20,7 @@ const char* kUsage =
     "      [--accumulate N] [--workers N] [--pin-memory] [--samples N] [--train-subset N] [--log-every N]\n"
     "      [--amp fp16|bf16] [--no-grad-scaler] [--tf32]   mixed precision (autocast, GradScaler), TF32\n"
     "      [--cudnn-benchmark] [--deterministic]   cuDNN's algorithm choice for the cnn's convolutions (CUDA)\n"
+    "      [--cuda-graph]   capture the whole training step in a CUDA graph and replay it (a GPU, real or emulated)\n"
     "  memory --oom-sweep|--report [options] [--json]\n"
     "                               run out of memory on purpose and recover; or allocated vs reserved\n"
     "                               vs driver-used memory before and after empty_cache()\n"

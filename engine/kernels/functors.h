@@ -40,6 +40,9 @@ struct AdamHyper {
   bool decoupled_weight_decay = false;  // AdamW
   bool amsgrad = false;                 // max_exp_avg_sq, which the backends get as a tensor (null without)
   std::int64_t step = 1;                // 1-based, for bias correction
+  // capturable=True: the step count is a float on the parameter's device, read when the update runs
+  // rather than when it is queued, so a replayed CUDA graph corrects each step for its own count.
+  const float* step_on_device = nullptr;
 };
 
 }  // namespace gpulab
@@ -258,6 +261,25 @@ template <class T>
 struct AdamUpdateT {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay, step_size, bias_correction2_sqrt;
   bool decoupled;
+  // capturable: step_size and bias_correction2_sqrt come from the device's step count, in double as the
+  // host computes them; null: they were computed on the host (makeAdamUpdate).
+  const float* step = nullptr;
+  double lr = 0, beta1d = 0, beta2d = 0;
+  GPULAB_HD AdamUpdateT resolved() const {
+    if (!step) return *this;
+    AdamUpdateT u = *this;
+    const double s = static_cast<double>(*step);
+#ifdef __CUDA_ARCH__
+    const double bc1 = 1.0 - ::pow(beta1d, s), bc2 = 1.0 - ::pow(beta2d, s);
+    u.bias_correction2_sqrt = static_cast<T>(::sqrt(bc2));
+#else
+    const double bc1 = 1.0 - std::pow(beta1d, s), bc2 = 1.0 - std::pow(beta2d, s);
+    u.bias_correction2_sqrt = static_cast<T>(std::sqrt(bc2));
+#endif
+    u.step_size = static_cast<T>(lr / bc1);
+    u.step = nullptr;
+    return u;
+  }
   GPULAB_HD void operator()(T& p, T g, T& m, T& v, T* vmax) const {
     if (weight_decay != T(0)) {
       if (decoupled) p *= decay;
@@ -285,7 +307,8 @@ inline AdamUpdateT<T> makeAdamUpdate(const AdamHyper& h) {
   return AdamUpdateT<T>{static_cast<T>(h.beta1), static_cast<T>(1.0 - h.beta1), static_cast<T>(h.beta2),
                         static_cast<T>(1.0 - h.beta2), static_cast<T>(h.eps), static_cast<T>(h.weight_decay),
                         static_cast<T>(1.0 - h.lr * h.weight_decay), static_cast<T>(h.lr / bias_correction1),
-                        static_cast<T>(std::sqrt(bias_correction2)), h.decoupled_weight_decay};
+                        static_cast<T>(std::sqrt(bias_correction2)), h.decoupled_weight_decay,
+                        h.step_on_device, h.lr, h.beta1, h.beta2};
 }
 template <class T = float>
 inline SgdUpdateT<T> makeSgdUpdate(const SgdHyper& h, bool hasBuffer) {

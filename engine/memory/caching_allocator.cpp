@@ -113,11 +113,51 @@ void CachingAllocator::activeInsert(Block* block) {
 
 void CachingAllocator::activeErase(ActiveMap::iterator it) { spareActiveNodes_.push_back(active_.extract(it)); }
 
-void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
+std::uintptr_t CachingAllocator::ownerLocked(std::uintptr_t stream) const {
+  for (const auto& [s, pool] : capturing_)
+    if (s == stream) return kPoolKey | pool;
+  return stream;
+}
+
+bool CachingAllocator::retainedLocked(std::uintptr_t owner) const {
+  return (owner & kPoolKey) && retainedPools_.count(owner & ~kPoolKey) > 0;
+}
+
+void CachingAllocator::beginAllocateToPool(std::uintptr_t stream, std::uint64_t pool) {
+  std::lock_guard lock(mutex_);
+  if (pool == 0 || (pool & kPoolKey)) throw ValueError("invalid graph memory pool id " + std::to_string(pool));
+  for (const auto& c : capturing_)
+    if (c.first == stream) throw Error("a stream can capture into one graph memory pool at a time");
+  capturing_.emplace_back(stream, pool);
+}
+
+void CachingAllocator::endAllocateToPool(std::uintptr_t stream) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(capturing_, [&](const auto& c) { return c.first == stream; });
+}
+
+void CachingAllocator::retainPool(std::uint64_t pool) {
+  std::lock_guard lock(mutex_);
+  ++retainedPools_[pool];
+}
+
+void CachingAllocator::releasePool(std::uint64_t pool) {
+  std::lock_guard lock(mutex_);
+  if (auto it = retainedPools_.find(pool); it != retainedPools_.end() && --it->second <= 0) retainedPools_.erase(it);
+}
+
+bool CachingAllocator::capturing() const {
+  std::lock_guard lock(mutex_);
+  return !capturing_.empty();
+}
+
+void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t requestStream) {
   const std::size_t rounded = roundSize(bytes);
   const bool small = rounded <= kSmallSize;
   std::lock_guard lock(mutex_);
-  if (!pending_.empty()) processPendingLocked();
+  // During a graph capture the capturing stream's blocks belong to the graph's pool.
+  const std::uintptr_t stream = capturing_.empty() ? requestStream : ownerLocked(requestStream);
+  if (!pending_.empty() && capturing_.empty()) processPendingLocked();
   Pool& pool = poolFor(small);
   Block key;
   key.stream = stream;
@@ -160,6 +200,7 @@ CachingAllocator::Block* CachingAllocator::reserveSegment(std::size_t rounded, b
       // Give every wholly free cached segment back and try once more, as PyTorch does -- after the
       // streams have passed the blocks that wait for them (record_stream), which then count as free.
       ++stats_.num_alloc_retries;
+      if (!capturing_.empty()) break;  // nothing may go back to the system during a capture
       if (!pending_.empty()) {
         raw_->synchronize();
         processPendingLocked();
@@ -289,7 +330,8 @@ std::int64_t CachingAllocator::releaseCachedLocked() {
   for (Pool* pool : {&smallPool_, &largePool_}) {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
-      if (b->prev || b->next) {  // part of a segment that still has live blocks
+      // Part of a segment that still has live blocks, or of a pool a graph still replays into.
+      if (b->prev || b->next || retainedLocked(b->stream)) {
         ++it;
         continue;
       }
@@ -308,6 +350,7 @@ std::int64_t CachingAllocator::releaseCachedLocked() {
 
 std::int64_t CachingAllocator::emptyCache() {
   std::lock_guard lock(mutex_);
+  if (!capturing_.empty()) return 0;  // cudaFree and synchronising would break the capture
   // As PyTorch's: wait for the device, so blocks waiting for other streams can go too.
   raw_->synchronize();
   processPendingLocked();

@@ -24,6 +24,12 @@
 // - When the system refuses a segment (or the memory fraction / CPU budget would be exceeded), every
 //   wholly free cached segment is released and the request is tried once more; only then does it
 //   fail with OutOfMemoryError, whose message reads like PyTorch's.
+// - CUDA graphs (engine/runtime/cuda_graph.h): while a graph is captured on a stream, that stream's
+//   allocations come from the graph's private pool (PyTorch's graph memory pool): its blocks are keyed
+//   by the pool instead of the stream, reused only by allocations into the same pool, and kept from the
+//   system while the pool is retained -- the graph's replays write into them even after the tensors
+//   that held them during the capture were freed. While a capture is underway no segment goes back to
+//   the system and no other stream's marker is queried (cudaFree and cudaEventQuery would break it).
 // - Statistics (current/peak/allocated/freed for bytes, blocks and segments; retries; OOMs) are exact
 //   after every call, and every change is published to the memory event stream. An OutOfMemory
 //   event has no address of its own: its `address` is the bytes the cap (or the device) left free at
@@ -102,6 +108,16 @@ class CachingAllocator {
   // takes another block instead of waiting for the device (PyTorch's CachingHostAllocator records an
   // event per copy). Unlike recordStream, `stream` is another device's, whatever its id.
   void recordAsyncCopy(const void* ptr, std::uintptr_t stream);
+  // CUDA graphs: from now until endAllocateToPool(stream), allocations on `stream` come from the
+  // private pool `pool` (an id from cuda::graph_pool_handle(), never 0). The pool must be retained.
+  void beginAllocateToPool(std::uintptr_t stream, std::uint64_t pool);
+  void endAllocateToPool(std::uintptr_t stream);
+  // A graph holds its pool from its capture until it is reset; a pool nobody retains may be released
+  // to the system like any cached memory (its blocks are still never handed to other streams).
+  void retainPool(std::uint64_t pool);
+  void releasePool(std::uint64_t pool);
+  // Whether any stream of this allocator is capturing into a pool.
+  bool capturing() const;
   // Bytes freed but still waiting for another stream (counted as free in the statistics, as PyTorch).
   std::int64_t pendingBytes() const;
 
@@ -182,6 +198,13 @@ class CachingAllocator {
   MemoryStats stats_;
   double fraction_ = 1.0;
   std::int64_t limitBytes_ = 0;
+  // Streams capturing into a private pool (stream -> pool), and how many graphs retain each pool.
+  std::vector<std::pair<std::uintptr_t, std::uint64_t>> capturing_;
+  std::unordered_map<std::uint64_t, int> retainedPools_;
+  // A pool's blocks carry this key where other blocks carry their stream: no stream id comes near it.
+  static constexpr std::uintptr_t kPoolKey = std::uintptr_t{1} << 63;
+  std::uintptr_t ownerLocked(std::uintptr_t stream) const;  // the stream, or the key of its capture's pool
+  bool retainedLocked(std::uintptr_t owner) const;
   std::int64_t fractionCapBytes_ = 0;  // fraction_ * total, fixed when the fraction is set
 };
 

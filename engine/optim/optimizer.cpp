@@ -9,12 +9,21 @@
 #include "engine/memory/memory_events.h"
 #include "engine/ops/ops.h"
 #include "engine/profiler/profiler.h"
+#include "engine/runtime/cuda_graph.h"
 
 namespace gpulab::optim {
 namespace {
 // PyTorch's words: "Invalid learning rate: -0.5", "Invalid momentum value: -0.25".
 void checkRange(const char* what, double v, double lo, double hi) {
   if (!(v >= lo && v <= hi)) throw ValueError(std::string("Invalid ") + what + ": " + formatNumber(v));
+}
+// A graph replays what step() queued at its capture: state made then would be made again (zeroed) at
+// every replay, so it must exist before.
+void checkStateBeforeCapture(const char* optimizer, const Tensor& p) {
+  if (cuda::isCapturing(p.device())) {
+    throw Error(std::string(optimizer) + "'s state must exist before a CUDA graph captures step(): run a few warm-up "
+                "iterations (forward, backward, step) on the side stream first, as PyTorch requires");
+  }
 }
 void checkGrad(const Tensor& p, const Tensor& g) {
   if (g.device() != p.device()) {
@@ -95,6 +104,7 @@ void SGD::update(std::size_t i, const Tensor& p, const Tensor& g) {
   if (options_.momentum != 0.0) {
     followParam(momentum_[i], p);
     h.first_step = !momentum_[i].defined();
+    if (h.first_step) checkStateBeforeCapture("SGD", p);
     if (h.first_step) momentum_[i] = Tensor::empty(p.sizes(), p.dtype(), p.device());
     buf = &momentum_[i];
   }
@@ -113,6 +123,14 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled, dou
   expAvgSq_.resize(params_.size());
   maxExpAvgSq_.resize(params_.size());
   steps_.assign(params_.size(), 0);
+  if (o.capturable) {
+    for (const Tensor& p : params_) {
+      if (p.device() != params_.front().device()) {
+        throw ValueError("Adam(capturable=True) needs all parameters on one device; found " + params_.front().device().str() +
+                         " and " + p.device().str());
+      }
+    }
+  }
 }
 
 AdamHyper Adam::hyper(std::size_t i) {
@@ -120,23 +138,53 @@ AdamHyper Adam::hyper(std::size_t i) {
   followParam(expAvg_[i], p);
   followParam(expAvgSq_[i], p);
   followParam(maxExpAvgSq_[i], p);
+  if (!options_.capturable && cuda::isCapturing(p.device())) {
+    throw Error(std::string("Attempting CUDA graph capture of step() for an instance of ") + name() +
+                " but param_groups' capturable is False.");
+  }
   if (!expAvg_[i].defined()) {  // step() has tagged these MemoryCategory::OptimizerState
+    checkStateBeforeCapture(name(), p);
     expAvg_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
     expAvgSq_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
     if (options_.amsgrad) maxExpAvgSq_[i] = zeros(p.sizes(), {.dtype = p.dtype(), .device = p.device()});
   }
-  return AdamHyper{lr_, options_.beta1, options_.beta2, options_.eps, *options_.weight_decay, decoupled_, options_.amsgrad, ++steps_[i]};
+  AdamHyper h{lr_, options_.beta1, options_.beta2, options_.eps, *options_.weight_decay, decoupled_, options_.amsgrad, ++steps_[i]};
+  if (options_.capturable) h.step_on_device = stepCounts_.data<float>() + i;  // counted by countSteps()
+  return h;
+}
+
+void Adam::countSteps(const std::vector<Pending>& pending) {
+  if (!options_.capturable || pending.empty()) return;
+  const Device device = params_.front().device();
+  followParam(stepCounts_, params_.front());
+  if (stepCounts_.defined() && stepCounts_.dtype() != kFloat32) stepCounts_ = stepCounts_.to(kFloat32);
+  if (!stepCounts_.defined()) {
+    checkStateBeforeCapture(name(), params_.front());
+    stepCounts_ = zeros({static_cast<std::int64_t>(params_.size())}, {.dtype = kFloat32, .device = device});
+  }
+  // Queued before the updates that read them: one launch when every parameter steps, as usual.
+  if (pending.size() == params_.size()) {
+    stepCounts_.copy_(stepCounts_ + 1.0);
+  } else {
+    for (const Pending& u : pending) {
+      const auto i = static_cast<std::int64_t>(u.index);
+      Tensor count = stepCounts_.slice(0, i, i + 1);
+      count.copy_(count + 1.0);
+    }
+  }
 }
 
 const Tensor* Adam::maxExpAvgSq(std::size_t i) const { return options_.amsgrad ? &maxExpAvgSq_[i] : nullptr; }
 
 void Adam::update(std::size_t i, const Tensor& p, const Tensor& g) {
+  countSteps({{i, p, g}});
   const AdamHyper h = hyper(i);
   backendFor(p.device()).adamStep(p, g, expAvg_[i], expAvgSq_[i], maxExpAvgSq(i), h);
 }
 
 // All parameters of one device in one call, so the CUDA backend can update them in a few launches.
 void Adam::updateAll(const std::vector<Pending>& pending) {
+  countSteps(pending);
   std::vector<Backend::AdamTensors> batch;
   Device device = kCPU;
   auto flush = [&] {

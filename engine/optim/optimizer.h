@@ -64,6 +64,10 @@ struct AdamOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   std::optional<double> weight_decay = std::nullopt;
   bool amsgrad = false;  // AMSGrad: divide by the square root of the running maximum of exp_avg_sq
+  // torch.optim.Adam(capturable=True): the step counts live on the parameters' device and the bias
+  // corrections are computed there, so step() can be captured in a CUDA graph and replayed (without
+  // it, the count would be frozen into the graph at its capture value). All parameters on one device.
+  bool capturable = false;
 };
 
 class Adam : public Optimizer {
@@ -79,11 +83,13 @@ class Adam : public Optimizer {
   void update(std::size_t index, const Tensor& param, const Tensor& grad) override;
   void updateAll(const std::vector<Pending>& pending) override;
   AdamHyper hyper(std::size_t index);  // creates the state on first use, counts the step
+  void countSteps(const std::vector<Pending>& pending);  // capturable: the device's step counts, before the updates
   const Tensor* maxExpAvgSq(std::size_t index) const;  // amsgrad's state, null without amsgrad
   AdamOptions options_;  // weight_decay resolved
   bool decoupled_;
   std::vector<Tensor> expAvg_, expAvgSq_, maxExpAvgSq_;  // maxExpAvgSq_ with amsgrad only
   std::vector<std::int64_t> steps_;
+  Tensor stepCounts_;  // capturable: float32 (params,), parameter i's step count at [i], on their device
 };
 
 // AdamW: Adam with decoupled weight decay (default weight_decay 0.01, as in PyTorch, also when only

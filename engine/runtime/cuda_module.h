@@ -31,9 +31,10 @@ namespace gpulab::cuda {
 // 6: copyBytes takes dstPinned (a non_blocking copy into pinned host memory no longer waits).
 // 7: NCCL collectives (ncclInfo, allReduce, broadcast) for engine/distributed.
 // 8: NVTX ranges (rangePush, rangePop) for the profiler.
-constexpr int kModuleAbiVersion = 8;
+// 9: CUDA graphs (graphCaptureBegin ... graphDestroy).
+constexpr int kModuleAbiVersion = 9;
 // The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi8";
+inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi9";
 
 // Whether the module can run NCCL collectives, and the one line that says so or why not.
 struct NcclInfo {
@@ -84,7 +85,22 @@ struct ModuleApi {
   // a tool attached they cost next to nothing; they never throw.
   void (*rangePush)(const char* name);
   void (*rangePop)();
+  // CUDA graphs (engine/runtime/cuda_graph.h): stream capture in the global mode on the device's stream
+  // with GPU Lab's id `stream`; its end instantiates the graph and returns it (free it with
+  // graphDestroy), or throws CudaError when the capture was invalidated; graphLaunch queues one replay.
+  void (*graphCaptureBegin)(int device, std::uintptr_t stream);
+  void* (*graphCaptureEnd)(int device, std::uintptr_t stream);
+  void (*graphLaunch)(void* graph, int device, std::uintptr_t stream);
+  std::size_t (*graphNodeCount)(void* graph);
+  void (*graphDestroy)(void* graph);  // never throws
 };
+
+// The engine's side of the graph entries (cuda_runtime_loader.cpp): they throw without a module.
+void graphCaptureBegin(int device, std::uintptr_t stream);
+void* graphCaptureEnd(int device, std::uintptr_t stream);
+void graphLaunch(void* graph, int device, std::uintptr_t stream);
+std::size_t graphNodeCount(void* graph);
+void graphDestroy(void* graph);
 
 // The engine's side of the NCCL entries (cuda_runtime_loader.cpp), for engine/distributed: without a
 // module, ncclInfo() says why and the collectives throw.

@@ -159,11 +159,27 @@ bool eventMarkerReached(std::uintptr_t marker) {
 }
 void releaseEventMarker(std::uintptr_t marker) { cudaEventDestroy(reinterpret_cast<cudaEvent_t>(marker)); }
 
+// RAII: this thread's stream-capture mode is relaxed (cudaThreadExchangeStreamCaptureMode) while it lives.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&previous_); }
+  ~RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&previous_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
+};
+
 class CudaRawAllocator final : public RawAllocator {
  public:
   explicit CudaRawAllocator(int index) : index_(index), ordinal_(ordinalOf(index)) {}
   void* rawAllocate(std::size_t bytes) override {
     DeviceGuard guard(ordinal_);
+    // A segment reserved while a CUDA graph is captured (its private pool growing): cudaMalloc is not
+    // allowed in the global capture mode, and harmless in the relaxed one -- the graph gets the new
+    // memory and never frees it before its replays (PyTorch's cudaMallocMaybeCapturing).
+    RelaxedCaptureMode relaxed;
     void* ptr = nullptr;
     const cudaError_t status = cudaMalloc(&ptr, bytes);
     if (status == cudaErrorMemoryAllocation) {
@@ -798,6 +814,11 @@ void streamWaitEventImpl(int device, std::uintptr_t stream, void* event) {
 }
 
 double eventElapsedMsImpl(void* start, void* end) {
+  // Asked first, so that an event not reached yet is reported without a failing CUDA call (which
+  // compute-sanitizer counts as an error even where the program expects it).
+  for (void* e : {start, end}) {
+    if (!eventQueryImpl(e)) throw Error("cudaErrorNotReady: device not ready -- an event has not happened yet; call synchronize() on it first");
+  }
   float ms = 0;
   const cudaError_t status = cudaEventElapsedTime(&ms, handleOf(start).event, handleOf(end).event);
   if (status == cudaErrorNotReady) {
@@ -806,6 +827,62 @@ double eventElapsedMsImpl(void* start, void* end) {
   }
   GPULAB_CUDA_CHECK(status);
   return ms;
+}
+
+// CUDA graphs (engine/runtime/cuda_graph.h): a captured graph and its executable instance.
+struct GraphHandle {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  int device = 0;
+};
+
+void graphCaptureBeginImpl(int device, std::uintptr_t stream) {
+  DeviceContext& ctx = context(device);
+  DeviceGuard guard(ctx.ordinal());
+  // Global mode, PyTorch's default: any thread's call that could make the host wait on the capturing
+  // device (a synchronize, a blocking copy) fails and invalidates the capture, instead of going unseen.
+  GPULAB_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream(stream), cudaStreamCaptureModeGlobal));
+}
+
+void* graphCaptureEndImpl(int device, std::uintptr_t stream) {
+  DeviceContext& ctx = context(device);
+  DeviceGuard guard(ctx.ordinal());
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(ctx.stream(stream), &graph);
+  if (ended != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a capture's failure is not sticky: the device stays usable
+    GPULAB_CUDA_CHECK(ended);
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  if (made != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    cudaGetLastError();
+    GPULAB_CUDA_CHECK(made);
+  }
+  return new GraphHandle{graph, exec, device};
+}
+
+void graphLaunchImpl(void* handle, int device, std::uintptr_t stream) {
+  auto* h = static_cast<GraphHandle*>(handle);
+  DeviceContext& ctx = context(device);
+  DeviceGuard guard(ctx.ordinal());
+  GPULAB_CUDA_CHECK(cudaGraphLaunch(h->exec, ctx.stream(stream)));
+}
+
+std::size_t graphNodeCountImpl(void* handle) {
+  std::size_t count = 0;
+  GPULAB_CUDA_CHECK(cudaGraphGetNodes(static_cast<GraphHandle*>(handle)->graph, nullptr, &count));
+  return count;
+}
+
+void graphDestroyImpl(void* handle) {
+  auto* h = static_cast<GraphHandle*>(handle);
+  if (!h) return;
+  if (h->exec) cudaGraphExecDestroy(h->exec);
+  if (h->graph) cudaGraphDestroy(h->graph);
+  delete h;
 }
 
 }  // namespace gpulab::cuda
@@ -843,6 +920,11 @@ extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion,
       broadcastImpl,
       [](const char* name) { nvtxRangePushA(name); },
       [] { nvtxRangePop(); },
+      graphCaptureBeginImpl,
+      graphCaptureEndImpl,
+      graphLaunchImpl,
+      graphNodeCountImpl,
+      graphDestroyImpl,
   };
   return &api;
 }

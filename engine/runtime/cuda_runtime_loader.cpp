@@ -18,6 +18,7 @@
 #include "engine/kernels/backend.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
+#include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
@@ -112,6 +113,7 @@ int deviceCount() {
   return m ? m->deviceCount() : 0;
 }
 void synchronize(int device) {
+  checkNotCapturing(Device(DeviceType::CUDA, device));
   if (isEmulated(Device(DeviceType::CUDA, device))) return emulated::synchronizeAll();
   if (const ModuleApi* m = loaded().api) m->synchronize(device);
 }
@@ -163,8 +165,31 @@ void rangePop() {
   if (const ModuleApi* m = loaded().api) m->rangePop();
 }
 
+void graphCaptureBegin(int device, std::uintptr_t stream) {
+  if (const ModuleApi* m = loaded().api) return m->graphCaptureBegin(device, stream);
+  noCuda("Cannot capture a CUDA graph on cuda:" + std::to_string(device));
+}
+void* graphCaptureEnd(int device, std::uintptr_t stream) {
+  if (const ModuleApi* m = loaded().api) return m->graphCaptureEnd(device, stream);
+  noCuda("Cannot capture a CUDA graph on cuda:" + std::to_string(device));
+}
+void graphLaunch(void* graph, int device, std::uintptr_t stream) {
+  if (const ModuleApi* m = loaded().api) return m->graphLaunch(graph, device, stream);
+  noCuda("Cannot replay a CUDA graph on cuda:" + std::to_string(device));
+}
+std::size_t graphNodeCount(void* graph) {
+  if (const ModuleApi* m = loaded().api) return m->graphNodeCount(graph);
+  return 0;
+}
+void graphDestroy(void* graph) {
+  if (const ModuleApi* m = loaded().api) m->graphDestroy(graph);
+}
+
 void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
                bool srcPinned, bool dstPinned) {
+  // A copy between host memory and a GPU that captures a graph: the host would wait on it, or the graph
+  // would read host memory that is gone by its replays. Copy into the graph's static inputs outside it.
+  if (dstDevice.isCpu() != srcDevice.isCpu()) checkNotCapturing(dstDevice.isCpu() ? srcDevice : dstDevice);
   const bool realOnOneSide = (dstDevice.isCuda() && !isEmulated(dstDevice)) || (srcDevice.isCuda() && !isEmulated(srcDevice));
   if (!realOnOneSide && emulatedCopy(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned, dstPinned)) return;
   // Between the emulated GPU and a real one: to the module the emulated side is pageable host memory,

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -190,9 +191,42 @@ StreamQueue& queue(std::uintptr_t stream) {
   return *q;
 }
 
+// The tasks a capturing stream has recorded (null: not capturing). Read without a lock on every
+// enqueue; changed, and appended to, under `captureMutex`.
+std::array<std::atomic<std::vector<Task>*>, kPoolSize + 1> captures{};
+std::mutex captureMutex;
+
+std::vector<Task>* captureOf(std::uintptr_t stream) {
+  return stream <= kPoolSize ? captures[stream].load(std::memory_order_acquire) : nullptr;
+}
+
 }  // namespace
 
-void enqueue(std::uintptr_t stream, Task task) { queue(stream).push(std::move(task)); }
+void enqueue(std::uintptr_t stream, Task task) {
+  if (std::vector<Task>* recorded = captureOf(stream)) {
+    std::lock_guard lock(captureMutex);
+    recorded->push_back(std::move(task));
+    return;
+  }
+  queue(stream).push(std::move(task));
+}
+
+void beginCapture(std::uintptr_t stream) {
+  queue(stream);  // checks the id
+  std::lock_guard lock(captureMutex);
+  if (captures[stream].load(std::memory_order_relaxed)) throw Error("the emulated GPU's stream " + std::to_string(stream) + " is already capturing");
+  captures[stream].store(new std::vector<Task>(), std::memory_order_release);
+}
+
+std::vector<Task> endCapture(std::uintptr_t stream) {
+  queue(stream);
+  std::lock_guard lock(captureMutex);
+  std::unique_ptr<std::vector<Task>> recorded(captures[stream].exchange(nullptr, std::memory_order_acq_rel));
+  if (!recorded) throw Error("the emulated GPU's stream " + std::to_string(stream) + " is not capturing");
+  return std::move(*recorded);
+}
+
+bool capturing(std::uintptr_t stream) { return captureOf(stream) != nullptr; }
 
 void synchronizeStream(std::uintptr_t stream) {
   StreamQueue& q = queue(stream);
@@ -224,7 +258,13 @@ bool streamIdle(std::uintptr_t stream) {
   return q.done() >= q.queued();
 }
 
-Marker markNow(std::uintptr_t stream) { return {stream, queue(stream).queued()}; }
+Marker markNow(std::uintptr_t stream) {
+  if (captureOf(stream)) {
+    throw Error("GPU Lab's emulated GPU cannot record an event on a stream while it captures a CUDA graph "
+                "(record it before torch.cuda.graph(...) or after it)");
+  }
+  return {stream, queue(stream).queued()};
+}
 bool reached(const Marker& marker) { return queue(marker.stream).done() >= marker.sequence; }
 void waitFor(const Marker& marker) { queue(marker.stream).waitUntil(marker.sequence, true); }
 void waitForQuietly(const Marker& marker) { queue(marker.stream).waitUntil(marker.sequence, false); }

@@ -15,6 +15,7 @@
 // next synchronisation, as CUDA reports a device-side assert at the next synchronising call.
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "engine/runtime/stream.h"
 
@@ -46,6 +47,15 @@ bool reached(const Marker& marker);
 void waitFor(const Marker& marker);  // rethrows the stream's kernel error, as synchronizeStream
 // For one stream waiting on another's marker (Stream::wait_event): the error stays with its stream.
 void waitForQuietly(const Marker& marker);
+
+// Stream capture, for CUDA graphs on the emulated GPU (engine/runtime/cuda_graph.cpp): while `stream`
+// captures, enqueue() records its tasks instead of queueing them -- nothing runs, as nothing runs on a
+// GPU stream under capture -- and endCapture() hands them over in order, for the graph to queue
+// again at each replay. Marking a capturing stream's place (an event record) throws: its queue does
+// not move while it captures.
+void beginCapture(std::uintptr_t stream);
+std::vector<Task> endCapture(std::uintptr_t stream);
+bool capturing(std::uintptr_t stream);
 
 // A stream id from the pool for Stream::create().
 std::uintptr_t nextPoolStream();

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "engine/core/errors.h"
+#include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/emulated_streams.h"
@@ -69,6 +70,7 @@ bool Stream::query() const {
 }
 
 void Stream::synchronize() const {
+  checkNotCapturing(device_);
   if (isEmulated(device_)) return emulated::synchronizeStream(id_);
   if (device_.isCuda()) deviceStreamSynchronize(device_.index(), id_);
 }
@@ -176,6 +178,7 @@ void Event::synchronize() const {
   {
     std::lock_guard lock(impl_->mutex);
     if (!impl_->stream) return;
+    checkNotCapturing(impl_->stream->device());
     marker = impl_->marker;
     deviceEvent = impl_->deviceEvent.get();  // once made, kept for the Impl's life
   }

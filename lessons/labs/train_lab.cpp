@@ -26,6 +26,17 @@
 //                         nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 //   torch.backends.cudnn.benchmark = cudnn_benchmark; torch.backends.cudnn.deterministic = deterministic
 //
+// With cuda_graph the whole step is captured once in a CUDA graph and replayed for every batch
+// (training.h, GraphedStep; optimizer = Adam(..., capturable=True), loader with drop_last=True):
+//
+//   static_x, static_y = first batch; warm up 3 steps on a side stream
+//   g = torch.cuda.CUDAGraph()
+//   optimizer.zero_grad(set_to_none=True)
+//   with torch.cuda.graph(g):
+//       static_loss = loss_fn(model(static_x), static_y); static_loss.backward(); optimizer.step()
+//   for x, y in loader:
+//       static_x.copy_(x); static_y.copy_(y); g.replay()
+//
 // With lr_schedule cosine: scheduler = CosineAnnealingLR(optimizer, T_max=epochs * len(loader)), and
 // scheduler.step() after every optimizer.step().
 //
@@ -103,6 +114,8 @@ std::vector<lab::ParamSpec> TrainLab::params() const {
       intParam("memory_cap_mb", 0, 0, 1 << 24, "Cap this run's memory on the device at N MiB, with set_per_process_memory_fraction(N MiB / capacity) (0: no cap)"),
       ampParam(),
       boolParam("grad_scaler", true, "With amp fp16: scale the loss with a GradScaler (skips steps whose gradients overflow); --no-grad-scaler turns it off. bfloat16 needs none"),
+      boolParam("cuda_graph", false, "torch.cuda.graph: capture the whole training step (forward, backward, optimizer) once in a CUDA graph and "
+                "replay it for every batch -- one launch a step instead of one per kernel (a GPU, real or emulated; Adam capturable)"),
       boolParam("tf32", false, "torch.backends.cuda.matmul.allow_tf32: float32 matrix products on TF32 tensor cores (NVIDIA Ampere and newer)"),
       boolParam("cudnn_benchmark", false, "torch.backends.cudnn.benchmark: time cuDNN's convolution algorithms once per shape and keep the fastest (CUDA only; off: cuDNN's heuristics choose)"),
       boolParam("deterministic", false, "torch.backends.cudnn.deterministic: only convolution algorithms whose results are bit-identical run to run (CUDA only)"),
@@ -150,6 +163,22 @@ std::string likelyDivergenceCause(const lab::Params& p) {
 // seconds let runs with different batch sizes be compared fairly.
 std::vector<lab::Axis> trainingAxes() { return {{"step", ""}, {"samples seen", ""}, {"time", "s"}}; }
 
+// A captured step replays one fixed step: the settings that change the step from batch to batch, or
+// that exist to show a mistake, cannot be captured. Says which one, and why.
+void checkGraphable(const lab::Params& p, Device device) {
+  auto refuse = [](const std::string& why) { throw ValueError("cuda_graph: " + why); };
+  if (!device.isCuda()) refuse("a CUDA graph captures GPU work, and this run is on " + device.str() + ": choose a cuda device (the emulated GPU captures too)");
+  if (p.getInt("accumulate") != 1) refuse("a captured step is one whole optimizer step: set accumulate to 1");
+  if (ampDtype(p.getString("amp")) == kFloat16 && p.getBool("grad_scaler")) {
+    refuse("the GradScaler reads on the host whether a step's gradients overflowed, and nothing may be read from the device during a "
+           "capture: use amp bf16 (no scaler needed) or none");
+  }
+  if (p.getString("lr_schedule") != "constant") refuse("the learning rate is captured with the step: keep lr_schedule constant");
+  for (const char* habit : {"move_model", "move_batch", "zero_grad", "detach_loss"}) {
+    if (!p.getBool(habit)) refuse(std::string("the fault sandbox's switches are for eager steps: turn ") + habit + " back on");
+  }
+}
+
 }  // namespace
 
 void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
@@ -163,6 +192,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
                  " on the CPU, but the device is the CPU: everything is on one device and nothing fails. Choose a cuda "
                  "device (the emulated GPU too) to meet the error.");
   }
+  const bool graphed = p.getBool("cuda_graph");
+  if (graphed) checkGraphable(p, device);
   const auto seed = static_cast<std::uint64_t>(p.getInt("seed"));
   Generator gen(seed);
 
@@ -189,7 +220,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   }
   const bool pin = p.getBool("pin_memory");
   if (pin && !cuda::pinnedMemoryAvailable()) sink.warning("pin_memory is set but no GPU is usable: batches stay in pageable memory");
-  data::DataLoader trainLoader(trainSet, {.batch_size = p.getInt("batch_size"), .shuffle = true, .drop_last = false,
+  data::DataLoader trainLoader(trainSet, {.batch_size = p.getInt("batch_size"), .shuffle = true, .drop_last = graphed,
                                           .num_workers = static_cast<int>(p.getInt("workers")), .pin_memory = pin, .seed = seed});
   data::DataLoader testLoader(testSet, {.batch_size = 1024, .num_workers = 0, .pin_memory = pin});
 
@@ -206,7 +237,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
 
   // 4. The optimizer.
   auto optimizer = makeOptimizer(p.getString("optimizer"), model->parameters(), p.getFloat("lr"), p.getFloat("momentum"),
-                                 p.getFloat("weight_decay"));
+                                 p.getFloat("weight_decay"), graphed);
   const int accumulate = static_cast<int>(p.getInt("accumulate"));
 
   // 4a. Mixed precision: autocast's dtype for the forward pass, and a GradScaler for float16 (disabled,
@@ -297,6 +328,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   std::int64_t trainPeak = 0, runPeak = 0;  // bytes allocated at most: while training; in the whole run
   int epochsDone = 0;
   std::optional<std::string> shownError;  // the device-mismatch error a switch provoked, or out of memory
+  std::optional<GraphedStep> graphedStep;  // cuda_graph: captured at the first batch
   std::int64_t windowSkipped = 0, totalSkipped = 0, skippedMarkers = 0;  // steps the GradScaler skipped
   double lastScale = 0;
 
@@ -331,13 +363,27 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
           inputs = batch.inputs.to(device, pin);
           targets = batch.targets.to(device, pin);
         }
-        Tensor loss;
-        {
+        auto forward = [&](const Tensor& x, const Tensor& y) {
           std::optional<amp::AutocastGuard> autocast;
           if (amp) autocast.emplace(device.type(), *amp);
-          loss = taskLoss(classification, (*model)(inputs), targets);  // float32 under autocast too: losses run in float32
+          return taskLoss(classification, (*model)(x), y);  // float32 under autocast too: losses run in float32
+        };
+        Tensor loss;
+        if (graphed) {
+          // 6a'. The captured step, replayed on this batch: forward, backward and the optimizer step in one
+          //      launch (captured on the first batch, after its warm-up steps).
+          if (!graphedStep) {
+            graphedStep.emplace(forward, *optimizer, inputs, targets);
+            sink.info("torch.cuda.graph: " + std::to_string(GraphedStep::kWarmupSteps) + " warm-up steps on the first batch (they train too), "
+                      "then the whole step captured as one graph of " + std::to_string(graphedStep->nodes()) +
+                      " kernels and copies, replayed for every batch" +
+                      (emulated ? " (on the emulated GPU the replay queues the recorded CPU kernels as one task: no timing is drawn from it)" : ""));
+          }
+          loss = graphedStep->step(inputs, targets);
+        } else {
+          loss = forward(inputs, targets);
+          scaler.scale(accumulate > 1 ? loss * (1.0 / accumulate) : loss).backward();
         }
-        scaler.scale(accumulate > 1 ? loss * (1.0 / accumulate) : loss).backward();
         ++microBatches;
         groupSamples += batch.inputs.size(0);
         addLoss(groupLoss, loss, 1.0);
@@ -346,10 +392,12 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
 
         // 6b. The optimizer step (skipped by the scaler when a gradient is inf/NaN), then the gradients
         //     are freed for the next group.
-        scaler.step(*optimizer);
-        scaler.update();
-        schedule.step(*optimizer);  // scheduler.step(): the rate of the next step
-        if (zeroGrad) optimizer->zero_grad();
+        if (!graphed) {  // (the graph's replay has stepped, and its backward writes fresh gradients each time)
+          scaler.step(*optimizer);
+          scaler.update();
+          schedule.step(*optimizer);  // scheduler.step(): the rate of the next step
+          if (zeroGrad) optimizer->zero_grad();
+        }
         if (scaler.is_enabled()) {
           const amp::ScalerStepStats& st = scaler.last_step();
           const std::vector<double> at{static_cast<double>(steps + 1), static_cast<double>(samplesSeen + groupSamples), trainSeconds + secondsSince(epochStart)};

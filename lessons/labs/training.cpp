@@ -16,6 +16,8 @@
 #include "engine/memory/raw_allocator.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/execution_context.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab::labs {
 
@@ -206,12 +208,12 @@ std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::T
 }
 
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,
-                                                double momentum, double wd) {
+                                                double momentum, double wd, bool capturable) {
   if (name == "sgd") return std::make_unique<optim::SGD>(params, optim::SGDOptions{.lr = lr, .momentum = momentum, .weight_decay = wd});
   // The lab always passes its weight_decay parameter (default 0.0), so "adamw" here runs without decay
   // unless the learner sets it; optim::AdamW's own default (0.01, as PyTorch) applies only when unset.
-  if (name == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamOptions{.lr = lr, .weight_decay = wd});
-  if (name == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = lr, .weight_decay = wd});
+  if (name == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamOptions{.lr = lr, .weight_decay = wd, .capturable = capturable});
+  if (name == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = lr, .weight_decay = wd, .capturable = capturable});
   throw ValueError("unknown optimizer '" + name + "' (sgd, adam, adamw)");
 }
 
@@ -303,6 +305,47 @@ bool OomExplainer::explain(lab::MetricSink& sink) {
     if (saved > 0) sink.row("oom-fixes", {fix, saved, std::string(saved >= oom->size ? "yes" : "no")});  // (no state yet: nothing to free)
   }
   return true;
+}
+
+GraphedStep::GraphedStep(LossFn loss, optim::Optimizer& optimizer, const Tensor& inputs, const Tensor& targets) {
+  const Device device = inputs.device();
+  if (!device.isCuda()) throw ValueError("a CUDA graph captures GPU work, and the batch is on " + device.str() + ": choose a cuda device (the emulated GPU captures too)");
+  CudaDeviceGuard onDevice(device.index());  // the graph captures the current CUDA device
+  inputs_ = inputs.clone();
+  targets_ = targets.clone();
+  auto fullStep = [&] {
+    Tensor l = loss(inputs_, targets_);
+    l.backward();
+    optimizer.step();
+    return l;
+  };
+  // 1. Warm-up on a side stream, as PyTorch's recipe does: the optimizer makes its state here, not in
+  //    the capture (where it would be made -- zeroed -- again at every replay).
+  const cuda::Stream side = cuda::Stream::create(device);
+  side.wait_stream(cuda::current_stream(device));
+  {
+    cuda::StreamGuard on(side);
+    for (int i = 0; i < kWarmupSteps; ++i) {
+      optimizer.zero_grad();
+      fullStep();
+    }
+  }
+  cuda::current_stream(device).wait_stream(side);
+  // 2. The capture. The gradients are freed first, so the captured backward makes them afresh, in the
+  //    graph's pool: each replay then writes this step's gradients instead of adding to the last.
+  optimizer.zero_grad(/*set_to_none=*/true);
+  cuda::graph(graph_, [&] { loss_ = fullStep(); });
+}
+
+const Tensor& GraphedStep::step(const Tensor& inputs, const Tensor& targets) {
+  if (inputs.sizes() != inputs_.sizes() || targets.sizes() != targets_.sizes()) {
+    throw ValueError("a CUDA graph replays the shapes it captured: this batch is " + shapeStr(inputs.sizes()) + ", the captured one " +
+                     shapeStr(inputs_.sizes()) + " (a DataLoader with drop_last=True keeps every batch full)");
+  }
+  inputs_.copy_(inputs);
+  targets_.copy_(targets);
+  graph_.replay();
+  return loss_;
 }
 
 void synchronizeDevice(Device device) {

@@ -2,6 +2,7 @@
 // Pieces the training labs share: the MLP the lessons use, the optimizer by name, the loss for the
 // task, and one optimizer step over one or more micro-batches (gradient accumulation).
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory_events.h"
 #include "engine/data/dataloader.h"
+#include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
@@ -76,8 +78,9 @@ double secondsSince(std::chrono::steady_clock::time_point start);
 std::string fasterOrSlower(double ratio);
 // The data set's first n examples (all of them when n is 0 or at least its size): the labs' train_subset.
 std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n);
+// capturable: Adam and AdamW keep their step counts on the device, for a step captured in a CUDA graph.
 std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const std::vector<Tensor>& params, double lr,
-                                                double momentum, double weightDecay);
+                                                double momentum, double weightDecay, bool capturable = false);
 Tensor taskLoss(bool classification, const Tensor& output, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 struct MicroBatch {
@@ -133,6 +136,29 @@ class OomExplainer {
   std::map<std::uintptr_t, Live> live_;  // the blocks allocated since construction, by address
   std::optional<MemoryEvent> oom_;       // the last OOM, and the blocks live at that moment
   std::map<std::uintptr_t, Live> atOom_;
+};
+
+// The whole training step -- forward and loss, backward, optimizer step -- captured once in a CUDA graph
+// and replayed for every batch (PyTorch's whole-network capture with torch.cuda.graph): a few warm-up
+// steps on a side stream first, on the first batch, so that the optimizer's state exists; then the
+// capture, on static input tensors that each later batch is copied into before its replay. The
+// optimizer must be capturable (Adam with capturable=true; SGD keeps nothing on the host after its
+// first step), the learning rate fixed, and every batch of the first one's shape.
+class GraphedStep {
+ public:
+  using LossFn = std::function<Tensor(const Tensor& inputs, const Tensor& targets)>;
+  static constexpr int kWarmupSteps = 3;
+  // Warms up and captures on `inputs`' device (a GPU, real or emulated): the warm-up steps train.
+  GraphedStep(LossFn loss, optim::Optimizer& optimizer, const Tensor& inputs, const Tensor& targets);
+  // Copies the batch into the static inputs and queues one replay; returns the step's loss, the
+  // graph's static output: use it (read it, add it to a sum) before the next step() overwrites it.
+  const Tensor& step(const Tensor& inputs, const Tensor& targets);
+  // The kernels and copies one replay launches.
+  std::size_t nodes() const { return graph_.num_nodes(); }
+
+ private:
+  cuda::CUDAGraph graph_;
+  Tensor inputs_, targets_, loss_;
 };
 
 // torch.cuda.synchronize(device): waits for the device's queued work (nothing to wait for on the CPU

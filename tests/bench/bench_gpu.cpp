@@ -2,13 +2,20 @@
 // workloads in PyTorch, on the same GPU, and prints the ratios). One JSON object per line, one line per
 // workload; nothing here judges the numbers.
 //
-//   gpulab-bench-gpu [--workload NAME] [--device cuda:0] [--steps N]
+//   gpulab-bench-gpu [--workload NAME] [--device cuda:0] [--steps N] [--repeats N]
 //
 // Workloads (data already on the device; each is warmed up before it is timed, and timed between two
-// synchronisations so queued GPU work is counted):
+// synchronisations so queued GPU work is counted). The training loops are timed --repeats times (5 by
+// default) and report the median with the fastest and slowest run: one run of a few hundred
+// milliseconds varies by half between runs on a GPU machine (the Fashion epoch: 0.104, 0.169 and
+// 0.140 s in three runs on an H100, 2026-11-26).
 //   regression    the seed lessons' loop: 16 -> 64 -> 1 MLP, Adam lr 1e-3, batch 64 (steps/s)
 //   fashion       one epoch of the 784 -> 256 -> 128 -> 100 -> 10 MLP, Adam, batch 128 over 60,000
 //                 Fashion-MNIST-shaped examples (seconds per epoch)
+//   regression-graph, fashion-graph
+//                 the same with the whole step -- forward, backward, Adam(capturable=True) -- captured
+//                 once in a CUDA graph (engine/runtime/cuda_graph.h) and replayed, each batch copied
+//                 into the graph's static inputs first (PyTorch's whole-network capture recipe)
 //   gemm-fp32     a GEMM-bound MLP: 3 x Linear(4096, 4096) + ReLU, batch 4096, SGD (ms/step, TFLOP/s)
 //   gemm-tf32     the same with TF32 tensor cores allowed (torch.backends.cuda.matmul.allow_tf32)
 //   copy          host -> device 256 MiB from pageable and from pinned memory (GB/s), and the
@@ -19,10 +26,12 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +40,9 @@
 #include "engine/nn/layers.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/optimizer.h"
+#include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "lessons/labs/training.h"
 
 using namespace gpulab;
 using Clock = std::chrono::steady_clock;
@@ -57,43 +68,78 @@ std::shared_ptr<nn::Sequential> mlp(const std::vector<std::int64_t>& widths, Gen
   return model;
 }
 
-// Trains `model` over (x, y) already on `device`, in order, `batch` rows at a time; returns the seconds.
-double trainResident(Device device, nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y,
-                     std::int64_t batch, int warmup, int steps, bool classification) {
+// A timed loop's runs: the median and the fastest and slowest, in seconds.
+struct Runs {
+  double median = 0, fastest = 0, slowest = 0;
+  std::size_t graphNodes = 0;  // the kernels and copies one replay launches (graphed loops)
+};
+Runs summarise(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t n = seconds.size();
+  const double median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
+  return {median, seconds.front(), seconds.back()};
+}
+
+// Trains `model` over (x, y) already on `device`, in order, `batch` rows at a time: `repeats` timed runs
+// of `steps` steps. Eagerly, or (graphed) with one step captured in a CUDA graph and replayed, each
+// batch copied into the graph's static inputs; the optimizer must then be capturable.
+Runs trainResident(Device device, nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y, std::int64_t batch,
+                   int warmup, int steps, int repeats, bool classification, bool graphed) {
   const std::int64_t batches = x.size(0) / batch;
   std::int64_t i = 0;
-  auto step = [&] {
-    const std::int64_t b = i++ % batches;
-    Tensor bx = x.slice(0, b * batch, (b + 1) * batch), by = y.slice(0, b * batch, (b + 1) * batch);
+  auto lossOf = [&](const Tensor& bx, const Tensor& by) {
     Tensor out = model(bx);
-    Tensor loss = classification ? cross_entropy(out, by) : mse_loss(out, by);
+    return classification ? cross_entropy(out, by) : mse_loss(out, by);
+  };
+  auto eagerStep = [&] {
+    const std::int64_t b = i++ % batches;
+    Tensor loss = lossOf(x.slice(0, b * batch, (b + 1) * batch), y.slice(0, b * batch, (b + 1) * batch));
     opt.zero_grad();
     loss.backward();
     opt.step();
   };
-  return timeIt(device, warmup, steps, step);
+  std::optional<labs::GraphedStep> graph;  // warm-up and capture on the first batch (training.h)
+  if (graphed) graph.emplace(lossOf, opt, x.slice(0, 0, batch), y.slice(0, 0, batch));
+  auto replayStep = [&] {
+    const std::int64_t b = i++ % batches;
+    graph->step(x.slice(0, b * batch, (b + 1) * batch), y.slice(0, b * batch, (b + 1) * batch));
+  };
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    seconds.push_back(graphed ? timeIt(device, r == 0 ? warmup : 0, steps, replayStep)
+                              : timeIt(device, r == 0 ? warmup : 0, steps, eagerStep));
+  }
+  Runs runs = summarise(seconds);
+  runs.graphNodes = graph ? graph->nodes() : 0;
+  return runs;
 }
 
-void regression(Device device, int steps) {
+void printRuns(const char* workload, int steps, const Runs& r, bool graphed) {
+  std::printf("{\"workload\":\"%s%s\",\"steps\":%d,\"seconds\":%.6f,\"seconds_fastest\":%.6f,\"seconds_slowest\":%.6f,"
+              "\"steps_per_s\":%.1f,\"graph_nodes\":%zu}\n",
+              workload, graphed ? "-graph" : "", steps, r.median, r.fastest, r.slowest, steps / r.median, r.graphNodes);
+}
+
+void regression(Device device, int steps, int repeats, bool graphed) {
   Generator gen(0);
   Tensor x = randn({1024, 16}, gen).to(device), y = randn({1024, 1}, gen).to(device);
   auto model = mlp({16, 64, 1}, gen);
   model->to(device);
-  optim::Adam opt(model->parameters(), {.lr = 1e-3});
-  const double s = trainResident(device, *model, opt, x, y, 64, 200, steps, false);
-  std::printf("{\"workload\":\"regression\",\"steps\":%d,\"seconds\":%.6f,\"steps_per_s\":%.1f}\n", steps, s, steps / s);
+  optim::Adam opt(model->parameters(), {.lr = 1e-3, .capturable = graphed});
+  const Runs r = trainResident(device, *model, opt, x, y, 64, 200, steps, repeats, false, graphed);
+  printRuns("regression", steps, r, graphed);
 }
 
-void fashion(Device device) {
+void fashion(Device device, int repeats, bool graphed) {
   Generator gen(0);
   Tensor x = randn({60000, 784}, gen).to(device);
   Tensor y = randint(0, 10, {60000}, gen).to(device);
   auto model = mlp({784, 256, 128, 100, 10}, gen);
   model->to(device);
-  optim::Adam opt(model->parameters(), {.lr = 1e-3});
+  optim::Adam opt(model->parameters(), {.lr = 1e-3, .capturable = graphed});
   const int steps = 60000 / 128;  // 468 full batches
-  const double s = trainResident(device, *model, opt, x, y, 128, 50, steps, true);
-  std::printf("{\"workload\":\"fashion\",\"steps\":%d,\"seconds\":%.6f,\"steps_per_s\":%.1f}\n", steps, s, steps / s);
+  const Runs r = trainResident(device, *model, opt, x, y, 128, 50, steps, repeats, true, graphed);
+  printRuns("fashion", steps, r, graphed);
 }
 
 void gemmMlp(Device device, bool tf32, int steps) {
@@ -104,7 +150,7 @@ void gemmMlp(Device device, bool tf32, int steps) {
   auto model = mlp({n, n, n, n}, gen);
   model->to(device);
   optim::SGD opt(model->parameters(), {.lr = 1e-4});
-  const double s = trainResident(device, *model, opt, x, y, n, 3, steps, false);
+  const double s = trainResident(device, *model, opt, x, y, n, 3, steps, 1, false, false).median;
   // 3 layers x (forward, grad input, grad weight) x 2 n^3 flops.
   const double flops = 3.0 * 3.0 * 2.0 * n * n * n * steps;
   std::printf("{\"workload\":\"gemm-%s\",\"steps\":%d,\"seconds\":%.6f,\"ms_per_step\":%.3f,\"tflops\":%.1f}\n", tf32 ? "tf32" : "fp32",
@@ -185,19 +231,22 @@ void memory(Device device) {
 
 int main(int argc, char** argv) {
   std::string only, deviceText = "cuda:0";
-  int steps = 3000;
+  int steps = 3000, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--workload")) only = argv[i + 1];
     else if (!std::strcmp(argv[i], "--device")) deviceText = argv[i + 1];
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::max(1, std::atoi(argv[i + 1]));
   }
   try {
     const Device device = Device::parse(deviceText);
     cuda::checkDeviceUsable(device);
     if (!device.isCuda()) throw ValueError("gpulab-bench-gpu measures a GPU: --device must be cuda or cuda:N");
     const auto want = [&](const char* name) { return only.empty() || only == name; };
-    if (want("regression")) regression(device, steps);
-    if (want("fashion")) fashion(device);
+    if (want("regression")) regression(device, steps, repeats, false);
+    if (want("regression-graph")) regression(device, steps, repeats, true);
+    if (want("fashion")) fashion(device, repeats, false);
+    if (want("fashion-graph")) fashion(device, repeats, true);
     if (want("gemm-fp32")) gemmMlp(device, false, 20);
     if (want("gemm-tf32")) gemmMlp(device, true, 20);
     if (want("copy")) copies(device);

@@ -4,10 +4,15 @@ same workloads in PyTorch, and prints both absolute numbers and the ratio for ea
 best configuration on each workload (the fastest of eager with the default foreach optimizer, eager
 with the fused optimizer, and the whole training step captured in a CUDA graph); the table says which.
 
-Usage: python3 tests/bench/gpu_bench.py --bench build/bin/gpulab-bench-gpu [--json OUT.json]
+Usage: python3 tests/bench/gpu_bench.py --bench build/bin/gpulab-bench-gpu [--json OUT.json] [--only regression,fashion,...]
+(--only: a comma-separated subset of regression, fashion, gemm, copy, elementwise, memory)
+
+The training loops are medians of five timed runs on both sides. GPU Lab runs each eagerly and with the
+whole step captured in a CUDA graph; each is compared with PyTorch's fastest configuration.
 """
 import argparse
 import json
+import statistics
 import subprocess
 import time
 
@@ -39,8 +44,10 @@ def mlp(widths):
     return nn.Sequential(*layers).cuda()
 
 
-def train_variants(widths, x, y, batch, steps, warmup, classification, make_opt):
-    """Seconds for `steps` training steps over GPU-resident (x, y), per PyTorch configuration."""
+def train_variants(widths, x, y, batch, steps, warmup, classification, make_opt, repeats=5):
+    """Seconds for `steps` training steps over GPU-resident (x, y), per PyTorch configuration: the median
+    of `repeats` timed runs (GPU Lab's side reports its median of as many), two for the eager
+    configurations, which are many times slower and never the best on these loops."""
     loss_fn = nn.CrossEntropyLoss() if classification else nn.MSELoss()
     batches = x.shape[0] // batch
     results = {}
@@ -61,7 +68,7 @@ def train_variants(widths, x, y, batch, steps, warmup, classification, make_opt)
             opt.step()
 
         if not config.startswith("CUDA graph"):
-            results[config] = timed(step, warmup, steps)
+            results[config] = statistics.median(timed(step, warmup if r == 0 else 0, steps) for r in range(2))
             continue
         # Capture one step on static input buffers; replay it with the next batch copied in.
         static_x, static_y = x[:batch].clone(), y[:batch].clone()
@@ -88,7 +95,7 @@ def train_variants(widths, x, y, batch, steps, warmup, classification, make_opt)
             static_y.copy_(y[b * batch:(b + 1) * batch])
             graph.replay()
 
-        results[config] = timed(replay, warmup, steps)
+        results[config] = statistics.median(timed(replay, warmup if r == 0 else 0, steps) for r in range(repeats))
     return results
 
 
@@ -107,6 +114,12 @@ def ours(bench, workload, extra=()):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def spread(*runs):
+    for o in runs:
+        print(f"  GPU Lab {o['workload']}: median {o['seconds']:.4f} s of {o['steps']} steps, runs from {o['seconds_fastest']:.4f} "
+              f"to {o['seconds_slowest']:.4f} s" + (f"; {o['graph_nodes']} graph nodes a step" if o["graph_nodes"] else ""))
+
+
 def best(results):
     config = min(results, key=results.get)
     return config, results[config]
@@ -117,7 +130,10 @@ def main():
     ap.add_argument("--bench", default="build/bin/gpulab-bench-gpu")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--json")
+    ap.add_argument("--only", default="regression,fashion,gemm,copy,elementwise,memory",
+                    help="comma-separated workloads to run (default: all)")
     a = ap.parse_args()
+    only = set(a.only.split(","))
     props = torch.cuda.get_device_properties(0)
     print(f"GPU {props.name}; PyTorch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
     rows = []
@@ -130,8 +146,26 @@ def main():
               f"ratio {ratio:5.2f}x  (PyTorch: {config})")
 
     print("ratio > 1 means GPU Lab is faster")
-    # 1. The seed lessons' regression loop.
     g = torch.Generator().manual_seed(0)
+    if "regression" in only:
+        regression(a, g, report)
+    if "fashion" in only:
+        fashion(a, g, report)
+    if "gemm" in only:
+        gemm(a, report)
+    if "copy" in only:
+        copies(a, report)
+    if "elementwise" in only:
+        elementwise(a, report)
+    if "memory" in only:
+        memory(a)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"gpu": props.name, "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+def regression(a, g, report):
+    """The seed lessons' regression loop."""
     x, y = torch.randn(1024, 16, generator=g).cuda(), torch.randn(1024, 1, generator=g).cuda()
     r = train_variants([16, 64, 1], x, y, 64, a.steps, 200, False, adam)
     for config, seconds in r.items():
@@ -139,15 +173,25 @@ def main():
     config, seconds = best(r)
     o = ours(a.bench, "regression", ["--steps", str(a.steps)])
     report("regression 16-64-1, Adam, batch 64", o["steps_per_s"], a.steps / seconds, "steps/s", True, config)
+    g = ours(a.bench, "regression-graph", ["--steps", str(a.steps)])
+    report("regression, GPU Lab's step in a CUDA graph", g["steps_per_s"], a.steps / seconds, "steps/s", True, config)
+    spread(o, g)
 
-    # 2. A Fashion-MNIST-shaped epoch, data on the GPU.
+
+def fashion(a, g, report):
+    """A Fashion-MNIST-shaped epoch, data on the GPU."""
     xf, yf = torch.randn(60000, 784, generator=g).cuda(), torch.randint(0, 10, (60000,), generator=g).cuda()
     r = train_variants([784, 256, 128, 100, 10], xf, yf, 128, 468, 50, True, adam)
     config, seconds = best(r)
     o = ours(a.bench, "fashion")
     report("fashion MLP epoch (784-256-128-100-10), on GPU", o["seconds"], seconds, "s", False, config)
+    g = ours(a.bench, "fashion-graph")
+    report("fashion epoch, GPU Lab's step in a CUDA graph", g["seconds"], seconds, "s", False, config)
+    spread(o, g)
 
-    # 3. GEMM-bound MLP, fp32 then TF32.
+
+def gemm(a, report):
+    """A GEMM-bound MLP, fp32 then TF32."""
     for tf32 in (False, True):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         xg, yg = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
@@ -159,7 +203,9 @@ def main():
         report(f"{name} MLP 3x4096, batch 4096 (TFLOP/s)", o["tflops"], torch_tflops, "TFLOP/s", True, config)
     torch.backends.cuda.matmul.allow_tf32 = False
 
-    # 4. Host -> device copies.
+
+def copies(a, report):
+    """Host -> device copies."""
     n = 64 << 20
     pageable = torch.ones(n)
     pinned = pageable.pin_memory()
@@ -172,7 +218,10 @@ def main():
     print(f"  cudaMemcpy from the same pinned buffer reaches {o['cudamemcpy_pinned_gbps']:.2f} GB/s "
           f"(GPU Lab pinned copies reach {o['pinned_gbps'] / o['cudamemcpy_pinned_gbps']:.0%} of it)")
 
-    # 5. Elementwise against the device's copy bandwidth.
+
+def elementwise(a, report):
+    """Elementwise against the device's copy bandwidth."""
+    n = 64 << 20
     ea, eb = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     t_add = timed(lambda: ea + eb, 5, 50)
     o = ours(a.bench, "elementwise")
@@ -180,12 +229,13 @@ def main():
     print(f"  device-to-device cudaMemcpy reaches {o['d2d_copy_gbps']:.0f} GB/s "
           f"(GPU Lab's a + b reaches {o['add_gbps'] / o['d2d_copy_gbps']:.0%} of it)")
 
-    # 6. Memory: the same model and batch after one Adam step, our allocator next to PyTorch's, and
-    #    our NVML reading of our own process next to nvidia-smi's.
+
+def memory(a):
+    """The same model and batch after one Adam step, our allocator next to PyTorch's, and our NVML
+    reading of our own process next to nvidia-smi's."""
     torch.manual_seed(0)
     model = mlp([784, 256, 128, 100, 10])
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    del xf, yf, xg, yg, ea, eb, x, y
     torch.cuda.empty_cache()
     base_alloc = torch.cuda.memory_allocated()
     xm, ym = torch.randn(128, 784, device="cuda"), torch.randint(0, 10, (128,), device="cuda")
@@ -203,10 +253,6 @@ def main():
               f"as nvidia-smi reports it: {o['nvidia_smi_process_mib']} MiB")
     else:
         print(f"  NVML's process view: not available ({o['nvml_reason']})")
-
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"gpu": props.name, "torch": torch.__version__, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

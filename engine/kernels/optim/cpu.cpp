@@ -31,7 +31,7 @@ void CpuBackend::adamStep(const Tensor& param, const Tensor& grad, const Tensor&
   dispatchFloating(param.dtype(), "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
-    const auto update = fn::makeAdamUpdate<M>(h);
+    const auto update = fn::makeAdamUpdate<M>(h).resolved();  // capturable: the step count read as the update runs
     T* p = param.data<T>();
     const T* g = grad.data<T>();
     T* m = expAvg.data<T>();

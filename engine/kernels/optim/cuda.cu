@@ -48,7 +48,8 @@ __global__ void sgdKernel(fn::SgdUpdateT<OpMath<T>> u, T* p, const T* g, T* buf,
 }
 
 template <class T>
-__global__ void adamKernel(fn::AdamUpdateT<OpMath<T>> u, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n) {
+__global__ void adamKernel(fn::AdamUpdateT<OpMath<T>> update, T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n) {
+  const fn::AdamUpdateT<OpMath<T>> u = update.resolved();  // capturable: the step count read here, on the device
   GPULAB_GRID_STRIDE(i, n) adamElement(u, p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr);
 }
 
@@ -76,7 +77,7 @@ __global__ void multiAdamKernel(MultiAdamArgs<T> a) {
   const int t = a.blockTensor[blockIdx.x];
   const std::int64_t begin = static_cast<std::int64_t>(a.blockChunk[blockIdx.x]) * kMultiChunk;
   const std::int64_t end = min(a.n[t], begin + kMultiChunk);
-  const fn::AdamUpdateT<OpMath<T>> u = a.update[t];
+  const fn::AdamUpdateT<OpMath<T>> u = a.update[t].resolved();
   T* p = a.p[t];
   const T* g = a.g[t];
   T* m = a.m[t];

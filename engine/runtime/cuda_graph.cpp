@@ -1,0 +1,257 @@
+// CUDA graphs (see cuda_graph.h). The engine keeps the bookkeeping both kinds of GPU share -- which
+// device and stream capture, into which memory pool, whether the capture broke a rule -- and hands the
+// capture itself to the device: the CUDA module (cudaStreamBeginCapture ... cudaGraphLaunch) on a real
+// GPU, the emulated streams' task recording on the emulated one.
+#include "engine/runtime/cuda_graph.h"
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/core/errors.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/runtime/cuda_module.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/execution_context.h"
+
+namespace gpulab::cuda {
+
+struct CUDAGraph::Impl {
+  Device device{kCPU};
+  std::uintptr_t stream = 0;  // the stream captured on
+  MempoolId pool;
+  bool retained = false;   // the pool is held by this graph (from capture_begin to reset)
+  bool capturing = false;
+  bool broken = false;     // a call during the capture made the host wait on the device
+  std::string brokenBy;    // what it was, for capture_end's error
+  void* handle = nullptr;  // a real GPU's instantiated graph
+  std::shared_ptr<const std::vector<emulated::Task>> tasks;  // the emulated GPU's recorded work
+  std::size_t nodes = 0;
+  bool captured = false;
+};
+
+namespace {
+
+// The captures underway, process-wide: CUDA's global capture mode makes any thread's synchronising call
+// on a capturing device fail, so the check is not per thread either.
+std::atomic<int> capturesUnderway{0};
+std::mutex registryMutex;
+std::vector<CUDAGraph::Impl*> registry;
+
+void registerCapture(CUDAGraph::Impl* g) {
+  std::lock_guard lock(registryMutex);
+  registry.push_back(g);
+  capturesUnderway.fetch_add(1, std::memory_order_release);
+}
+
+void unregisterCapture(CUDAGraph::Impl* g) {
+  std::lock_guard lock(registryMutex);
+  std::erase(registry, g);
+  capturesUnderway.fetch_sub(1, std::memory_order_release);
+}
+
+Device currentCudaDevice() { return Device(DeviceType::CUDA, executionContext().currentCudaDevice); }
+
+[[noreturn]] void captureInvalidated(const CUDAGraph::Impl& g) {
+  throw CudaError("CUDA error: operation failed due to a previous error during capture (" + g.brokenBy +
+                  " made the host wait on " + g.device.str() + " while it captured; nothing was kept)");
+}
+
+}  // namespace
+
+MempoolId graph_pool_handle() {
+  static std::atomic<std::uint64_t> next{1};
+  return {next.fetch_add(1, std::memory_order_relaxed)};
+}
+
+CUDAGraph::CUDAGraph() : impl_(std::make_unique<Impl>()) {}
+
+CUDAGraph::~CUDAGraph() {
+  try {
+    if (impl_->capturing) {  // destroyed mid-capture (an exception unwound past it): end it quietly
+      unregisterCapture(impl_.get());
+      deviceAllocator(impl_->device.index()).endAllocateToPool(impl_->stream);
+      if (isEmulated(impl_->device)) {
+        emulated::endCapture(impl_->stream);
+      } else {
+        try {
+          graphDestroy(graphCaptureEnd(impl_->device.index(), impl_->stream));
+        } catch (const Error&) {
+        }
+      }
+      impl_->capturing = false;
+    }
+    reset();
+  } catch (...) {
+    // A destructor must not throw; a device that fails here fails again at the next call.
+  }
+}
+
+void CUDAGraph::capture_begin(std::optional<MempoolId> pool) {
+  Impl& g = *impl_;
+  if (g.captured || g.capturing) {
+    throw Error("This CUDAGraph instance already owns a captured graph. To capture a new graph, create a new instance.");
+  }
+  const Device device = currentCudaDevice();
+  checkDeviceUsable(device);
+  if (!isEmulated(device) && !isAvailable()) {
+    throw Error("CUDA graphs capture work on a GPU, and none is usable here: " + availability().reason +
+                " (GPU Lab's emulated GPU can capture graphs too: enable it, and use cuda:0)");
+  }
+  const std::uintptr_t stream = currentStreamId(device);
+  if (stream == 0) {
+    throw Error("CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on the default stream.)");
+  }
+  if (isCapturing(device)) {
+    throw Error("another CUDA graph is being captured on " + device.str() + ": GPU Lab captures one graph at a time per device");
+  }
+  g.device = device;
+  g.stream = stream;
+  g.pool = pool ? *pool : graph_pool_handle();
+  g.broken = false;
+  CachingAllocator& allocator = deviceAllocator(device.index());
+  allocator.retainPool(g.pool.id);
+  g.retained = true;
+  allocator.beginAllocateToPool(stream, g.pool.id);
+  try {
+    if (isEmulated(device)) emulated::beginCapture(stream);
+    else graphCaptureBegin(device.index(), stream);
+  } catch (...) {
+    allocator.endAllocateToPool(stream);
+    allocator.releasePool(g.pool.id);
+    g.retained = false;
+    throw;
+  }
+  g.capturing = true;
+  registerCapture(&g);
+}
+
+void CUDAGraph::capture_end() {
+  Impl& g = *impl_;
+  if (!g.capturing) throw Error("capture_end() without capture_begin(): this CUDAGraph is not capturing");
+  unregisterCapture(&g);
+  g.capturing = false;
+  deviceAllocator(g.device.index()).endAllocateToPool(g.stream);
+  if (isEmulated(g.device)) {
+    std::vector<emulated::Task> recorded = emulated::endCapture(g.stream);
+    if (g.broken) {
+      reset();
+      captureInvalidated(g);
+    }
+    g.nodes = recorded.size();
+    g.tasks = std::make_shared<const std::vector<emulated::Task>>(std::move(recorded));
+  } else {
+    try {
+      g.handle = graphCaptureEnd(g.device.index(), g.stream);
+    } catch (const CudaError&) {
+      const bool broken = g.broken;
+      reset();
+      if (broken) captureInvalidated(g);  // our own words for what CUDA reports as invalidated
+      throw;
+    }
+    if (g.broken) {
+      reset();
+      captureInvalidated(g);
+    }
+    g.nodes = graphNodeCount(g.handle);
+  }
+  g.captured = true;
+}
+
+void CUDAGraph::replay() {
+  Impl& g = *impl_;
+  if (!g.captured) throw Error("Called CUDAGraph::replay without a preceding successful capture.");
+  const std::uintptr_t stream = currentStreamId(g.device);
+  if (isEmulated(g.device)) {
+    // One task for the whole graph, as one launch queues the whole graph on a GPU.
+    emulated::enqueue(stream, [tasks = g.tasks] {
+      for (const emulated::Task& t : *tasks) t();
+    });
+    return;
+  }
+  graphLaunch(g.handle, g.device.index(), stream);
+}
+
+void CUDAGraph::reset() {
+  Impl& g = *impl_;
+  if (g.capturing) throw Error("reset() during a capture: end it with capture_end() first");
+  if (g.handle) {
+    graphDestroy(g.handle);
+    g.handle = nullptr;
+  }
+  g.tasks.reset();
+  if (g.retained) {
+    deviceAllocator(g.device.index()).releasePool(g.pool.id);
+    g.retained = false;
+  }
+  g.captured = false;
+  g.nodes = 0;
+}
+
+MempoolId CUDAGraph::pool() const { return impl_->pool; }
+std::size_t CUDAGraph::num_nodes() const { return impl_->nodes; }
+bool CUDAGraph::captured() const { return impl_->captured; }
+
+void graph(CUDAGraph& g, const std::function<void()>& body, std::optional<MempoolId> pool, std::optional<Stream> stream) {
+  const Device device = currentCudaDevice();
+  checkDeviceUsable(device);
+  // As torch.cuda.graph's __enter__: the device idle, its cached memory given back, then the capture on
+  // a side stream -- so the capture starts from a quiet device and its pool from fresh segments.
+  synchronize(device.index());
+  deviceAllocator(device.index()).emptyCache();
+  const Stream side = stream ? *stream : Stream::create(device);
+  StreamGuard on(side);
+  g.capture_begin(pool);
+  try {
+    body();
+  } catch (...) {
+    // Abandon the capture: end it, keep nothing, and let the body's error go on.
+    try {
+      g.capture_end();
+    } catch (...) {
+    }
+    g.reset();
+    throw;
+  }
+  g.capture_end();
+}
+
+bool isCapturing(Device device) {
+  if (capturesUnderway.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard lock(registryMutex);
+  for (const CUDAGraph::Impl* g : registry)
+    if (g->device == device) return true;
+  return false;
+}
+
+bool is_current_stream_capturing() {
+  if (capturesUnderway.load(std::memory_order_acquire) == 0) return false;
+  const Device device = currentCudaDevice();
+  const std::uintptr_t stream = currentStreamId(device);
+  std::lock_guard lock(registryMutex);
+  for (const CUDAGraph::Impl* g : registry)
+    if (g->device == device && g->stream == stream) return true;
+  return false;
+}
+
+void checkNotCapturing(Device device) {
+  if (capturesUnderway.load(std::memory_order_acquire) == 0 || !device.isCuda()) return;
+  std::lock_guard lock(registryMutex);
+  bool found = false;
+  for (CUDAGraph::Impl* g : registry) {
+    if (g->device != device) continue;
+    found = true;
+    if (!g->broken) g->brokenBy = "a synchronising call (synchronize(), .item(), .cpu(), a copy to or from host memory)";
+    g->broken = true;
+  }
+  if (found) {
+    throw CudaError("CUDA error: operation not permitted when stream is capturing (" + device.str() +
+                    " is capturing a CUDA graph: nothing may make the host wait on it until the capture ends -- "
+                    "no synchronize(), .item(), .cpu() or copy to or from host memory inside torch.cuda.graph)");
+  }
+}
+
+}  // namespace gpulab::cuda

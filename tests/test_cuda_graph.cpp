@@ -1,0 +1,276 @@
+// CUDA graphs (engine/runtime/cuda_graph.h), on the emulated GPU and, where there is one, on a real
+// GPU: captured work runs only when replayed, a replayed training step trains exactly as the same steps
+// run eagerly (capturable Adam included), the graph's private pool keeps its memory from other tensors
+// and from empty_cache(), and PyTorch's rules raise PyTorch's errors -- a synchronising call during the
+// capture, the default stream, a non-capturable optimizer, optimizer state made during the capture --
+// leaving the device usable. ctest runs it with GPULAB_EMULATED_GPU=1, so it runs on GPU machines too.
+#include <optional>
+
+#include "engine/core/errors.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory.h"
+#include "engine/nn/layers.h"
+#include "engine/ops/ops.h"
+#include "engine/optim/optimizer.h"
+#include "engine/runtime/cuda_graph.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/execution_context.h"
+#include "engine/runtime/stream.h"
+#include "test_util.h"
+
+using namespace gpulab;
+using test::textOf;
+
+namespace {
+
+// The rows: the emulated GPU everywhere, a real GPU where there is one.
+void addGpuRows() {
+  QTest::addColumn<bool>("real");
+  QTest::newRow("emulated GPU") << false;
+  QTest::newRow("GPU") << true;
+}
+std::optional<Device> graphGpu(bool real) {
+  if (real) return cuda::isAvailable() ? std::optional<Device>(Device(DeviceType::CUDA, 0)) : std::nullopt;
+  return cuda::emulatedDevice();
+}
+
+double maxAbsDiff(const Tensor& a, const Tensor& b) { return (a.to(kCPU) - b.to(kCPU)).abs().max().item(); }
+
+// The seed lessons' regression model, 16 -> 64 -> 1, the same weights for every call with one seed.
+std::shared_ptr<nn::Sequential> regressionModel(Device device) {
+  Generator gen(7);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 64, true, gen));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(64, 1, true, gen));
+  model->to(device);
+  return model;
+}
+
+// Eight batches of 64 regression examples, on `device`.
+struct Batches {
+  std::vector<Tensor> x, y;
+};
+Batches regressionBatches(Device device) {
+  Generator gen(11);
+  Batches b;
+  for (int i = 0; i < 8; ++i) {
+    b.x.push_back(randn({64, 16}, gen).to(device));
+    b.y.push_back(randn({64, 1}, gen).to(device));
+  }
+  return b;
+}
+
+}  // namespace
+
+class TestCudaGraph : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void init() {
+    QFETCH(bool, real);
+    const std::optional<Device> gpu = graphGpu(real);
+    if (!gpu) QSKIP(real ? "no usable GPU" : "the emulated GPU is off (GPULAB_EMULATED_GPU=0)");
+    device_.emplace(*gpu);
+    guard_.emplace(gpu->index());  // torch.cuda.set_device: graphs capture the current CUDA device
+  }
+  void cleanup() {
+    guard_.reset();
+    device_.reset();
+  }
+
+  // Nothing runs while a graph is captured; each replay runs all of it once.
+  void capturedWorkRunsOnlyWhenReplayed_data() { addGpuRows(); }
+  void capturedWorkRunsOnlyWhenReplayed() {
+    const Device gpu = *device_;
+    Tensor counter = zeros({4}, {.device = gpu});
+    cuda::CUDAGraph g;
+    cuda::graph(g, [&] { counter.copy_(counter + 1.0); });
+    QVERIFY(g.captured());
+    QVERIFY2(g.num_nodes() >= 1, qPrintable(QString("%1 nodes").arg(g.num_nodes())));
+    QCOMPARE(counter.sum().item(), 0.0);  // captured, not run
+    for (int i = 0; i < 5; ++i) g.replay();
+    QCOMPARE(counter.sum().item(), 4.0 * 5);
+  }
+
+  // A training step captured once and replayed trains exactly as the same steps run eagerly: the
+  // forward, backward and Adam's update all replay, and capturable Adam's step count moves on the
+  // device (a count frozen at its capture value would give other updates from the second replay on).
+  void aReplayedStepTrainsLikeTheEagerSteps_data() { addGpuRows(); }
+  void aReplayedStepTrainsLikeTheEagerSteps() {
+    const Device gpu = *device_;
+    const Batches data = regressionBatches(gpu);
+    constexpr int kSteps = 24, kWarmup = 3;
+    auto eagerModel = regressionModel(gpu);
+    optim::Adam eagerOpt(eagerModel->parameters(), {.lr = 1e-2});  // capturable=False: counted on the host
+    std::vector<double> eagerLosses;
+    for (int s = 0; s < kSteps; ++s) {
+      Tensor loss = mse_loss((*eagerModel)(data.x[s % 8]), data.y[s % 8]);
+      eagerOpt.zero_grad();
+      loss.backward();
+      eagerOpt.step();
+      eagerLosses.push_back(loss.item());
+    }
+
+    auto model = regressionModel(gpu);
+    optim::Adam opt(model->parameters(), {.lr = 1e-2, .capturable = true});
+    Tensor staticX = data.x[0].clone(), staticY = data.y[0].clone();
+    std::vector<double> losses;
+    {  // Warm-up on a side stream, as PyTorch's recipe: the optimizer's state exists before the capture.
+      const cuda::Stream side = cuda::Stream::create(gpu);
+      side.wait_stream(cuda::current_stream(gpu));
+      cuda::StreamGuard on(side);
+      for (int s = 0; s < kWarmup; ++s) {
+        staticX.copy_(data.x[s % 8]);
+        staticY.copy_(data.y[s % 8]);
+        Tensor loss = mse_loss((*model)(staticX), staticY);
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+        losses.push_back(loss.item());
+      }
+      cuda::current_stream(gpu).wait_stream(side);
+    }
+    cuda::CUDAGraph g;
+    Tensor staticLoss;
+    opt.zero_grad(/*set_to_none=*/true);  // the capture's backward then makes the gradients it replays into
+    cuda::graph(g, [&] {
+      staticLoss = mse_loss((*model)(staticX), staticY);
+      staticLoss.backward();
+      opt.step();
+    });
+    QVERIFY2(g.num_nodes() >= 8, qPrintable(QString("a whole training step in %1 nodes").arg(g.num_nodes())));
+    for (int s = kWarmup; s < kSteps; ++s) {
+      staticX.copy_(data.x[s % 8]);
+      staticY.copy_(data.y[s % 8]);
+      g.replay();
+      losses.push_back(staticLoss.item());
+    }
+    QCOMPARE(losses.size(), eagerLosses.size());
+    for (int s = 0; s < kSteps; ++s) {
+      QVERIFY2(std::abs(losses[s] - eagerLosses[s]) <= 1e-5 * (1.0 + std::abs(eagerLosses[s])),
+               qPrintable(QString("step %1: replayed loss %2, eager %3").arg(s).arg(losses[s]).arg(eagerLosses[s])));
+    }
+    QVERIFY2(losses.back() < 0.8 * losses.front(), "the replays trained the model");
+    const std::vector<Tensor> a = model->parameters(), b = eagerModel->parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) QVERIFY2(maxAbsDiff(a[i], b[i]) <= 1e-5, qPrintable(QString("parameter %1").arg(i)));
+  }
+
+  // The capture's intermediates were freed when it ended, yet each replay writes them again: their
+  // memory stays in the graph's pool, never handed to another tensor, and empty_cache() keeps it.
+  void theGraphsPoolKeepsItsMemory_data() { addGpuRows(); }
+  void theGraphsPoolKeepsItsMemory() {
+    const Device gpu = *device_;
+    Generator gen(3);
+    const Tensor x = randn({256, 256}, gen).to(gpu);
+    Tensor out;
+    cuda::CUDAGraph g;
+    cuda::graph(g, [&] {
+      const Tensor tmp = x * 2.0;  // freed at the end of the capture, rewritten at every replay
+      out = tmp + 1.0;
+    });
+    const std::int64_t reservedWithGraph = memory_reserved(gpu);
+    empty_cache(gpu);
+    QCOMPARE(memory_reserved(gpu), reservedWithGraph);  // the pool is not given back while the graph lives
+    std::vector<Tensor> others;
+    for (int i = 0; i < 8; ++i) others.push_back(full({256, 256}, 7.0, {.device = gpu}));
+    g.replay();
+    QCOMPARE(maxAbsDiff(out, x * 2.0 + 1.0), 0.0);
+    for (const Tensor& t : others) QCOMPARE((t - 7.0).abs().max().item(), 0.0);  // no replay wrote into them
+    empty_cache(gpu);
+    const std::int64_t beforeReset = memory_reserved(gpu);  // nothing cached is left but the graph's pool
+    g.reset();
+    out = Tensor();
+    empty_cache(gpu);
+    QVERIFY2(memory_reserved(gpu) < beforeReset, "reset() gave the pool back");
+  }
+
+  // PyTorch's rule: nothing may make the host wait on the device while it captures. .item() raises,
+  // the capture is abandoned, and the device is usable afterwards -- a second capture works.
+  void aSynchronisingCallDuringCaptureRaises_data() { addGpuRows(); }
+  void aSynchronisingCallDuringCaptureRaises() {
+    const Device gpu = *device_;
+    Tensor x = ones({8}, {.device = gpu});
+    cuda::CUDAGraph g;
+    const std::string item = textOf([&] { cuda::graph(g, [&] { (void)(x * 2.0).sum().item(); }); });
+    QVERIFY2(item.find("operation not permitted when stream is capturing") != std::string::npos, item.c_str());
+    QVERIFY(!g.captured());
+    QVERIFY(!cuda::isCapturing(gpu));
+    const std::string sync = textOf([&] {
+      cuda::CUDAGraph h;
+      cuda::graph(h, [&] { cuda::synchronize(gpu.index()); });
+    });
+    QVERIFY2(sync.find("operation not permitted when stream is capturing") != std::string::npos, sync.c_str());
+    const std::string copy = textOf([&] {
+      cuda::CUDAGraph h;
+      cuda::graph(h, [&] { (void)ones({8}).to(gpu); });
+    });
+    QVERIFY2(copy.find("operation not permitted when stream is capturing") != std::string::npos, copy.c_str());
+    // A body that swallows the error still loses the capture, at its end.
+    cuda::CUDAGraph swallowed;
+    const std::string end = textOf([&] {
+      cuda::graph(swallowed, [&] {
+        try {
+          (void)x.sum().item();
+        } catch (const Error&) {
+        }
+      });
+    });
+    QVERIFY2(end.find("operation failed due to a previous error during capture") != std::string::npos, end.c_str());
+    QVERIFY(!swallowed.captured());
+    // The device is fine: eager work and a new capture.
+    QCOMPARE((x * 3.0).sum().item(), 24.0);
+    cuda::CUDAGraph again;
+    Tensor y;
+    cuda::graph(again, [&] { y = x * 5.0; });
+    again.replay();
+    QCOMPARE(y.sum().item(), 40.0);
+  }
+
+  void captureNeedsASideStream_data() { addGpuRows(); }
+  void captureNeedsASideStream() {
+    cuda::CUDAGraph g;
+    const std::string e = textOf([&] { g.capture_begin(); });  // the default stream is current
+    QVERIFY2(e.find("CUDA graphs must be captured on a non-default stream") != std::string::npos, e.c_str());
+    QVERIFY(!cuda::isCapturing(*device_));
+    const std::string replay = textOf([&] { g.replay(); });
+    QVERIFY2(replay.find("without a preceding successful capture") != std::string::npos, replay.c_str());
+  }
+
+  // An optimizer step captured with its step count on the host would replay one count forever.
+  void optimizersMustBeCapturableAndWarm_data() { addGpuRows(); }
+  void optimizersMustBeCapturableAndWarm() {
+    const Device gpu = *device_;
+    const Batches data = regressionBatches(gpu);
+    auto model = regressionModel(gpu);
+    auto step = [&](optim::Optimizer& opt) {
+      Tensor loss = mse_loss((*model)(data.x[0]), data.y[0]);
+      loss.backward();
+      opt.step();
+    };
+    optim::Adam plain(model->parameters(), {.lr = 1e-3});
+    step(plain);  // warm: the state exists
+    cuda::CUDAGraph g;
+    const std::string e = textOf([&] { cuda::graph(g, [&] { step(plain); }); });
+    QVERIFY2(e.find("Attempting CUDA graph capture of step() for an instance of Adam but param_groups' capturable is False") !=
+                 std::string::npos,
+             e.c_str());
+    optim::Adam cold(model->parameters(), {.lr = 1e-3, .capturable = true});
+    cuda::CUDAGraph h;
+    const std::string c = textOf([&] { cuda::graph(h, [&] { step(cold); }); });
+    QVERIFY2(c.find("state must exist before a CUDA graph captures step()") != std::string::npos, c.c_str());
+    QVERIFY(!h.captured());
+    optim::SGD momentum(model->parameters(), {.lr = 1e-3, .momentum = 0.9});
+    cuda::CUDAGraph k;
+    const std::string m = textOf([&] { cuda::graph(k, [&] { step(momentum); }); });
+    QVERIFY2(m.find("SGD's state must exist") != std::string::npos, m.c_str());
+  }
+
+ private:
+  std::optional<Device> device_;
+  std::optional<CudaDeviceGuard> guard_;
+};
+
+QTEST_GUILESS_MAIN(TestCudaGraph)
+#include "test_cuda_graph.moc"
