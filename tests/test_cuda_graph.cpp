@@ -69,6 +69,7 @@ class TestCudaGraph : public QObject {
 
  private slots:
   void init() {
+    if (QByteArray(QTest::currentTestFunction()) == "capturableAdamIsAdamInEveryDtype") return;  // the CPU's
     QFETCH(bool, real);
     const std::optional<Device> gpu = graphGpu(real);
     if (!gpu) QSKIP(real ? "no usable GPU" : "the emulated GPU is off (GPULAB_EMULATED_GPU=0)");
@@ -158,7 +159,8 @@ class TestCudaGraph : public QObject {
   }
 
   // The capture's intermediates were freed when it ended, yet each replay writes them again: their
-  // memory stays in the graph's pool, never handed to another tensor, and empty_cache() keeps it.
+  // memory stays in the graph's pool, never handed to another tensor -- not even one made on the
+  // capture's own stream -- and empty_cache() keeps it while the graph lives.
   void theGraphsPoolKeepsItsMemory_data() { addGpuRows(); }
   void theGraphsPoolKeepsItsMemory() {
     const Device gpu = *device_;
@@ -166,24 +168,65 @@ class TestCudaGraph : public QObject {
     const Tensor x = randn({256, 256}, gen).to(gpu);
     Tensor out;
     cuda::CUDAGraph g;
+    const cuda::Stream side = cuda::Stream::create(gpu);
     cuda::graph(g, [&] {
       const Tensor tmp = x * 2.0;  // freed at the end of the capture, rewritten at every replay
       out = tmp + 1.0;
-    });
-    const std::int64_t reservedWithGraph = memory_reserved(gpu);
-    empty_cache(gpu);
-    QCOMPARE(memory_reserved(gpu), reservedWithGraph);  // the pool is not given back while the graph lives
+    }, std::nullopt, side);
     std::vector<Tensor> others;
-    for (int i = 0; i < 8; ++i) others.push_back(full({256, 256}, 7.0, {.device = gpu}));
+    {
+      cuda::StreamGuard on(side);  // the stream the pool's blocks were made on: only the pool keeps them apart
+      for (int i = 0; i < 8; ++i) others.push_back(full({256, 256}, 7.0, {.device = gpu}));
+    }
+    cuda::current_stream(gpu).wait_stream(side);
     g.replay();
     QCOMPARE(maxAbsDiff(out, x * 2.0 + 1.0), 0.0);
     for (const Tensor& t : others) QCOMPARE((t - 7.0).abs().max().item(), 0.0);  // no replay wrote into them
+    // With every tensor of the pool freed, its memory is still the graph's: empty_cache() keeps it.
+    others.clear();
     empty_cache(gpu);
-    const std::int64_t beforeReset = memory_reserved(gpu);  // nothing cached is left but the graph's pool
-    g.reset();
+    const std::int64_t withGraph = memory_reserved(gpu);
     out = Tensor();
     empty_cache(gpu);
-    QVERIFY2(memory_reserved(gpu) < beforeReset, "reset() gave the pool back");
+    QCOMPARE(memory_reserved(gpu), withGraph);
+    g.reset();
+    empty_cache(gpu);
+    QVERIFY2(memory_reserved(gpu) < withGraph, "reset() gave the pool back");
+  }
+
+  // record_stream inside a capture (the capture's own stream, or a block used on another stream and
+  // freed during the capture): no event may be recorded then. The block waits until the capture ended.
+  void recordStreamDuringACaptureWaitsForItsEnd_data() { addGpuRows(); }
+  void recordStreamDuringACaptureWaitsForItsEnd() {
+    const Device gpu = *device_;
+    const cuda::Stream side = cuda::Stream::create(gpu), other = cuda::Stream::create(gpu);
+    Tensor usedElsewhere = ones({1024}, {.device = gpu});
+    usedElsewhere.record_stream(other);
+    usedElsewhere.record_stream(side);  // the capture's stream: freeing it there would record an event in the capture
+    Tensor y;
+    cuda::CUDAGraph g;
+    cuda::graph(g, [&] {
+      Tensor t = usedElsewhere * 3.0;
+      t.record_stream(side);     // the capture's own stream: nothing to do, as in PyTorch
+      usedElsewhere = Tensor();  // freed during the capture; its block waits for `other`
+      y = t + 1.0;
+    }, std::nullopt, side);
+    g.replay();
+    QCOMPARE(y.sum().item(), 1024.0 * 4);
+    empty_cache(gpu);  // the deferred block's marker is recorded and passed: nothing waits for ever
+    QCOMPARE(allocatorFor(gpu).pendingBytes(), std::int64_t{0});
+  }
+
+  // Random numbers come from a generator on the host: a replay would draw the capture's again.
+  void randomOpsAreRefusedInACapture_data() { addGpuRows(); }
+  void randomOpsAreRefusedInACapture() {
+    const Device gpu = *device_;
+    Tensor x = ones({64}, {.device = gpu});
+    cuda::CUDAGraph g;
+    const std::string e = textOf([&] { cuda::graph(g, [&] { (void)dropout(x, 0.5, true); }); });
+    QVERIFY2(e.find("dropout inside a CUDA graph capture") != std::string::npos, e.c_str());
+    QVERIFY(!g.captured());
+    QCOMPARE(dropout(x, 0.5, false).sum().item(), 64.0);  // evaluation mode draws nothing and may be captured
   }
 
   // PyTorch's rule: nothing may make the host wait on the device while it captures. .item() raises,
@@ -265,6 +308,33 @@ class TestCudaGraph : public QObject {
     cuda::CUDAGraph k;
     const std::string m = textOf([&] { cuda::graph(k, [&] { step(momentum); }); });
     QVERIFY2(m.find("SGD's state must exist") != std::string::npos, m.c_str());
+  }
+
+  // Capturable Adam is Adam: the same updates in every dtype, its step count float32 whatever the
+  // parameters' dtype (a bfloat16 count stops at 256, a float16 one at 2048). On the CPU: no graph needed.
+  void capturableAdamIsAdamInEveryDtype_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::newRow("float32") << static_cast<int>(kFloat32);
+    QTest::newRow("float64") << static_cast<int>(kFloat64);
+    QTest::newRow("bfloat16") << static_cast<int>(kBFloat16);
+  }
+  void capturableAdamIsAdamInEveryDtype() {
+    QFETCH(int, dtype);
+    Generator gen(5);
+    const Tensor start = randn({32}, gen).to(static_cast<DType>(dtype));
+    Tensor a = start.clone(), b = start.clone();
+    a.requires_grad_(true);
+    b.requires_grad_(true);
+    optim::Adam plain({a}, {.lr = 1e-2}), capturable({b}, {.lr = 1e-2, .capturable = true});
+    for (int s = 0; s < 600; ++s) {
+      const Tensor target = full({32}, s % 7 - 3.0).to(static_cast<DType>(dtype));
+      for (auto [p, opt] : {std::pair<Tensor*, optim::Optimizer*>{&a, &plain}, {&b, &capturable}}) {
+        opt->zero_grad();
+        ((*p - target) * (*p - target)).sum().backward();
+        opt->step();
+      }
+    }
+    QCOMPARE(maxAbsDiff(a.detach().to(kFloat64), b.detach().to(kFloat64)), 0.0);
   }
 
  private:

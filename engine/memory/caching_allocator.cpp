@@ -12,7 +12,7 @@
 namespace gpulab {
 
 bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
-  return std::tie(a->stream, a->size, a->ptr) < std::tie(b->stream, b->size, b->ptr);
+  return std::tie(a->pool, a->stream, a->size, a->ptr) < std::tie(b->pool, b->stream, b->size, b->ptr);
 }
 
 CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw, Device device) : raw_(std::move(raw)), device_(device) {}
@@ -30,6 +30,8 @@ CachingAllocator::~CachingAllocator() {
     for (std::uintptr_t m : p.markers) raw_->releaseMarker(m);
     if (!p.block->prev) heads.push_back(p.block);
   }
+  for (Block* b : deferredUntilNoCapture_)
+    if (!b->prev) heads.push_back(b);
   for (Block* head : heads) {
     char* base = head->ptr;
     std::size_t total = 0;
@@ -113,19 +115,17 @@ void CachingAllocator::activeInsert(Block* block) {
 
 void CachingAllocator::activeErase(ActiveMap::iterator it) { spareActiveNodes_.push_back(active_.extract(it)); }
 
-std::uintptr_t CachingAllocator::ownerLocked(std::uintptr_t stream) const {
+std::uint64_t CachingAllocator::poolLocked(std::uintptr_t stream) const {
   for (const auto& [s, pool] : capturing_)
-    if (s == stream) return kPoolKey | pool;
-  return stream;
+    if (s == stream) return pool;
+  return 0;
 }
 
-bool CachingAllocator::retainedLocked(std::uintptr_t owner) const {
-  return (owner & kPoolKey) && retainedPools_.count(owner & ~kPoolKey) > 0;
-}
+bool CachingAllocator::retainedLocked(std::uint64_t pool) const { return pool != 0 && retainedPools_.count(pool) > 0; }
 
 void CachingAllocator::beginAllocateToPool(std::uintptr_t stream, std::uint64_t pool) {
   std::lock_guard lock(mutex_);
-  if (pool == 0 || (pool & kPoolKey)) throw ValueError("invalid graph memory pool id " + std::to_string(pool));
+  if (pool == 0) throw ValueError("invalid graph memory pool id 0");
   for (const auto& c : capturing_)
     if (c.first == stream) throw Error("a stream can capture into one graph memory pool at a time");
   capturing_.emplace_back(stream, pool);
@@ -134,6 +134,9 @@ void CachingAllocator::beginAllocateToPool(std::uintptr_t stream, std::uint64_t 
 void CachingAllocator::endAllocateToPool(std::uintptr_t stream) {
   std::lock_guard lock(mutex_);
   std::erase_if(capturing_, [&](const auto& c) { return c.first == stream; });
+  if (!capturing_.empty()) return;
+  for (Block* block : deferredUntilNoCapture_) markPendingLocked(block);
+  deferredUntilNoCapture_.clear();
 }
 
 void CachingAllocator::retainPool(std::uint64_t pool) {
@@ -151,27 +154,30 @@ bool CachingAllocator::capturing() const {
   return !capturing_.empty();
 }
 
-void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t requestStream) {
+void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   const std::size_t rounded = roundSize(bytes);
   const bool small = rounded <= kSmallSize;
   std::lock_guard lock(mutex_);
   // During a graph capture the capturing stream's blocks belong to the graph's pool.
-  const std::uintptr_t stream = capturing_.empty() ? requestStream : ownerLocked(requestStream);
+  const std::uint64_t graphPool = capturing_.empty() ? 0 : poolLocked(stream);
   if (!pending_.empty() && capturing_.empty()) processPendingLocked();
   Pool& pool = poolFor(small);
   Block key;
   key.stream = stream;
+  key.pool = graphPool;
   key.size = rounded;
   Block* block = nullptr;
-  if (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream) {
+  if (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream && (*it)->pool == graphPool) {
     block = *it;
     poolErase(pool, it);
   } else {
     block = reserveSegment(rounded, small, stream);
+    block->pool = graphPool;
   }
   const std::size_t rest = block->size - rounded;
   if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
     Block* remainder = newBlock(Block{rest, block->ptr + rounded, stream, false, small, MemoryCategory::Other, block, block->next});
+    remainder->pool = graphPool;
     if (block->next) block->next->prev = remainder;
     block->next = remainder;
     block->size = rounded;
@@ -236,15 +242,21 @@ void CachingAllocator::free(void* ptr) {
   publish(MemoryEventKind::Free, static_cast<std::int64_t>(block->size), block->ptr, block->stream, block->category);
   if (!block->streamUses.empty()) {
     // Used on other streams (record_stream): it counts as free, as in PyTorch, but joins the pool only
-    // once each of those streams has passed the point it had reached now.
-    Pending p{block, {}};
-    for (std::uintptr_t s : block->streamUses) p.markers.push_back(raw_->recordMarker(s));
-    block->streamUses.clear();
+    // once each of those streams has passed the point it had reached now -- marked when no capture is
+    // underway (a marker is an event, which a capture would record into its graph).
     block->pending = true;
-    pending_.push_back(std::move(p));
+    if (!capturing_.empty()) deferredUntilNoCapture_.push_back(block);
+    else markPendingLocked(block);
     return;
   }
   insertFree(block);
+}
+
+void CachingAllocator::markPendingLocked(Block* block) {
+  Pending p{block, {}};
+  for (std::uintptr_t s : block->streamUses) p.markers.push_back(raw_->recordMarker(s));
+  block->streamUses.clear();
+  pending_.push_back(std::move(p));
 }
 
 void CachingAllocator::insertFree(Block* block) {
@@ -322,6 +334,7 @@ std::int64_t CachingAllocator::pendingBytes() const {
   std::lock_guard lock(mutex_);
   std::int64_t bytes = 0;
   for (const Pending& p : pending_) bytes += static_cast<std::int64_t>(p.block->size);
+  for (const Block* b : deferredUntilNoCapture_) bytes += static_cast<std::int64_t>(b->size);
   return bytes;
 }
 
@@ -331,7 +344,7 @@ std::int64_t CachingAllocator::releaseCachedLocked() {
     for (auto it = pool->begin(); it != pool->end();) {
       Block* b = *it;
       // Part of a segment that still has live blocks, or of a pool a graph still replays into.
-      if (b->prev || b->next || retainedLocked(b->stream)) {
+      if (b->prev || b->next || retainedLocked(b->pool)) {
         ++it;
         continue;
       }

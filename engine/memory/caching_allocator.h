@@ -26,10 +26,11 @@
 //   fail with OutOfMemoryError, whose message reads like PyTorch's.
 // - CUDA graphs (engine/runtime/cuda_graph.h): while a graph is captured on a stream, that stream's
 //   allocations come from the graph's private pool (PyTorch's graph memory pool): its blocks are keyed
-//   by the pool instead of the stream, reused only by allocations into the same pool, and kept from the
+//   by the pool as well as the stream, reused only by allocations into the same pool, and kept from the
 //   system while the pool is retained -- the graph's replays write into them even after the tensors
 //   that held them during the capture were freed. While a capture is underway no segment goes back to
-//   the system and no other stream's marker is queried (cudaFree and cudaEventQuery would break it).
+//   the system and no marker is recorded or queried (cudaFree and events would break it): a block used
+//   on other streams that is freed then waits, as PyTorch's do, until no capture is underway.
 // - Statistics (current/peak/allocated/freed for bytes, blocks and segments; retries; OOMs) are exact
 //   after every call, and every change is published to the memory event stream. An OutOfMemory
 //   event has no address of its own: its `address` is the bytes the cap (or the device) left free at
@@ -153,6 +154,7 @@ class CachingAllocator {
     std::size_t requested = 0;  // the size asked for, while allocated
     bool pending = false;       // freed, waiting for the streams in streamUses to pass their markers
     std::vector<std::uintptr_t> streamUses;  // record_stream's other streams
+    std::uint64_t pool = 0;  // the graph memory pool it belongs to (0: none)
   };
   struct Pending {
     Block* block;
@@ -201,10 +203,11 @@ class CachingAllocator {
   // Streams capturing into a private pool (stream -> pool), and how many graphs retain each pool.
   std::vector<std::pair<std::uintptr_t, std::uint64_t>> capturing_;
   std::unordered_map<std::uint64_t, int> retainedPools_;
-  // A pool's blocks carry this key where other blocks carry their stream: no stream id comes near it.
-  static constexpr std::uintptr_t kPoolKey = std::uintptr_t{1} << 63;
-  std::uintptr_t ownerLocked(std::uintptr_t stream) const;  // the stream, or the key of its capture's pool
-  bool retainedLocked(std::uintptr_t owner) const;
+  // Blocks used on other streams, freed during a capture: their markers are recorded once none is underway.
+  std::vector<Block*> deferredUntilNoCapture_;
+  std::uint64_t poolLocked(std::uintptr_t stream) const;  // the pool `stream` captures into (0: none)
+  bool retainedLocked(std::uint64_t pool) const;
+  void markPendingLocked(Block* block);  // markers on its other streams; it joins the pool when they pass
   std::int64_t fractionCapBytes_ = 0;  // fraction_ * total, fixed when the fraction is set
 };
 

@@ -4,6 +4,7 @@
 
 #include "engine/ops/op_util.h"
 #include "engine/profiler/profiler.h"
+#include "engine/runtime/cuda_graph.h"
 
 namespace gpulab {
 
@@ -43,7 +44,16 @@ Tensor arange(double start, double end, double step, const Options& o) {
   return finish(t, o);
 }
 
+void detail::refuseRandomInCapture(const char* op, Device device) {
+  if (cuda::is_current_stream_capturing(device)) {
+    throw NotImplementedError(std::string(op) + " inside a CUDA graph capture: GPU Lab's random generators advance on the host, so every "
+                              "replay would repeat the numbers drawn at the capture (PyTorch keeps the generator's offset on the GPU for "
+                              "this). Draw them outside the capture -- or leave dropout out of the captured step");
+  }
+}
+
 Tensor randn(const Shape& shape, Generator& gen, const Options& o) {
+  detail::refuseRandomInCapture("randn", o.device);
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::requireFloat("randn", t);
   detail::backendOf(t).normal(t, 0.0, 1.0, gen.seed(), gen.advance(fn::kCountersPerNormal * static_cast<std::uint64_t>(t.numel())));
@@ -51,6 +61,7 @@ Tensor randn(const Shape& shape, Generator& gen, const Options& o) {
 }
 
 Tensor rand(const Shape& shape, Generator& gen, const Options& o) {
+  detail::refuseRandomInCapture("rand", o.device);
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::requireFloat("rand", t);
   detail::backendOf(t).uniform(t, 0.0, 1.0, gen.seed(), gen.advance(static_cast<std::uint64_t>(t.numel())));
@@ -60,6 +71,7 @@ Tensor rand(const Shape& shape, Generator& gen, const Options& o) {
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, const Options& o) {
   if (high <= low) throw ValueError("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(low) + " >= to=" + std::to_string(high));
   if (o.dtype != kInt64) throw NotImplementedError("randint is implemented for int64 only");
+  detail::refuseRandomInCapture("randint", o.device);
   Tensor t = Tensor::empty(shape, kInt64, o.device);
   detail::backendOf(t).randint(t, low, high, gen.seed(), gen.advance(static_cast<std::uint64_t>(t.numel())));
   return t;

@@ -26,6 +26,11 @@ inline void requireFloat(const char* op, const Tensor& t) {
   }
 }
 
+// Random draws take their seed and offset from a generator on the host: captured in a CUDA graph,
+// every replay would draw the capture's numbers again (PyTorch keeps the offset on the device for
+// this). Refused while the tensor's device captures on this thread's stream (factory.cpp).
+void refuseRandomInCapture(const char* op, Device device);
+
 // The C++ type name PyTorch prints in dtype-mismatch errors: float, double, c10::Half, c10::BFloat16, long int.
 inline std::string cppTypeName(DType t) {
   switch (t) {

@@ -20,7 +20,7 @@ void checkRange(const char* what, double v, double lo, double hi) {
 // A graph replays what step() queued at its capture: state made then would be made again (zeroed) at
 // every replay, so it must exist before.
 void checkStateBeforeCapture(const char* optimizer, const Tensor& p) {
-  if (cuda::isCapturing(p.device())) {
+  if (cuda::is_current_stream_capturing(p.device())) {
     throw Error(std::string(optimizer) + "'s state must exist before a CUDA graph captures step(): run a few warm-up "
                 "iterations (forward, backward, step) on the side stream first, as PyTorch requires");
   }
@@ -138,7 +138,7 @@ AdamHyper Adam::hyper(std::size_t i) {
   followParam(expAvg_[i], p);
   followParam(expAvgSq_[i], p);
   followParam(maxExpAvgSq_[i], p);
-  if (!options_.capturable && cuda::isCapturing(p.device())) {
+  if (!options_.capturable && cuda::is_current_stream_capturing(p.device())) {
     throw Error(std::string("Attempting CUDA graph capture of step() for an instance of ") + name() +
                 " but param_groups' capturable is False.");
   }
@@ -156,8 +156,12 @@ AdamHyper Adam::hyper(std::size_t i) {
 void Adam::countSteps(const std::vector<Pending>& pending) {
   if (!options_.capturable || pending.empty()) return;
   const Device device = params_.front().device();
-  followParam(stepCounts_, params_.front());
-  if (stepCounts_.defined() && stepCounts_.dtype() != kFloat32) stepCounts_ = stepCounts_.to(kFloat32);
+  // Float32 on the parameters' device whatever their dtype (a bfloat16 count would stop at 256), and
+  // never replaced inside a capture (the graph would go on reading the old tensor).
+  if (stepCounts_.defined() && stepCounts_.device() != device) {
+    checkStateBeforeCapture(name(), params_.front());
+    stepCounts_ = stepCounts_.to(device);
+  }
   if (!stepCounts_.defined()) {
     checkStateBeforeCapture(name(), params_.front());
     stepCounts_ = zeros({static_cast<std::int64_t>(params_.size())}, {.dtype = kFloat32, .device = device});

@@ -5,6 +5,7 @@
 #include "engine/runtime/cuda_graph.h"
 
 #include <atomic>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -73,7 +74,7 @@ CUDAGraph::~CUDAGraph() {
   try {
     if (impl_->capturing) {  // destroyed mid-capture (an exception unwound past it): end it quietly
       unregisterCapture(impl_.get());
-      deviceAllocator(impl_->device.index()).endAllocateToPool(impl_->stream);
+      impl_->capturing = false;
       if (isEmulated(impl_->device)) {
         emulated::endCapture(impl_->stream);
       } else {
@@ -82,7 +83,7 @@ CUDAGraph::~CUDAGraph() {
         } catch (const Error&) {
         }
       }
-      impl_->capturing = false;
+      deviceAllocator(impl_->device.index()).endAllocateToPool(impl_->stream);
     }
     reset();
   } catch (...) {
@@ -132,30 +133,29 @@ void CUDAGraph::capture_begin(std::optional<MempoolId> pool) {
 void CUDAGraph::capture_end() {
   Impl& g = *impl_;
   if (!g.capturing) throw Error("capture_end() without capture_begin(): this CUDAGraph is not capturing");
+  if (currentStreamId(g.device) != g.stream) throw Error("Capture must end on the same stream it began on.");
   unregisterCapture(&g);
   g.capturing = false;
+  std::vector<emulated::Task> recorded;
+  std::exception_ptr failed;
+  try {
+    if (isEmulated(g.device)) recorded = emulated::endCapture(g.stream);
+    else g.handle = graphCaptureEnd(g.device.index(), g.stream);
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  // Only once the device's capture has ended: blocks freed during it may now record their markers.
   deviceAllocator(g.device.index()).endAllocateToPool(g.stream);
+  if (failed || g.broken) {
+    const bool broken = g.broken;
+    reset();
+    if (broken) captureInvalidated(g);  // our own words for what CUDA reports as invalidated
+    std::rethrow_exception(failed);
+  }
   if (isEmulated(g.device)) {
-    std::vector<emulated::Task> recorded = emulated::endCapture(g.stream);
-    if (g.broken) {
-      reset();
-      captureInvalidated(g);
-    }
     g.nodes = recorded.size();
     g.tasks = std::make_shared<const std::vector<emulated::Task>>(std::move(recorded));
   } else {
-    try {
-      g.handle = graphCaptureEnd(g.device.index(), g.stream);
-    } catch (const CudaError&) {
-      const bool broken = g.broken;
-      reset();
-      if (broken) captureInvalidated(g);  // our own words for what CUDA reports as invalidated
-      throw;
-    }
-    if (g.broken) {
-      reset();
-      captureInvalidated(g);
-    }
     g.nodes = graphNodeCount(g.handle);
   }
   g.captured = true;
@@ -227,9 +227,10 @@ bool isCapturing(Device device) {
   return false;
 }
 
-bool is_current_stream_capturing() {
-  if (capturesUnderway.load(std::memory_order_acquire) == 0) return false;
-  const Device device = currentCudaDevice();
+bool is_current_stream_capturing() { return is_current_stream_capturing(currentCudaDevice()); }
+
+bool is_current_stream_capturing(Device device) {
+  if (capturesUnderway.load(std::memory_order_acquire) == 0 || !device.isCuda()) return false;
   const std::uintptr_t stream = currentStreamId(device);
   std::lock_guard lock(registryMutex);
   for (const CUDAGraph::Impl* g : registry)

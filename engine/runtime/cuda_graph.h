@@ -89,6 +89,9 @@ void graph(CUDAGraph& g, const std::function<void()>& body, std::optional<Mempoo
 // torch.cuda.is_current_stream_capturing(): whether this thread's current stream of the current CUDA
 // device is capturing a graph.
 bool is_current_stream_capturing();
+// The same for `device`: whether this thread's current stream of it is capturing (what an op that
+// would be replayed wrongly -- a host-side counter, a random draw -- asks of its tensors' device).
+bool is_current_stream_capturing(Device device);
 // Whether `device` (a GPU, real or emulated) has a capture underway on any stream.
 bool isCapturing(Device device);
 // Raises PyTorch's error when `device` has a capture underway, and marks the capture failed: for the

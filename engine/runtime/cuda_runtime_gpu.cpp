@@ -222,9 +222,14 @@ class CudaRawAllocator final : public RawAllocator {
 // marks the point its queue had reached, and the block stays out of the pool -- and out of
 // empty_cache's reach -- until the event has completed. An allocation meanwhile takes another block
 // instead of waiting for the GPU (PyTorch's CachingHostAllocator records an event per copy the same way).
+// Pinned host memory is allocated by any thread -- DataLoader workers too, while the loop's thread may be
+// capturing a CUDA graph: in the global capture mode their cudaHostAlloc and event queries would fail
+// and break that capture. They cannot touch it (what they do is host-side, or on other streams), so
+// they run in the relaxed mode, as PyTorch's CachingHostAllocator does.
 class PinnedRawAllocator final : public RawAllocator {
  public:
   void* rawAllocate(std::size_t bytes) override {
+    RelaxedCaptureMode relaxed;
     void* ptr = nullptr;
     const cudaError_t status = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);
     if (status == cudaErrorMemoryAllocation) {
@@ -234,7 +239,10 @@ class PinnedRawAllocator final : public RawAllocator {
     GPULAB_CUDA_CHECK(status);
     return ptr;
   }
-  void rawFree(void* ptr, std::size_t) override { GPULAB_CUDA_CHECK(cudaFreeHost(ptr)); }
+  void rawFree(void* ptr, std::size_t) override {
+    RelaxedCaptureMode relaxed;
+    GPULAB_CUDA_CHECK(cudaFreeHost(ptr));
+  }
   MemoryCapacity capacity() const override { return hostMemoryCapacity(); }
   std::string kindName() const override { return "Pinned host memory"; }
   std::string deviceName() const override { return "The host"; }
@@ -243,10 +251,17 @@ class PinnedRawAllocator final : public RawAllocator {
     const auto handle = reinterpret_cast<cudaStream_t>(stream);
     int ordinal = 0;
     GPULAB_CUDA_CHECK(cudaStreamGetDevice(handle, &ordinal));
+    RelaxedCaptureMode relaxed;
     return recordEventMarker(ordinal, handle);
   }
-  bool markerReached(std::uintptr_t marker) override { return eventMarkerReached(marker); }
-  void releaseMarker(std::uintptr_t marker) override { releaseEventMarker(marker); }
+  bool markerReached(std::uintptr_t marker) override {
+    RelaxedCaptureMode relaxed;
+    return eventMarkerReached(marker);
+  }
+  void releaseMarker(std::uintptr_t marker) override {
+    RelaxedCaptureMode relaxed;
+    releaseEventMarker(marker);
+  }
 };
 
 }  // namespace

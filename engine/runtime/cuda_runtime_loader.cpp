@@ -190,6 +190,10 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
   // A copy between host memory and a GPU that captures a graph: the host would wait on it, or the graph
   // would read host memory that is gone by its replays. Copy into the graph's static inputs outside it.
   if (dstDevice.isCpu() != srcDevice.isCpu()) checkNotCapturing(dstDevice.isCpu() ? srcDevice : dstDevice);
+  if (dstDevice.isCuda() && srcDevice.isCuda() && dstDevice != srcDevice) {  // between GPUs the host waits too
+    checkNotCapturing(srcDevice);
+    checkNotCapturing(dstDevice);
+  }
   const bool realOnOneSide = (dstDevice.isCuda() && !isEmulated(dstDevice)) || (srcDevice.isCuda() && !isEmulated(srcDevice));
   if (!realOnOneSide && emulatedCopy(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned, dstPinned)) return;
   // Between the emulated GPU and a real one: to the module the emulated side is pageable host memory,

@@ -203,10 +203,13 @@ std::vector<Task>* captureOf(std::uintptr_t stream) {
 }  // namespace
 
 void enqueue(std::uintptr_t stream, Task task) {
-  if (std::vector<Task>* recorded = captureOf(stream)) {
-    std::lock_guard lock(captureMutex);
-    recorded->push_back(std::move(task));
-    return;
+  if (captureOf(stream)) {
+    std::unique_lock lock(captureMutex);
+    // Looked at again under the lock: the capture may have ended (and its vector gone) meanwhile.
+    if (std::vector<Task>* recorded = captureOf(stream)) {
+      recorded->push_back(std::move(task));
+      return;
+    }
   }
   queue(stream).push(std::move(task));
 }
