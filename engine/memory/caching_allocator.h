@@ -15,9 +15,9 @@
 // - Stream safety, the rule the callers keep: a block is written and read only on the stream it was
 //   allocated for. Then a block freed on the host while kernels queued earlier still read it can be
 //   handed out at once: whatever the new owner queues on that stream runs after those kernels. The
-//   CUDA backend keeps the rule by running every kernel and every copy into device memory on the
-//   device's one compute stream (engine/kernels/cuda/cuda_context.h); work on another stream would
-//   first have to make that stream wait for the block's last use: recordStream(), PyTorch's
+//   backends keep the rule by queueing every kernel and copy on the calling thread's current stream
+//   (engine/runtime/stream.h), the one the block was allocated for unless the program switched
+//   streams; a tensor used on another stream must say so with recordStream(), PyTorch's
 //   record_stream, which keeps a freed block out of the pool until those streams have passed it.
 // - Freed blocks merge with free neighbours of their segment (coalescing), so a segment whose blocks
 //   are all free is one free block again and can be returned by empty_cache().
