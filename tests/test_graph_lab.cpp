@@ -7,6 +7,8 @@
 // - on a real GPU (skipped here) the small step is launch-bound: a replay queues in a fraction of the
 //   eager step's host time and runs faster, and the verdict sentence agrees with the runs' numbers.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
@@ -88,6 +90,26 @@ class TestGraphLab : public QObject {
     QCOMPARE(said(s, "The replayed graph is faster in every run"), graphSlowest > eagerFastest);
     QCOMPARE(said(s, "The eager steps are faster in every run"), eagerSlowest > graphFastest);
     QCOMPARE(said(s, "No clear difference here"), graphSlowest <= eagerFastest && eagerSlowest <= graphFastest);
+  }
+
+  // Stop is looked at every step: a run of a million steps ends within a moment of the request, and
+  // sends no half-measured run.
+  void stopEndsALongRunAtOnce() {
+    lab::StopToken stop;
+    RecordingSink sink;
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      stop.requestStop();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    test::runLab("graphs", {{"device", "auto"}, {"steps", "100000"}, {"repeats", "20"}, {"capture", "true"}}, sink, &stop);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stopper.join();
+    qInfo("stopped after %.2f s", seconds);
+    QVERIFY(sink.done->number("stopped"));
+    QVERIFY2(seconds < 2.0, "the run ended within a moment of Stop");
+    QCOMPARE(sink.rows("runs").size(), std::size_t(0));
+    QCOMPARE(sink.measured.count("largest loss difference, graph vs eager"), std::size_t(0));
   }
 
   void badSettingsAreRefusedByName() {

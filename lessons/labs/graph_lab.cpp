@@ -90,17 +90,21 @@ Copy makeCopy(const data::Dataset& shape, const std::vector<std::int64_t>& hidde
 }
 
 // One timed run of a loop: the host's time to queue its steps, the time until the device had run them,
-// and the last step's loss (read after the clock stopped).
+// and the last step's loss (read after the clock stopped). Empty when stopped: Stop is looked at every
+// step, so a long run of wide layers ends within a step of the request.
 struct Run {
   double queueSeconds = 0, totalSeconds = 0, lastLoss = 0;
 };
 
 template <class Step>
-Run timeRun(Device device, std::int64_t steps, Step&& step) {
+std::optional<Run> timeRun(Device device, std::int64_t steps, const lab::StopToken& stop, Step&& step) {
   synchronizeDevice(device);
   const Clock::time_point start = Clock::now();
   Tensor loss;
-  for (std::int64_t i = 0; i < steps; ++i) loss = step();
+  for (std::int64_t i = 0; i < steps; ++i) {
+    if (stop.stopRequested()) return std::nullopt;
+    loss = step();
+  }
   Run r;
   r.queueSeconds = secondsSince(start);
   synchronizeDevice(device);
@@ -218,9 +222,11 @@ void GraphLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   double lossDifference = 0;
   for (std::int64_t r = 0; r < repeats && !stop.stopRequested(); ++r) {
     sink.progress(static_cast<double>(r), static_cast<double>(repeats), "run " + std::to_string(r + 1) + " of " + std::to_string(repeats));
-    const Run e = timeRun(device, steps, [&] { return eagerStep(eager, batches); });
+    const std::optional<Run> eagerRun = timeRun(device, steps, stop, [&] { return eagerStep(eager, batches); });
     std::optional<Run> g;
-    if (graph) g = timeRun(device, steps, [&] { return replayStep(graphed, *graph, batches); });
+    if (eagerRun && graph) g = timeRun(device, steps, stop, [&] { return replayStep(graphed, *graph, batches); });
+    if (!eagerRun || (graph && !g)) break;  // stopped: no half-measured run
+    const Run& e = *eagerRun;
     eagerRate.push_back(static_cast<double>(steps) / e.totalSeconds);
     eagerQueue.push_back(e.queueSeconds / static_cast<double>(steps) * 1e6);
     if (g) {
