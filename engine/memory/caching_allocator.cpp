@@ -149,11 +149,6 @@ void CachingAllocator::releasePool(std::uint64_t pool) {
   if (auto it = retainedPools_.find(pool); it != retainedPools_.end() && --it->second <= 0) retainedPools_.erase(it);
 }
 
-bool CachingAllocator::capturing() const {
-  std::lock_guard lock(mutex_);
-  return !capturing_.empty();
-}
-
 void* CachingAllocator::allocate(std::size_t bytes, std::uintptr_t stream) {
   const std::size_t rounded = roundSize(bytes);
   const bool small = rounded <= kSmallSize;

@@ -117,8 +117,6 @@ class CachingAllocator {
   // to the system like any cached memory (its blocks are still never handed to other streams).
   void retainPool(std::uint64_t pool);
   void releasePool(std::uint64_t pool);
-  // Whether any stream of this allocator is capturing into a pool.
-  bool capturing() const;
   // Bytes freed but still waiting for another stream (counted as free in the statistics, as PyTorch).
   std::int64_t pendingBytes() const;
 

@@ -61,6 +61,23 @@ Device currentCudaDevice() { return Device(DeviceType::CUDA, executionContext().
                   " made the host wait on " + g.device.str() + " while it captured; nothing was kept)");
 }
 
+// Ends `g`'s capture on its device -- the real GPU's instantiated graph into g.handle, the emulated
+// GPU's tasks into `recorded` -- then its allocations into the pool. Returns the device's error, if any.
+std::exception_ptr endCapture(CUDAGraph::Impl& g, std::vector<emulated::Task>& recorded) {
+  unregisterCapture(&g);
+  g.capturing = false;
+  std::exception_ptr failed;
+  try {
+    if (isEmulated(g.device)) recorded = emulated::endCapture(g.stream);
+    else g.handle = graphCaptureEnd(g.device.index(), g.stream);
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  // Only once the device's capture has ended: blocks freed during it may now record their markers.
+  deviceAllocator(g.device.index()).endAllocateToPool(g.stream);
+  return failed;
+}
+
 }  // namespace
 
 MempoolId graph_pool_handle() {
@@ -73,17 +90,8 @@ CUDAGraph::CUDAGraph() : impl_(std::make_unique<Impl>()) {}
 CUDAGraph::~CUDAGraph() {
   try {
     if (impl_->capturing) {  // destroyed mid-capture (an exception unwound past it): end it quietly
-      unregisterCapture(impl_.get());
-      impl_->capturing = false;
-      if (isEmulated(impl_->device)) {
-        emulated::endCapture(impl_->stream);
-      } else {
-        try {
-          graphDestroy(graphCaptureEnd(impl_->device.index(), impl_->stream));
-        } catch (const Error&) {
-        }
-      }
-      deviceAllocator(impl_->device.index()).endAllocateToPool(impl_->stream);
+      std::vector<emulated::Task> dropped;
+      (void)endCapture(*impl_, dropped);
     }
     reset();
   } catch (...) {
@@ -134,18 +142,8 @@ void CUDAGraph::capture_end() {
   Impl& g = *impl_;
   if (!g.capturing) throw Error("capture_end() without capture_begin(): this CUDAGraph is not capturing");
   if (currentStreamId(g.device) != g.stream) throw Error("Capture must end on the same stream it began on.");
-  unregisterCapture(&g);
-  g.capturing = false;
   std::vector<emulated::Task> recorded;
-  std::exception_ptr failed;
-  try {
-    if (isEmulated(g.device)) recorded = emulated::endCapture(g.stream);
-    else g.handle = graphCaptureEnd(g.device.index(), g.stream);
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  // Only once the device's capture has ended: blocks freed during it may now record their markers.
-  deviceAllocator(g.device.index()).endAllocateToPool(g.stream);
+  const std::exception_ptr failed = endCapture(g, recorded);
   if (failed || g.broken) {
     const bool broken = g.broken;
     reset();

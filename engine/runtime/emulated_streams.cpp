@@ -229,7 +229,12 @@ std::vector<Task> endCapture(std::uintptr_t stream) {
   return std::move(*recorded);
 }
 
-bool capturing(std::uintptr_t stream) { return captureOf(stream) != nullptr; }
+void refuseEventWhileCapturing(std::uintptr_t stream) {
+  if (captureOf(stream)) {
+    throw Error("GPU Lab's emulated GPU cannot record an event on a stream while it captures a CUDA graph "
+                "(record it before torch.cuda.graph(...) or after it)");
+  }
+}
 
 void synchronizeStream(std::uintptr_t stream) {
   StreamQueue& q = queue(stream);
@@ -262,10 +267,7 @@ bool streamIdle(std::uintptr_t stream) {
 }
 
 Marker markNow(std::uintptr_t stream) {
-  if (captureOf(stream)) {
-    throw Error("GPU Lab's emulated GPU cannot record an event on a stream while it captures a CUDA graph "
-                "(record it before torch.cuda.graph(...) or after it)");
-  }
+  refuseEventWhileCapturing(stream);
   return {stream, queue(stream).queued()};
 }
 bool reached(const Marker& marker) { return queue(marker.stream).done() >= marker.sequence; }

@@ -55,7 +55,8 @@ void waitForQuietly(const Marker& marker);
 // not move while it captures.
 void beginCapture(std::uintptr_t stream);
 std::vector<Task> endCapture(std::uintptr_t stream);
-bool capturing(std::uintptr_t stream);
+// Throws when `stream` captures: no event may mark a place in it then (markNow asks it too).
+void refuseEventWhileCapturing(std::uintptr_t stream);
 
 // A stream id from the pool for Stream::create().
 std::uintptr_t nextPoolStream();

@@ -148,10 +148,7 @@ void Event::record(const Stream& stream) {
     impl_->stream = stream;
     return;
   }
-  if (emulated::capturing(stream.id())) {  // before the event changes: a failed record leaves it as it was
-    throw Error("GPU Lab's emulated GPU cannot record an event on a stream while it captures a CUDA graph "
-                "(record it before torch.cuda.graph(...) or after it)");
-  }
+  emulated::refuseEventWhileCapturing(stream.id());  // before the event changes: a failed record leaves it as it was
   const std::uint64_t number = ++impl_->records;
   impl_->stream = stream;
   // The stamping task is queued before the marker is taken, so the marker is at or after it. It
