@@ -26,6 +26,7 @@
 #include <QScreen>
 #include <QStatusBar>
 #include <QTextEdit>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -1494,6 +1495,78 @@ class TestGui : public QObject {
     QCOMPARE(w.currentLessonId(), QString("training-loop"));
     QVERIFY(w.selectLesson(w.course().lessons.back().id));
     QVERIFY(!w.nextLessonButton()->isEnabled());  // the last lesson
+  }
+
+  // Issue 27 1.1: a run's parameter controls are there, visible and tall enough to use, after every
+  // way of reaching a run: the course map's link, Next lesson, and the Run selector.
+  void parameterControlsShowAfterEveryNavigation() {
+    QTemporaryDir data;
+    MainWindow w(gpulab::course::kEmbeddedRoot, data.filePath("progress.json"));
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.welcomeShown());
+    auto usable = [&](const QString& name) {
+      QWidget* c = w.runPanel()->parameterControl(name);
+      if (!c) return QString("no control named %1").arg(name);
+      QCoreApplication::processEvents();
+      if (!c->isVisible()) return QString("%1 is not visible").arg(name);
+      // Shown, not clipped away by the scroll area around the form (it once had 0 px of height); a
+      // long form scrolls, so the learner scrolls to it first.
+      for (QWidget* p = c->parentWidget(); p; p = p->parentWidget())
+        if (auto* area = qobject_cast<QScrollArea*>(p)) {
+          // (ensureWidgetVisible stops at a spin box's text cursor: the whole control is wanted)
+          const QPoint centre = c->mapTo(area->widget(), c->rect().center());
+          area->ensureVisible(centre.x(), centre.y(), 0, c->height() / 2 + 1);
+          break;
+        }
+      const int shown = c->visibleRegion().boundingRect().height();
+      if (shown < c->minimumSizeHint().height()) return QString("%1 shows %2 px of its height").arg(name).arg(shown);
+      return QString();
+    };
+    QVERIFY(clickLink(w.welcomeView(), "gpulab-lesson:same-device-rule"));
+    QTRY_VERIFY(!w.lessonLoading());
+    for (const char* name : {"case", "fixed", "device"}) QTRY_VERIFY2(usable(name).isEmpty(), qPrintable(usable(name)));
+    w.nextLessonAction()->trigger();  // the training loop
+    QTRY_VERIFY(!w.lessonLoading());
+    QCOMPARE(w.currentLessonId(), QString("training-loop"));
+    QVERIFY(w.runPanel()->runCount() > 1);
+    for (int run = 0; run < w.runPanel()->runCount(); ++run) {
+      w.runPanel()->selectRun(run);
+      const gpulab::course::RunBlock& block = w.course().find("training-loop")->runs[run];
+      for (const QString& name : block.expose) QTRY_VERIFY2(usable(name).isEmpty(), qPrintable(QString("run %1: %2").arg(run + 1).arg(usable(name))));
+    }
+  }
+
+  // Issue 27 1.3: a lesson's views, measurements and run area do not follow the learner to another
+  // lesson or to the course map.
+  void viewsStayWithTheirLesson() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    w.show();
+    QSignalSpy finished(&w, &MainWindow::runFinished);
+    startRegression(w, 1);
+    QVERIFY(finished.wait(30000));
+    QVERIFY(w.plotPanel()->viewIds().contains("loss"));
+    QVERIFY(w.plotPanel()->measurementTable()->rowCount() > 0);
+    QVERIFY(w.selectLesson("same-device-rule"));
+    QVERIFY2(w.plotPanel()->viewIds().isEmpty(), qPrintable(w.plotPanel()->viewIds().join(", ")));
+    QCOMPARE(w.plotPanel()->measurementTable()->rowCount(), 0);
+    // Back to the same lesson from its own page keeps nothing either: its runs went when it was left.
+    QVERIFY(w.selectLesson("training-loop"));
+    QVERIFY(w.plotPanel()->viewIds().isEmpty());
+    // The course map is no lesson: nothing to run there.
+    startRegression(w, 1);
+    QVERIFY(finished.wait(30000));
+    w.courseMapAction()->trigger();
+    QVERIFY(w.welcomeShown());
+    QVERIFY(!w.runPanel()->runButton()->isEnabled());
+    QCOMPARE(w.runPanel()->runCount(), 0);
+    QVERIFY(w.plotPanel()->viewIds().isEmpty());
+    QVERIFY(!w.runPanel()->challengeBox()->isVisibleTo(w.runPanel()));
+    // ... until a lesson is chosen again.
+    w.nextLessonAction()->trigger();
+    QCOMPARE(w.currentLessonId(), QString("training-loop"));
+    QVERIFY(w.runPanel()->runButton()->isEnabled());
   }
 
   // Issue 10: a run marker in the lesson text is a link that selects its run block.

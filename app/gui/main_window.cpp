@@ -404,6 +404,9 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
     return;
   }
   pages_->setCurrentWidget(lessonPage_);
+  // Another lesson's views and measurements would read as this lesson's: they go with their lesson.
+  if (lesson->id != viewsLesson_) plots_->clearViews();
+  viewsLesson_ = lesson->id;
   currentId_ = lesson->id;
   session_->setValue("session/lesson", lesson->id);
   session_->setValue("session/run", 0);
@@ -605,6 +608,15 @@ void MainWindow::updateNextLesson() {
 void MainWindow::showWelcome() {
   welcome_->setHtml(courseMapHtml());
   pages_->setCurrentWidget(welcome_);
+  if (!runner_.running()) {
+    // The map is no lesson: nothing to run, and no lesson's views under it (a run going on keeps
+    // its lesson's run area, so that it can be stopped from here).
+    runPanel_->setLesson(nullptr);
+    runPanel_->showChallenge(nullptr, false);
+    plots_->setReference(nullptr, 0);
+    plots_->clearViews();
+    viewsLesson_.clear();
+  }
   rebuildNavigator();  // the "Course map" item is the current one
   updateNextLesson();
 }

@@ -168,6 +168,7 @@ class MainWindow final : public QMainWindow {
   RunPanel* runPanel_;
   PlotPanel* plots_;
   QLabel* runState_;
+  QString viewsLesson_;  // the lesson whose runs the plots show (empty: none)
   QLabel* runDevice_;  // where the last run computes, as its lab says ("cuda:0 (emulated GPU — ...)")
   QFrame* progressBanner_;
   QLabel* progressNotice_;

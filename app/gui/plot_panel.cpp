@@ -120,6 +120,11 @@ void PlotPanel::clearRuns() {
   rebuildTable();
 }
 
+void PlotPanel::clearViews() {
+  clearRuns();
+  pruneViews();  // a reference's views stay with it
+}
+
 void PlotPanel::removeRun(int run) {
   for (const Page& p : views_) p.view->removeRun(run);
   rows_.removeIf([&](const MeasurementRow& r) { return r.run == run; });

@@ -50,8 +50,10 @@ class PlotPanel final : public QWidget {
   // The run ended; with an error it failed: its points stay, its legend entries go.
   void endRun(const QString& error);
   // Reset: removes the learner's runs (overlaid ones too), their measurements and markers; a
-  // reference run stays while "Compare with a real GPU" is checked.
+  // reference run stays while "Compare with a real GPU" is checked. The views stay, empty.
   void clearRuns();
+  // Another lesson: clearRuns(), and the views only the learner's runs declared go too.
+  void clearViews();
   void setOverlay(bool overlay);
 
   // The recording of run block `index` (from 1) in `refs`, if any: offers "Compare with a real GPU".

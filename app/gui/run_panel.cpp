@@ -83,7 +83,16 @@ class FormScrollArea final : public QScrollArea {
     const int frame = 2 * frameWidth();
     return {form.width() + frame + verticalScrollBar()->sizeHint().width(), form.height() + frame};
   }
-  QSize minimumSizeHint() const override { return {QScrollArea::minimumSizeHint().width(), 0}; }
+  // Two rows of the form at least (then it scrolls): a short window must not squeeze every control away.
+  QSize minimumSizeHint() const override {
+    int height = 0;
+    if (const auto* form = widget() ? qobject_cast<QFormLayout*>(widget()->layout()) : nullptr) {
+      for (int row = 0; row < std::min(form->rowCount(), 2); ++row)
+        if (QLayoutItem* field = form->itemAt(row, QFormLayout::FieldRole))
+          height += field->sizeHint().height() + std::max(0, form->verticalSpacing());
+    }
+    return {QScrollArea::minimumSizeHint().width(), height > 0 ? height + 2 * frameWidth() : 0};
+  }
 };
 
 }  // namespace
@@ -263,6 +272,10 @@ void RunPanel::rebuildControls() {
     controls_[name] = w;
   }
   hint_->setText(QString("Lab <b>%1</b>: %2").arg(run.lab, QString::fromStdString(theLab->title())));
+  // A widget added to a shown layout stays hidden until a queued show, and a hidden row has no size:
+  // the scroll area would take its height from an empty form and keep 0 px (the controls vanished
+  // on every switch after the first). Show the rows now, then take the form's height.
+  for (QWidget* child : formHost_->findChildren<QWidget*>(Qt::FindDirectChildrenOnly)) child->show();
   formScroll_->updateGeometry();  // its size hint follows the form's
 }
 
