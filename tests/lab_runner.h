@@ -91,7 +91,7 @@ inline void runLab(const std::string& id, const std::map<std::string, std::strin
   lab::Params params = theLab->defaults();
   for (const auto& [name, value] : settings) params.set(name, value);
   lab::StopToken neverStops;
-  theLab->run(params, sink, stop ? *stop : neverStops);
+  labs::runIsolated(*theLab, params, sink, stop ? *stop : neverStops);
 }
 
 // A lab run on `device` (the settings' own "device" wins), its updates recorded.

@@ -370,7 +370,7 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     if (gStopRequested.load()) stop.requestStop();
     const auto start = std::chrono::steady_clock::now();
     try {
-      theLab->run(*parsed, sink, stop);
+      labs::runIsolated(*theLab, *parsed, sink, stop);
     } catch (...) {
       sink.endProgress();
       throw;

@@ -107,7 +107,7 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
     try {
       lab::Params params = theLab.defaults();
       for (const auto& [name, value] : settings) params.set(name, value);
-      theLab.run(params, sink, control_.stop);
+      labs::runIsolated(theLab, params, sink, control_.stop);
     } catch (const std::exception& e) {
       error = QString::fromUtf8(e.what());
     }

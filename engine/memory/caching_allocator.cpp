@@ -213,8 +213,8 @@ CachingAllocator::Block* CachingAllocator::reserveSegment(std::size_t rounded, b
 }
 
 CachingAllocator::Block* CachingAllocator::tryReserve(std::size_t segmentSize, bool small, std::uintptr_t stream) {
-  const std::int64_t cap = capLocked();
-  if (cap > 0 && stats_.reserved_bytes.current + static_cast<std::int64_t>(segmentSize) > cap) return nullptr;
+  const std::optional<std::int64_t> cap = capLocked();
+  if (cap && stats_.reserved_bytes.current + static_cast<std::int64_t>(segmentSize) > *cap) return nullptr;
   void* ptr = raw_->rawAllocate(segmentSize);
   if (!ptr) return nullptr;
   update(stats_.reserved_bytes, static_cast<std::int64_t>(segmentSize));
@@ -432,12 +432,15 @@ std::int64_t CachingAllocator::limitBytes() const {
   return limitBytes_;
 }
 
-std::int64_t CachingAllocator::capLocked() const {
-  if (limitBytes_ > 0 && fractionCapBytes_ > 0) return std::min(limitBytes_, fractionCapBytes_);
-  return limitBytes_ > 0 ? limitBytes_ : fractionCapBytes_;
+std::optional<std::int64_t> CachingAllocator::capLocked() const {
+  // A fraction below 1 caps even when its bytes round to 0 (then nothing fits, as in PyTorch).
+  std::optional<std::int64_t> cap;
+  if (limitBytes_ > 0) cap = limitBytes_;
+  if (fraction_ < 1.0) cap = cap ? std::min(*cap, fractionCapBytes_) : fractionCapBytes_;
+  return cap;
 }
 
-std::int64_t CachingAllocator::effectiveCap() const {
+std::optional<std::int64_t> CachingAllocator::effectiveCap() const {
   std::lock_guard lock(mutex_);
   return capLocked();
 }
@@ -447,8 +450,8 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
   {
     // The event's address carries the bytes the cap (or the device) left free, as PyTorch's OOM trace
     // entry carries device_free in its address (see the header and engine/memory/memory_snapshot.h).
-    const std::int64_t capBytes = capLocked();
-    const std::int64_t freeBytes = capBytes > 0 ? std::max<std::int64_t>(0, capBytes - stats_.reserved_bytes.current) : raw_->capacity().free;
+    const std::optional<std::int64_t> capBytes = capLocked();
+    const std::int64_t freeBytes = capBytes ? std::max<std::int64_t>(0, *capBytes - stats_.reserved_bytes.current) : raw_->capacity().free;
     publish(MemoryEventKind::OutOfMemory, static_cast<std::int64_t>(rounded), reinterpret_cast<const void*>(static_cast<std::uintptr_t>(freeBytes)), 0,
             MemoryCategoryScope::current());
   }
@@ -461,7 +464,7 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
                     " is free. Of the allocated memory " + formatBytes(stats_.allocated_bytes.current) +
                     " is allocated by GPU Lab, and " + formatBytes(stats_.reserved_bytes.current - stats_.allocated_bytes.current) +
                     " is reserved by GPU Lab but unallocated.";
-  if (fractionCapBytes_ > 0) {
+  if (fraction_ < 1.0) {
     msg += " This process may use at most a fraction of " + formatGeneral(fraction_, 6) + " of it (" + formatBytes(fractionCapBytes_) +
            ", set_per_process_memory_fraction).";
   }
@@ -498,7 +501,7 @@ std::string CachingAllocator::summary() const {
   {
     std::lock_guard lock(mutex_);
     if (limitBytes_ > 0) os << centred("emulated memory budget: " + formatBytes(limitBytes_));
-    if (fractionCapBytes_ > 0) os << centred("per-process memory fraction cap: " + formatBytes(fractionCapBytes_));
+    if (fraction_ < 1.0) os << centred("per-process memory fraction cap: " + formatBytes(fractionCapBytes_));
   }
   os << "|" << rule << "|\n";
   os << "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n|" << thin << "|\n";

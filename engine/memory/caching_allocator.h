@@ -36,6 +36,7 @@
 //   event has no address of its own: its `address` is the bytes the cap (or the device) left free at
 //   that moment, PyTorch's device_free.
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -130,8 +131,8 @@ class CachingAllocator {
   // Caps reserved memory at `bytes` (0: no cap): the CPU's emulated memory budget.
   void setLimitBytes(std::int64_t bytes);
   std::int64_t limitBytes() const;
-  // The cap in force (0: none), the smaller of the fraction's and the byte limit.
-  std::int64_t effectiveCap() const;
+  // The cap in force (none: no fraction below 1 and no byte limit), the smaller of the two.
+  std::optional<std::int64_t> effectiveCap() const;
   MemoryCapacity capacity() const { return raw_->capacity(); }
   Device device() const { return device_; }
   // A text table like torch.cuda.memory_summary().
@@ -169,7 +170,7 @@ class CachingAllocator {
   void insertFree(Block* block);  // into its pool, merged with free neighbours
   void processPendingLocked();    // pending blocks whose streams have passed their markers go free
   Pool& poolFor(bool small) { return small ? smallPool_ : largePool_; }
-  std::int64_t capLocked() const;
+  std::optional<std::int64_t> capLocked() const;
   [[noreturn]] void throwOutOfMemory(std::size_t rounded);
   void publish(MemoryEventKind kind, std::int64_t size, const void* ptr, std::uintptr_t stream, MemoryCategory category) const;
   static void update(MemoryStat& s, std::int64_t delta);
@@ -206,7 +207,7 @@ class CachingAllocator {
   std::uint64_t poolLocked(std::uintptr_t stream) const;  // the pool `stream` captures into (0: none)
   bool retainedLocked(std::uint64_t pool) const;
   void markPendingLocked(Block* block);  // markers on its other streams; it joins the pool when they pass
-  std::int64_t fractionCapBytes_ = 0;  // fraction_ * total, fixed when the fraction is set
+  std::int64_t fractionCapBytes_ = 0;  // fraction_ * total, fixed when the fraction is set (in force while fraction_ < 1)
 };
 
 std::string formatBytes(std::int64_t bytes);

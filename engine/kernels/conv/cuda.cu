@@ -369,8 +369,8 @@ std::size_t searchWorkspaceLimit(Device device) {
     freeBytes = 0;
   }
   std::size_t fresh = std::min(freeBytes, kSearchWorkspaceCap);
-  if (const std::int64_t cap = alloc.effectiveCap(); cap > 0) {
-    const std::int64_t room = cap - alloc.stats().reserved_bytes.current;
+  if (const std::optional<std::int64_t> cap = alloc.effectiveCap()) {
+    const std::int64_t room = *cap - alloc.stats().reserved_bytes.current;
     fresh = std::min(fresh, static_cast<std::size_t>(std::max<std::int64_t>(room, 0)));
   }
   return std::max(largestFree, fresh);
