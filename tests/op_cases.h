@@ -33,6 +33,7 @@ inline std::vector<OpCase> opCases() {
       {"mul_broadcast", {{3, 4}, {4}}, [](V x) { return x[0] * x[1]; }},
       {"div", {{3, 4}, {3, 4}}, [](V x) { return x[0] / x[1]; }, OpCase::AwayFromZero},
       {"maximum", {{3, 4}, {3, 4}}, [](V x) { return maximum(x[0], x[1]); }},
+      {"minimum_broadcast", {{3, 4}, {4}}, [](V x) { return minimum(x[0], x[1]); }},
       {"add_scalar", {{5}}, [](V x) { return x[0] + 2.5; }},
       {"mul_scalar", {{5}}, [](V x) { return x[0] * -3.0; }},
       {"rsub_scalar", {{5}}, [](V x) { return 1.0 - x[0]; }},

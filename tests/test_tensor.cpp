@@ -142,6 +142,37 @@ class TestTensor : public QObject {
     QCOMPARE(maximum(tensor({1, 3}, {2}), tensor({2, 2}, {2})).toVector<float>(), (std::vector<float>{2, 3}));
   }
 
+  // Issue 27 §5, each value from PyTorch 1.13 (Debian's python3-torch): the gradients of maximum and
+  // minimum where a NaN is involved (both sides take it whole), at ties (split) and elsewhere; max()
+  // over all elements with NaNs (the NaNs share it); arange with an integer dtype and fractional
+  // arguments (truncated first).
+  void nanGradientsAndIntegerArangeLikePyTorch() {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    auto grads = [&](bool max) {
+      Tensor a = tensor({nan, 1, 2, 3}, {4}).requires_grad_(), b = tensor({0, nan, 2, 1}, {4}).requires_grad_();
+      (max ? maximum(a, b) : minimum(a, b)).sum().backward();
+      return std::pair{a.grad().toVector<float>(), b.grad().toVector<float>()};
+    };
+    QCOMPARE(grads(true), (std::pair{std::vector<float>{1, 1, 0.5, 1}, std::vector<float>{1, 1, 0.5, 0}}));
+    QCOMPARE(grads(false), (std::pair{std::vector<float>{1, 1, 0.5, 0}, std::vector<float>{1, 1, 0.5, 1}}));
+    QVERIFY(std::isnan(minimum(tensor({1}, {1}), tensor({nan}, {1})).item()));
+    QCOMPARE(minimum(tensor({1, 3}, {2}), tensor({2, 2}, {2})).toVector<float>(), (std::vector<float>{1, 2}));
+    Tensor x = tensor({1, nan, 3, nan}, {4}).requires_grad_();
+    x.max().backward();
+    QCOMPARE(x.grad().toVector<float>(), (std::vector<float>{0, 0.5, 0, 0.5}));
+    Tensor y = tensor({1, 3, 3, 2}, {4}).requires_grad_();
+    y.max().backward();
+    QCOMPARE(y.grad().toVector<float>(), (std::vector<float>{0, 0.5, 0.5, 0}));
+    auto ints = [](double start, double end, double step) { return arange(start, end, step, {.dtype = kInt64}).toVector<std::int64_t>(); };
+    QCOMPARE(ints(0.5, 5, 1.5), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+    QCOMPARE(ints(-1.5, 3, 1.2), (std::vector<std::int64_t>{-1, 0, 1, 2}));
+    QCOMPARE(ints(1, 10, 3.5), (std::vector<std::int64_t>{1, 4, 7}));
+    QCOMPARE(arange(2.7, {.dtype = kInt64}).toVector<std::int64_t>(), (std::vector<std::int64_t>{0, 1}));
+    QCOMPARE(arange(0.9, {.dtype = kInt64}).numel(), 0);
+    QVERIFY_THROWS_EXCEPTION(ValueError, arange(0, 2.5, 0.5, {.dtype = kInt64}));  // the step truncates to 0
+    QCOMPARE(arange(0.5, 5, 1.5).toVector<float>(), (std::vector<float>{0.5, 2, 3.5}));  // floats keep theirs
+  }
+
   void reductionsAndArgmax() {
     Tensor x = tensor({1, 5, 3, 7, 2, 0}, {2, 3});
     QCOMPARE(x.sum().item(), 18.0);

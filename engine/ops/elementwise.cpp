@@ -120,25 +120,43 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   });
 }
 
-Tensor maximum(const Tensor& a0, const Tensor& b0) {
-  const profiler::RecordScope record("aten::maximum", {&a0, &b0});
-  auto [a, b] = prepareOperands("maximum", a0, b0);
-  Tensor out = computeBinary(BinaryOp::Maximum, a, b, a.dtype());
+namespace {
+
+// torch.maximum / torch.minimum and their gradient, PyTorch's formula: the winner takes the gradient,
+// a tie splits it evenly, and where a NaN is involved (no comparison holds) both sides take it whole.
+Tensor extremum(BinaryOp op, const char* name, const char* profiled, const char* backward, const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record(profiled, {&a0, &b0});
+  auto [a, b] = prepareOperands(name, a0, b0);
+  Tensor out = computeBinary(op, a, b, a.dtype());
   if (!autograd::anyRequiresGrad({a, b})) return out;
   Tensor sa = a.detach(), sb = b.detach();
-  return autograd::record(out, "MaximumBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
-    // Ties split the gradient evenly, as in PyTorch.
-    Tensor ties = computeBinary(BinaryOp::Eq, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), sa.dtype()) * 0.5;
-    Tensor aWins = computeBinary(BinaryOp::Gt, sa.expand(g.sizes()).contiguous(), sb.expand(g.sizes()).contiguous(), sa.dtype()) + ties;
-    return Grads{n[0] ? sum_to_size(g * aWins, sa.sizes()) : Tensor(),
-                 n[1] ? sum_to_size(g * rsub(aWins, 1.0), sb.sizes()) : Tensor()};
+  const BinaryOp aLoses = op == BinaryOp::Maximum ? BinaryOp::Lt : BinaryOp::Gt;
+  const BinaryOp bLoses = op == BinaryOp::Maximum ? BinaryOp::Gt : BinaryOp::Lt;
+  return autograd::record(out, backward, {a, b}, [sa, sb, aLoses, bLoses](const Tensor& g, const Needs& n) {
+    const Tensor x = sa.expand(g.sizes()).contiguous(), y = sb.expand(g.sizes()).contiguous();
+    const Tensor share = rsub(computeBinary(BinaryOp::Eq, x, y, sa.dtype()) * 0.5, 1.0);  // 1/2 at a tie, else 1
+    auto side = [&](BinaryOp loses, const Tensor& saved) {
+      return sum_to_size(g * share * rsub(computeBinary(loses, x, y, sa.dtype()), 1.0), saved.sizes());
+    };
+    return Grads{n[0] ? side(aLoses, sa) : Tensor(), n[1] ? side(bLoses, sb) : Tensor()};
   });
 }
+
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Maximum, "maximum", "aten::maximum", "MaximumBackward0", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Minimum, "minimum", "aten::minimum", "MinimumBackward0", a, b); }
 
 Tensor eq(const Tensor& a0, const Tensor& b0) {
   const profiler::RecordScope record("aten::eq", {&a0, &b0});
   auto [a, b] = prepareOperands("eq", a0, b0);
   return computeBinary(BinaryOp::Eq, a, b, a.dtype());  // not differentiable
+}
+
+Tensor ne(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::ne", {&a0, &b0});
+  auto [a, b] = prepareOperands("ne", a0, b0);
+  return computeBinary(BinaryOp::Ne, a, b, a.dtype());  // not differentiable
 }
 
 Tensor add(const Tensor& a0, double s) {

@@ -1,5 +1,6 @@
 // Tensor factories (torch.zeros, torch.randn, ...). Random factories draw from a Generator, so a seed
 // gives the same numbers on every run and on every device.
+#include <cmath>
 #include <cstring>
 
 #include "engine/ops/op_util.h"
@@ -36,6 +37,13 @@ Tensor scalar_tensor(double value, const Options& o) { return full({}, value, o)
 
 Tensor arange(double end, const Options& o) { return arange(0.0, end, 1.0, o); }
 Tensor arange(double start, double end, double step, const Options& o) {
+  if (!isFloatingPoint(o.dtype)) {
+    // An integer arange takes its bounds and step as integers first, truncated as PyTorch's
+    // Scalar::to<int64_t> truncates: arange(0.5, 5, 1.5, dtype=int64) is 0, 1, 2, 3, 4.
+    start = std::trunc(start);
+    end = std::trunc(end);
+    step = std::trunc(step);
+  }
   if (step == 0.0) throw ValueError("arange: step must be nonzero");
   if ((end - start) / step < 0.0) throw ValueError("arange: upper bound and larger bound inconsistent with step sign");
   const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));

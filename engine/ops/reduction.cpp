@@ -94,7 +94,9 @@ Tensor max(const Tensor& a) {
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach(), so = out.detach();
   return autograd::record(out, "MaxBackward1", {a}, [sa, so](const Tensor& g, const Needs&) {
-    Tensor mask = eq(sa, so);  // every position holding the maximum shares the gradient evenly
+    // Every position holding the maximum shares the gradient evenly; a NaN maximum is held by the
+    // NaNs (NaN != NaN: x != x marks them), as PyTorch's evenly_distribute_backward does.
+    Tensor mask = eq(sa, so) + ne(sa, sa) * ne(so, so);
     return Grads{mask * (g / sum(mask))};
   });
 }
