@@ -72,8 +72,9 @@ bool sameValue(double a, double b) {
 void compareExactly(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
   QCOMPARE(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
-    QVERIFY2(sameValue(got[i], want[i]),
-             qPrintable(QString("%1, element %2: %3, expected %4").arg(what).arg(i).arg(got[i], 0, 'g', 17).arg(want[i], 0, 'g', 17)));
+    if (sameValue(got[i], want[i])) continue;  // the message only for a failure: formatting it for
+                                               // millions of equal elements took 20 s (90 under ASan)
+    QFAIL(qPrintable(QString("%1, element %2: %3, expected %4").arg(what).arg(i).arg(got[i], 0, 'g', 17).arg(want[i], 0, 'g', 17)));
   }
 }
 
