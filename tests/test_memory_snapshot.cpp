@@ -6,6 +6,10 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -510,6 +514,49 @@ class TestMemorySnapshot : public QObject {
     }
     QVERIFY_THROWS_EXCEPTION(IOError, history.writeSnapshot(dir.path().toStdString()));  // a folder
     QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden), QStringList{"run.pickle"});
+  }
+
+  // Issue 27 6.1/6.2: what is not a regular file is refused by name and left as it was (a symlink, a
+  // FIFO, a device node when the test may make one); a temporary a killed writer left is removed.
+  void writesRefuseWhatIsNotARegularFile() {
+    QTemporaryDir dir;
+    Scenario s;
+    MemoryHistory history(*s.alloc);
+    s.run();
+    const std::string target = dir.filePath("target.txt").toStdString();
+    QFile t(QString::fromStdString(target));
+    QVERIFY(t.open(QIODevice::WriteOnly));
+    t.write("keep me");
+    t.close();
+    const std::string link = dir.filePath("link.pickle").toStdString();
+    QVERIFY(::symlink(target.c_str(), link.c_str()) == 0);
+    const std::string fifo = dir.filePath("fifo.pickle").toStdString();
+    QVERIFY(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::vector<std::pair<std::string, std::string>> refused = {{link, "symbolic link"}, {fifo, "not a regular file"}};
+    const std::string node = dir.filePath("null.pickle").toStdString();
+    if (::mknod(node.c_str(), S_IFCHR | 0600, makedev(1, 3)) == 0) refused.emplace_back(node, "not a regular file");  // root only
+    for (const auto& [path, why] : refused) {
+      try {
+        history.writeSnapshot(path);
+        QFAIL(qPrintable(QString::fromStdString("no IOError for " + path)));
+      } catch (const IOError& e) {
+        QVERIFY2(std::string(e.what()).find(why) != std::string::npos && std::string(e.what()).find(path) != std::string::npos, e.what());
+      }
+      struct stat st {};
+      QVERIFY(::lstat(path.c_str(), &st) == 0);
+      QVERIFY2(!S_ISREG(st.st_mode), path.c_str());  // still what it was
+    }
+    t.open(QIODevice::ReadOnly);
+    QCOMPARE(t.readAll(), QByteArray("keep me"));  // the link's target untouched
+    // A temporary of a writer that is gone (pid 4194305 is above Linux's largest) goes; one of a live
+    // process (this one), and a file that only looks alike, stay.
+    const QString dead = dir.filePath(".run.pickle.4194305.AbCdEf"), live = dir.filePath(QString(".run.pickle.%1.XyZ123").arg(::getpid()));
+    const QString other = dir.filePath(".run.pickle.notes");
+    for (const QString& f : {dead, live, other}) QFile(f).open(QIODevice::WriteOnly);
+    history.writeSnapshot(dir.filePath("run.pickle").toStdString());
+    QVERIFY(!QFile::exists(dead));
+    QVERIFY(QFile::exists(live) && QFile::exists(other));
+    QVERIFY(QFileInfo(dir.filePath("run.pickle")).size() > 0);
   }
 
   // gpulab-cli --memory-snapshot: written at the end of a run, also of a failed one, and said where;

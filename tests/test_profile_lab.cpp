@@ -7,6 +7,8 @@
 //   written and parses as the Chrome trace format; on a GPU (the emulated one here) the table has the
 //   device's columns and sorts by them.
 #include <QFile>
+#include <QFileInfo>
+#include <QTemporaryDir>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -18,6 +20,7 @@
 #include "engine/runtime/emulated_gpu.h"
 #include "lab_runner.h"
 #include "test_util.h"
+#include "engine/core/atomic_file.h"
 
 using namespace gpulab;
 
@@ -53,12 +56,30 @@ class TestProfileLab : public QObject {
     QCOMPARE(calls["Optimizer.step#Adam.step"], 5);
     QCOMPARE(calls["autograd::engine::evaluate_function: AddmmBackward0"], 10);
 
-    // The trace: written, and the Chrome trace format.
-    const std::string path = (std::filesystem::temp_directory_path() / "gpulab-profile-trace.json").string();
+    // The trace: written where the run said, in this user's cache folder (never a shared /tmp), and
+    // the Chrome trace format.
+    const std::string path = userCacheFolder() + "/profile-trace.json";
+    QVERIFY(std::any_of(s.messages.begin(), s.messages.end(), [&](const std::string& m) { return m.find("export_chrome_trace(\"" + path + "\")") != std::string::npos; }));
     QFile f(QString::fromStdString(path));
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QJsonDocument doc = QJsonDocument::fromJson(f.readAll());
     QVERIFY(doc.object()["traceEvents"].toArray().size() >= 5 * 21);
+  }
+
+  // Issue 27 6.1: the learner chooses where the trace goes; one that cannot be written is a warning,
+  // and the run keeps its measurements (it failed whole before).
+  void aTraceThatCannotBeWrittenLosesNothingElse() {
+    QTemporaryDir dir;
+    const QString chosen = dir.filePath("mine.json");
+    const RecordingSink ok = runProfile({{"warmup", "0"}, {"steps", "1"}, {"trace_file", chosen.toStdString()}});
+    QVERIFY(QFileInfo(chosen).size() > 0);
+    const std::string missing = dir.filePath("no-such-folder/trace.json").toStdString();
+    const RecordingSink failed = runProfile({{"warmup", "0"}, {"steps", "1"}, {"trace_file", missing}});
+    bool warned = false;
+    for (const auto& [kind, text] : failed.kinds) warned = warned || (kind == lab::MessageKind::Warning && text.find(missing) != std::string::npos);
+    QVERIFY(warned);
+    QVERIFY(failed.measured.count("profiled step time") == 1);
+    QCOMPARE(failed.measured.size(), ok.measured.size());
   }
 
   void theLessonsHintMakesItComputeBound() {

@@ -1,5 +1,7 @@
 #include "engine/memory/memory_snapshot.h"
 
+#include "engine/core/atomic_file.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -599,41 +601,8 @@ std::string MemoryHistory::snapshotPickle() const {
 }
 
 void MemoryHistory::writeSnapshot(const std::string& path) const {
-  auto fail = [&path](int err) {
-    throw IOError("cannot write the memory snapshot '" + path + "': " + std::generic_category().message(err));
-  };
   if (path.empty()) throw IOError("cannot write the memory snapshot: the path is empty");
-  const std::string data = snapshotPickle();
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string temp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
-  const int fd = ::mkstemp(temp.data());
-  if (fd < 0) fail(errno);
-  std::size_t written = 0;
-  while (written < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
-      fail(err);
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  // mkstemp makes the file 0600; a snapshot is an ordinary file, as _dump_snapshot's open() makes it.
-  ::fchmod(fd, 0644);
-  const int syncErr = ::fsync(fd) != 0 ? errno : 0;
-  const int closeErr = ::close(fd) != 0 ? errno : 0;
-  if (syncErr || closeErr) {
-    ::unlink(temp.c_str());
-    fail(syncErr ? syncErr : closeErr);
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    fail(err);
-  }
+  writeFileAtomically(path, snapshotPickle(), "the memory snapshot");
 }
 
 }  // namespace gpulab

@@ -1,5 +1,7 @@
 #include "engine/profiler/profiler.h"
 
+#include "engine/core/atomic_file.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -467,25 +469,6 @@ std::string Profile::chromeTraceJson() const {
   return out;
 }
 
-void Profile::export_chrome_trace(const std::string& path) const {
-  const std::string json = chromeTraceJson();
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream f(partial, std::ios::binary | std::ios::trunc);
-    f << json;
-    f.flush();
-    if (!f) {
-      std::error_code ignored;
-      std::filesystem::remove(partial, ignored);
-      throw Error("export_chrome_trace: cannot write '" + path + "'");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    std::filesystem::remove(partial, ec);
-    throw Error("export_chrome_trace: cannot write '" + path + "': " + ec.message());
-  }
-}
+void Profile::export_chrome_trace(const std::string& path) const { writeFileAtomically(path, chromeTraceJson(), "the Chrome trace"); }
 
 }  // namespace gpulab::profiler

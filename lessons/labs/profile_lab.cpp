@@ -13,10 +13,11 @@
 // launch each kernel, not to run it (the device-time columns come with the streams work).
 #include "lessons/labs/profile_lab.h"
 
+#include "engine/core/atomic_file.h"
+
 #include <algorithm>
 #include <chrono>
 #include <array>
-#include <filesystem>
 #include <map>
 
 #include "engine/core/errors.h"
@@ -66,6 +67,8 @@ std::vector<lab::ParamSpec> ProfileLab::params() const {
       intParam("row_limit", 15, 1, 1000, "Rows of the op table"),
       boolParam("record_shapes", true, "profile(record_shapes=True): each op's input shapes in the trace"),
       boolParam("trace", true, "prof.export_chrome_trace(...): write the trace for Perfetto / chrome://tracing"),
+      textParam("trace_file", "",
+                "Where the trace goes (a .json file of yours; empty: profile-trace.json in your cache folder, ~/.cache/gpulab)"),
       deviceParam("device", "The device to train on"),
       intParam("seed", 0, 0, 2147483647, "Seed for the weights and the batches"),
   };
@@ -159,11 +162,17 @@ void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   }
 
   // 5. The trace, for Perfetto: every profiled step, op by op, on a timeline per thread.
+  //    A trace that cannot be written is said, and the run goes on: its measurements are not lost.
   if (p.getBool("trace")) {
-    const std::string path = (std::filesystem::temp_directory_path() / "gpulab-profile-trace.json").string();
-    prof.export_chrome_trace(path);
-    sink.info("prof.export_chrome_trace(\"" + path + "\"): open it in https://ui.perfetto.dev (or chrome://tracing) to see "
-              "every profiled step, op by op.");
+    std::string path = p.getString("trace_file");
+    try {
+      if (path.empty()) path = userCacheFolder() + "/profile-trace.json";
+      prof.export_chrome_trace(path);
+      sink.info("prof.export_chrome_trace(\"" + path + "\"): open it in https://ui.perfetto.dev (or chrome://tracing) to see "
+                "every profiled step, op by op.");
+    } catch (const Error& e) {
+      sink.warning(std::string(e.what()) + " -- the trace is not written; the measurements below are.");
+    }
   }
 
   // 6. How much of a step is arithmetic: the step's matrix-product FLOPs at the best rate this device
