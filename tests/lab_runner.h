@@ -2,10 +2,13 @@
 // Runs a built-in lab with some parameters set, as the GUI and the CLI do, and records what it sends.
 #include <QtGlobal>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lessons/labs/labs.h"
@@ -100,6 +103,23 @@ inline RecordingSink runLabOn(const std::string& id, std::map<std::string, std::
   RecordingSink sink;
   runLab(id, settings, sink);
   return sink;
+}
+
+// Runs a lab and presses Stop `afterMs` into the run, as the GUI's Stop and gpulab-cli's Ctrl+C do;
+// returns the seconds from the request until the run returned (each loop must look at the stop
+// token every ~100 ms of work). `sink` gets what the run sent.
+inline double secondsToStop(const std::string& id, const std::map<std::string, std::string>& settings, int afterMs, RecordingSink& sink) {
+  lab::StopToken stop;
+  std::chrono::steady_clock::time_point asked{};
+  std::thread presser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(afterMs));
+    asked = std::chrono::steady_clock::now();
+    stop.requestStop();
+  });
+  runLab(id, settings, sink, &stop);
+  const auto returned = std::chrono::steady_clock::now();
+  presser.join();  // a run that returned before the press: 0
+  return std::max(0.0, std::chrono::duration<double>(returned - asked).count());
 }
 
 // The value of a measurement the run sent; the test stops, naming it, when the run sent none.

@@ -3,9 +3,13 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QRegularExpression>
 #include <clocale>
+#include <csignal>
+
+#include <signal.h>
 
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/emulated_gpu.h"
@@ -59,6 +63,41 @@ class TestCli : public QObject {
   Q_OBJECT
 
  private slots:
+  // Issue 27 6.3: Ctrl+C stops a run, and the command says so with exit status 130 (it exited 0, and
+  // `lesson` went on to its next run block).
+  void ctrlCStopsTheRunAndExits130_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("startedWhen");  // stdout shows this: the run is under way
+    QTest::newRow("train") << QStringList{"train", "--device", "cpu", "--dataset", "regression", "--epochs", "1000"} << "parameters";
+    QTest::newRow("lesson") << QStringList{"lesson", "convolutions-and-cudnn"} << "== Run 1";  // minutes long
+  }
+  void ctrlCStopsTheRunAndExits130() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, startedWhen);
+    QProcess p;
+    p.start(GPULAB_CLI_PATH, args);
+    QVERIFY(p.waitForStarted());
+    QString out;
+    QElapsedTimer waited;
+    waited.start();
+    while (!out.contains(startedWhen) && waited.elapsed() < 60000 && p.state() == QProcess::Running) {
+      p.waitForReadyRead(200);
+      out += QString::fromUtf8(p.readAllStandardOutput());
+    }
+    QVERIFY2(out.contains(startedWhen), qPrintable(out));
+    QTest::qWait(300);
+    QCOMPARE(p.state(), QProcess::Running);  // (a pid of 0 would signal this test's own process group)
+    QVERIFY(p.processId() > 0);
+    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    QVERIFY(p.waitForFinished(10000));
+    out += QString::fromUtf8(p.readAllStandardOutput());
+    const QString err = QString::fromUtf8(p.readAllStandardError());
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 130);
+    QVERIFY2(err.contains("interrupted"), qPrintable(err));
+    QVERIFY2(!out.contains("== Run 2"), qPrintable(out));
+  }
+
   void devicesJsonReportsDiscovery() {
     Run r = cli({"devices", "--json"});
     QCOMPARE(r.exitCode, 0);

@@ -60,6 +60,17 @@ class TestFeedingLab : public QObject {
   Q_OBJECT
 
  private slots:
+  // Issue 27 6.3: Stop is seen inside each loader's timed loop (100,000 steps ignored it > 150 s).
+  void stopEndsTheTimedLoopsAtOnce() {
+    for (const std::string device : {std::string("cpu"), std::string("cuda")}) {
+      if (device == "cuda" && !test::cudaUsable() && !cuda::emulatedDevice()) continue;
+      test::RecordingSink s;
+      const double seconds = test::secondsToStop("feeding", {{"device", device}, {"steps", "100000"}}, 1500, s);
+      qInfo("%s: returned %.3f s after Stop", device.c_str(), seconds);
+      QVERIFY2(seconds < 2.0, qPrintable(QString("%1: %2 s").arg(QString::fromStdString(device)).arg(seconds)));
+    }
+  }
+
   void everyLoaderYieldsTheSameBatches() {
     const RecordingSink s = runFeeding({{"num_workers", "3"}, {"steps", "6"}, {"hidden", "32"}}, "cpu");
     QCOMPARE(measured(s, "largest difference between the loaders' mean losses"), 0.0);

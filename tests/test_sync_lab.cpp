@@ -91,6 +91,19 @@ class TestSyncLab : public QObject {
     }
   }
 
+  // Issue 27 6.3: Stop is seen inside the timed loops (a million steps took 83 s to stop), and a
+  // stopped run sends no half-measured sweep.
+  void stopEndsTheTimedLoopsAtOnce() {
+    for (const std::string device : {std::string("cpu"), std::string("cuda")}) {
+      if (device == "cuda" && !test::cudaUsable() && !cuda::emulatedDevice()) continue;
+      RecordingSink s;
+      const double seconds = test::secondsToStop("syncs", {{"device", device}, {"steps", "1000000"}, {"hidden", "64"}}, 300, s);
+      qInfo("%s: returned %.3f s after Stop", device.c_str(), seconds);
+      QVERIFY2(seconds < 2.0, qPrintable(QString("%1: %2 s").arg(QString::fromStdString(device)).arg(seconds)));
+      QVERIFY(s.points("sweep", "loop").empty());
+    }
+  }
+
   void badSettingsAreRefusedByName() {
     try {
       runSyncs({{"hidden", "0"}}, "cpu");

@@ -163,7 +163,8 @@ const char* const kExitStatusHelp =
     "  0  done\n"
     "  1  the run failed (an error the engine raised, a missing data set, ...)\n"
     "  2  invalid arguments: an unknown command or option, a malformed or out-of-range value, or a\n"
-    "     device this machine cannot use\n";
+    "     device this machine cannot use\n"
+    "  130  interrupted (Ctrl+C or SIGTERM): the run stopped before its end\n";
 
 void requestStop() {
   gStopRequested.store(true);
@@ -384,7 +385,13 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     sink.endProgress();
     gActiveStop = nullptr;
     if (measured) *measured = sink.measured;
-    return writeSnapshot() ? kExitOk : kExitFailed;
+    const bool written = writeSnapshot();
+    if (stop.stopRequested()) {
+      err << "gpulab-cli: interrupted: the run stopped before its end\n";
+      err.flush();
+      return kExitInterrupted;
+    }
+    return written ? kExitOk : kExitFailed;
   } catch (const std::exception& e) {
     gActiveStop = nullptr;
     fail(out, err, json, e);
@@ -464,6 +471,7 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
     if (!lesson->ok()) throw Error("lesson '" + lesson->id.toStdString() + "' is broken: " + lesson->error.toStdString());
     // Every run block, as the player runs them: the lab with the block's presets (and --quick's).
     for (int i = 0; i < lesson->runs.size(); ++i) {
+      if (gStopRequested.load()) return kExitInterrupted;  // no further run block after Ctrl+C
       const course::RunBlock& run = lesson->runs[i];
       QStringList labArgs;
       auto settings = run.params;

@@ -12,6 +12,7 @@ enum ExitStatus : int {
   kExitOk = 0,
   kExitFailed = 1,  // the run failed: an error the engine raised, a missing data set, a broken lesson
   kExitUsage = 2,   // invalid arguments: unknown command/option, bad value, a device this machine cannot use
+  kExitInterrupted = 130,  // stopped by Ctrl+C (SIGINT) or SIGTERM before its end: 128 + SIGINT, as shells say
 };
 extern const char* const kExitStatusHelp;
 
@@ -20,7 +21,8 @@ int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int lessonsCommand(QStringList args, QTextStream& out, QTextStream& err);
 int lessonCommand(QStringList args, QTextStream& out, QTextStream& err);
-// Asks a running train command to stop after its current step (safe from a signal handler).
+// Asks a running command to stop after its current step (safe from a signal handler): the run ends
+// early, says so, and the command exits with kExitInterrupted; `lesson` runs no further run block.
 void requestStop();
 
 }  // namespace gpulab::cli

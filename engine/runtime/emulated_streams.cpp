@@ -29,6 +29,11 @@ class StreamQueue {
   StreamQueue() : worker_([this] { run(); }) { worker_.detach(); }
 
   void push(Task task) {
+    // A GPU's launch queue holds about a thousand launches; past that, a launch waits until the device
+    // has made room. So does this one: a host that runs ahead (a loop that never reads a result) stays
+    // at most kMaxPending tasks ahead -- Stop then waits for that much work at most, not for minutes of
+    // queued steps, and the queued closures cannot grow without bound.
+    if (const std::uint64_t q = queued(); q - done() >= kMaxPending) waitUntil(q - kMaxPending / 2, false);
     {
       std::lock_guard lock(mutex_);
       tasks_.push_back(std::move(task));
@@ -156,6 +161,7 @@ class StreamQueue {
   }
 
   static constexpr std::uint64_t kNoWakeUp = ~std::uint64_t{0};
+  static constexpr std::uint64_t kMaxPending = 1024;
   std::mutex mutex_;
   std::condition_variable workReady_, taskDone_;
   std::vector<Task> tasks_;     // queued, not taken by the worker yet

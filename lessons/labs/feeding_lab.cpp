@@ -211,6 +211,7 @@ struct LoaderRun {
   double meanLoss = 0;
   std::vector<lab::Span> timeline;  // some steps, their lanes named for the view
   std::vector<std::string> workerLanes;
+  bool stopped = false;  // Stop came first: nothing measured
 };
 
 struct Setup {
@@ -220,6 +221,8 @@ struct Setup {
   std::int64_t steps = 0;
   double readSeconds = 0;
   std::uint64_t seed = 0;
+  const lab::StopToken* stop = nullptr;  // looked at every step: a step is well under 100 ms
+  bool stopRequested() const { return stop && stop->stopRequested(); }
 };
 
 // Lane ids of the timelines (the views name them).
@@ -287,7 +290,7 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   double asked = 0;
   std::int64_t step = 0;
   if (choice.resident) {
-    for (; step < steps; ++step) {
+    for (; step < steps && !s.stopRequested(); ++step) {
       StepClock& c = clocks[static_cast<std::size_t>(step)];
       c.asked = c.got = seconds();
       const auto& [x, y] = resident[static_cast<std::size_t>(step) % resident.size()];
@@ -299,7 +302,7 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
                              .seed = s.seed});
     if (choice.prefetch) {
       data::DevicePrefetcher ahead(loader, s.device);  // queues the first batch's copy on its copy stream
-      for (; step < steps; ++step) {
+      for (; step < steps && !s.stopRequested(); ++step) {
         StepClock& c = clocks[static_cast<std::size_t>(step)];
         c.asked = asked;
         const std::optional<data::Batch> batch = ahead.next();  // on the device; the next one's copy queued
@@ -311,7 +314,7 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
         asked = seconds();
       }
     } else {
-      for (auto it = loader.begin(); it != loader.end() && step < steps; ++step) {
+      for (auto it = loader.begin(); it != loader.end() && step < steps && !s.stopRequested(); ++step) {
         StepClock& c = clocks[static_cast<std::size_t>(step)];
         c.asked = asked;
         c.got = seconds();
@@ -320,6 +323,13 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
         ++it;
       }
     }
+  }
+  if (step < steps && s.stopRequested()) {  // stopped: nothing measured, the device left idle
+    synchronizeDevice(s.device);
+    LoaderRun stopped;
+    stopped.choice = choice;
+    stopped.stopped = true;
+    return stopped;
   }
   if (step < steps) throw Error("the loader ran out of batches after " + std::to_string(step) + " steps");
   synchronizeDevice(s.device);
@@ -424,6 +434,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   s.hidden = parseWidths(p.getString("hidden"));
   s.steps = p.getInt("steps");
   s.seed = static_cast<std::uint64_t>(p.getInt("seed"));
+  s.stop = &stop;
   const LoaderChoice yours{static_cast<int>(p.getInt("num_workers")), p.getBool("pin_memory")};
   const bool gpu = s.device.isCuda(), emulated = cuda::isEmulated(s.device);
   // On the CPU there is no copy: the batch is where the model is, and pinning changes nothing.
@@ -441,6 +452,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   if (copies) (void)runLoader(warmUp, LoaderChoice{0, true});
   std::map<LoaderChoice, LoaderRun> runs;
   runs[kResident] = runLoader(s, kResident);
+  if (stop.stopRequested()) return;
   const double step = runs[kResident].seconds / static_cast<double>(s.steps);
   s.readSeconds = p.getFloat("load_cost") * step;
   sink.info("A training step with its batch already on " + s.device.str() + " takes " + formatGeneral(step * 1000.0, 3) +

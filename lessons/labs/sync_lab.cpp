@@ -53,12 +53,13 @@ struct LoopRun {
   std::int64_t reads = 0;   // .item() calls: one host-device synchronisation each
   double meanLoss = 0;      // the loss over the whole run, as the reads added it up
   double deviceBusy = -1;   // the share of the loop the emulated GPU ran kernels (-1: not measured)
+  bool stopped = false;     // Stop came first: the loop ended early and measured nothing
 };
 
 // The loop above, from the same initial weights (seed) and the same batches whatever readEvery is, so
 // every run computes the same numbers: only when they are read differs.
 LoopRun trainLoop(Device device, const Tensor& x, const Tensor& y, std::int64_t steps, std::int64_t readEvery,
-                  std::uint64_t seed, const data::Dataset& shapeOf, const std::vector<std::int64_t>& hidden) {
+                  std::uint64_t seed, const data::Dataset& shapeOf, const std::vector<std::int64_t>& hidden, const lab::StopToken& stop) {
   Generator gen(seed);
   auto model = makeMlp(shapeOf, hidden, 1, gen);
   model->to(device);
@@ -72,6 +73,11 @@ LoopRun trainLoop(Device device, const Tensor& x, const Tensor& y, std::int64_t 
   const double busyBefore = emulated ? cuda::emulated::busySeconds() : 0.0;
   const Clock::time_point start = Clock::now();
   for (std::int64_t step = 0; step < steps; ++step) {
+    if (stop.stopRequested()) {  // a step is well under 100 ms: Stop is seen within one
+      r.stopped = true;
+      synchronizeDevice(device);
+      return r;
+    }
     const std::int64_t b = step % batches;
     const Tensor xb = x.slice(0, b * kBatch, (b + 1) * kBatch), yb = y.slice(0, b * kBatch, (b + 1) * kBatch);
     Tensor loss = mse_loss((*model)(xb), yb);
@@ -149,13 +155,14 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
   for (std::int64_t n = 1; n < steps && n <= 256; n *= 4) sweep.push_back(n);
   if (std::find(sweep.begin(), sweep.end(), readEvery) == sweep.end()) sweep.push_back(readEvery);
   std::sort(sweep.begin(), sweep.end());
-  (void)trainLoop(device, x, y, std::min<std::int64_t>(steps, 100), 1, seed, *data, hidden);  // warm-up: first-use costs
+  (void)trainLoop(device, x, y, std::min<std::int64_t>(steps, 100), 1, seed, *data, hidden, stop);  // warm-up: first-use costs
   std::map<std::int64_t, LoopRun> fastest;
   const double total = static_cast<double>(repeats) * static_cast<double>(sweep.size());
   for (int rep = 0; rep < repeats; ++rep) {
     for (std::size_t i = 0; i < sweep.size() && !stop.stopRequested(); ++i) {
       const std::int64_t n = sweep[i];
-      const LoopRun r = trainLoop(device, x, y, steps, n, seed, *data, hidden);
+      const LoopRun r = trainLoop(device, x, y, steps, n, seed, *data, hidden, stop);
+      if (r.stopped) break;
       auto it = fastest.find(n);
       if (it == fastest.end() || r.seconds < it->second.seconds) fastest[n] = r;
       sink.progress(static_cast<double>(rep) * static_cast<double>(sweep.size()) + static_cast<double>(i + 1), total,
