@@ -417,6 +417,26 @@ class TestMemory : public QObject {
     QCOMPARE(allocatorFor(*cuda::emulatedDevice()).memoryFraction(), 1.0);  // and the cap is put back
   }
 
+  // Issue 27 6.5: a first batch larger than the data set is refused by name (the sweep ran nothing and
+  // said "no out-of-memory error"); a doubling past the set tries the whole set once, and says so.
+  void theSweepKeepsToTheDataSet() {
+    test::RecordingSink refused;
+    try {
+      test::runLab("memory", {{"device", "cpu"}, {"mode", "oom-sweep"}, {"dataset", "regression"}, {"start_batch", "70000"}}, refused);
+      QFAIL("no error for a batch larger than the data set");
+    } catch (const ValueError& e) {
+      QVERIFY2(std::string(e.what()).find("start_batch 70000 is larger than the regression training set (65536 examples)") != std::string::npos, e.what());
+    }
+    test::RecordingSink whole;
+    test::runLab("memory", {{"device", "cpu"}, {"mode", "oom-sweep"}, {"dataset", "regression"}, {"start_batch", "40000"}, {"cap_mb", "4096"}}, whole);
+    std::vector<std::int64_t> batches;
+    for (const lab::Row& row : whole.rows("attempts")) batches.push_back(std::get<std::int64_t>(row.cells[0]));
+    QCOMPARE(batches, (std::vector<std::int64_t>{40000, 65536}));
+    bool said = false;
+    for (const auto& [kind, text] : whole.kinds) said = said || text.find("No out-of-memory error up to batch 65536") != std::string::npos;
+    QVERIFY(said);
+  }
+
   // Issue 27 1.2: every run starts from clean devices. A large fraction's run leaves its segments
   // cached; a smaller fraction's run after it must still be refused at its own cap (it was served
   // from the earlier run's cache far beyond it, and graded as met).

@@ -304,16 +304,24 @@ void Session::oomSweep() {
   const std::int64_t shownWidth = growWidth ? width : 0;
   declareAttempts(growWidth);
 
+  if (batch > datasetSize()) {
+    throw ValueError("start_batch " + std::to_string(batch) + " is larger than the " + p_.getString("dataset") + " training set (" +
+                     std::to_string(datasetSize()) + " examples): a batch holds at most the whole set");
+  }
+
   // 1. Double until it does not fit.
   bool oom = false;
-  std::int64_t largestFit = 0;
+  std::int64_t largestFit = 0, triedBatch = 0;
   while (!stop_.stopRequested()) {
+    // A doubling past the data set tries the whole set once instead.
+    if (!growWidth && batch > datasetSize() && triedBatch < datasetSize()) batch = datasetSize();
     if (batch > datasetSize() || width > (1 << 16)) {
-      sink_.warning("No out-of-memory error up to batch " + std::to_string(std::min(batch, datasetSize())) +
+      sink_.warning("No out-of-memory error up to batch " + std::to_string(triedBatch) +
                     (growWidth ? ", width " + std::to_string(width) : std::string()) + ": lower cap_mb (or the budget/fraction) to reach the limit.");
       return;
     }
     const std::int64_t baseline = memory_allocated(device_);
+    triedBatch = batch;
     try {
       attempt(batch, hiddenFor(width), 1, p_.getInt("steps"));
       attemptRow(batch, growWidth ? width : shownWidth, 1, "fits");
