@@ -3,8 +3,11 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QDir>
+#include <QFile>
 #include <QElapsedTimer>
 #include <QProcess>
+#include <QTemporaryDir>
 #include <QRegularExpression>
 #include <clocale>
 #include <csignal>
@@ -62,7 +65,57 @@ const char* kLocaleHint =
 class TestCli : public QObject {
   Q_OBJECT
 
+  QTemporaryDir emptyFolder_;
+
  private slots:
+  // Issue 27 6.9: each mistake is a usage error (2) that names what was wrong.
+  void mistakesAreNamed_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("said");
+    QTest::newRow("amp in capitals is fine, float64 is not") << QStringList{"train", "--amp", "float64"} << "autocast cannot compute in float64: expected none, fp16 or bf16";
+    QTest::newRow("an unknown precision") << QStringList{"train", "--amp", "fp8"} << "unknown precision 'fp8': expected none, fp16 or bf16";
+    QTest::newRow("two modes") << QStringList{"memory", "--oom-sweep", "--report"} << "'--report' and '--oom-sweep' both set mode: give it once";
+    QTest::newRow("an option twice") << QStringList{"train", "--lr", "0.1", "--lr", "0.2"} << "'--lr' and '--lr' both set lr";
+    QTest::newRow("a cnn on the regression set") << QStringList{"train", "--model", "cnn", "--dataset", "regression"} << "--model cnn convolves images";
+    QTest::newRow("an unknown lesson option") << QStringList{"lesson", "device-setup", "--fast"} << "unknown option '--fast'";
+    QTest::newRow("a folder with no lesson") << QStringList{"lessons", "--lessons", emptyFolder_.path()} << "holds no lesson";
+  }
+  void mistakesAreNamed() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, said);
+    const Run r = cli(args);
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains(said), qPrintable(r.err));
+  }
+
+  // Issue 27 6.9: the man page names every option each command takes (it lacked four).
+  void theManPageNamesEveryOption() {
+    QFile man(GPULAB_MAN_PAGE);
+    QVERIFY(man.open(QIODevice::ReadOnly));
+    const QString page = QString::fromUtf8(man.readAll()).replace("\\-", "-");
+    for (const QString& command : {"train", "memory"}) {
+      const Run help = cli({command, "--help"});
+      QCOMPARE(help.exitCode, 0);
+      static const QRegularExpression option(R"(^  (--[a-z][a-z0-9-]*))", QRegularExpression::MultilineOption);
+      int named = 0;
+      for (auto it = option.globalMatch(help.out); it.hasNext(); ++named) {
+        const QString name = it.next().captured(1);
+        if (name == "--help") continue;
+        QVERIFY2(page.contains(name), qPrintable(command + ": " + name + " is not in the man page"));
+      }
+      QVERIFY(named > 10);
+    }
+  }
+
+  void ampIsReportedInOneSpelling() {
+    const Run r = cli({"train", "--amp", "FP16", "--epochs", "1", "--json", "--device", "cpu"});
+    QCOMPARE(r.exitCode, 0);
+    bool seen = false;
+    for (const QJsonObject& e : r.events)
+      if (e["event"] == "done") seen = e["amp"].toString() == "fp16";
+    QVERIFY2(seen, qPrintable(r.out.right(400)));
+  }
+
   // Issue 27 6.3: Ctrl+C stops a run, and the command says so with exit status 130 (it exited 0, and
   // `lesson` went on to its next run block).
   void ctrlCStopsTheRunAndExits130_data() {

@@ -309,6 +309,14 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
   try {
     theLab = labs::makeLab(labId);
     lab::Params params = theLab->defaults();
+    // Each parameter once: "--oom-sweep --report" (both the mode) or "--lr 1 --lr 2" is a mistake to
+    // point out, not a choice to make silently.
+    std::map<std::string, QString> givenBy;
+    auto given = [&](const std::string& param, const QString& option) {
+      if (auto [at, fresh] = givenBy.emplace(param, option); !fresh) {
+        throw ValueError("'" + option.toStdString() + "' and '" + at->second.toStdString() + "' both set " + param + ": give it once");
+      }
+    };
     for (int i = 0; i < args.size(); ++i) {
       const QString& a = args[i];
       if (a == "--json") continue;
@@ -319,6 +327,7 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
         continue;
       }
       if (auto alias = aliases.find(a); alias != aliases.end()) {
+        given(alias->second.first, a);
         params.set(alias->second.first, alias->second.second);
         continue;
       }
@@ -331,11 +340,13 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       };
       if (name.starts_with("no_") && named(name) == specs.end()) {
         if (auto negated = named(name.substr(3)); negated != specs.end() && negated->type == lab::ParamType::Bool) {
+          given(negated->name, a);
           params.setValue(negated->name, lab::ParamValue(false));
           continue;
         }
       }
       const lab::ParamSpec& spec = params.spec(name);
+      given(name, a);
       if (spec.type == lab::ParamType::Bool && (i + 1 >= args.size() || args[i + 1].startsWith("--"))) {
         params.setValue(name, lab::ParamValue(true));
         continue;
@@ -343,6 +354,7 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       if (i + 1 >= args.size()) throw ValueError("option '" + a.toStdString() + "' needs a value");
       params.set(name, args[++i].toStdString());
     }
+    theLab->check(params);
     if (userArgs) requireUsableDevice(params);
     parsed.emplace(std::move(params));
   } catch (const std::exception& e) {
@@ -421,7 +433,11 @@ course::Course courseFrom(QStringList& args) {
   const QString dir = args[at + 1];
   args.remove(at, 2);
   if (!QFileInfo(dir).isDir()) throw ValueError("--lessons: '" + dir.toStdString() + "' is not a folder");
-  return course::loadCourse(dir);
+  course::Course c = course::loadCourse(dir);
+  if (c.lessons.isEmpty()) {
+    throw ValueError("--lessons: '" + dir.toStdString() + "' holds no lesson (a lesson is a folder with a lesson.md, as lessons/ in the source has)");
+  }
+  return c;
 }
 }  // namespace
 
@@ -465,6 +481,8 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
     const course::Course c = courseFrom(args);
     const bool quick = args.removeAll("--quick") > 0;
     args.removeAll("--json");
+    for (const QString& a : args)
+      if (a.startsWith("-")) throw ValueError("unknown option '" + a.toStdString() + "' (lesson takes --quick, --json and --lessons DIR)");
     if (args.size() != 1) throw ValueError("usage: gpulab-cli lesson ID [--quick] [--json] [--lessons DIR]");
     const course::Lesson* lesson = c.find(args.first());
     if (!lesson) throw ValueError("no lesson with id '" + args.first().toStdString() + "' (gpulab-cli lessons lists them)");

@@ -291,6 +291,9 @@ class Lab {
   virtual std::string sourcePath() const = 0;
   virtual std::vector<ParamSpec> params() const = 0;
   Params defaults() const { return Params(params()); }
+  // Settings that are each allowed but contradict one another (a convolutional model on data that is
+  // not an image): ValueError, before anything runs -- gpulab-cli says so as a usage error (2).
+  virtual void check(const Params&) const {}
   // Runs to completion or until `stop` is requested; errors are thrown (the engine's exceptions).
   virtual void run(const Params& params, MetricSink& sink, const StopToken& stop) = 0;
 };

@@ -57,6 +57,7 @@ std::vector<DeviceLeftovers> cleanDevices() {
 }
 
 void runIsolated(lab::Lab& theLab, const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) {
+  theLab.check(params);  // before anything is cleaned or run
   for (const DeviceLeftovers& d : cleanDevices()) {
     if (!d.device.isCuda()) continue;  // the CPU holds the process's own tensors (data sets) between runs
     sink.warning("this run starts with " + formatBytes(d.allocated) + " still allocated on " + d.device.str() +

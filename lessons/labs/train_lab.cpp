@@ -57,6 +57,8 @@
 #include "engine/amp/autocast.h"
 #include "engine/amp/grad_scaler.h"
 #include "engine/autograd/grad_mode.h"
+#include <cctype>
+
 #include "engine/memory/memory.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
@@ -70,13 +72,27 @@ namespace gpulab::labs {
 
 namespace {
 
-// The `amp` parameter: none, or the dtype autocast computes in ("fp16", "bf16"; PyTorch's spellings too).
-std::optional<DType> ampDtype(const std::string& text) {
+// The `amp` parameter: none, or the dtype autocast computes in ("fp16", "bf16"; PyTorch's spellings
+// float16/half, bfloat16 too, in any case).
+std::optional<DType> ampDtype(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (text == "none") return std::nullopt;
-  const DType d = parseDType(text);
+  constexpr const char* kExpected = "expected none, fp16 or bf16 (autocast computes in float16 or bfloat16; fp32 is none)";
+  DType d;
+  try {
+    d = parseDType(text);
+  } catch (const ValueError&) {
+    throw ValueError("unknown precision '" + text + "': " + kExpected);
+  }
   if (d == kFloat32) return std::nullopt;  // "fp32": no autocast, as "none"
-  if (!isReducedPrecision(d)) throw ValueError("expected none, fp16 or bf16 (autocast computes in float16 or bfloat16)");
+  if (!isReducedPrecision(d)) throw ValueError("autocast cannot compute in " + dtypeName(d) + ": " + kExpected);
   return d;
+}
+
+// The `amp` setting as the run reports it, whatever spelling it was given in: none, fp16 or bf16.
+std::string ampName(const std::string& text) {
+  const std::optional<DType> d = ampDtype(text);
+  return !d ? "none" : *d == kFloat16 ? "fp16" : "bf16";
 }
 
 lab::ParamSpec ampParam() {
@@ -181,6 +197,13 @@ void checkGraphable(const lab::Params& p, Device device) {
 
 }  // namespace
 
+void TrainLab::check(const lab::Params& p) const {
+  if (p.getString("model") == "cnn" && p.getString("dataset") != "fashion-mnist") {
+    throw ValueError("--model cnn convolves images, and the regression data set's examples are 16 numbers, not an image: "
+                     "use --dataset fashion-mnist with the cnn, or --model mlp for regression");
+  }
+}
+
 void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   // 1. The device: the GPU when one is usable, else the CPU -- and say which, and why.
   const Device device = resolveDevice(p.getString("device"));
@@ -198,12 +221,9 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   Generator gen(seed);
 
   // 2. The data: training and held-out sets, on the CPU; batches move to the device as they are used.
+  check(p);
   const bool classification = p.getString("dataset") == "fashion-mnist";
   const bool cnn = p.getString("model") == "cnn";
-  if (cnn && !classification) {
-    throw ValueError("--model cnn convolves images, and the regression data set's examples are 16 numbers, not an image: "
-                     "use --dataset fashion-mnist with the cnn, or --model mlp for regression");
-  }
   std::shared_ptr<data::TensorDataset> trainSet, testSet;
   if (classification) {
     trainSet = data::loadFashionMnist(true);
@@ -603,7 +623,7 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   if (evalLoss) done.emplace_back("eval_loss", *evalLoss);
   if (testAccuracy) done.emplace_back("test_accuracy", *testAccuracy);
   if (shownError) done.emplace_back("error", *shownError);
-  done.emplace_back("amp", p.getString("amp"));
+  done.emplace_back("amp", ampName(p.getString("amp")));
   done.emplace_back("model", p.getString("model"));
   done.emplace_back("cudnn_benchmark", cudnnBenchmark);
   done.emplace_back("deterministic", deterministic);
