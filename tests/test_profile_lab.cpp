@@ -1,8 +1,9 @@
 // The profiler lesson (lessons/09-profiler) makes claims from its run; these tests check the DIRECTION
 // of each on this machine, through the profile lab:
-// - the seed lessons' tiny regression step is overhead-bound (its matrix-product arithmetic fills well
-//   under half of the step at this device's own measured rate), and the lesson's hint -- hidden
-//   1024,1024 and batch 512 -- makes it compute-bound (the challenge's 50%);
+// - the seed lessons' tiny regression step is overhead-bound (its matrix products, each timed alone at
+//   its shape, need well under half of the step), and the lesson's hint -- hidden 1024,1024 and batch
+//   512 -- makes it compute-bound (the challenge's 50%); the verdict sentence agrees with the number
+//   beside it, and the step's products never run faster than their own best;
 // - the op table lists the step's ops with PyTorch's names and per-step counts; the trace file is
 //   written and parses as the Chrome trace format; on a GPU (the emulated one here) the table has the
 //   device's columns and sorts by them.
@@ -31,6 +32,17 @@ using test::RecordingSink;
 
 RecordingSink runProfile(const std::map<std::string, std::string>& settings) { return test::runLabOn("profile", settings); }
 
+// The closing sentence names the kind of step the number beside it says: compute-bound exactly when
+// the products alone fill half of the step or more.
+bool verdictSays(const RecordingSink& s, const std::string& kind) {
+  const bool compute = measured(s, "matrix products alone: share of the step") >= 50;
+  if ((kind == "compute-bound") != compute) return false;
+  return std::any_of(s.messages.begin(), s.messages.end(), [&](const std::string& m) {
+    return m.find("so it is " + kind) != std::string::npos &&
+           m.find(compute ? "overhead-bound" : "compute-bound") == std::string::npos;
+  });
+}
+
 }  // namespace
 
 class TestProfileLab : public QObject {
@@ -39,10 +51,12 @@ class TestProfileLab : public QObject {
  private slots:
   void theTinyStepIsOverheadBound() {
     const RecordingSink s = runProfile({{"warmup", "2"}, {"steps", "5"}});
-    const double share = measured(s, "arithmetic share of the step");
-    qInfo("tiny regression step: %.3f ms, %.0f ops, arithmetic %.1f%% (peak %.1f GFLOP/s)", measured(s, "profiled step time"),
-          measured(s, "ops per step"), share, measured(s, "peak matrix-product rate"));
+    const double share = measured(s, "matrix products alone: share of the step");
+    qInfo("tiny regression step: %.3f ms, %.0f ops, products alone %.1f%% (their ops %.1f%% of self CPU time; %.1f GFLOP/s, large %.1f)",
+          measured(s, "profiled step time"), measured(s, "ops per step"), share, measured(s, "matrix products: share of self CPU time"),
+          measured(s, "matrix-product rate at the step's shapes"), measured(s, "peak matrix-product rate"));
     QVERIFY(share < 50);
+    QVERIFY(verdictSays(s, "overhead-bound"));
     // 16 x 64 and 64 x 1 weights, batch 64: forward and weight gradients of both, the input gradient of the second.
     QCOMPARE(measured(s, "matrix-product GFLOP per step"), (4.0 * 64 * 16 * 64 + 6.0 * 64 * 64 * 1) / 1e9);
     QVERIFY(std::any_of(s.messages.begin(), s.messages.end(), [](const std::string& m) { return m.find("so it is overhead-bound") != std::string::npos; }));
@@ -87,9 +101,12 @@ class TestProfileLab : public QObject {
     QSKIP("a claim about this machine's speed: AddressSanitizer slows the code between the products, not OpenBLAS's");
 #endif
     const RecordingSink s = runProfile({{"hidden", "1024,1024"}, {"batch_size", "512"}, {"warmup", "1"}, {"steps", "2"}, {"trace", "false"}});
-    const double share = measured(s, "arithmetic share of the step");
-    qInfo("hidden 1024,1024, batch 512: %.1f ms a step, arithmetic %.1f%%", measured(s, "profiled step time"), share);
+    const double share = measured(s, "matrix products alone: share of the step");
+    qInfo("hidden 1024,1024, batch 512: %.1f ms a step, products alone %.1f%% (their ops %.1f%% of self CPU time; %.1f GFLOP/s, large %.1f)",
+          measured(s, "profiled step time"), share, measured(s, "matrix products: share of self CPU time"),
+          measured(s, "matrix-product rate at the step's shapes"), measured(s, "peak matrix-product rate"));
     QVERIFY(share >= 50);
+    QVERIFY(verdictSays(s, "compute-bound"));
   }
 
   // On a CUDA device -- the emulated GPU here -- the op table gains the device's columns and sorts by

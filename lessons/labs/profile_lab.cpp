@@ -22,6 +22,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/data/dataloader.h"
 #include "engine/nn/layers.h"
 #include "engine/profiler/profiler.h"
@@ -175,36 +176,47 @@ void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
     }
   }
 
-  // 6. How much of a step is arithmetic: the step's matrix-product FLOPs at the best rate this device
-  //    reaches for a large product (measured now, a 1024 x 1024 x 1024 matmul, best of 5), against the
-  //    step's time (capped at 100%: a step's own large products can beat the reference on a busy machine). Per Linear layer of w weights: 2Bw forward, 2Bw for the weight gradient, and 2Bw for
-  //    the input gradient except in the first layer (the batch needs none).
-  double stepFlops = 0;
-  bool firstLinear = true;
-  for (const auto& [name, child] : model->named_children()) {
-    if (const auto* linear = dynamic_cast<const nn::Linear*>(child.get())) {
-      const double w = static_cast<double>(linear->weight.numel()), b = static_cast<double>(batchSize);
-      stepFlops += (firstLinear ? 4.0 : 6.0) * b * w;
+  // 6. What the step's matrix products need: each product of the step timed alone at its own shape --
+  //    forward x W^T, the weight gradient g^T x, and the input gradient g W except in the first layer
+  //    (the batch needs none) -- best of 5, the device idle before and after each. Their sum is the
+  //    least time the step's products take here, arithmetic and each call's own fixed cost; the rest
+  //    of the step is everything else. (A share of the step from its FLOPs at a large product's rate
+  //    would count a product that runs below that rate -- thin, small or on a busy machine -- as
+  //    overhead: 97% of a step in its products was once called "overhead-bound" that way.)
+  auto bestOf5 = [&](auto&& product) {
+    (void)product();
+    synchronizeDevice(device);
+    double best = 1e30;
+    for (int i = 0; i < 5; ++i) best = std::min(best, secondsOn(device, [&] { (void)product(); }));
+    return best;
+  };
+  double stepFlops = 0, productSeconds = 0;
+  {
+    const NoGradGuard noGrad;
+    Generator g(1);
+    bool firstLinear = true;
+    for (const auto& [name, child] : model->named_children()) {
+      const auto* layer = dynamic_cast<const nn::Linear*>(child.get());
+      if (!layer) continue;
+      const Tensor w = layer->weight.detach();
+      const std::int64_t out = w.size(0), in = w.size(1);
+      const Tensor x = randn({batchSize, in}, g).to(device), grad = randn({batchSize, out}, g).to(device);
+      productSeconds += bestOf5([&] { return linear(x, w); });             // forward
+      productSeconds += bestOf5([&] { return matmul(grad.t(), x); });      // weight gradient
+      if (!firstLinear) productSeconds += bestOf5([&] { return matmul(grad, w); });  // input gradient
+      stepFlops += (firstLinear ? 4.0 : 6.0) * static_cast<double>(batchSize) * static_cast<double>(w.numel());
       firstLinear = false;
     }
   }
-  double peakFlops = 0;
-  {
+  // A large product's rate, for comparison: how close the step's products come to this device's best.
+  const double largeRate = [&] {
     Generator g(1);
     const Tensor a = randn({1024, 1024}, g).to(device), b = randn({1024, 1024}, g).to(device);
-    (void)matmul(a, b);
-    synchronizeDevice(device);
-    double best = 1e30;
-    for (int i = 0; i < 5; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      (void)matmul(a, b);
-      synchronizeDevice(device);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    peakFlops = 2.0 * 1024.0 * 1024.0 * 1024.0 / best;
-  }
+    return 2.0 * 1024.0 * 1024.0 * 1024.0 / bestOf5([&] { return matmul(a, b); });
+  }();
   const double stepSeconds = wallUs / static_cast<double>(steps) / 1e6;
-  const double arithmeticShare = 100.0 * std::min(1.0, stepFlops / peakFlops / stepSeconds);
+  const double productsAloneShare = 100.0 * std::min(1.0, productSeconds / stepSeconds);
+  const double productRate = stepFlops / productSeconds;
 
   // 7. The measurements, and what they say.
   const auto& mostExpensive = *std::max_element(averages.rows.begin(), averages.rows.end(),
@@ -212,27 +224,32 @@ void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   std::int64_t events = 0;
   for (const auto& r : averages.rows) events += r.count;
   const double productsShare = selfTotal > 0 ? 100.0 * byKind[0] / selfTotal : 0.0;
-  sink.measurement("profiled step time", wallUs / static_cast<double>(steps) / 1000.0, "ms");
+  sink.measurement("profiled step time", stepSeconds * 1000.0, "ms");
   sink.measurement("ops per step", static_cast<double>(events) / static_cast<double>(steps), "");
   sink.measurement("matrix products: share of self CPU time", productsShare, "%");
   sink.measurement("matrix-product GFLOP per step", stepFlops / 1e9, "GFLOP");
-  sink.measurement("peak matrix-product rate", peakFlops / 1e9, "GFLOP/s");
-  sink.measurement("arithmetic share of the step", arithmeticShare, "%");
+  sink.measurement("matrix products alone: share of the step", productsAloneShare, "%");
+  sink.measurement("matrix-product rate at the step's shapes", productRate / 1e9, "GFLOP/s");
+  sink.measurement("peak matrix-product rate", largeRate / 1e9, "GFLOP/s");
   sink.measurement("profiler coverage of the wall time", wallUs > 0 ? 100.0 * selfTotal / wallUs : 0.0, "%");
   sink.measurement("most expensive op: share of self CPU time", selfTotal > 0 ? 100.0 * mostExpensive.selfCpuTimeTotalUs / selfTotal : 0.0, "%");
-  sink.record("profile", {{"step_ms", wallUs / static_cast<double>(steps) / 1000.0}, {"ops_per_step", static_cast<double>(events) / static_cast<double>(steps)},
-                          {"products_share", productsShare}, {"most_expensive", mostExpensive.name}, {"device", device.str()}});
+  sink.record("profile", {{"step_ms", stepSeconds * 1000.0}, {"ops_per_step", static_cast<double>(events) / static_cast<double>(steps)},
+                          {"products_share", productsShare}, {"products_alone_share", productsAloneShare},
+                          {"most_expensive", mostExpensive.name}, {"device", device.str()}});
+  const bool computeBound = productsAloneShare >= 50;
   sink.info("The most expensive op by its own time: " + mostExpensive.name + " (" +
             formatFixed(100.0 * mostExpensive.selfCpuTimeTotalUs / std::max(selfTotal, 1e-9), 1) + "% of the self CPU time). " +
             "A step took " + formatFixed(stepSeconds * 1000.0, 3) + " ms for " +
-            formatFixed(static_cast<double>(events) / static_cast<double>(steps), 0) + " ops. Its matrix products are " +
-            formatGeneral(stepFlops / 1e9, 3) + " GFLOP, which this device does in " +
-            formatGeneral(stepFlops / peakFlops * 1000.0, 3) + " ms at its best rate (" + formatFixed(peakFlops / 1e9, 1) +
-            " GFLOP/s, a 1024 x 1024 product measured just now): arithmetic is " + formatFixed(arithmeticShare, 1) +
-            "% of the step, so it is " +
-            (arithmeticShare >= 50 ? "compute-bound -- most of its time is arithmetic, which a faster processor (a GPU) speeds up."
-                                   : "overhead-bound -- most of its time is the fixed cost of its many small ops, which a GPU "
-                                     "would not shrink (each op becomes a kernel launch of a few microseconds)."));
+            formatFixed(static_cast<double>(events) / static_cast<double>(steps), 0) + " ops. Its matrix products (" +
+            formatGeneral(stepFlops / 1e9, 3) + " GFLOP), each timed alone at its own shape, take " +
+            formatGeneral(productSeconds * 1000.0, 3) + " ms: " + formatFixed(productsAloneShare, 1) + "% of the step, so it is " +
+            (computeBound ? "compute-bound -- most of its time is its products' own work, which a faster processor for them (a GPU) "
+                            "speeds up."
+                          : "overhead-bound -- most of its time goes outside its products' own work, to the fixed cost of its "
+                            "many small ops, which a GPU would not shrink (each op becomes a kernel launch of a few microseconds).") +
+            " They run at " + formatFixed(productRate / 1e9, 1) + " GFLOP/s here, " + formatFixed(100.0 * productRate / largeRate, 0) +
+            "% of a 1024 x 1024 product's " + formatFixed(largeRate / 1e9, 1) + " GFLOP/s" +
+            (productRate < 0.5 * largeRate ? ": products this small (or this thin) stay far from a large product's rate." : "."));
 }
 
 }  // namespace gpulab::labs
