@@ -24,6 +24,9 @@
 namespace gpulab::cuda::emulated {
 namespace {
 
+// The end of the task before the one this stream's thread runs now (previousTaskEnd()).
+thread_local std::chrono::steady_clock::time_point tPreviousTaskEnd = std::chrono::steady_clock::now();
+
 class StreamQueue {
  public:
   StreamQueue() : worker_([this] { run(); }) { worker_.detach(); }
@@ -142,8 +145,9 @@ class StreamQueue {
           std::lock_guard lock(mutex_);
           if (!error_) error_ = std::current_exception();  // the first error is the one CUDA reports
         }
-        busyNs_.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::steady_clock::now() - started).count()),
+        const auto ended = std::chrono::steady_clock::now();
+        tPreviousTaskEnd = ended;
+        busyNs_.fetch_add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(ended - started).count()),
                           std::memory_order_relaxed);
         const std::uint64_t now = done_.fetch_add(1, std::memory_order_seq_cst) + 1;
         if (now >= wakeAt_.load(std::memory_order_seq_cst)) {
@@ -279,6 +283,8 @@ Marker markNow(std::uintptr_t stream) {
 bool reached(const Marker& marker) { return queue(marker.stream).done() >= marker.sequence; }
 void waitFor(const Marker& marker) { queue(marker.stream).waitUntil(marker.sequence, true); }
 void waitForQuietly(const Marker& marker) { queue(marker.stream).waitUntil(marker.sequence, false); }
+
+std::chrono::steady_clock::time_point previousTaskEnd() { return tPreviousTaskEnd; }
 
 double busySeconds() {
   std::uint64_t ns = 0;

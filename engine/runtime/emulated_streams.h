@@ -13,6 +13,7 @@
 //
 // An exception a kernel throws (an out-of-range class label) is kept and rethrown at the stream's
 // next synchronisation, as CUDA reports a device-side assert at the next synchronising call.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -66,5 +67,10 @@ std::uintptr_t nextPoolStream();
 // read twice around a loop. On a GPU that needs the device's own clock (events around each kernel);
 // here each stream's thread times its tasks.
 double busySeconds();
+
+// Called from a task, on its stream's thread: when the task before it on the same stream finished
+// (when the stream started, for its first). An event's time is max(when it was recorded, this): a
+// GPU stamps an event on an idle stream when the record reaches it, not when a thread wakes up.
+std::chrono::steady_clock::time_point previousTaskEnd();
 
 }  // namespace gpulab::cuda::emulated

@@ -153,12 +153,16 @@ void Event::record(const Stream& stream) {
   impl_->stream = stream;
   // The stamping task is queued before the marker is taken, so the marker is at or after it. It
   // locks the event only when the stream reaches it; nothing here waits for the stream.
+  // Its time: when the stream got to it, but not before it was recorded -- on an idle stream that is
+  // the record itself, not the moment the stream's sleeping thread woke up (which once made a blocking
+  // copy's span on the profiler's device lane the thread's wake-up, most of the "device" time).
   std::weak_ptr<Impl> weak = impl_;
-  emulated::enqueue(stream.id(), [weak, number] {
+  const Clock::time_point issued = Clock::now();
+  emulated::enqueue(stream.id(), [weak, number, issued] {
     if (auto impl = weak.lock()) {
       std::lock_guard inner(impl->mutex);
       if (impl->records == number) {
-        impl->stamp = Clock::now();
+        impl->stamp = std::max(issued, emulated::previousTaskEnd());
         impl->stampedRecord = number;
       }
     }

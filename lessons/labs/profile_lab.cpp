@@ -131,7 +131,12 @@ void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
                      "did not do itself here, a backward node's includes the ops its gradient used). " +
                      std::string(onDevice ? "On " + std::string(cuda::isEmulated(device) ? "the emulated GPU" : "a GPU") +
                                                 " the CPU columns are the time to launch each op's kernels; the CUDA columns, "
-                                                "the time the device's stream spent on them (two events per op)."
+                                                "the time the device's stream spent on them (two events per op)." +
+                                                (cuda::isEmulated(device)
+                                                     ? " The emulated GPU's stream is a thread of your CPU: an op that finds it "
+                                                       "asleep (a copy after the host waited) also counts its wake-up, tens of "
+                                                       "microseconds a GPU does not have -- these columns are no GPU's times."
+                                                     : "")
                                           : sortBy.find("cuda") != std::string::npos
                                                 ? "No op ran on a CUDA device: there is no CUDA time to sort by (choose device cuda)."
                                                 : "")});
