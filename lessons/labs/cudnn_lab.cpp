@@ -20,7 +20,7 @@
 // cuDNN exists only on NVIDIA GPUs. On the CPU and the emulated GPU both switches change nothing (the
 // convolutions there are GPU Lab's im2col + GEMM, one algorithm, no atomics): the lab still runs and
 // measures, and says so.
-#include "lessons/labs/cnn_lab.h"
+#include "lessons/labs/cudnn_lab.h"
 
 #include <algorithm>
 #include <chrono>
