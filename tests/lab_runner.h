@@ -3,6 +3,8 @@
 #include <QtGlobal>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -106,20 +108,30 @@ inline RecordingSink runLabOn(const std::string& id, std::map<std::string, std::
 }
 
 // Runs a lab and presses Stop `afterMs` into the run, as the GUI's Stop and gpulab-cli's Ctrl+C do;
-// returns the seconds from the request until the run returned (each loop must look at the stop
-// token every ~100 ms of work). `sink` gets what the run sent.
+// returns the seconds from the press until the run returned (each loop must look at the stop token
+// every ~100 ms of work), or -1 when the run ended before the press (the test then tested nothing).
+// `sink` gets what the run sent; a run that throws is rethrown once the presser is done.
 inline double secondsToStop(const std::string& id, const std::map<std::string, std::string>& settings, int afterMs, RecordingSink& sink) {
   lab::StopToken stop;
+  std::atomic<bool> pressed{false};
   std::chrono::steady_clock::time_point asked{};
   std::thread presser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(afterMs));
     asked = std::chrono::steady_clock::now();
+    pressed.store(true);
     stop.requestStop();
   });
-  runLab(id, settings, sink, &stop);
+  std::exception_ptr failed;
+  try {
+    runLab(id, settings, sink, &stop);
+  } catch (...) {
+    failed = std::current_exception();
+  }
   const auto returned = std::chrono::steady_clock::now();
-  presser.join();  // a run that returned before the press: 0
-  return std::max(0.0, std::chrono::duration<double>(returned - asked).count());
+  const bool pressedFirst = pressed.load();
+  presser.join();
+  if (failed) std::rethrow_exception(failed);
+  return pressedFirst ? std::chrono::duration<double>(returned - asked).count() : -1.0;
 }
 
 // The value of a measurement the run sent; the test stops, naming it, when the run sent none.

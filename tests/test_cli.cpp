@@ -74,8 +74,8 @@ class TestCli : public QObject {
     QTest::addColumn<QString>("said");
     QTest::newRow("amp in capitals is fine, float64 is not") << QStringList{"train", "--amp", "float64"} << "autocast cannot compute in float64: expected none, fp16 or bf16";
     QTest::newRow("an unknown precision") << QStringList{"train", "--amp", "fp8"} << "unknown precision 'fp8': expected none, fp16 or bf16";
-    QTest::newRow("two modes") << QStringList{"memory", "--oom-sweep", "--report"} << "'--report' and '--oom-sweep' both set mode: give it once";
-    QTest::newRow("an option twice") << QStringList{"train", "--lr", "0.1", "--lr", "0.2"} << "'--lr' and '--lr' both set lr";
+    QTest::newRow("two modes") << QStringList{"memory", "--oom-sweep", "--report"} << "'--report' and '--oom-sweep' both set mode: give one";
+    QTest::newRow("a mode and a shorthand") << QStringList{"memory", "--mode", "fraction", "--report"} << "'--report' and '--mode' both set mode";
     QTest::newRow("a cnn on the regression set") << QStringList{"train", "--model", "cnn", "--dataset", "regression"} << "--model cnn convolves images";
     QTest::newRow("an unknown lesson option") << QStringList{"lesson", "device-setup", "--fast"} << "unknown option '--fast'";
     QTest::newRow("a folder with no lesson") << QStringList{"lessons", "--lessons", emptyFolder_.path()} << "holds no lesson";
@@ -293,8 +293,9 @@ class TestCli : public QObject {
     QCOMPARE(challenges[0]["index"].toInt(), 3);  // the third run block: the capped training run
     QVERIFY2(challenges[0]["met"].toBool(), qPrintable(QJsonDocument(challenges[0]).toJson()));
     const QJsonArray checks = challenges[0]["checks"].toArray();
-    QCOMPARE(checks.size(), 2);
+    QCOMPARE(checks.size(), 3);  // the effective batch, an epoch, and the cap kept
     QCOMPARE(checks[0].toObject()["measured"].toDouble(), 4096.0);  // the effective batch: 1024 x 4
+    QCOMPARE(checks[2].toObject()["measured"].toDouble(), 96.0 * 1024 * 1024);
 
     Run where = cli({"lesson", "where-memory-goes", "--quick", "--json"});
     QCOMPARE(where.exitCode, 0);

@@ -71,6 +71,35 @@ class TestCourse : public QObject {
  private slots:
   // Issue 27 §8: the words beside the course stay true -- lessons/README.md's table names every built-in
   // lab (it listed 8 of 14), and README.md lists every lesson by title.
+  // Issue 27 §3: every challenge of the course says how to fail it and how to meet it, so that ctest
+  // (challenges_<lesson>) can check that its grading tells them apart.
+  void everyChallengeHasExamples() {
+    int challenges = 0;
+    for (const auto& lesson : gpulab::course::loadCourse().lessons) {
+      QVERIFY2(lesson.ok(), qPrintable(lesson.error));
+      for (int r = 0; r < lesson.runs.size(); ++r) {
+        if (!lesson.runs[r].challenge) continue;
+        ++challenges;
+        QVERIFY2(lesson.runs[r].challenge->examples, qPrintable(QString("%1 run %2").arg(lesson.id).arg(r + 1)));
+        QVERIFY(lesson.runs[r].challenge->examples->fails != lesson.runs[r].challenge->examples->meets);
+      }
+    }
+    QVERIFY(challenges >= 15);
+  }
+
+  void examplesAreCheckedLikePresets() {
+    QTemporaryDir dir;
+    QDir(dir.path()).mkpath("01-a");
+    QFile f(dir.filePath("01-a/lesson.md"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("---\nid: a\ntitle: A\nchapter: 1. A\n---\n# A\n\n```run\n{\"lab\": \"train\", \"params\": {\"epochs\": 1},\n \"challenge\": {\"text\": \"t\", \"checks\": "
+            "[{\"measurement\": \"epochs completed\", \"at_least\": 1}],\n \"examples\": {\"fails\": {\"epochs\": 0}, \"meets\": {}}}}\n```\n");
+    f.close();
+    const gpulab::course::Course c = gpulab::course::loadCourse(dir.path());
+    QCOMPARE(c.lessons.size(), 1);
+    QVERIFY2(c.lessons[0].error.contains("challenge: examples: fails:") && c.lessons[0].error.contains("epochs"), qPrintable(c.lessons[0].error));
+  }
+
   void theReadmesNameEveryLabAndLesson() {
     QFile labsReadme(GPULAB_SOURCE_DIR "/lessons/README.md");
     QVERIFY(labsReadme.open(QIODevice::ReadOnly));

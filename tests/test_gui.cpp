@@ -1567,6 +1567,18 @@ class TestGui : public QObject {
     w.nextLessonAction()->trigger();
     QCOMPARE(w.currentLessonId(), QString("training-loop"));
     QVERIFY(w.runPanel()->runButton()->isEnabled());
+    // A run that ends while the map is shown leaves nothing to run there either; its views wait for
+    // its lesson.
+    startRegression(w, 3);
+    w.courseMapAction()->trigger();
+    QVERIFY(w.welcomeShown());
+    QVERIFY(w.runPanel()->stopButton()->isEnabled());  // a run going on can be stopped from the map
+    QVERIFY(finished.wait(30000));
+    QVERIFY(!w.runPanel()->runButton()->isEnabled());
+    QCOMPARE(w.runPanel()->runCount(), 0);
+    QVERIFY(w.selectLesson("training-loop"));
+    QVERIFY(w.plotPanel()->viewIds().contains("loss"));
+    QVERIFY(w.runPanel()->runButton()->isEnabled());
   }
 
   // Issue 10: a run marker in the lesson text is a link that selects its run block.

@@ -551,12 +551,18 @@ class TestMemorySnapshot : public QObject {
     // A temporary of a writer that is gone (pid 4194305 is above Linux's largest) goes; one of a live
     // process (this one), and a file that only looks alike, stay.
     const QString dead = dir.filePath(".run.pickle.4194305.AbCdEf"), live = dir.filePath(QString(".run.pickle.%1.XyZ123").arg(::getpid()));
-    const QString other = dir.filePath(".run.pickle.notes");
-    for (const QString& f : {dead, live, other}) QFile(f).open(QIODevice::WriteOnly);
-    history.writeSnapshot(dir.filePath("run.pickle").toStdString());
+    const QString other = dir.filePath(".run.pickle.notes"), backup = dir.filePath(".run.pickle.4194305.bak");
+    for (const QString& f : {dead, live, other, backup}) QFile(f).open(QIODevice::WriteOnly);
+    const std::string kept = dir.filePath("run.pickle").toStdString();
+    QFile(QString::fromStdString(kept)).open(QIODevice::WriteOnly);
+    QVERIFY(::chmod(kept.c_str(), 0600) == 0);
+    history.writeSnapshot(kept);
     QVERIFY(!QFile::exists(dead));
-    QVERIFY(QFile::exists(live) && QFile::exists(other));
+    QVERIFY(QFile::exists(live) && QFile::exists(other) && QFile::exists(backup));
     QVERIFY(QFileInfo(dir.filePath("run.pickle")).size() > 0);
+    struct stat mode {};
+    QVERIFY(::stat(kept.c_str(), &mode) == 0);
+    QCOMPARE(mode.st_mode & 0777, 0600u);  // a private file stays private
   }
 
   // gpulab-cli --memory-snapshot: written at the end of a run, also of a failed one, and said where;

@@ -3,7 +3,7 @@
 // - the seed lessons' tiny regression step is overhead-bound (its matrix products, each timed alone at
 //   its shape, need well under half of the step), and the lesson's hint -- hidden 1024,1024 and batch
 //   512 -- makes it compute-bound (the challenge's 50%); the verdict sentence agrees with the number
-//   beside it, and the step's products never run faster than their own best;
+//   beside it;
 // - the op table lists the step's ops with PyTorch's names and per-step counts; the trace file is
 //   written and parses as the Chrome trace format; on a GPU (the emulated one here) the table has the
 //   device's columns and sorts by them.
@@ -48,7 +48,15 @@ bool verdictSays(const RecordingSink& s, const std::string& kind) {
 class TestProfileLab : public QObject {
   Q_OBJECT
 
+  QTemporaryDir cache_;
+
  private slots:
+  // The default trace goes to this test's own cache folder, not the user's (nor another test's).
+  void initTestCase() {
+    QVERIFY(cache_.isValid());
+    qputenv("XDG_CACHE_HOME", cache_.path().toUtf8());
+  }
+
   void theTinyStepIsOverheadBound() {
     const RecordingSink s = runProfile({{"warmup", "2"}, {"steps", "5"}});
     const double share = measured(s, "matrix products alone: share of the step");

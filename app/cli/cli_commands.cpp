@@ -29,7 +29,7 @@ namespace gpulab::cli {
 namespace {
 
 std::atomic<bool> gStopRequested{false};
-lab::StopToken* gActiveStop = nullptr;
+std::atomic<lab::StopToken*> gActiveStop{nullptr};  // read by the signal handler, on any thread
 
 QString line(const QJsonObject& o) { return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)); }
 
@@ -168,7 +168,7 @@ const char* const kExitStatusHelp =
 
 void requestStop() {
   gStopRequested.store(true);
-  if (lab::StopToken* s = gActiveStop) s->requestStop();
+  if (lab::StopToken* s = gActiveStop.load()) s->requestStop();
 }
 
 int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
@@ -309,13 +309,18 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
   try {
     theLab = labs::makeLab(labId);
     lab::Params params = theLab->defaults();
-    // Each parameter once: "--oom-sweep --report" (both the mode) or "--lr 1 --lr 2" is a mistake to
-    // point out, not a choice to make silently.
-    std::map<std::string, QString> givenBy;
+    // An option given again wins, as argparse's do (scripts append to a command line); but two
+    // shorthands for one parameter ("--oom-sweep --report", or one with "--mode") contradict each
+    // other: say so rather than choose silently.
+    std::map<std::string, QString> shorthandFor;
     auto given = [&](const std::string& param, const QString& option) {
-      if (auto [at, fresh] = givenBy.emplace(param, option); !fresh) {
-        throw ValueError("'" + option.toStdString() + "' and '" + at->second.toStdString() + "' both set " + param + ": give it once");
+      const bool shorthand = aliases.count(option) > 0;
+      const auto at = shorthandFor.find(param);
+      if (at != shorthandFor.end() && at->second != option) {
+        throw ValueError("'" + option.toStdString() + "' and '" + at->second.toStdString() + "' both set " + param + ": give one");
       }
+      if (shorthand) shorthandFor.emplace(param, option);
+      else if (std::any_of(aliases.begin(), aliases.end(), [&](const auto& a) { return a.second.first == param; })) shorthandFor.emplace(param, option);
     };
     for (int i = 0; i < args.size(); ++i) {
       const QString& a = args[i];
@@ -361,7 +366,16 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     fail(out, err, json, e);
     return kExitUsage;
   }
-  // 2. The run, its memory history recorded for --memory-snapshot and written when it ends, failed or not.
+  // 2. Clean devices (labs::prepareRun), then the run, its memory history recorded for
+  //    --memory-snapshot (from this run on, not the frees of what an earlier one left) and written when
+  //    it ends, failed or not.
+  std::vector<std::string> warnings;
+  try {
+    warnings = labs::prepareRun(*theLab, *parsed);
+  } catch (const std::exception& e) {
+    fail(out, err, json, e);
+    return kExitFailed;
+  }
   std::optional<MemoryHistory> history;
   if (!snapshotPath.empty()) history.emplace();
   auto writeSnapshot = [&]() -> bool {
@@ -376,14 +390,19 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       return false;
     }
   };
+  // The token outlives the run, and the signal handler lets go of it before it goes.
+  lab::StopToken stop;
+  struct ActiveStop {
+    explicit ActiveStop(lab::StopToken& s) { gActiveStop.store(&s); }
+    ~ActiveStop() { gActiveStop.store(nullptr); }
+  } active(stop);
   try {
     CliSink sink(out, err, json);
-    lab::StopToken stop;
-    gActiveStop = &stop;
     if (gStopRequested.load()) stop.requestStop();
     const auto start = std::chrono::steady_clock::now();
     try {
-      labs::runIsolated(*theLab, *parsed, sink, stop);
+      for (const std::string& w : warnings) sink.warning(w);
+      theLab->run(*parsed, sink, stop);
     } catch (...) {
       sink.endProgress();
       throw;
@@ -395,7 +414,6 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
       sink.send(lab::Record{"done", {{"seconds", seconds}, {"stopped", stop.stopRequested()}}});
     }
     sink.endProgress();
-    gActiveStop = nullptr;
     if (measured) *measured = sink.measured;
     const bool written = writeSnapshot();
     if (stop.stopRequested()) {
@@ -405,7 +423,6 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     }
     return written ? kExitOk : kExitFailed;
   } catch (const std::exception& e) {
-    gActiveStop = nullptr;
     fail(out, err, json, e);
     writeSnapshot();
     return kExitFailed;
@@ -465,11 +482,76 @@ int lessonsCommand(QStringList args, QTextStream& out, QTextStream& err) {
   }
 }
 
+namespace {
+
+// gpulab-cli lesson ID --check-challenges: for every challenge, its examples' wrong answer must NOT
+// meet it and its right answer must (lesson.h, ChallengeExamples) -- so that a grading a wrong answer
+// passes cannot land. The runs' own output is kept out of the way; what they measured is graded.
+int checkChallenges(const course::Lesson& lesson, bool json, QTextStream& out) {
+  bool allOk = true;
+  for (int i = 0; i < lesson.runs.size(); ++i) {
+    const course::RunBlock& run = lesson.runs[i];
+    if (!run.challenge) continue;
+    if (!run.challenge->examples) {
+      allOk = false;
+      if (json) out << line({{"event", "challenge_check"}, {"index", i + 1}, {"ok", false}, {"error", "no examples"}}) << "\n";
+      else out << "Run " << i + 1 << ": its challenge has no examples (\"examples\": {\"fails\": ..., \"meets\": ...})\n";
+      continue;
+    }
+    QJsonObject event{{"event", "challenge_check"}, {"index", i + 1}, {"text", run.challenge->text}};
+    bool ok = true;
+    for (const auto& [which, example] : {std::pair{"fails", &run.challenge->examples->fails}, std::pair{"meets", &run.challenge->examples->meets}}) {
+      auto settings = run.params;
+      QStringList shown;
+      for (const auto& [k, v] : *example) {
+        settings[k] = v;
+        shown << QString::fromStdString(k + "=" + v);
+      }
+      QStringList labArgs;
+      for (const auto& [k, v] : settings) labArgs << "--" + QString::fromStdString(k) << QString::fromStdString(v);
+      labArgs << "--json";
+      QString log;
+      QTextStream quiet(&log);
+      std::vector<lab::Measurement> measured;
+      const int rc = labCommand(run.lab.toStdString(), labArgs, quiet, quiet, {}, /*userArgs=*/false, &measured);
+      if (rc == kExitInterrupted) return rc;
+      const course::ChallengeResult result = course::grade(*run.challenge, measured);
+      const bool meets = std::string(which) == "meets";
+      // A wrong answer's run may fail outright (an out-of-memory error that ends it): it meets nothing.
+      const bool met = rc == kExitOk && result.met;
+      const bool right = meets ? met : !met;
+      ok = ok && right;
+      QJsonArray lines;
+      for (const course::CheckResult& c : result.checks) lines.append(c.line);
+      event[QString(which) + "_met"] = met;
+      event[QString(which) + "_settings"] = shown.join(" ");
+      event[QString(which) + "_checks"] = lines;
+      if (!json) {
+        out << "Run " << i + 1 << ", the " << (meets ? "right" : "wrong") << " answer (" << shown.join(" ") << "): "
+            << (met ? "meets" : "does not meet") << " the challenge -- " << (right ? "as it should" : "WRONG") << "\n";
+        if (rc != kExitOk) out << "  (the run ended with status " << rc << ")\n";
+        for (const course::CheckResult& c : result.checks) out << "  " << c.line << "\n";
+      }
+      out.flush();
+    }
+    event["ok"] = ok;
+    if (json) out << line(event) << "\n";
+    out.flush();
+    allOk = allOk && ok;
+  }
+  return allOk ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
 int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
   if (wantsHelp(args)) {
-    out << "usage: gpulab-cli lesson ID [--quick] [--json] [--lessons DIR]\n\n"
+    out << "usage: gpulab-cli lesson ID [--quick | --check-challenges] [--json] [--lessons DIR]\n\n"
            "Runs every run block of a lesson, as the player does (gpulab-cli lessons lists the ids).\n\n"
            "  --quick         the short variants the lesson gives its runs\n"
+           "  --check-challenges\n"
+           "                  instead: runs each challenge's wrong answer (it must not meet the challenge)\n"
+           "                  and its right answer (it must); exit 1 if either grades wrongly\n"
            "  --json          one JSON object per line (a 'run' event before each run)\n"
            "  --lessons DIR   lessons from this folder instead of the built-in ones\n"
            "  --help, -h      this help\n\n"
@@ -480,13 +562,15 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
   try {
     const course::Course c = courseFrom(args);
     const bool quick = args.removeAll("--quick") > 0;
+    const bool challenges = args.removeAll("--check-challenges") > 0;
     args.removeAll("--json");
     for (const QString& a : args)
-      if (a.startsWith("-")) throw ValueError("unknown option '" + a.toStdString() + "' (lesson takes --quick, --json and --lessons DIR)");
-    if (args.size() != 1) throw ValueError("usage: gpulab-cli lesson ID [--quick] [--json] [--lessons DIR]");
+      if (a.startsWith("-")) throw ValueError("unknown option '" + a.toStdString() + "' (lesson takes --quick, --check-challenges, --json and --lessons DIR)");
+    if (args.size() != 1) throw ValueError("usage: gpulab-cli lesson ID [--quick | --check-challenges] [--json] [--lessons DIR]");
     const course::Lesson* lesson = c.find(args.first());
     if (!lesson) throw ValueError("no lesson with id '" + args.first().toStdString() + "' (gpulab-cli lessons lists them)");
     if (!lesson->ok()) throw Error("lesson '" + lesson->id.toStdString() + "' is broken: " + lesson->error.toStdString());
+    if (challenges) return checkChallenges(*lesson, json, out);
     // Every run block, as the player runs them: the lab with the block's presets (and --quick's).
     for (int i = 0; i < lesson->runs.size(); ++i) {
       if (gStopRequested.load()) return kExitInterrupted;  // no further run block after Ctrl+C

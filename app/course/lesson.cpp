@@ -1,5 +1,7 @@
 #include "app/course/lesson.h"
 
+#include <QLocale>
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -20,7 +22,7 @@ struct LessonError {
 
 std::string valueText(const QJsonValue& v) {
   if (v.isBool()) return v.toBool() ? "true" : "false";
-  if (v.isDouble()) return QString::number(v.toDouble(), 'g', 17).toStdString();
+  if (v.isDouble()) return QString::number(v.toDouble(), 'g', QLocale::FloatingPointShortest).toStdString();  // 0.05, exactly
   return v.toString().toStdString();
 }
 
@@ -71,7 +73,7 @@ Challenge parseChallenge(const QJsonValue& v, int line) {
   const QString where = "run block: challenge";
   if (!v.isObject()) throw LessonError{line, QString("%1 must be an object {\"text\": ..., \"checks\": [...]} (found %2)").arg(where, jsonType(v))};
   const QJsonObject o = v.toObject();
-  checkKeys(o, {"text", "checks"}, where, "text, checks", line);
+  checkKeys(o, {"text", "checks", "examples"}, where, "text, checks, examples", line);
   Challenge c;
   c.text = stringField(o, "text", where, line);
   if (c.text.trimmed().isEmpty()) throw LessonError{line, where + ": missing \"text\" (what the learner is asked to do)"};
@@ -97,6 +99,14 @@ Challenge parseChallenge(const QJsonValue& v, int line) {
       throw LessonError{line, where + ": check of '" + check.measurement + "' asks for at least more than at most: no run can meet it"};
     }
     c.checks << check;
+  }
+  if (o.contains("examples")) {
+    const QJsonValue ev = o.value("examples");
+    if (!ev.isObject()) throw LessonError{line, QString("%1: \"examples\" must be an object {\"fails\": {...}, \"meets\": {...}} (found %2)").arg(where, jsonType(ev))};
+    const QJsonObject eo = ev.toObject();
+    checkKeys(eo, {"fails", "meets"}, where + ": examples", "fails, meets", line);
+    if (!eo.contains("fails") || !eo.contains("meets")) throw LessonError{line, where + ": examples need both \"fails\" and \"meets\""};
+    c.examples = ChallengeExamples{settings(eo, "fails", line), settings(eo, "meets", line)};
   }
   return c;
 }
@@ -139,7 +149,27 @@ RunBlock parseRun(const QJsonObject& o, int line) {
     }
     r.expose << v.toString();
   }
-  if (o.contains("challenge")) r.challenge = parseChallenge(o.value("challenge"), line);
+  // The settings a run will get -- the presets, with --quick's, with each challenge example's -- must
+  // each be valid values, and must not contradict one another (Lab::check, as a run checks them).
+  auto checked = [&](std::initializer_list<const std::map<std::string, std::string>*> layers, const QString& what) {
+    lab::Params all = theLab->defaults();
+    try {
+      for (const auto* layer : layers)
+        for (const auto& [name, value] : *layer) all.set(name, value);
+      theLab->check(all);
+    } catch (const Error& e) {
+      throw LessonError{line, QString("run block: %1%2").arg(what, e.what())};
+    }
+  };
+  checked({&r.params}, "");
+  checked({&r.params, &r.quick}, "quick: ");
+  if (o.contains("challenge")) {
+    r.challenge = parseChallenge(o.value("challenge"), line);
+    if (r.challenge->examples) {
+      checked({&r.params, &r.challenge->examples->fails}, "challenge: examples: fails: ");
+      checked({&r.params, &r.challenge->examples->meets}, "challenge: examples: meets: ");
+    }
+  }
   static const std::set<QString> known{"lab", "title", "params", "quick", "expose", "challenge"};
   for (const QString& k : o.keys())
     if (!known.count(k)) throw LessonError{line, QString("run block: unknown key \"%1\" (lab, title, params, quick, expose, challenge)").arg(k)};

@@ -23,9 +23,18 @@ struct ChallengeCheck {
   std::optional<double> atLeast, atMost;
 };
 
+// A challenge's examples, so that its grading is tested (gpulab-cli lesson ID --check-challenges):
+//   "examples": {"fails": {"batch_size": 4096}, "meets": {"batch_size": 512, "accumulate": 8}}
+// -- settings over the run block's params: a wrong answer, whose run must NOT meet the challenge, and
+// a right one, whose run must meet it. Optional in the format; every built-in lesson has them.
+struct ChallengeExamples {
+  std::map<std::string, std::string> fails, meets;
+};
+
 struct Challenge {
   QString text;
   QVector<ChallengeCheck> checks;
+  std::optional<ChallengeExamples> examples;
 };
 
 struct RunBlock {

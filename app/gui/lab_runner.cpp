@@ -100,14 +100,26 @@ void LabWorker::run(const QString& labId, const ParamMap& settings) {
 void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
   QString error;
   QByteArray snapshot;
+  // The settings, checked, and clean devices first: the memory history then starts with this run,
+  // not with the frees of what an earlier run left cached.
+  std::optional<lab::Params> params;
+  std::vector<std::string> warnings;
+  try {
+    params.emplace(theLab.defaults());
+    for (const auto& [name, value] : settings) params->set(name, value);
+    warnings = labs::prepareRun(theLab, *params);
+  } catch (const std::exception& e) {
+    emit memoryHistoryReady({});
+    emit finished(QString::fromUtf8(e.what()));
+    return;
+  }
   {
     std::optional<MemoryHistory> history;  // recording starts here, on the thread that runs the lab
     if (control_.recordMemoryHistory()) history.emplace();
     BatchingSink sink(*this, control_, history ? &*history : nullptr);
     try {
-      lab::Params params = theLab.defaults();
-      for (const auto& [name, value] : settings) params.set(name, value);
-      labs::runIsolated(theLab, params, sink, control_.stop);
+      for (const std::string& w : warnings) sink.warning(w);
+      theLab.run(*params, sink, control_.stop);
     } catch (const std::exception& e) {
       error = QString::fromUtf8(e.what());
     }

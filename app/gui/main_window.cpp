@@ -280,6 +280,12 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
     runPanel_->finishRun(error, runner_.stopRequested());
     plots_->endRun(error);  // a failed run loses its legend entries
     gradeRun(error);
+    if (welcomeShown()) {
+      // It ended while the learner was on the course map, which is no lesson: nothing to run there.
+      // Its views stay for when its lesson is opened again.
+      runPanel_->setLesson(nullptr);
+      runPanel_->showChallenge(nullptr, false);
+    }
     emit runFinished(error);
   });
   connect(&runner_, &LabRunner::memoryHistoryReady, this, [this](const QByteArray& pickle) {

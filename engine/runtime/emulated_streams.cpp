@@ -24,7 +24,8 @@
 namespace gpulab::cuda::emulated {
 namespace {
 
-// The end of the task before the one this stream's thread runs now (previousTaskEnd()).
+// The end of the task before the one this stream's thread runs now (previousTaskEnd()); set when
+// the thread starts, for its first task.
 thread_local std::chrono::steady_clock::time_point tPreviousTaskEnd = std::chrono::steady_clock::now();
 
 class StreamQueue {
@@ -125,6 +126,7 @@ class StreamQueue {
   }
 
   void run() {
+    tPreviousTaskEnd = std::chrono::steady_clock::now();  // the stream starts here
     std::vector<Task> batch;  // every task queued when the worker looked, run in order
     for (;;) {
       for (int spin = 0; spin < 4000 && done() == queued(); ++spin) pause();

@@ -133,7 +133,7 @@ void Event::record() { record(current_stream(Device(DeviceType::CUDA, executionC
 
 void Event::record(const Stream& stream) {
   if (!stream.device().isCuda()) throw ValueError("Event.record: " + stream.device().str() + " has no streams");
-  std::lock_guard lock(impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   if (impl_->stream && impl_->stream->device() != stream.device()) {
     throw ValueError("Event device " + impl_->stream->device().str() + " does not match recording stream's device " +
                      stream.device().str() + ".");
@@ -152,7 +152,10 @@ void Event::record(const Stream& stream) {
   const std::uint64_t number = ++impl_->records;
   impl_->stream = stream;
   // The stamping task is queued before the marker is taken, so the marker is at or after it. It
-  // locks the event only when the stream reaches it; nothing here waits for the stream.
+  // locks the event only when the stream reaches it -- and the lock is let go while it is queued:
+  // a full queue makes enqueue wait for its worker, which may be stamping an earlier record of this
+  // event (the same start/end events recorded every iteration, the host far ahead).
+  lock.unlock();
   // Its time: when the stream got to it, but not before it was recorded -- on an idle stream that is
   // the record itself, not the moment the stream's sleeping thread woke up (which once made a blocking
   // copy's span on the profiler's device lane the thread's wake-up, most of the "device" time).
@@ -167,7 +170,8 @@ void Event::record(const Stream& stream) {
       }
     }
   });
-  impl_->marker = emulated::markNow(stream.id());
+  lock.lock();
+  if (impl_->records == number) impl_->marker = emulated::markNow(stream.id());  // a later record's marker wins
 }
 
 bool Event::query() const {

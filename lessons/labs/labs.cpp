@@ -40,15 +40,27 @@ std::vector<DeviceLeftovers> deviceLeftovers() {
   return out;
 }
 
-std::vector<DeviceLeftovers> cleanDevices() {
+std::vector<DeviceLeftovers> cleanDevices(std::vector<std::string>* problems) {
   for (const cuda::DeviceChoice& choice : cuda::availableDevices()) {
     const Device d = choice.device;
-    if (d.isCuda()) cuda::synchronize(d.index());  // its streams idle: nothing of an earlier run still queued
-    CachingAllocator& a = allocatorFor(d);
-    a.setMemoryFraction(1.0);
-    a.setLimitBytes(0);
-    empty_cache(d);
-    reset_peak_memory_stats(d);
+    try {
+      CachingAllocator& a = allocatorFor(d);
+      const MemoryStats st = a.stats();
+      // A device this process has not used has nothing to clean -- and waiting for a real GPU would
+      // create its CUDA context (hundreds of MiB) for nothing.
+      const bool used = st.reserved_bytes.current > 0 || st.allocated_bytes.peak > 0 || st.reserved_bytes.peak > 0 ||
+                        a.memoryFraction() < 1.0 || a.limitBytes() != 0;
+      if (!used) continue;
+      if (d.isCuda()) cuda::synchronize(d.index());  // its streams idle: nothing of an earlier run still queued
+      a.setMemoryFraction(1.0);
+      a.setLimitBytes(0);
+      empty_cache(d);
+      reset_peak_memory_stats(d);
+    } catch (const std::exception& e) {
+      // An earlier run's kernel error reported at this synchronisation, or a GPU no longer usable: the
+      // other devices are still cleaned, and the run is told.
+      if (problems) problems->push_back(d.str() + ": " + e.what());
+    }
   }
   std::vector<DeviceLeftovers> left;
   for (const DeviceLeftovers& d : deviceLeftovers())
@@ -56,13 +68,23 @@ std::vector<DeviceLeftovers> cleanDevices() {
   return left;
 }
 
-void runIsolated(lab::Lab& theLab, const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) {
+std::vector<std::string> prepareRun(const lab::Lab& theLab, const lab::Params& params) {
   theLab.check(params);  // before anything is cleaned or run
-  for (const DeviceLeftovers& d : cleanDevices()) {
-    if (!d.device.isCuda()) continue;  // the CPU holds the process's own tensors (data sets) between runs
-    sink.warning("this run starts with " + formatBytes(d.allocated) + " still allocated on " + d.device.str() +
-                 " by an earlier run (a leak): its memory numbers include them");
+  std::vector<std::string> warnings;
+  for (const DeviceLeftovers& d : cleanDevices(&warnings)) {
+    // The CPU holds the process's own tensors (data sets) between runs; memory a GPU only reserves
+    // (a live CUDA graph's pool, blocks waiting for another stream) is no leak.
+    if (!d.device.isCuda() || d.allocated == 0) continue;
+    warnings.push_back("this run starts with " + formatBytes(d.allocated) + " still allocated on " + d.device.str() +
+                       " by an earlier run (a leak): its memory numbers include them");
   }
+  for (std::string& w : warnings)
+    if (w.find("still allocated") == std::string::npos) w = "before the run, cleaning the devices met an error: " + w;
+  return warnings;
+}
+
+void runIsolated(lab::Lab& theLab, const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) {
+  for (const std::string& w : prepareRun(theLab, params)) sink.warning(w);
   theLab.run(params, sink, stop);
 }
 

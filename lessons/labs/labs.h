@@ -26,15 +26,21 @@ struct DeviceLeftovers {
 };
 // Every device a lab could use (the CPU, the real GPUs, the emulated GPU), as it is now.
 std::vector<DeviceLeftovers> deviceLeftovers();
-// Brings every device to where a fresh process starts: its streams idle, its cache emptied, no
-// memory fraction or cap, its peaks reset. Returns what it could not clear: the devices that still
-// hold tensors (an earlier run's, or the process's own on the CPU), which is only a leak on a GPU.
-std::vector<DeviceLeftovers> cleanDevices();
+// Brings every device this process has used to where a fresh process starts: its streams idle, its
+// cache emptied, no memory fraction or cap, its peaks reset. Returns what it could not clear: the
+// devices that still hold tensors (an earlier run's, or the process's own on the CPU), which is only
+// a leak on a GPU. A device that fails to clean (an earlier run's kernel error surfacing) is said in
+// `problems`; the others are cleaned all the same.
+std::vector<DeviceLeftovers> cleanDevices(std::vector<std::string>* problems = nullptr);
 
-// Runs a lab as the GUI and gpulab-cli do: from clean devices (cleanDevices()), so that what an
-// earlier run left -- cached segments a smaller fraction would then serve without asking, a peak,
-// a cap -- cannot change what this run measures. Memory a GPU still holds after cleaning is said
-// as a warning before the run (an earlier run leaked it); the run goes on.
+// What the GUI and gpulab-cli do before a lab runs: Lab::check (ValueError for settings that
+// contradict one another), then cleanDevices(), so that what an earlier run left -- cached segments a
+// smaller fraction would then serve without asking, a peak, a cap -- cannot change what this run
+// measures. Returns the warnings to show before the run: memory a GPU still holds (an earlier run
+// leaked it), a device that failed to clean.
+std::vector<std::string> prepareRun(const lab::Lab& lab, const lab::Params& params);
+
+// prepareRun, its warnings sent to the sink, then the run.
 void runIsolated(lab::Lab& lab, const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop);
 
 }  // namespace gpulab::labs

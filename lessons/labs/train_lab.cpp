@@ -332,6 +332,8 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     sink.info("set_per_process_memory_fraction(" + formatGeneral(fraction, 6) + ", \"" + device.str() + "\"): at most " +
               formatBytes(static_cast<std::int64_t>(fraction * static_cast<double>(total))) + " of " + formatBytes(total));
     sink.level("memory", "memory cap", fraction * static_cast<double>(total));
+    // What the cap was, for a challenge to hold a run to it (raising the cap is no way to fit a batch).
+    sink.measurement("memory cap", static_cast<double>(capMb << 20), "bytes");
   }
   reset_peak_memory_stats(device);
   const std::int64_t logEvery = p.getInt("log_every");
