@@ -10,7 +10,9 @@ namespace {
 
 QString number(double v) {
   if (!std::isfinite(v)) return std::isnan(v) ? QString("nan") : QString(v > 0 ? "inf" : "-inf");
-  if (v == std::trunc(v) && std::abs(v) < 1e15) return QString::number(static_cast<qint64>(v));
+  // Past a billion the digits say nothing (a diverged loss of 4989021085984144423387136): 4.989e+24.
+  if (std::abs(v) >= 1e9) return QString::number(v, 'g', 4);
+  if (v == std::trunc(v)) return QString::number(static_cast<qint64>(v));
   return std::abs(v) >= 1000 ? QString::number(v, 'f', 0) : QString::number(v, 'g', 4);
 }
 
