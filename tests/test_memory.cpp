@@ -3,6 +3,7 @@
 // and recovery, and the steady state of a training loop.
 #include <unistd.h>
 
+#include <map>
 #include <random>
 
 #include "engine/core/errors.h"
@@ -373,6 +374,22 @@ class TestMemory : public QObject {
     double highest = 0;
     for (const auto& p : activations) highest = std::max(highest, p.y);
     QVERIFY(highest > 0 && activations.back().y < highest);
+  }
+
+  // Issue 27 §4: each step's peak dot sits on the step's spike -- where the stacked live bytes are
+  // near the peak -- not at the step's end beside the next step's rise.
+  void theStepsPeakSitsOnItsSpike() {
+    test::RecordingSink sink;
+    test::runLab("memory", {{"device", "cpu"}, {"dataset", "regression"}, {"mode", "report"}, {"hidden", "512,512"}, {"start_batch", "2048"}, {"steps", "3"}}, sink);
+    std::map<double, double> stacked;  // time -> live bytes, all categories
+    for (int c = 0; c < kMemoryCategoryCount; ++c)
+      for (const lab::Point& p : sink.points("memory", memoryCategoryName(static_cast<MemoryCategory>(c)))) stacked[p.x[0]] += p.y;
+    const auto peaks = sink.points("memory", "peak");
+    QVERIFY(peaks.size() >= 3);
+    for (const lab::Point& p : peaks) {
+      QVERIFY(stacked.count(p.x[0]) == 1);
+      QVERIFY2(stacked[p.x[0]] >= 0.8 * p.y, qPrintable(QString("at %1 s: %2 bytes live under a %3-byte peak").arg(p.x[0]).arg(stacked[p.x[0]]).arg(p.y)));
+    }
   }
 
   void reportShowsWhatEmptyCacheReturns() {

@@ -86,16 +86,26 @@ class CategoryTimeline {
     return out;
   }
 
-  // Applies the events and samples after each; `stepPeak` marks a step's peak at its last sample.
+  // Applies the events and samples after each; `stepPeak` marks a step's peak where the live bytes
+  // were highest among these events (at the step's end it sat beside the next step's rise, and read
+  // as that step's).
   void apply(const std::vector<MemoryEvent>& events, std::optional<std::int64_t> stepPeak) {
+    std::int64_t highest = -1;
+    double highestAt = 0;
     for (const MemoryEvent& e : events) {
       const int c = static_cast<int>(e.category);
       if (e.kind == MemoryEventKind::Allocate) live_[c] += e.size;
       else if (e.kind == MemoryEventKind::Free) live_[c] -= e.size;
       else continue;
       sample(e.time_s, e.reserved_bytes);
+      std::int64_t total = 0;
+      for (const std::int64_t bytes : live_) total += bytes;
+      if (total > highest) {
+        highest = total;
+        highestAt = e.time_s;
+      }
     }
-    if (!events.empty() && stepPeak) sink_.point("memory", "peak", {events.back().time_s - origin()}, static_cast<double>(*stepPeak));
+    if (highest >= 0 && stepPeak) sink_.point("memory", "peak", {highestAt - origin()}, static_cast<double>(*stepPeak));
   }
   double origin() {
     if (origin_ < 0) origin_ = memoryClockSeconds();
