@@ -1342,6 +1342,15 @@ class TestGui : public QObject {
       QCOMPARE(device->currentIndex(), i);
       QCOMPARE(w.runPanel()->settings().at("device"), emulated->str());
     }
+    // Issue 27 §4: a lesson preset "cuda" is the labelled cuda:0 entry, not a bare "cuda" beside it;
+    // the streams lesson offers CUDA devices only (it offered cpu and auto, then refused them at Run).
+    QVERIFY(w.selectLesson("streams"));
+    auto* streamsDevice = qobject_cast<QComboBox*>(w.runPanel()->parameterControl("device"));
+    QVERIFY(streamsDevice);
+    QCOMPARE(streamsDevice->findData("cuda"), -1);
+    QCOMPARE(streamsDevice->findData("cpu"), -1);
+    QCOMPARE(streamsDevice->findData("auto"), -1);
+    if (gpulab::cuda::emulatedDevice() || gpulab::cuda::isAvailable()) QCOMPARE(streamsDevice->currentData().toString(), QString("cuda:0"));
   }
 
   // Issue 10: a run block's challenge is graded from the run's measurements when the run ends: not

@@ -260,8 +260,11 @@ void RunPanel::rebuildControls() {
           const QString v = QString::fromStdString(spec.suggestions[k]);
           cb->addItem(k < spec.suggestionLabels.size() ? QString::fromStdString(spec.suggestionLabels[k]) : v, v);
         }
-        if (cb->findData(value) < 0) cb->addItem(value, value);
-        cb->setCurrentIndex(cb->findData(value));
+        // "cuda" is the current CUDA device, cuda:0 here: one entry, not a bare "cuda" beside its own
+        // labelled "cuda:0 (emulated GPU ...)".
+        const QString shown = value == "cuda" && cb->findData("cuda:0") >= 0 ? QString("cuda:0") : value;
+        if (cb->findData(shown) < 0) cb->addItem(shown, shown);
+        cb->setCurrentIndex(cb->findData(shown));
         cb->setProperty("suggestions", true);
         w = cb;
         break;

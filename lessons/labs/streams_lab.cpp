@@ -146,7 +146,7 @@ class Burner {
 std::vector<lab::ParamSpec> StreamsLab::params() const {
   using namespace lab;
   return {
-      deviceParam("device", "The device (streams belong to CUDA devices: the emulated GPU has them too)"),
+      cudaDeviceParam("device", "The device (streams belong to CUDA devices: the emulated GPU has them too)"),
       intParam("chunks", 8, 2, 64, "Chunks copied to the device and computed on"),
       floatParam("chunk_mb", 4.0, 0.25, 64.0, "Size of each chunk, MiB"),
       floatParam("compute_ratio", 1.0, 0.5, 10.0, "Compute per chunk, as a multiple of the chunk's copy time on this device"),

@@ -87,6 +87,21 @@ Device resolveDevice(const std::string& text) {
   return d;
 }
 
+lab::ParamSpec cudaDeviceParam(std::string name, std::string description) {
+  lab::ParamSpec spec = lab::textParam(std::move(name), "cuda", description + ": cuda or cuda:N", [](const std::string& text) {
+    if (text == "auto" || !Device::parse(text).isCuda()) {
+      throw ValueError("streams belong to CUDA devices, and '" + text + "' is not one: work on the CPU is done when an op "
+                       "returns. Choose cuda or cuda:N (the emulated GPU, without an NVIDIA GPU)");
+    }
+  });
+  for (const cuda::DeviceChoice& d : cuda::availableDevices()) {
+    if (!d.device.isCuda()) continue;
+    spec.suggestions.push_back(d.device.str());
+    spec.suggestionLabels.push_back(d.label);
+  }
+  return spec;
+}
+
 lab::ParamSpec deviceParam(std::string name, std::string description) {
   lab::ParamSpec spec = lab::textParam(std::move(name), "auto", description + ": auto (the GPU if one is usable, else the CPU), cpu, cuda or cuda:N",
                                        checkDeviceString);

@@ -30,6 +30,10 @@ Device resolveDevice(const std::string& text);
 // cpu, its GPUs, the emulated GPU). The syntax is checked where it is set; whether the machine has
 // the device, when the run starts.
 lab::ParamSpec deviceParam(std::string name, std::string description);
+// A CUDA device only (streams and events belong to CUDA devices): "cuda" or "cuda:N", offered as a
+// choice of this machine's GPUs and the emulated GPU; cpu and auto are refused where they are set,
+// with why (the streams lab offered them, then refused them at Run).
+lab::ParamSpec cudaDeviceParam(std::string name, std::string description);
 
 // The validators of the labs' text parameters (lab::TextValidator): they run where a value is set --
 // a lesson file at load, the command line, the player's form -- with the code the run uses.
