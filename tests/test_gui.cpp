@@ -746,6 +746,9 @@ class TestGui : public QObject {
       QVERIFY2(QFileInfo(written).size() > 10, qPrintable(written));
       QVERIFY(!QFileInfo::exists(typed));
       QVERIFY2(w.statusBar()->currentMessage().contains(QDir::toNativeSeparators(written)), qPrintable(w.statusBar()->currentMessage()));
+      // Issue 27 §4: the dialog opens on a name, not an empty field.
+      const QString suggested = QFileInfo(w.plotPanel()->lastSuggestedPath()).fileName();
+      QVERIFY2(suggested.startsWith("gpulab-") && suggested.endsWith("." + kind.toLower()), qPrintable(suggested));
       // A name that has the extension keeps it as it is (in any case).
       typed = out.filePath("again." + kind);
       button->click();

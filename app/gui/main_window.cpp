@@ -724,7 +724,7 @@ bool MainWindow::exportMemoryHistory(const QString& path) const {
 }
 
 void MainWindow::askExportMemoryHistory() {
-  const QString path = plots_->askSavePath("Export memory history", "PyTorch memory snapshot (*.pickle)", "pickle");
+  const QString path = plots_->askSavePath("Export memory history", "PyTorch memory snapshot (*.pickle)", "pickle", currentId_ + "-memory");
   if (path.isEmpty()) return;
   const QString shown = QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath());
   statusBar()->showMessage(exportMemoryHistory(path) ? QString("Exported the memory history to %1 — open it at pytorch.org/memory_viz").arg(shown)

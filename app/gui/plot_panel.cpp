@@ -3,6 +3,8 @@
 #include <QCheckBox>
 #include <QDir>
 #include <QFileDialog>
+#include <QStandardPaths>
+#include <QRegularExpression>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -438,8 +440,12 @@ bool PlotPanel::exportCsv(const QString& id, const QString& path) const {
   return v && v->exportCsv(path);
 }
 
-QString PlotPanel::askSavePath(const QString& title, const QString& filter, const QString& ext) {
-  QString path = askPath_ ? askPath_(filter) : QFileDialog::getSaveFileName(this, title, QString(), filter);
+QString PlotPanel::askSavePath(const QString& title, const QString& filter, const QString& ext, const QString& name) {
+  // The dialog opens on a file name, in the Documents folder: "gpulab-loss.png", not an empty field.
+  QString base = name;
+  base.replace(QRegularExpression("[^A-Za-z0-9._-]+"), "-");
+  lastSuggestion_ = QDir(QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation)).filePath("gpulab-" + base + "." + ext);
+  QString path = askPath_ ? askPath_(filter) : QFileDialog::getSaveFileName(this, title, lastSuggestion_, filter);
   if (path.isEmpty()) return {};
   // A name typed without the extension gets it (the dialog does not add it everywhere).
   if (QFileInfo(path).suffix().compare(ext, Qt::CaseInsensitive) != 0) path += "." + ext;
@@ -450,7 +456,7 @@ void PlotPanel::exportShown(const QString& kind) {
   const QString id = shownView();
   ViewWidget* v = view(id);
   if (!v) return;
-  const QString path = askSavePath("Export " + v->title(), kind + " (*." + kind.toLower() + ")", kind.toLower());
+  const QString path = askSavePath("Export " + v->title(), kind + " (*." + kind.toLower() + ")", kind.toLower(), id);
   if (path.isEmpty()) return;
   const bool ok = kind == "PNG" ? exportPng(id, path) : kind == "PDF" ? exportPdf(id, path) : exportCsv(id, path);
   const QString shown = QDir::toNativeSeparators(QFileInfo(path).absoluteFilePath());

@@ -88,9 +88,11 @@ class PlotPanel final : public QWidget {
   // dialog's filter ("PNG (*.png)"), returns the name the learner typed (empty: cancelled).
   using SaveFileNameProvider = std::function<QString(const QString& filter)>;
   void setSaveFileNameProvider(SaveFileNameProvider provider) { askPath_ = std::move(provider); }
-  // Asks for a file name as the export buttons do (the provider or a save dialog titled `title`);
-  // a name typed without `ext` ("png") gets it. Empty: cancelled.
-  QString askSavePath(const QString& title, const QString& filter, const QString& ext);
+  // Asks for a file name as the export buttons do (the provider or a save dialog titled `title`,
+  // opened on "gpulab-<name>.<ext>" in the Documents folder); a name typed without `ext` ("png")
+  // gets it. Empty: cancelled.
+  QString askSavePath(const QString& title, const QString& filter, const QString& ext, const QString& name);
+  QString lastSuggestedPath() const { return lastSuggestion_; }  // what the last dialog opened on
 
  signals:
   // A message for the status bar (where an export was written).
@@ -142,6 +144,7 @@ class PlotPanel final : public QWidget {
   QString refLabel_, refDetails_, refShort_;
   QTimer replot_;
   SaveFileNameProvider askPath_;
+  QString lastSuggestion_;
 };
 
 }  // namespace gpulab::app
