@@ -89,6 +89,18 @@ class TestCrossoverLab : public QObject {
           measured(s, "GPU speed-up at the smallest size"));
     QVERIFY(arithmetic > 0.33 && arithmetic < 3);
     QVERIFY(bandwidth > 0.33 && bandwidth < 3);
+    // Issue 27 §2: the closing sentence agrees with the speed-ups beside it ("clearly faster at no size"
+    // was said beside a 1.78x at n = 512).
+    const RecordingSink wide = runCrossover({{"workload", "matmul"}, {"max_size", "256"}, {"size", "8"}, {"budget", "0.03"}},
+                                            cuda::emulatedDevice()->str());
+    bool anyFaster = false;
+    for (const lab::Point& p : wide.points("speedup", "speedup")) anyFaster = anyFaster || p.y >= 1.1;
+    if (measured(wide, "crossover size") == 0) {
+      bool consistent = false;
+      for (const std::string& m : wide.messages)
+        if (m.find("At n = ") == 0) consistent = (m.find("at no size") != std::string::npos) == !anyFaster;
+      QVERIFY(consistent);
+    }
     bool said = false;  // the emulated GPU is said to run on the CPU
     for (const auto& [kind, text] : s.kinds) said |= kind == lab::MessageKind::Warning && text.find(cuda::kEmulatedGpuPhrase) != std::string::npos;
     QVERIFY(said);

@@ -313,9 +313,19 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
                " at n = " + std::to_string(largest) + ").";
   } else {
     const double last = speedup(largest);
-    summary += "The " + gpuName + " is clearly faster (by 10% or more) at no size up to n = " + std::to_string(largest) + " (" +
-               (last > 1.0 / kClearlyFaster && last < kClearlyFaster ? std::string("the same speed, within noise,") : fasterOrSlower(last)) +
-               " there)" + (emulated ? ": it runs on your CPU." : ": try a larger max_size.");
+    const std::string atLargest = (last > 1.0 / kClearlyFaster && last < kClearlyFaster ? std::string("the same speed, within noise,")
+                                                                                          : fasterOrSlower(last)) +
+                                  " at n = " + std::to_string(largest);
+    // Sizes where it was faster, but not from there on: said as they are, not as "at no size".
+    std::string faster;
+    for (const std::int64_t n : sizes)
+      if (speedup(n) >= kClearlyFaster) faster += (faster.empty() ? "" : ", ") + std::to_string(n) + " (" + formatFixed(speedup(n), 2) + "x)";
+    summary += faster.empty()
+                   ? "The " + gpuName + " is clearly faster (by 10% or more) at no size up to n = " + std::to_string(largest) + " (" + atLargest + ")"
+                   : "The " + gpuName + " was clearly faster at n = " + faster + ", but not at every larger size (" + atLargest +
+                         "): no crossover";
+    summary += emulated ? ": it runs on your CPU, so differences between the two are the machine's noise and threads, not a GPU's."
+                        : ": try a larger max_size.";
   }
   sink.info(summary);
 }
