@@ -314,13 +314,12 @@ int labCommand(const std::string& labId, const QStringList& args, QTextStream& o
     // other: say so rather than choose silently.
     std::map<std::string, QString> shorthandFor;
     auto given = [&](const std::string& param, const QString& option) {
-      const bool shorthand = aliases.count(option) > 0;
       const auto at = shorthandFor.find(param);
       if (at != shorthandFor.end() && at->second != option) {
         throw ValueError("'" + option.toStdString() + "' and '" + at->second.toStdString() + "' both set " + param + ": give one");
       }
-      if (shorthand) shorthandFor.emplace(param, option);
-      else if (std::any_of(aliases.begin(), aliases.end(), [&](const auto& a) { return a.second.first == param; })) shorthandFor.emplace(param, option);
+      // Only a parameter that has shorthands is remembered, by the option that set it.
+      if (std::any_of(aliases.begin(), aliases.end(), [&](const auto& a) { return a.second.first == param; })) shorthandFor.emplace(param, option);
     };
     for (int i = 0; i < args.size(); ++i) {
       const QString& a = args[i];

@@ -70,16 +70,16 @@ std::vector<DeviceLeftovers> cleanDevices(std::vector<std::string>* problems) {
 
 std::vector<std::string> prepareRun(const lab::Lab& theLab, const lab::Params& params) {
   theLab.check(params);  // before anything is cleaned or run
-  std::vector<std::string> warnings;
-  for (const DeviceLeftovers& d : cleanDevices(&warnings)) {
+  std::vector<std::string> problems, warnings;
+  const std::vector<DeviceLeftovers> left = cleanDevices(&problems);
+  for (const std::string& p : problems) warnings.push_back("before the run, cleaning the devices met an error: " + p);
+  for (const DeviceLeftovers& d : left) {
     // The CPU holds the process's own tensors (data sets) between runs; memory a GPU only reserves
     // (a live CUDA graph's pool, blocks waiting for another stream) is no leak.
     if (!d.device.isCuda() || d.allocated == 0) continue;
     warnings.push_back("this run starts with " + formatBytes(d.allocated) + " still allocated on " + d.device.str() +
                        " by an earlier run (a leak): its memory numbers include them");
   }
-  for (std::string& w : warnings)
-    if (w.find("still allocated") == std::string::npos) w = "before the run, cleaning the devices met an error: " + w;
   return warnings;
 }
 
