@@ -123,17 +123,38 @@ class TestAmpLab : public QObject {
     QVERIFY(s16 > s32);  // the lesson: autocast's 16-bit copies of the weights and input outweigh the saving here
   }
 
-  void timingSentenceSaysWhatWasMeasured() {
-    RecordingSink s = runAmp({{"variants", "fp32,bf16"}, {"steps", "30"}, {"log_every", "10"}});
-    const double ratio = measured(s, "bfloat16: step time vs float32");
-    QCOMPARE(ratio, measured(s, "bfloat16: step time") / measured(s, "float32: step time"));
-    const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("a bfloat16 step was") != std::string::npos; });
+  // Issue 27 §2: the step times come from interleaved rounds, and the sentence says what their spreads
+  // allow -- faster or slower only when every round of one beat every round of the other (float16 with
+  // the scaler was "0.98x" and without it "1.77x" float32's time, the same arithmetic, when each
+  // precision was timed once, during its own training).
+  void timingSentenceSaysWhatTheSpreadsAllow() {
+    RecordingSink s = runAmp({{"variants", "fp32,bf16,fp16,fp16-noscale"}, {"steps", "40"}, {"log_every", "10"}, {"repeats", "5"}});
+    QCOMPARE(measured(s, "bfloat16: step time vs float32"), measured(s, "bfloat16: step time") / measured(s, "float32: step time"));
+    auto range = [&](const std::string& name) {
+      return std::pair{measured(s, name + ": step time, fastest round"), measured(s, name + ": step time, slowest round")};
+    };
+    const auto [low32, high32] = range("float32");
+    QVERIFY(low32 <= measured(s, "float32: step time") && measured(s, "float32: step time") <= high32);
+    const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("a bfloat16 step") != std::string::npos; });
     QVERIFY(it != s.messages.end());
     qInfo("%s", it->c_str());
-    const char* expected = ratio > 1.05 ? "slower than" : ratio < 0.95 ? "faster than" : "about as fast as";
-    QVERIFY(it->find(expected) != std::string::npos);
+    QVERIFY2(it->find("median of 5 rounds") != std::string::npos, it->c_str());
+    bool anyFaster = false;
+    for (const std::string name : {"bfloat16", "float16 + GradScaler"}) {
+      const auto [low, high] = range(name);
+      const std::string sentence = it->substr(it->find("a " + name + " step"));
+      const std::string said = sentence.substr(0, sentence.find(';'));
+      const char* expected = high < low32 ? "faster than a float32 step in every run" : low > high32 ? "slower than a float32 step in every run"
+                                                                                                      : "no clear difference";
+      QVERIFY2(said.find(expected) != std::string::npos, said.c_str());
+      anyFaster = anyFaster || high < low32;
+    }
     // "does not save time" only when no 16-bit variant was faster.
-    if (ratio < 0.95) QVERIFY2(it->find("does not save time") == std::string::npos, it->c_str());
+    if (anyFaster) QVERIFY2(it->find("does not save time") == std::string::npos, it->c_str());
+    // The table gives the median and the range of every precision.
+    const auto rows = s.rows("precisions");
+    QCOMPARE(rows.size(), std::size_t(4));
+    QVERIFY(std::holds_alternative<std::string>(rows[0].cells[2]) && std::get<std::string>(rows[0].cells[2]).find(" to ") != std::string::npos);
   }
 
   void trainLabStepRecordsCarryTheScale() {

@@ -20,6 +20,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -34,6 +35,7 @@
 #include "engine/memory/memory_events.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
+#include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -97,6 +99,36 @@ double gradientZeroShare(const std::vector<Tensor>& params) {
   return total > 0 ? static_cast<double>(zeros) / static_cast<double>(total) : 0.0;
 }
 
+// Forward and loss under autocast (when the variant has it), then backward through the scaler, outside
+// autocast as PyTorch's recipe has it. `afterForward` runs between the two (the memory view's snapshot).
+// Returns the loss, multiplied by lossWeight.
+Tensor forwardBackward(const Variant& v, nn::Module& model, amp::GradScaler& scaler, const data::Batch& batch, Device device,
+                       bool classification, double lossWeight, const std::function<void()>& afterForward = {}) {
+  Tensor x, y;
+  {
+    MemoryCategoryScope tag(MemoryCategory::InputBatch);
+    x = batch.inputs.to(device);
+    y = batch.targets.to(device);
+  }
+  Tensor loss;
+  {
+    std::optional<amp::AutocastGuard> autocast;
+    if (v.autocast) autocast.emplace(device.type(), *v.autocast);
+    Tensor out = model(x);                                 // float16/bfloat16 under autocast (linear)
+    loss = lossWeight * taskLoss(classification, out, y);  // float32: the losses run in float32
+  }
+  if (afterForward) afterForward();
+  scaler.scale(loss).backward();
+  return loss;
+}
+
+// The step: unscale, skip it if a gradient is inf/NaN, update the scale, clear the gradients.
+void optimizerStep(amp::GradScaler& scaler, optim::Optimizer& optimizer) {
+  scaler.step(optimizer);
+  scaler.update();
+  optimizer.zero_grad();
+}
+
 // Live bytes by category from the allocator's events; the highest total; and a copy of the split taken
 // when the forward pass ends (what it keeps for backward, beside the model's own state).
 struct MemoryByCategory {
@@ -124,7 +156,7 @@ std::string categoryLabel(int c) {
 }
 
 struct Result {
-  double medianStep = std::numeric_limits<double>::quiet_NaN();  // seconds per optimizer step
+  Spread step;                     // seconds per optimizer step, from the interleaved rounds
   std::optional<double> finalLoss;                               // mean over the last tenth of the steps
   double zeroShare = 0;       // mean over the reports of the second half of the run
   std::int64_t skipped = 0;   // steps the GradScaler skipped
@@ -166,6 +198,9 @@ std::vector<lab::ParamSpec> AmpLab::params() const {
       deviceParam("device", "The device to train on"),
       intParam("seed", 0, 0, 2147483647, "Seed for initialisation and shuffling (the same for every precision)"),
       intParam("log_every", 10, 1, 100000, "Report every N steps"),
+      intParam("repeats", 5, 1, 20,
+               "Rounds of the step timing: each precision runs a few steps in turn, round after round, and the table shows the "
+               "median and the range"),
   };
 }
 
@@ -220,12 +255,14 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
                      "are 16-bit, and include autocast's 16-bit copies of the weights and the input: for a small model and batch the "
                      "copies can outweigh the saving."});
   sink.view({.id = "precisions", .title = "Step time and result by precision", .kind = lab::ViewKind::Table,
-             .columns = {{"precision", ""}, {"step", "s"}, {"time ÷ fp32", "x"}, {"final loss", ""}, {"zeros", "%"},
+             .columns = {{"precision", ""}, {"step", "s"}, {"range", "ms"}, {"time ÷ fp32", "x"}, {"final loss", ""}, {"zeros", "%"},
                          {"skips", ""}, {"activations", "bytes"}},
              .note = std::string(emulated ? "Timed on your CPU: the emulated GPU computes there, so these are your CPU's times, not a GPU's. "
                                           : "") +
                      "step: the median time of an optimizer step (forward, backward, step) on " + device.str() +
-                     "; time ÷ fp32 above 1 is slower than float32. final loss: the mean over the last tenth of the steps; "
+                     ", timed apart from the training in rounds where the precisions take turns; range: the fastest and the "
+                     "slowest round. time ÷ fp32 (of the medians) above 1 is slower than float32; where the ranges overlap, "
+                     "the difference is within this machine's noise. final loss: the mean over the last tenth of the steps; "
                      "zeros: the share of gradient values that were 0, over the second half; skips: steps the GradScaler skipped."});
 
   // 3. Each precision in turn, from the same start.
@@ -248,7 +285,7 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
     data::DataLoader loader(trainSet, {.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
     auto it = loader.begin();
 
-    std::vector<double> stepSeconds, zeroShares;
+    std::vector<double> zeroShares;
     double tailLoss = 0, tailSteps = 0;  // the reports of the last tenth of the steps: the final loss
     double elapsed = 0;
     Tensor windowLoss = zeros({}, {.device = device});
@@ -264,22 +301,10 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
       const auto t0 = Clock::now();
 
       // 3a. Forward and loss under autocast; backward outside it, through the scaler.
-      Tensor x, y;
-      {
-        MemoryCategoryScope tag(MemoryCategory::InputBatch);
-        x = batch.inputs.to(device);
-        y = batch.targets.to(device);
-      }
-      Tensor loss;
-      {
-        std::optional<amp::AutocastGuard> autocast;
-        if (v.autocast) autocast.emplace(device.type(), *v.autocast);
-        Tensor out = (*model)(x);                              // float16/bfloat16 under autocast (linear)
-        loss = lossWeight * taskLoss(classification, out, y);  // float32: the losses run in float32
-      }
-      r.memory.apply(recorder.drain());
-      if (step == std::min<std::int64_t>(2, steps)) r.memory.afterForward = r.memory.live;  // step 2: optimizer state exists
-      scaler.scale(loss).backward();
+      const Tensor loss = forwardBackward(v, *model, scaler, batch, device, classification, lossWeight, [&] {
+        r.memory.apply(recorder.drain());
+        if (step == std::min<std::int64_t>(2, steps)) r.memory.afterForward = r.memory.live;  // step 2: optimizer state exists
+      });
       synchronizeDevice(device);
       const auto t1 = Clock::now();
 
@@ -293,14 +318,11 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
 
       // 3c. The step: unscale, skip it if a gradient is inf/NaN, update the scale.
       const auto t2 = Clock::now();
-      scaler.step(*optimizer);
-      scaler.update();
-      optimizer->zero_grad();
+      optimizerStep(scaler, *optimizer);
       synchronizeDevice(device);
       const auto t3 = Clock::now();
       const double seconds = secondsBetween(t0, t1) + secondsBetween(t2, t3);
       elapsed += seconds;
-      if (step > 1) stepSeconds.push_back(seconds);  // the first step pays for set-up (the cache's first segments)
       r.memory.apply(recorder.drain());
 
       const amp::ScalerStepStats& s = scaler.last_step();
@@ -347,7 +369,6 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
       windowSteps = windowSkipped = 0;
     }
     setMemoryStep(0);
-    r.medianStep = median(stepSeconds);
     if (!r.diverged && tailSteps > 0) r.finalLoss = tailLoss / tailSteps;
     if (!zeroShares.empty()) {
       double sum = 0;
@@ -362,29 +383,85 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
         sink.bar("memory", v.id, categoryLabel(c), static_cast<double>(r.memory.afterForward[static_cast<std::size_t>(c)]));
       }
     }
-    // 3f. Its row of the table, as soon as it is done (against float32 when float32 ran before it).
     results.push_back(std::move(r));
-    const Result& done = results.back();
-    const std::size_t activation = static_cast<std::size_t>(MemoryCategory::Activation);
-    const Result* base = fp32Index ? &results[*fp32Index] : nullptr;
-    sink.row("precisions", {v.label, done.medianStep, base ? lab::Value(done.medianStep / base->medianStep) : lab::Value(std::string("-")),
-                            done.finalLoss ? lab::Value(*done.finalLoss) : lab::Value(std::string(done.diverged ? "diverged" : "-")),
-                            100.0 * done.zeroShare, done.skipped, done.memory.afterForward[activation]});
   }
   if (stop.stopRequested() || results.size() < variants.size()) {
     sink.info("Stopped after " + formatFixed(secondsBetween(runStart, Clock::now()), 1) + " s.");
     return;
   }
 
-  // 4. The measurements, each precision against float32 when it ran.
+  // 4. The step times, measured apart from the training above, in interleaved rounds: a few steps of
+  //    every precision in turn, then every precision again, ... so that a slow moment of the machine
+  //    hits them all alike. Each starts from the seed's weights, after two untimed steps (the first
+  //    steps fill the caching allocator).
+  struct Timed {
+    std::shared_ptr<nn::Sequential> model;
+    std::unique_ptr<optim::Optimizer> optimizer;
+    std::unique_ptr<amp::GradScaler> scaler;
+    std::unique_ptr<data::DataLoader> loader;
+    data::DataLoader::Iterator it;
+    std::vector<double> secondsPerStep;  // one per round
+  };
+  const int rounds = static_cast<int>(p.getInt("repeats"));
+  const std::int64_t stepsPerRound = std::clamp<std::int64_t>(steps / 20, 1, 10);
+  std::vector<Timed> timed(variants.size());
+  auto runSteps = [&](std::size_t vi, std::int64_t n) {
+    Timed& t = timed[vi];
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (t.it == t.loader->end()) t.it = t.loader->begin();
+      const data::Batch batch = *t.it;
+      ++t.it;
+      (void)forwardBackward(variants[vi], *t.model, *t.scaler, batch, device, classification, lossWeight);
+      optimizerStep(*t.scaler, *t.optimizer);
+    }
+  };
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    Timed& t = timed[vi];
+    Generator gen(seed);
+    t.model = makeMlp(*trainSet, widths, classification ? 10 : 1, gen);
+    t.model->to(device);
+    t.optimizer = makeOptimizer(p.getString("optimizer"), t.model->parameters(), p.getFloat("lr"), p.getFloat("momentum"), 0.0);
+    t.scaler = std::make_unique<amp::GradScaler>(amp::GradScalerOptions{
+        .init_scale = p.getFloat("init_scale"), .growth_interval = p.getInt("growth_interval"), .enabled = variants[vi].scaler});
+    t.loader = std::make_unique<data::DataLoader>(trainSet, data::DataLoaderOptions{.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
+    t.it = t.loader->begin();
+    runSteps(vi, 2);
+  }
+  for (int round = 0; round < rounds && !stop.stopRequested(); ++round) {
+    for (std::size_t vi = 0; vi < variants.size() && !stop.stopRequested(); ++vi) {
+      synchronizeDevice(device);
+      const auto start = Clock::now();
+      runSteps(vi, stepsPerRound);
+      synchronizeDevice(device);
+      timed[vi].secondsPerStep.push_back(secondsBetween(start, Clock::now()) / static_cast<double>(stepsPerRound));
+    }
+    sink.progress(round + 1, rounds, "timing the steps: round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
+  }
+  if (stop.stopRequested()) {
+    sink.info("Stopped after " + formatFixed(secondsBetween(runStart, Clock::now()), 1) + " s.");
+    return;
+  }
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) results[vi].step = spreadOf(timed[vi].secondsPerStep);
+  timed.clear();
+
+  // 5. The table and the measurements, each precision against float32 when it ran.
   const std::size_t activation = static_cast<std::size_t>(MemoryCategory::Activation);
+  const Result* base = fp32Index ? &results[*fp32Index] : nullptr;
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    const Result& r = results[vi];
+    sink.row("precisions", {variants[vi].label, r.step.median, formatFixed(r.step.low * 1e3, 3) + " to " + formatFixed(r.step.high * 1e3, 3),
+                            base ? lab::Value(r.step.median / base->step.median) : lab::Value(std::string("-")),
+                            r.finalLoss ? lab::Value(*r.finalLoss) : lab::Value(std::string(r.diverged ? "diverged" : "-")),
+                            100.0 * r.zeroShare, r.skipped, r.memory.afterForward[activation]});
+  }
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& v = variants[vi];
     const Result& r = results[vi];
-    const Result* base = fp32Index ? &results[*fp32Index] : nullptr;
-    const double vs = base ? r.medianStep / base->medianStep : std::numeric_limits<double>::quiet_NaN();
+    const double vs = base ? r.step.median / base->step.median : std::numeric_limits<double>::quiet_NaN();
     const std::string name = v.label + ": ";
-    sink.measurement(name + "step time", r.medianStep, "s");
+    sink.measurement(name + "step time", r.step.median, "s");
+    sink.measurement(name + "step time, fastest round", r.step.low, "s");
+    sink.measurement(name + "step time, slowest round", r.step.high, "s");
     if (r.finalLoss) sink.measurement(name + "final loss", *r.finalLoss, "");
     sink.measurement(name + "zero gradients", 100.0 * r.zeroShare, "%");
     sink.measurement(name + "skipped steps", static_cast<double>(r.skipped), "");
@@ -397,7 +474,7 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
         sink.measurement(name + "final loss vs float32", r.diverged ? 1e6 : *r.finalLoss / *base->finalLoss, "x");
       }
     }
-    sink.record("precision", {{"precision", v.id}, {"step_s", r.medianStep}, {"final_loss", r.finalLoss ? *r.finalLoss : -1.0},
+    sink.record("precision", {{"precision", v.id}, {"step_s", r.step.median}, {"final_loss", r.finalLoss ? *r.finalLoss : -1.0},
                               {"zero_share", r.zeroShare}, {"skipped", r.skipped}, {"diverged", r.diverged},
                               {"activation_bytes", r.memory.afterForward[activation]}, {"peak_bytes", r.memory.peak}});
   }
@@ -419,21 +496,20 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
     sink.info(line);
   }
   if (fp32Index) {
-    const double t32 = results[*fp32Index].medianStep;
+    const Spread& t32 = results[*fp32Index].step;
     std::string said;
     bool slowerOnCpu = false, fasterOnCpu = false;
     for (std::size_t vi = 0; vi < variants.size(); ++vi) {
       if (vi == *fp32Index || !variants[vi].autocast || variants[vi].id == "fp16-noscale") continue;  // (no scaler: the same products as fp16)
-      const double ratio = results[vi].medianStep / t32;
-      const std::string how = ratio < 0.95   ? formatFixed(1.0 / ratio, 2) + "x faster than"
-                              : ratio > 1.05 ? formatFixed(ratio, 2) + "x slower than"
-                                             : "about as fast as";
-      said += (said.empty() ? "On " + cuda::deviceLabel(device) + " a " : "; a ") + variants[vi].label + " step was " + how + " a float32 step";
-      slowerOnCpu = slowerOnCpu || (device.isCpu() && ratio > 1.05);
-      fasterOnCpu = fasterOnCpu || (device.isCpu() && ratio < 0.95);
+      const Difference d = compare(results[vi].step, t32);
+      said += (said.empty() ? "On " + cuda::deviceLabel(device) + " a " : "; a ") + variants[vi].label + " step " +
+              comparedTimes(results[vi].step, t32, "a float32 step");
+      slowerOnCpu = slowerOnCpu || (device.isCpu() && d == Difference::Higher);
+      fasterOnCpu = fasterOnCpu || (device.isCpu() && d == Difference::Lower);
     }
     if (!said.empty()) {
-      said += ".";
+      said += ". Each step time is the median of " + std::to_string(rounds) + " rounds of " + std::to_string(stepsPerRound) +
+              (stepsPerRound == 1 ? " step" : " steps") + " per precision, the precisions taking turns.";
       if (emulated) said += " (The emulated GPU computes on your CPU: no claim about GPUs follows from this.)";
       else if (slowerOnCpu && !fasterOnCpu)
         said += " Most CPUs have no half-precision matrix units, and GPU Lab's CPU backend widens float16/bfloat16 operands "
@@ -441,8 +517,8 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
                 "arithmetic, so on a CPU lower precision does not save time.";
       else if (device.isCpu())
         said += " GPU Lab's CPU backend computes every product in float32 whatever the precision (OpenBLAS has no 16-bit "
-                "kernels), so a difference here comes from the casts, the smaller tensors, and the other programs on "
-                "this machine: run it again to see how much step times vary.";
+                "kernels): what differs is the casts and the smaller tensors, and the runs' spread shows how much the other "
+                "programs on this machine move the times.";
       sink.info(said);
       said.clear();
     }

@@ -1,0 +1,53 @@
+#include "lessons/labs/repeated_timing.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "engine/core/number_format.h"
+#include "lessons/labs/training.h"
+
+namespace gpulab::labs {
+
+Spread spreadOf(const std::vector<double>& samples) {
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  if (samples.empty()) return {kNone, kNone, kNone, 0};
+  const auto [low, high] = std::minmax_element(samples.begin(), samples.end());
+  return {median(samples), *low, *high, samples.size()};
+}
+
+Spread reciprocalOf(const Spread& s, double numerator) {
+  // 1/x reverses the order: the slowest run is the lowest rate.
+  return {numerator / s.median, numerator / s.high, numerator / s.low, s.runs};
+}
+
+Spread scaled(const Spread& s, double factor) { return {s.median * factor, s.low * factor, s.high * factor, s.runs}; }
+
+Difference compare(const Spread& a, const Spread& b) {
+  if (a.runs < 2 || b.runs < 2) return Difference::Unclear;
+  if (a.high < b.low) return Difference::Lower;
+  if (a.low > b.high) return Difference::Higher;
+  return Difference::Unclear;
+}
+
+std::string spreadText(const Spread& s, const std::string& unit, int significant) {
+  const std::string u = unit.empty() ? "" : " " + unit;
+  if (s.runs == 0) return "not measured";
+  if (s.runs == 1) return formatGeneral(s.median, significant) + u + " (1 run)";
+  return formatGeneral(s.median, significant) + u + " (" + formatGeneral(s.low, significant) + " to " + formatGeneral(s.high, significant) +
+         ", " + std::to_string(s.runs) + " runs)";
+}
+
+std::string comparedTimes(const Spread& seconds, const Spread& otherSeconds, const std::string& other) {
+  const std::string medians = "medians " + formatGeneral(seconds.median * 1e3, 3) + " ms and " + formatGeneral(otherSeconds.median * 1e3, 3) + " ms";
+  if (compare(seconds, otherSeconds) != Difference::Unclear) {  // every run of one beat every run of the other
+    return "was " + fasterOrSlower(otherSeconds.median / seconds.median) + " than " + other + " in every run (" + medians + ")";
+  }
+  if (seconds.runs < 2 || otherSeconds.runs < 2) {
+    return "showed no clear difference from " + other + ": one run each shows no spread, so noise cannot be told from a difference (" +
+           medians + "; more repeats tell)";
+  }
+  return "showed no clear difference from " + other + " here: their runs' spreads overlap (" + spreadText(scaled(seconds, 1e3), "ms") +
+         " against " + spreadText(scaled(otherSeconds, 1e3), "ms") + ")";
+}
+
+}  // namespace gpulab::labs

@@ -1,0 +1,59 @@
+// The rule every timed claim of the lessons goes by (lessons/labs/repeated_timing.h): one side is
+// "faster" only when every run of it beat every run of the other; overlapping spreads, or a single run
+// each, say "no clear difference". The labs' own tests check that each sentence agrees with its numbers;
+// these check the rule itself, on spreads made up to sit on each side of it.
+#include <QtTest>
+
+#include "lessons/labs/repeated_timing.h"
+
+using namespace gpulab::labs;
+
+class TestRepeatedTiming : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void aSpreadIsTheMedianAndTheRange() {
+    const Spread s = spreadOf({3.0, 1.0, 2.0, 10.0});
+    QCOMPARE(s.median, 2.5);
+    QCOMPARE(s.low, 1.0);
+    QCOMPARE(s.high, 10.0);
+    QCOMPARE(s.runs, std::size_t(4));
+    QVERIFY(std::isnan(spreadOf({}).median));
+    QCOMPARE(spreadOf({}).runs, std::size_t(0));
+  }
+
+  void aRateSpreadReversesItsRange() {
+    const Spread rate = reciprocalOf(spreadOf({0.5, 0.25, 1.0}), 100.0);  // seconds for 100 steps
+    QCOMPARE(rate.median, 200.0);
+    QCOMPARE(rate.low, 100.0);   // the slowest run
+    QCOMPARE(rate.high, 400.0);  // the fastest
+  }
+
+  void onlySeparateSpreadsDiffer() {
+    const Spread fast = spreadOf({1.0, 1.1, 1.2}), slow = spreadOf({1.3, 1.5, 1.4});
+    QVERIFY(compare(fast, slow) == Difference::Lower);
+    QVERIFY(compare(slow, fast) == Difference::Higher);
+    // One run of the slow side inside the fast side's range: no clear difference, whatever the medians.
+    const Spread overlapping = spreadOf({1.15, 1.5, 1.4});
+    QVERIFY(compare(fast, overlapping) == Difference::Unclear);
+    // A single run has no spread: nothing can be told from it.
+    QVERIFY(compare(spreadOf({1.0}), spreadOf({2.0})) == Difference::Unclear);
+  }
+
+  void theSentenceSaysWhatTheSpreadsAllow() {
+    const Spread fast = spreadOf({0.010, 0.011, 0.012}), slow = spreadOf({0.020, 0.022, 0.024});
+    const std::string faster = comparedTimes(fast, slow, "the other");
+    QVERIFY2(faster.find("2x faster than the other in every run") != std::string::npos, faster.c_str());
+    const std::string slower = comparedTimes(slow, fast, "the other");
+    QVERIFY2(slower.find("2x slower than the other in every run") != std::string::npos, slower.c_str());
+    const std::string unclear = comparedTimes(spreadOf({0.010, 0.030, 0.020}), slow, "the other");
+    QVERIFY2(unclear.find("no clear difference") != std::string::npos && unclear.find("faster") == std::string::npos &&
+                 unclear.find("slower") == std::string::npos,
+             unclear.c_str());
+    const std::string once = comparedTimes(spreadOf({0.010}), spreadOf({0.020}), "the other");
+    QVERIFY2(once.find("no clear difference") != std::string::npos && once.find("one run") != std::string::npos, once.c_str());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRepeatedTiming)
+#include "test_repeated_timing.moc"
