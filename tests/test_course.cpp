@@ -180,6 +180,12 @@ class TestCourse : public QObject {
     QVERIFY(!tooBig.met);
     QVERIFY(!tooBig.checks[0].met && tooBig.checks[1].met);
     QVERIFY(tooBig.checks[0].line.endsWith("— not met"));
+    // Noisy ratios to the digits they carry; but never rounded onto the number asked.
+    const Challenge ratio{"r", {{"speed relative to the fastest N", 0.8, std::nullopt}}};
+    QCOMPARE(grade(ratio, {{"speed relative to the fastest N", 0.520612, "x"}}).checks[0].line,
+             QString("speed relative to the fastest N: measured 0.5206x, asked at least 0.8x — not met"));
+    const QString close = grade(ratio, {{"speed relative to the fastest N", 0.79999, "x"}}).checks[0].line;
+    QVERIFY2(close.contains("measured 0.79999") && close.endsWith("— not met"), qPrintable(close));
     const ChallengeResult missing = grade(c, {{"effective batch", 4096, ""}});
     QVERIFY(!missing.met);
     QCOMPARE(missing.checks[0].line, QString("training peak allocated: not measured in this run (asked at most 268435456) — not met"));

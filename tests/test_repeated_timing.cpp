@@ -4,6 +4,7 @@
 // these check the rule itself, on spreads made up to sit on each side of it.
 #include <QtTest>
 
+#include "engine/core/number_format.h"
 #include "lessons/labs/repeated_timing.h"
 
 using namespace gpulab::labs;
@@ -38,6 +39,15 @@ class TestRepeatedTiming : public QObject {
     QVERIFY(compare(fast, overlapping) == Difference::Unclear);
     // A single run has no spread: nothing can be told from it.
     QVERIFY(compare(spreadOf({1.0}), spreadOf({2.0})) == Difference::Unclear);
+  }
+
+  // "3.204e+04 steps/s" is a number to decode, not to read (issue 27 §4).
+  void spreadsAreWrittenForPeople() {
+    QCOMPARE(spreadText(spreadOf({32040.4, 31480.0, 32450.0}), "steps/s", 4), std::string("32040 steps/s (31480 to 32450, 3 runs)"));
+    QCOMPARE(spreadText(spreadOf({0.125}), "ms"), std::string("0.125 ms (1 run)"));
+    QCOMPARE(gpulab::formatReadable(1.344e4, 3), std::string("13440"));
+    QCOMPARE(gpulab::formatReadable(6.65233, 3), std::string("6.65"));
+    QCOMPARE(gpulab::formatReadable(4.989e24, 4), std::string("4.989e+24"));
   }
 
   void theSentenceSaysWhatTheSpreadsAllow() {

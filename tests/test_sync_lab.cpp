@@ -104,6 +104,34 @@ class TestSyncLab : public QObject {
     }
   }
 
+  // Issue 27 §2: the closing sentence says what the runs' spreads allow -- "faster in every run" only
+  // when every run of your N beat every run of reading every step, "no clear difference" otherwise --
+  // and the challenge's number compares medians.
+  void theSentenceAgreesWithTheSpreads() {
+    std::vector<std::string> devices = {"cpu"};
+    if (const auto gpu = cuda::emulatedDevice()) devices.push_back(gpu->str());
+    for (const std::string& device : devices) {
+      const RecordingSink s = runSyncs(kMeasured, device);
+      const double yoursLow = measured(s, "steps/s reading the loss every N steps, slowest run");
+      const double yoursHigh = measured(s, "steps/s reading the loss every N steps, fastest run");
+      const double everyLow = measured(s, "steps/s reading the loss every step, slowest run");
+      const double everyHigh = measured(s, "steps/s reading the loss every step, fastest run");
+      const double yours = measured(s, "steps/s reading the loss every N steps");
+      QVERIFY(yoursLow <= yours && yours <= yoursHigh);
+      QCOMPARE(measured(s, "speed-up from reading every N steps"), yours / measured(s, "steps/s reading the loss every step"));
+      const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("(yours)") != std::string::npos; });
+      QVERIFY(it != s.messages.end());
+      qInfo("%s: %s", device.c_str(), it->c_str());
+      const std::string said = it->substr(it->find("(yours)"), it->find(';', it->find("(yours)")) - it->find("(yours)"));
+      const char* expected = yoursLow > everyHigh ? "faster than reading every step in every run"
+                             : yoursHigh < everyLow ? "slower than reading every step in every run"
+                                                    : "no clear difference from reading every step";
+      QVERIFY2(said.find(expected) != std::string::npos, said.c_str());
+      // The sweep's points and the table are the medians the measurements give.
+      QCOMPARE(sweep(s).at(50.0), yours);
+    }
+  }
+
   void badSettingsAreRefusedByName() {
     try {
       runSyncs({{"hidden", "0"}}, "cpu");

@@ -7,11 +7,14 @@
 
 namespace gpulab::course {
 
-QString formatMeasured(double value, const std::string& unit) {
+QString formatMeasured(double value, const std::string& unit, int significant) {
   if (unit == "bytes") return QString::fromStdString(formatBytes(static_cast<std::int64_t>(value)));
-  // Whole numbers in full (a batch of 4096, 268435456 bytes without a unit); others to 6 digits.
+  // Whole numbers in full (a batch of 4096, 268435456 bytes without a unit); others to 4 digits, as
+  // many as a noisy measurement carries (0.5206x, not 0.520612x).
   const bool whole = value == std::floor(value) && std::fabs(value) < 1e15;
-  const QString number = QString::fromStdString(whole ? formatNumber(static_cast<std::int64_t>(value)) : formatGeneral(value, 6));
+  const QString number = QString::fromStdString(whole                ? formatNumber(static_cast<std::int64_t>(value))
+                                                : significant >= 17 ? formatNumber(value)  // every digit, and no more: 0.79999
+                                                                    : formatReadable(value, significant));
   if (unit.empty()) return number;
   return number + (unit == "x" ? "" : " ") + QString::fromStdString(unit);
 }
@@ -42,8 +45,13 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
       r.line = QString("%1: not measured in this run (asked %2) — not met").arg(check.measurement, asked.join(" and "));
     } else {
       r.met = (!check.atLeast || *r.measured >= *check.atLeast) && (!check.atMost || *r.measured <= *check.atMost);
-      r.line = QString("%1: measured %2, asked %3 — %4")
-                   .arg(check.measurement, formatMeasured(*r.measured, r.unit), asked.join(" and "), r.met ? "met" : "not met");
+      // Rounded to the very number asked ("measured 0.8x, asked at least 0.8x — not met"), it would
+      // read as a contradiction: then it shows every digit.
+      QString shown = formatMeasured(*r.measured, r.unit);
+      if ((check.atLeast && shown == formatMeasured(*check.atLeast, r.unit)) || (check.atMost && shown == formatMeasured(*check.atMost, r.unit))) {
+        shown = formatMeasured(*r.measured, r.unit, 17);
+      }
+      r.line = QString("%1: measured %2, asked %3 — %4").arg(check.measurement, shown, asked.join(" and "), r.met ? "met" : "not met");
     }
     out.met = out.met && r.met;
     out.checks << r;

@@ -32,7 +32,8 @@ struct ChallengeResult {
 // Grades `challenge` against `measured` (in arrival order; the last value of a name counts).
 ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured);
 
-// A measurement's value as people read it: bytes as "256.00 MiB", others with their unit.
-QString formatMeasured(double value, const std::string& unit);
+// A measurement's value as people read it: bytes as "256.00 MiB", others with their unit, to `significant`
+// digits (17: all it has, the shortest text that reads back as the value).
+QString formatMeasured(double value, const std::string& unit, int significant = 4);
 
 }  // namespace gpulab::course

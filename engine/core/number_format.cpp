@@ -55,6 +55,12 @@ std::string formatGeneral(double v, int significant) {
   return ec == std::errc() ? std::string(buf, ptr) : formatNumber(v);
 }
 
+std::string formatReadable(double v, int significant) {
+  const double magnitude = std::abs(v);
+  if (std::isfinite(v) && magnitude >= std::pow(10.0, significant) && magnitude < 1e9) return formatFixed(v, 0);
+  return formatGeneral(v, significant);
+}
+
 ParseStatus parseNumber(std::string_view text, double& out) { return parseWhole(text, out); }
 ParseStatus parseNumber(std::string_view text, std::int64_t& out) { return parseWhole(text, out); }
 

@@ -22,6 +22,9 @@ std::string formatFixed(double v, int decimals);
 // At most `significant` significant digits, printf's "%.*g" in the C locale:
 // formatGeneral(1.0 / 3, 3) == "0.333", formatGeneral(2147483647, 6) == "2.14748e+09".
 std::string formatGeneral(double v, int significant);
+// For people: `significant` digits as formatGeneral, but whole numbers from 10^significant up to 1e9
+// written out (32040 steps/s, not 3.204e+04); beyond that, and for tiny numbers, the exponent stays.
+std::string formatReadable(double v, int significant);
 
 enum class ParseStatus {
   Ok,

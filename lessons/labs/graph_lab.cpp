@@ -41,6 +41,7 @@
 #include "engine/data/dataset.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/emulated_gpu.h"
+#include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -129,14 +130,19 @@ Tensor replayStep(Copy& c, GraphedStep& graph, const Batches& b) {
   return graph.step(b.x[i], b.y[i]);
 }
 
-// What the runs' spreads allow saying: faster only when every graph run beat every eager run.
+// What the runs' spreads allow saying (repeated_timing.h): faster only when every graph run beat every eager run.
 std::string verdict(const std::vector<double>& eager, const std::vector<double>& graph) {
-  const auto [eMin, eMax] = std::minmax_element(eager.begin(), eager.end());
-  const auto [gMin, gMax] = std::minmax_element(graph.begin(), graph.end());
-  const std::string spreads = " (eager " + formatFixed(*eMin, 0) + " to " + formatFixed(*eMax, 0) + " steps/s, graph " +
-                              formatFixed(*gMin, 0) + " to " + formatFixed(*gMax, 0) + " steps/s)";
-  if (*gMin > *eMax) return "The replayed graph is faster in every run: " + formatFixed(median(graph) / median(eager), 2) + "x the eager steps/s (medians)" + spreads + ".";
-  if (*eMin > *gMax) return "The eager steps are faster in every run" + spreads + ": this step is not launch-bound here.";
+  const Spread e = spreadOf(eager), g = spreadOf(graph);
+  const std::string spreads = " (eager " + formatFixed(e.low, 0) + " to " + formatFixed(e.high, 0) + " steps/s, graph " +
+                              formatFixed(g.low, 0) + " to " + formatFixed(g.high, 0) + " steps/s)";
+  switch (compare(g, e)) {
+    case Difference::Higher:
+      return "The replayed graph is faster in every run: " + formatFixed(g.median / e.median, 2) + "x the eager steps/s (medians)" + spreads + ".";
+    case Difference::Lower:
+      return "The eager steps are faster in every run" + spreads + ": this step is not launch-bound here.";
+    case Difference::Unclear:
+      break;
+  }
   return "No clear difference here: the runs' spreads overlap" + spreads + ".";
 }
 

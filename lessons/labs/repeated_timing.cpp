@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "engine/core/number_format.h"
 #include "lessons/labs/training.h"
@@ -31,14 +32,18 @@ Difference compare(const Spread& a, const Spread& b) {
 
 std::string spreadText(const Spread& s, const std::string& unit, int significant) {
   const std::string u = unit.empty() ? "" : " " + unit;
+  auto number = [&](double v) { return formatReadable(v, significant); };
   if (s.runs == 0) return "not measured";
-  if (s.runs == 1) return formatGeneral(s.median, significant) + u + " (1 run)";
-  return formatGeneral(s.median, significant) + u + " (" + formatGeneral(s.low, significant) + " to " + formatGeneral(s.high, significant) +
-         ", " + std::to_string(s.runs) + " runs)";
+  if (s.runs == 1) return number(s.median) + u + " (1 run)";
+  return number(s.median) + u + " (" + number(s.low) + " to " + number(s.high) + ", " + std::to_string(s.runs) + " runs)";
 }
 
 std::string comparedTimes(const Spread& seconds, const Spread& otherSeconds, const std::string& other) {
-  const std::string medians = "medians " + formatGeneral(seconds.median * 1e3, 3) + " ms and " + formatGeneral(otherSeconds.median * 1e3, 3) + " ms";
+  // One unit for both sides, the one that suits the larger: s, ms or us.
+  const double larger = std::max(seconds.median, otherSeconds.median);
+  const auto [factor, unit] = larger >= 1 ? std::pair{1.0, "s"} : larger >= 1e-3 ? std::pair{1e3, "ms"} : std::pair{1e6, "us"};
+  const Spread a = scaled(seconds, factor), b = scaled(otherSeconds, factor);
+  const std::string medians = "medians " + formatReadable(a.median, 3) + " " + unit + " and " + formatReadable(b.median, 3) + " " + unit;
   if (compare(seconds, otherSeconds) != Difference::Unclear) {  // every run of one beat every run of the other
     return "was " + fasterOrSlower(otherSeconds.median / seconds.median) + " than " + other + " in every run (" + medians + ")";
   }
@@ -46,8 +51,8 @@ std::string comparedTimes(const Spread& seconds, const Spread& otherSeconds, con
     return "showed no clear difference from " + other + ": one run each shows no spread, so noise cannot be told from a difference (" +
            medians + "; more repeats tell)";
   }
-  return "showed no clear difference from " + other + " here: their runs' spreads overlap (" + spreadText(scaled(seconds, 1e3), "ms") +
-         " against " + spreadText(scaled(otherSeconds, 1e3), "ms") + ")";
+  return "showed no clear difference from " + other + " here: their runs' spreads overlap (" + spreadText(a, unit) + " against " +
+         spreadText(b, unit) + ")";
 }
 
 }  // namespace gpulab::labs

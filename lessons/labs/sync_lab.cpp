@@ -35,6 +35,7 @@
 #include "engine/ops/ops.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/emulated_streams.h"
+#include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -131,7 +132,7 @@ std::vector<lab::ParamSpec> SyncLab::params() const {
       textParam("hidden", "256", "Hidden layer widths, comma-separated (the seed lessons' model has 64: less work per step)", checkHiddenWidths),
       intParam("steps", 1000, 10, 1000000, "Training steps in each timed loop"),
       intParam("read_every", 50, 1, 1000000, "Read the loss back (.item()) every N steps; 1 is the habit of reading it every step"),
-      intParam("repeats", 3, 1, 20, "Runs of each loop; the fastest counts"),
+      intParam("repeats", 3, 1, 20, "Runs of each loop, taking turns; the median counts, the range shows the noise"),
       intParam("copy_batches", 20, 1, 100000, "Batches copied each way in the copy experiment"),
       intParam("seed", 0, 0, 2147483647, "Seed for the data and the initial weights"),
   };
@@ -149,53 +150,75 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
   const bool onCpu = device.isCpu();
 
   // 1. The loop with the loss read every N steps, for N = 1, 4, 16, ... and the learner's N. The runs are
-  //    interleaved -- every N once, then every N again -- and each N keeps its fastest run, so a busy
-  //    moment of the machine or the first run's cold caches land on no N in particular.
+  //    interleaved -- every N once, then every N again -- so that a busy moment of the machine lands on
+  //    no N in particular; each N reports the median of its runs and their range (repeated_timing.h).
   std::vector<std::int64_t> sweep;
   for (std::int64_t n = 1; n < steps && n <= 256; n *= 4) sweep.push_back(n);
   if (std::find(sweep.begin(), sweep.end(), readEvery) == sweep.end()) sweep.push_back(readEvery);
   std::sort(sweep.begin(), sweep.end());
   (void)trainLoop(device, x, y, std::min<std::int64_t>(steps, 100), 1, seed, *data, hidden, stop);  // warm-up: first-use costs
-  std::map<std::int64_t, LoopRun> fastest;
+  std::map<std::int64_t, std::vector<LoopRun>> runs;
   const double total = static_cast<double>(repeats) * static_cast<double>(sweep.size());
   for (int rep = 0; rep < repeats; ++rep) {
     for (std::size_t i = 0; i < sweep.size() && !stop.stopRequested(); ++i) {
       const std::int64_t n = sweep[i];
       const LoopRun r = trainLoop(device, x, y, steps, n, seed, *data, hidden, stop);
       if (r.stopped) break;
-      auto it = fastest.find(n);
-      if (it == fastest.end() || r.seconds < it->second.seconds) fastest[n] = r;
+      runs[n].push_back(r);
       sink.progress(static_cast<double>(rep) * static_cast<double>(sweep.size()) + static_cast<double>(i + 1), total,
                     "loss read every " + std::to_string(n) + (n == 1 ? " step" : " steps"));
     }
   }
   if (stop.stopRequested()) return;
-  const LoopRun& everyStep = fastest.at(1);
-  const LoopRun& yours = fastest.at(readEvery);
-  const auto best = std::min_element(fastest.begin(), fastest.end(),
+  // Each N's runs: the median run stands for it (its waits, its device busy share), the spread of the
+  // loop's times says how far to trust a difference.
+  std::map<std::int64_t, LoopRun> typical;
+  std::map<std::int64_t, Spread> loopSeconds;
+  for (auto& [n, rs] : runs) {
+    std::vector<double> seconds, waits, busy;
+    for (const LoopRun& r : rs) {
+      seconds.push_back(r.seconds);
+      waits.push_back(r.waitSeconds / r.seconds);
+      busy.push_back(r.deviceBusy);
+    }
+    loopSeconds[n] = spreadOf(seconds);
+    LoopRun t = rs.front();
+    t.seconds = loopSeconds[n].median;
+    t.waitSeconds = median(waits) * t.seconds;
+    t.deviceBusy = median(busy);
+    typical[n] = t;
+  }
+  const LoopRun& everyStep = typical.at(1);
+  const LoopRun& yours = typical.at(readEvery);
+  const auto best = std::min_element(typical.begin(), typical.end(),
                                      [](const auto& a, const auto& b) { return a.second.seconds < b.second.seconds; });
   const std::int64_t fastestN = best->first;
   const double bestSeconds = best->second.seconds;
+  auto rate = [&](std::int64_t n) { return reciprocalOf(loopSeconds.at(n), static_cast<double>(steps)); };
 
   // The emulated GPU's busy share is measured (its streams time their kernels); a GPU's would need
   // events around every kernel, and the CPU runs the kernels on the loop's own thread.
   const bool busyMeasured = cuda::isEmulated(device);
-  std::vector<lab::Axis> columns = {{"loss read", ""}, {".item() calls", ""}, {"steps/s", ""}, {"time", "ms"},
+  std::vector<lab::Axis> columns = {{"loss read", ""}, {".item() calls", ""}, {"steps/s", ""}, {"range", "steps/s"}, {"time", "ms"},
                                       {"host waiting in .item()", "%"}};
   if (busyMeasured) columns.push_back({"device busy", "%"});
   columns.push_back({"mean loss", ""});
   sink.view({.id = "reads", .title = "Reading the loss: every step or every N", .kind = lab::ViewKind::Table, .columns = columns,
              .note = std::string("Each loop trains the same model from the same weights on the same batches, so the mean losses agree (to "
                                  "float32 rounding: every step adds the loss on the host in double, the others on the device in float32): "
-                                 "only when the loss was read differs. Time: the fastest of the repeats, until the device finished. Host "
-                                 "waiting: the share of the loop the host spent inside .item().") +
+                                 "only when the loss was read differs. The loops take turns, ") + std::to_string(repeats) +
+                     " runs each: steps/s and time are the median run's, until the device finished; range: the slowest and the fastest "
+                     "run -- where two loops' ranges overlap, their difference is within this machine's noise. Host waiting: the share "
+                     "of the loop the host spent inside .item() (median)." +
                      (busyMeasured ? " Device busy: the share of the loop the emulated GPU spent running kernels -- what nvidia-smi "
                                      "calls GPU-Util; the rest it sat idle, waiting for work."
                                    : "")});
-  for (const auto& [n, r] : fastest) {
+  for (const auto& [n, r] : typical) {
     const std::string name = n == 1 ? "every step: total += loss.item()" : "every " + std::to_string(n) + " steps";
-    std::vector<lab::Value> cells = {n == readEvery && n != 1 ? name + " (yours)" : name, r.reads, static_cast<double>(steps) / r.seconds,
-                                     r.seconds * 1000.0, 100.0 * r.waitSeconds / r.seconds};
+    const Spread speed = rate(n);
+    std::vector<lab::Value> cells = {n == readEvery && n != 1 ? name + " (yours)" : name, r.reads, speed.median,
+                                     formatGeneral(speed.low, 4) + " to " + formatGeneral(speed.high, 4), r.seconds * 1000.0,
+                                     100.0 * r.waitSeconds / r.seconds};
     if (busyMeasured) cells.push_back(100.0 * r.deviceBusy);
     cells.push_back(r.meanLoss);
     sink.row("reads", cells);
@@ -204,39 +227,47 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
   const lab::Axis everyAxis{"read the loss every N steps", "", true};
   sink.view({.id = "sweep", .title = "Steps per second vs how often the loss is read", .kind = lab::ViewKind::Line, .x = {everyAxis},
              .y = {"steps per second", "", false}, .series = {{"loop", "training loop"}},
-             .note = "Each point: the same loop, the loss read every N steps (N = 1: every step), the fastest of the repeats. On a "
+             .note = "Each point: the same loop, the loss read every N steps (N = 1: every step), the median of the repeats. On a "
                      "GPU the loop speeds up as the waits get rarer, until the device itself is the limit; on the CPU there is "
                      "nothing to wait for and the line is flat (up to the machine's noise)."});
-  for (const auto& [n, r] : fastest) sink.point("sweep", "loop", {static_cast<double>(n)}, static_cast<double>(steps) / r.seconds);
+  for (const auto& [n, r] : typical) sink.point("sweep", "loop", {static_cast<double>(n)}, static_cast<double>(steps) / r.seconds);
   sink.marker("sweep", {static_cast<double>(readEvery)}, "yours: every " + std::to_string(readEvery));
 
-  // 2. A batch copied one sample at a time against in one copy (from the CPU, where a DataLoader makes it).
+  // 2. A batch copied one sample at a time against in one copy (from the CPU, where a DataLoader makes
+  //    it), the two ways taking turns batch after batch.
   const std::int64_t copyBatches = p.getInt("copy_batches");
   const Tensor hostRows = data->inputs();
-  double perSample = 1e300, perBatch = 1e300;
+  std::vector<double> perSampleRuns, perBatchRuns;
   (void)copyBatch(hostRows, 0, device, true);  // warm-up
   for (std::int64_t i = 0; i < copyBatches && !stop.stopRequested(); ++i) {
     const std::int64_t start = (i * kBatch) % (kSamples - kBatch);
-    perSample = std::min(perSample, copyBatch(hostRows, start, device, true));
-    perBatch = std::min(perBatch, copyBatch(hostRows, start, device, false));
+    perSampleRuns.push_back(copyBatch(hostRows, start, device, true));
+    perBatchRuns.push_back(copyBatch(hostRows, start, device, false));
   }
   if (stop.stopRequested()) return;
+  const Spread perSample = spreadOf(perSampleRuns), perBatch = spreadOf(perBatchRuns);
   sink.view({.id = "copies", .title = "One batch to the device: 64 copies or one", .kind = lab::ViewKind::Table,
-             .columns = {{"how", ""}, {"copies a batch", ""}, {"time a batch", "us"}, {"time a copy", "us"}, {"relative", "x"}},
-             .note = std::string("The same 64 x 16 rows of float32 (4 KiB) from CPU memory, the fastest of ") + std::to_string(copyBatches) +
-                     " batches each way, until the device had them." +
+             .columns = {{"how", ""}, {"copies a batch", ""}, {"time a batch", "us"}, {"range", "us"}, {"time a copy", "us"}, {"relative", "x"}},
+             .note = std::string("The same 64 x 16 rows of float32 (4 KiB) from CPU memory, until the device had them: ") +
+                     std::to_string(copyBatches) + " batches each way, the two ways taking turns; the median batch and the range." +
                      (onCpu ? " On the CPU .to('cpu') returns the tensor itself: what is timed is the ops, not copies." : "")});
-  sink.row("copies", {std::string("one sample at a time: xb[i] = x[start + i].to(device)"), kBatch, perSample * 1e6,
-                      perSample * 1e6 / kBatch, perSample / perBatch});
-  sink.row("copies", {std::string("one copy: x[start:start + 64].to(device)"), std::int64_t{1}, perBatch * 1e6, perBatch * 1e6, 1.0});
+  auto microseconds = [](const Spread& t) { return formatGeneral(t.low * 1e6, 3) + " to " + formatGeneral(t.high * 1e6, 3); };
+  sink.row("copies", {std::string("one sample at a time: xb[i] = x[start + i].to(device)"), kBatch, perSample.median * 1e6,
+                      microseconds(perSample), perSample.median * 1e6 / kBatch, perSample.median / perBatch.median});
+  sink.row("copies", {std::string("one copy: x[start:start + 64].to(device)"), std::int64_t{1}, perBatch.median * 1e6, microseconds(perBatch),
+                      perBatch.median * 1e6, 1.0});
 
-  // 3. The measurements the lesson's claims and challenge rest on.
+  // 3. The measurements the lesson's claims and challenge rest on: medians.
   const double speedup = everyStep.seconds / yours.seconds;
   const double ofBest = bestSeconds / yours.seconds;
   double lossSpread = 0;
-  for (const auto& [n, r] : fastest) lossSpread = std::max(lossSpread, std::abs(r.meanLoss - everyStep.meanLoss));
+  for (const auto& [n, r] : typical) lossSpread = std::max(lossSpread, std::abs(r.meanLoss - everyStep.meanLoss));
   sink.measurement("steps/s reading the loss every step", static_cast<double>(steps) / everyStep.seconds, "steps/s");
   sink.measurement("steps/s reading the loss every N steps", static_cast<double>(steps) / yours.seconds, "steps/s");
+  sink.measurement("steps/s reading the loss every step, slowest run", rate(1).low, "steps/s");
+  sink.measurement("steps/s reading the loss every step, fastest run", rate(1).high, "steps/s");
+  sink.measurement("steps/s reading the loss every N steps, slowest run", rate(readEvery).low, "steps/s");
+  sink.measurement("steps/s reading the loss every N steps, fastest run", rate(readEvery).high, "steps/s");
   sink.measurement("speed-up from reading every N steps", speedup, "x");
   sink.measurement("speed relative to the fastest N", ofBest, "x");
   sink.measurement("loss reads", static_cast<double>(yours.reads), "");
@@ -247,25 +278,26 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
     sink.measurement("device busy share, reading every step", 100.0 * everyStep.deviceBusy, "%");
     sink.measurement("device busy share, reading every N steps", 100.0 * yours.deviceBusy, "%");
   }
-  sink.measurement("per-sample copies relative to one copy", perSample / perBatch, "x");
-  sink.measurement("time per copy", perBatch * 1e6, "us");
+  sink.measurement("per-sample copies relative to one copy", perSample.median / perBatch.median, "x");
+  sink.measurement("time per copy", perBatch.median * 1e6, "us");
   sink.record("syncs", {{"every_step_s", everyStep.seconds}, {"read_every", readEvery}, {"yours_s", yours.seconds},
-                        {"per_sample_us", perSample * 1e6}, {"per_batch_us", perBatch * 1e6}, {"device", device.str()}});
+                        {"per_sample_us", perSample.median * 1e6}, {"per_batch_us", perBatch.median * 1e6}, {"device", device.str()}});
 
   const std::string yoursText =
-      readEvery == 1 ? "You read it every step; the fastest, every " + std::to_string(fastestN) + " steps, ran " +
-                           fasterOrSlower(everyStep.seconds / bestSeconds) + ". "
-                     : "Every " + std::to_string(readEvery) + " steps (yours): " + fasterOrSlower(speedup) + " (" +
-                           formatFixed(100.0 * ofBest, 1) + "% of the fastest N's speed), with the same losses. ";
-  sink.info("Reading the loss every step: " + formatGeneral(static_cast<double>(steps) / everyStep.seconds, 4) + " steps/s, the host waiting " +
+      readEvery != 1 ? "Every " + std::to_string(readEvery) + " steps (yours) " + comparedTimes(loopSeconds.at(readEvery), loopSeconds.at(1), "reading every step") +
+                           ", with the same losses; " + formatFixed(100.0 * ofBest, 1) + "% of the fastest N's median speed. "
+      : fastestN == 1 ? "You read it every step, and no N had a faster median here. "
+                      : "You read it every step; every " + std::to_string(fastestN) + " steps " +
+                            comparedTimes(loopSeconds.at(fastestN), loopSeconds.at(1), "reading every step") + ". ";
+  sink.info("Reading the loss every step: " + spreadText(rate(1), "steps/s", 4) + ", the host waiting " +
             formatFixed(100.0 * everyStep.waitSeconds / everyStep.seconds, 1) + "% of the loop. " + yoursText +
-            (onCpu ? "This is the CPU: each op ran before it returned, so .item() had nothing to wait for -- any difference is noise. "
-                     "On a GPU the waits are real: run it on cuda."
+            (onCpu ? "This is the CPU: each op ran before it returned, so .item() had nothing to wait for; what differs between the loops "
+                     "is only the ops they run (a read against an addition on the device). On a GPU the waits are real: run it on cuda."
                    : cuda::isEmulated(device)
                          ? "This is the emulated GPU: its stream is a queue run by a thread beside the loop, so .item() waits for it as it "
                            "would for a GPU; a real GPU's kernels and wake-ups take other times, so the size of the gain differs there."
                          : "") +
-            " A batch sent one sample at a time took " + formatGeneral(perSample / perBatch, 3) + "x as long as in one copy.");
+            " A batch sent one sample at a time " + comparedTimes(perSample, perBatch, "one copy of it") + ".");
 }
 
 }  // namespace gpulab::labs
