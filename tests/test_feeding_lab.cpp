@@ -153,6 +153,34 @@ class TestFeedingLab : public QObject {
     QVERIFY(overlapped > 50);
   }
 
+  // Issue 27 §2: each loader ran several times, taking turns; the sentence calls 4 workers faster
+  // than 0 only when every run of them was ("2.73x / 1.12x / 1.33x across identical runs, with no word
+  // of noise"), and never puts a loader above the ceiling without saying why.
+  void theSentenceAgreesWithTheSpreads() {
+    std::vector<std::string> devices = {"cpu"};
+    if (const auto gpu = cuda::emulatedDevice()) devices.push_back(gpu->str());
+    for (const std::string& device : devices) {
+      const RecordingSink s = runFeeding({{"num_workers", "4"}, {"pin_memory", "true"}, {"load_cost", "2"}, {"steps", "20"}, {"repeats", "3"}}, device);
+      const double fourLow = measured(s, "steps/s, slowest run, 4 workers"), fourHigh = measured(s, "steps/s, fastest run, 4 workers");
+      const double noneLow = measured(s, "steps/s, slowest run, 0 workers"), noneHigh = measured(s, "steps/s, fastest run, 0 workers");
+      QVERIFY(fourLow <= measured(s, "steps/s (yours)") && measured(s, "steps/s (yours)") <= fourHigh);
+      const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("(yours)") != std::string::npos; });
+      QVERIFY(it != s.messages.end());
+      qInfo("%s: %s", device.c_str(), it->c_str());
+      const std::string said = it->substr(it->find("A step with 4 workers"));
+      const char* expected = fourLow > noneHigh ? "faster than a step with 0 workers in every run"
+                             : fourHigh < noneLow ? "slower than a step with 0 workers in every run"
+                                                  : "no clear difference from a step with 0 workers";
+      QVERIFY2(said.find(expected) != std::string::npos, said.c_str());
+      const std::vector<lab::Row> rows = s.rows("loaders");
+      QVERIFY(rows.size() >= 5);
+      QVERIFY(std::get<std::string>(rows[0].cells[2]).find(" to ") != std::string::npos);  // every loader's range
+      if (measured(s, "speed, % of the ceiling (yours)") > 100) {
+        QVERIFY2(it->find("within the runs' noise") != std::string::npos || it->find("no loader truly is") != std::string::npos, it->c_str());
+      }
+    }
+  }
+
   void badSettingsAreRefusedByName() {
     try {
       runFeeding({{"num_workers", "9"}}, "cpu");

@@ -45,6 +45,7 @@
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/emulated_streams.h"
 #include "engine/runtime/stream.h"
+#include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -423,6 +424,8 @@ std::vector<lab::ParamSpec> FeedingLab::params() const {
                  "How long reading a batch from storage takes, in training steps of this device (the decode comes on top)"),
       textParam("hidden", "256,128", "Hidden layer widths, comma-separated", checkHiddenWidths),
       intParam("steps", 40, 4, 100000, "Timed training steps for each loader"),
+      intParam("repeats", 5, 1, 20, "Runs of each loader, taking turns (every loader, then every loader again); the median counts, "
+                                    "the range shows the noise"),
       intParam("seed", 0, 0, 2147483647, "Seed for the images, their order and the initial weights"),
   };
 }
@@ -450,17 +453,17 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   warmUp.steps = std::min<std::int64_t>(s.steps, 8);
   (void)runLoader(warmUp, kResident);
   if (copies) (void)runLoader(warmUp, LoaderChoice{0, true});
-  std::map<LoaderChoice, LoaderRun> runs;
-  runs[kResident] = runLoader(s, kResident);
+  // The step time that load_cost is counted in: one run with the batches already on the device.
+  const LoaderRun calibration = runLoader(s, kResident);
   if (stop.stopRequested()) return;
-  const double step = runs[kResident].seconds / static_cast<double>(s.steps);
+  const double step = calibration.seconds / static_cast<double>(s.steps);
   s.readSeconds = p.getFloat("load_cost") * step;
   sink.info("A training step with its batch already on " + s.device.str() + " takes " + formatGeneral(step * 1000.0, 3) +
             " ms here, so each batch's read waits " + formatGeneral(s.readSeconds * 1000.0, 3) + " ms (load_cost " +
             formatGeneral(p.getFloat("load_cost"), 3) + "), then 128 images are decoded and augmented for real.");
 
-  // Every loader of the sweep, and yours.
-  std::vector<LoaderChoice> choices;
+  // Every loader of the sweep, the ceiling (the batches already on the device) and yours.
+  std::vector<LoaderChoice> choices{kResident};
   for (int w : {0, 1, 2, 4}) {
     choices.push_back({w, false});
     if (copies) choices.push_back({w, true});
@@ -473,13 +476,30 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   if (std::find(choices.begin(), choices.end(), mine) == choices.end()) choices.push_back(mine);
   std::sort(choices.begin(), choices.end());
 
-  for (std::size_t i = 0; i < choices.size() && !stop.stopRequested(); ++i) {
-    runs[choices[i]] = runLoader(s, choices[i]);
-    sink.progress(static_cast<double>(i + 1), static_cast<double>(choices.size()), choiceText(choices[i], copies));
+  // The loaders take turns, `repeats` rounds of all of them, so that a busy moment of the machine lands
+  // on no loader in particular. Each loader's speed is the median of its runs, with their range; the
+  // median run stands for it in the table's other columns and the timelines.
+  const int repeats = static_cast<int>(p.getInt("repeats"));
+  std::map<LoaderChoice, std::vector<LoaderRun>> allRuns;
+  for (int round = 0; round < repeats && !stop.stopRequested(); ++round) {
+    for (std::size_t i = 0; i < choices.size() && !stop.stopRequested(); ++i) {
+      allRuns[choices[i]].push_back(runLoader(s, choices[i]));
+      sink.progress(static_cast<double>(round * choices.size() + i + 1), static_cast<double>(repeats * choices.size()),
+                    choiceText(choices[i], copies) + " (round " + std::to_string(round + 1) + " of " + std::to_string(repeats) + ")");
+    }
   }
   if (stop.stopRequested()) return;
+  std::map<LoaderChoice, LoaderRun> runs;       // the median run of each loader
+  std::map<LoaderChoice, Spread> speeds;        // steps/s over its runs
+  for (auto& [c, rs] : allRuns) {
+    std::sort(rs.begin(), rs.end(), [](const LoaderRun& a, const LoaderRun& b) { return a.seconds < b.seconds; });
+    runs[c] = rs[(rs.size() - 1) / 2];
+    std::vector<double> rates;
+    for (const LoaderRun& r : rs) rates.push_back(static_cast<double>(r.steps) / r.seconds);
+    speeds[c] = spreadOf(rates);
+  }
 
-  auto stepsPerSecond = [](const LoaderRun& r) { return static_cast<double>(r.steps) / r.seconds; };
+  auto stepsPerSecond = [&](const LoaderRun& r) { return speeds.at(r.choice).median; };
   auto idleShare = [](const LoaderRun& r) { return 100.0 * (1.0 - r.busySeconds / r.seconds); };
   auto waitingShare = [](const LoaderRun& r) { return 100.0 * r.waitingSeconds / r.seconds; };
   const double ceiling = stepsPerSecond(runs.at(kResident));
@@ -487,13 +507,16 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const std::string deviceName = emulated ? "the emulated GPU" : gpu ? "the GPU" : "the CPU";
 
   // 1. The table: every loader.
-  std::vector<lab::Axis> columns = {{"loader", ""}, {"steps/s", ""}, {"of the ceiling", "%"}, {"device idle", "%"}, {"loop waiting", "%"}};
+  std::vector<lab::Axis> columns = {{"loader", ""}, {"steps/s", ""}, {"range", "steps/s"}, {"of the ceiling", "%"}, {"device idle", "%"}, {"loop waiting", "%"}};
   if (copies) columns.push_back({"copy in, a batch", "us"});
   columns.push_back({"mean loss", ""});
   sink.view({.id = "loaders", .title = "Each loader: how fast, and how idle the device was", .kind = lab::ViewKind::Table,
              .columns = columns,
-             .note = "Of the ceiling: the speed against the loop whose batches were already on the device -- what feeding can "
-                     "reach at best. Device idle: the share of the loop during which " + deviceName + " did no work" +
+             .note = "Every loader ran " + std::to_string(repeats) + " times, the loaders taking turns: steps/s is the median run's, "
+                     "range the slowest and the fastest run -- where two loaders' ranges overlap, their difference is within this "
+                     "machine's noise; the other columns are the median run's. Of the ceiling: the speed against the loop whose "
+                     "batches were already on the device -- what feeding can reach at best (a loader a little above 100% is the "
+                     "noise). Device idle: the share of the loop during which " + deviceName + " did no work" +
                      (emulated ? " (its stream times the kernels it runs; they run slower while workers share your cores, which "
                                  "makes it look busier -- judge by the speed)."
                       : gpu    ? " (on its own clock: events at each step's start and end, so a wait inside a step counts as work "
@@ -507,7 +530,9 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
                                "beside the compute stream's work." : "") +
                      " Every loader yields the same batches in the same order, so the losses agree: only the feeding differs."});
   for (const auto& [c, r] : runs) {
-    std::vector<lab::Value> cells = {choiceText(c, copies) + (c == mine ? " (yours)" : ""), stepsPerSecond(r), ofCeiling(r), idleShare(r),
+    const Spread& speed = speeds.at(c);
+    std::vector<lab::Value> cells = {choiceText(c, copies) + (c == mine ? " (yours)" : ""), speed.median,
+                                     formatReadable(speed.low, 4) + " to " + formatReadable(speed.high, 4), ofCeiling(r), idleShare(r),
                                      waitingShare(r)};
     if (copies) cells.push_back(1e6 * r.copySeconds / static_cast<double>(r.steps));
     cells.push_back(r.meanLoss);
@@ -580,6 +605,11 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   sink.measurement("device idle share, 0 workers", idleShare(none), "%");
   sink.measurement("device idle share, 4 workers", idleShare(four), "%");
   sink.measurement("speed-up from 4 workers", stepsPerSecond(four) / stepsPerSecond(none), "x");
+  for (const auto& [c, name] : std::vector<std::pair<LoaderChoice, std::string>>{{mine, "yours"}, {LoaderChoice{0, copies}, "0 workers"},
+                                                                                 {fourWorkers, "4 workers"}, {kResident, "the ceiling"}}) {
+    sink.measurement("steps/s, slowest run, " + name, speeds.at(c).low, "steps/s");
+    sink.measurement("steps/s, fastest run, " + name, speeds.at(c).high, "steps/s");
+  }
   sink.measurement("speed-up from 1 worker", stepsPerSecond(runs.at(LoaderChoice{1, copies})) / stepsPerSecond(none), "x");
   sink.measurement("largest difference between the loaders' mean losses", lossSpread, "");
   if (copies) {
@@ -599,14 +629,27 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   sink.record("feeding", {{"step_ms", step * 1000.0}, {"workers", yours.workers}, {"pin_memory", yours.pinned},
                           {"steps_per_s", stepsPerSecond(own)}, {"device_idle_pct", idleShare(own)}, {"device", s.device.str()}});
 
-  sink.info("With " + choiceText(mine, copies) + " (yours): " + formatGeneral(stepsPerSecond(own), 4) + " steps/s, " +
-            formatFixed(ofCeiling(own), 0) + "% of the speed with the batches already on the device; " + deviceName + " idle " +
-            formatFixed(idleShare(own), 1) + "% of the time. The loop loading its own batches: idle " +
-            formatFixed(idleShare(none), 1) + "%; 4 workers: idle " + formatFixed(idleShare(four), 1) + "%, " +
-            fasterOrSlower(stepsPerSecond(four) / stepsPerSecond(none)) + " than 0 workers." +
-            (emulated ? " This is the emulated GPU: its stream is a thread on your CPU, so the workers' decoding competes with "
-                        "its kernels for your cores; a GPU computes elsewhere and needs feeding all the faster."
-                      : ""));
+  // 5. In words: what the medians say, and only what the runs' spreads allow.
+  auto stepTimes = [&](const LoaderChoice& c) { return reciprocalOf(speeds.at(c)); };  // seconds per step
+  const Difference againstCeiling = compare(speeds.at(mine), speeds.at(kResident));
+  std::string said = "With " + choiceText(mine, copies) + " (yours): " + spreadText(speeds.at(mine), "steps/s", 4) + ", " +
+                     formatFixed(ofCeiling(own), 0) + "% of the median speed with the batches already on the device" +
+                     (againstCeiling == Difference::Higher
+                          ? " -- faster than it in every run, which no loader truly is: the two differ by how your CPU scheduled its threads"
+                      : ofCeiling(own) > 100 ? " (as fast, within the runs' noise)"
+                                             : "") +
+                     "; " + deviceName + " idle " + formatFixed(idleShare(own), 1) + "% of the time. The loop loading its own batches: idle " +
+                     formatFixed(idleShare(none), 1) + "%; 4 workers: idle " + formatFixed(idleShare(four), 1) + "%. A step with 4 workers " +
+                     comparedTimes(stepTimes(fourWorkers), stepTimes(LoaderChoice{0, copies}), "a step with 0 workers") + ".";
+  if (copies) {
+    said += " With 4 workers, a step fed pinned batches with non_blocking copies " +
+            comparedTimes(stepTimes(LoaderChoice{4, true}), stepTimes(LoaderChoice{4, false}), "one fed pageable batches") + ".";
+  }
+  if (emulated) {
+    said += " This is the emulated GPU: its stream is a thread on your CPU, so the workers' decoding competes with its kernels for your "
+            "cores; a GPU computes elsewhere and needs feeding all the faster.";
+  }
+  sink.info(said);
 }
 
 }  // namespace gpulab::labs
