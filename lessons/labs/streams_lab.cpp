@@ -21,8 +21,11 @@
 //
 //   # 3. the race (the lab first queues ~50 ms of work, so the copy surely comes late)
 //   host = result.to("cpu", non_blocking=True)    # the copy is only queued
+//   copied = torch.cuda.Event(); copied.record()  # a mark on the stream, right after the copy
+//   next_step()                                   # more work queued behind it (~50 ms), as a loop would
 //   print(host[0])                                # too early: whatever that memory held
-//   torch.cuda.synchronize(); print(host[0])      # the fix (or: an event recorded after the copy)
+//   torch.cuda.synchronize(); print(host[0])      # a fix: waits for everything queued, next_step too
+//   copied.synchronize(); print(host[0])          # the other: waits for the copy only
 //
 // Besides, the lab records events before and after each copy and compute (the timelines), starts both
 // streams from one event, and lets the compute stream wait for the copy stream at the end.
@@ -43,6 +46,7 @@
 #include "engine/ops/ops.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/stream.h"
+#include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -153,7 +157,7 @@ std::vector<lab::ParamSpec> StreamsLab::params() const {
       choiceParam("fix", "none", {"none", "synchronize", "event"},
                   "How the host waits before reading a non_blocking copy: not at all (the race), torch.cuda.synchronize(), or an "
                   "event recorded after the copy"),
-      intParam("repeats", 3, 1, 20, "Runs of each pass; the fastest counts"),
+      intParam("repeats", 3, 1, 20, "Runs of each pass (and of each wait), taking turns; the median counts, the range shows the noise"),
   };
 }
 
@@ -191,19 +195,28 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
             " ms here; its compute, x @ W with W 512 x " + std::to_string(width) + ", should take about " + formatGeneral(reached, 2) +
             " times that.");
 
-  // 1. Serial and overlapped, interleaved; each keeps its fastest pass.
+  // 1. Serial and overlapped, taking turns; each reports the median of its passes and their range, and
+  //    its median pass is drawn.
   // copy_stream = torch.cuda.Stream(): made once, as a program would.
   const cuda::Stream copyStream = cuda::Stream::create(device), oneStream = cuda::current_stream(device);
-  PassRun serial, overlapped;
-  serial.seconds = overlapped.seconds = 1e300;
+  std::vector<PassRun> serialRuns, overlappedRuns;
   (void)runPass(device, chunks, W, copyStream);  // warm-up: the streams' first use, the allocator's first blocks
   (void)runPass(device, chunks, W, oneStream);
   for (int rep = 0; rep < repeats && !stop.stopRequested(); ++rep) {
-    if (PassRun r = runPass(device, chunks, W, oneStream); r.seconds < serial.seconds) serial = std::move(r);
-    if (PassRun r = runPass(device, chunks, W, copyStream); r.seconds < overlapped.seconds) overlapped = std::move(r);
+    serialRuns.push_back(runPass(device, chunks, W, oneStream));
+    overlappedRuns.push_back(runPass(device, chunks, W, copyStream));
     sink.progress(rep + 1, repeats, "serial and overlapped passes");
   }
   if (stop.stopRequested()) return;
+  auto medianPass = [](std::vector<PassRun>& runs, Spread& seconds) {
+    std::vector<double> times;
+    for (const PassRun& r : runs) times.push_back(r.seconds);
+    seconds = spreadOf(times);
+    std::sort(runs.begin(), runs.end(), [](const PassRun& a, const PassRun& b) { return a.seconds < b.seconds; });
+    return std::move(runs[(runs.size() - 1) / 2]);
+  };
+  Spread serialSeconds, overlappedSeconds;
+  const PassRun serial = medianPass(serialRuns, serialSeconds), overlapped = medianPass(overlappedRuns, overlappedSeconds);
   const std::string lane = emulated ? "emulated GPU " : "GPU ";
   auto timeline = [&](const std::string& id, const std::string& title, const PassRun& r, bool two) {
     sink.view({.id = id, .title = title, .kind = lab::ViewKind::Timeline, .x = {{"time", "s"}},
@@ -216,13 +229,16 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   };
   timeline("serial", "One stream: copy, compute, copy, compute ...", serial, false);
   timeline("overlapped", "Two streams: the next copy while this chunk computes", overlapped, true);
-  const double speedup = serial.seconds / overlapped.seconds;
+  const double speedup = serialSeconds.median / overlappedSeconds.median;
   sink.view({.id = "passes", .title = "Serial against overlapped", .kind = lab::ViewKind::Table,
-             .columns = {{"pass", ""}, {"time", "ms"}, {"relative", "x"}, {"checksum", ""}},
-             .note = "The fastest of " + std::to_string(repeats) + " passes each, until the device finished. The checksums (the sum of "
-                     "every output) agree: the second stream changes when the work runs, not what it computes."});
-  sink.row("passes", {std::string("one stream (serial)"), serial.seconds * 1e3, 1.0, serial.checksum});
-  sink.row("passes", {std::string("copies on a stream of their own (overlapped)"), overlapped.seconds * 1e3, speedup, overlapped.checksum});
+             .columns = {{"pass", ""}, {"time", "ms"}, {"range", "ms"}, {"relative", "x"}, {"checksum", ""}},
+             .note = std::to_string(repeats) + " passes each, taking turns, until the device finished: the median pass (the timelines "
+                     "draw it) and the range of all. The checksums (the sum of every output) agree: the second stream changes when the "
+                     "work runs, not what it computes."});
+  auto milliseconds = [](const Spread& t) { return formatReadable(t.low * 1e3, 3) + " to " + formatReadable(t.high * 1e3, 3); };
+  sink.row("passes", {std::string("one stream (serial)"), serialSeconds.median * 1e3, milliseconds(serialSeconds), 1.0, serial.checksum});
+  sink.row("passes", {std::string("copies on a stream of their own (overlapped)"), overlappedSeconds.median * 1e3, milliseconds(overlappedSeconds),
+                      speedup, overlapped.checksum});
 
   // 2. The race: a result copied to the host with non_blocking=True, read before the copy ran.
   static std::atomic<int> runs{0};
@@ -233,13 +249,14 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   burn();                                   // the stream is busy for a while...
   const Tensor result = filled.sum(1);      // ... before it computes this: every entry 512 * v
   const Tensor host = result.to(kCPU, /*non_blocking=*/true);  // queued: returns at once
+  cuda::Event copied;
+  copied.record(cuda::current_stream(device));  // after the copy, on its stream
+  burn();                                        // the next step's work, queued behind the copy
   const Clock::time_point waitStart = Clock::now();
   if (fix == "synchronize") {
-    cuda::synchronize(device.index());  // torch.cuda.synchronize(): every stream of the device
+    cuda::synchronize(device.index());  // torch.cuda.synchronize(): every stream of the device, the next step too
   } else if (fix == "event") {
-    cuda::Event done;
-    done.record(cuda::current_stream(device));  // after the copy, on its stream
-    done.synchronize();                          // waits for that point only
+    copied.synchronize();  // waits for that point only
   }
   const double waited = secondsSince(waitStart);
   const double read = static_cast<double>(host.data<float>()[0]);  // host[0]: a plain read of host memory, no sync
@@ -247,6 +264,31 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const bool readRight = std::abs(read - expected) <= 1e-3 * expected;
   cuda::synchronize(device.index());
   const double readAfter = static_cast<double>(host.data<float>()[0]);
+
+  // 2b. The two fixes' waits against each other: the same queue -- busy work, the copy, the event, the
+  //     next step's work -- waited for with the event and with synchronize(), taking turns.
+  auto timedWait = [&](bool withEvent) {
+    cuda::synchronize(device.index());
+    burn();
+    const Tensor copy = filled.sum(1).to(kCPU, /*non_blocking=*/true);
+    cuda::Event mark;
+    mark.record(cuda::current_stream(device));
+    burn();
+    const Clock::time_point t = Clock::now();
+    if (withEvent) mark.synchronize();
+    else cuda::synchronize(device.index());
+    const double seconds = secondsSince(t);
+    cuda::synchronize(device.index());
+    return seconds;
+  };
+  std::vector<double> eventWaits, synchronizeWaits;
+  for (int rep = 0; rep < repeats && !stop.stopRequested(); ++rep) {
+    eventWaits.push_back(timedWait(true));
+    synchronizeWaits.push_back(timedWait(false));
+    sink.progress(rep + 1, repeats, "the two waits");
+  }
+  if (stop.stopRequested()) return;
+  const Spread eventWait = spreadOf(eventWaits), synchronizeWait = spreadOf(synchronizeWaits);
 
   // 3. The other race: a second stream reads a tensor before the first one wrote it.
   const cuda::Stream side = cuda::Stream::create(device);
@@ -284,17 +326,32 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
                      std::string(right(withoutWait) ? "yes" : "no")});
   sink.row("races", {std::string("second stream, after side.wait_stream(default)"), sideExpected, withWait, std::string(right(withWait) ? "yes" : "no")});
 
+  sink.view({.id = "waits", .title = "The host's wait: an event after the copy, or synchronize()", .kind = lab::ViewKind::Table,
+             .columns = {{"wait", ""}, {"host waits", "ms"}, {"range", "ms"}},
+             .note = "The same queue each time: about 50 ms of work, the copy, an event recorded after it, and the next step's work "
+                     "(another 50 ms). " + std::to_string(repeats) + " waits of each kind, taking turns: the median and the range."});
+  sink.row("waits", {std::string("copied.synchronize(): up to the copy"), eventWait.median * 1e3, milliseconds(eventWait)});
+  sink.row("waits", {std::string("torch.cuda.synchronize(): everything queued"), synchronizeWait.median * 1e3, milliseconds(synchronizeWait)});
+
   sink.measurement("overlap speed-up", speedup, "x");
-  sink.measurement("serial pass time", serial.seconds * 1e3, "ms");
-  sink.measurement("overlapped pass time", overlapped.seconds * 1e3, "ms");
+  sink.measurement("serial pass time", serialSeconds.median * 1e3, "ms");
+  sink.measurement("overlapped pass time", overlappedSeconds.median * 1e3, "ms");
+  sink.measurement("host wait, event (median)", eventWait.median * 1e3, "ms");
+  sink.measurement("host wait, event (longest)", eventWait.high * 1e3, "ms");
+  sink.measurement("host wait, synchronize() (median)", synchronizeWait.median * 1e3, "ms");
+  sink.measurement("host wait, synchronize() (shortest)", synchronizeWait.low * 1e3, "ms");
   sink.measurement("checksum difference", std::abs(serial.checksum - overlapped.checksum) / std::max(1.0, std::abs(serial.checksum)), "");
   sink.measurement("host read correct (yours)", readRight ? 1.0 : 0.0, "");
   sink.measurement("host wait before the read (yours)", waited * 1e3, "ms");
   sink.measurement("host read correct after synchronize", std::abs(readAfter - expected) <= 1e-3 * expected ? 1.0 : 0.0, "");
   sink.measurement("second stream correct without wait_stream", right(withoutWait) ? 1.0 : 0.0, "");
   sink.measurement("second stream correct with wait_stream", right(withWait) ? 1.0 : 0.0, "");
-  sink.info("Copies on their own stream: " + fasterOrSlower(speedup) + " than one stream. Reading the copy " + fixText + ": " +
-            (readRight ? "right" : "wrong -- " + formatGeneral(read, 6) + " instead of " + formatGeneral(expected, 6)) + "." +
+  const bool eventShorter = compare(eventWait, synchronizeWait) == Difference::Lower;
+  sink.info("A pass with the copies on their own stream " + comparedTimes(overlappedSeconds, serialSeconds, "a pass on one stream") + ". Reading the copy " + fixText +
+            ": " + (readRight ? "right" : "wrong -- " + formatGeneral(read, 6) + " instead of " + formatGeneral(expected, 6)) +
+            ". Waiting with the event " + comparedTimes(eventWait, synchronizeWait, "waiting with torch.cuda.synchronize()") +
+            (eventShorter ? ": the event waits for its stream up to the copy, synchronize() for the next step's work queued after it too."
+                          : ": here the next step's work did not lengthen synchronize()'s wait measurably.") +
             (emulated ? " This is the emulated GPU: its streams are threads of your CPU, so a copy and a product overlap only as far "
                         "as your cores (and memory) let two threads work at once; a GPU copies with engines of its own."
                       : ""));
