@@ -9,11 +9,12 @@
 
 namespace gpulab::labs {
 
-Spread spreadOf(const std::vector<double>& samples) {
+Spread spreadOf(std::vector<double> samples) {
   constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
   if (samples.empty()) return {kNone, kNone, kNone, 0};
-  const auto [low, high] = std::minmax_element(samples.begin(), samples.end());
-  return {median(samples), *low, *high, samples.size()};
+  std::sort(samples.begin(), samples.end());
+  const std::size_t trimmed = samples.size() / 10;  // a tenth at each end: none below 10 runs
+  return {median(samples), samples[trimmed], samples[samples.size() - 1 - trimmed], samples.size()};
 }
 
 Spread reciprocalOf(const Spread& s, double numerator) {
@@ -45,7 +46,9 @@ std::string comparedTimes(const Spread& seconds, const Spread& otherSeconds, con
   const Spread a = scaled(seconds, factor), b = scaled(otherSeconds, factor);
   const std::string medians = "medians " + formatReadable(a.median, 3) + " " + unit + " and " + formatReadable(b.median, 3) + " " + unit;
   if (compare(seconds, otherSeconds) != Difference::Unclear) {  // every run of one beat every run of the other
-    return "was " + fasterOrSlower(otherSeconds.median / seconds.median) + " than " + other + " in every run (" + medians + ")";
+    const bool trimmed = seconds.runs >= 10 || otherSeconds.runs >= 10;
+    return "was " + fasterOrSlower(otherSeconds.median / seconds.median) + " than " + other + " in every run (" +
+           (trimmed ? "the outlying tenth set aside; " : "") + medians + ")";
   }
   if (seconds.runs < 2 || otherSeconds.runs < 2) {
     return "showed no clear difference from " + other + ": one run each shows no spread, so noise cannot be told from a difference (" +

@@ -12,12 +12,14 @@
 
 namespace gpulab::labs {
 
-// Repeated runs of one measurement: their median and their range (NaN for none).
+// Repeated runs of one measurement: their median and their range (NaN for none). From 10 runs on, the
+// range sets aside the fastest and the slowest tenth: one run that met another program's burst says
+// nothing about the code, and would hide any difference behind it.
 struct Spread {
   double median, low, high;
   std::size_t runs = 0;
 };
-Spread spreadOf(const std::vector<double>& samples);
+Spread spreadOf(std::vector<double> samples);
 // The same runs, each value mapped (seconds to steps per second: 1/x; to milliseconds: 1000x).
 Spread reciprocalOf(const Spread& s, double numerator = 1.0);
 Spread scaled(const Spread& s, double factor);

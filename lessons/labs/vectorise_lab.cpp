@@ -25,6 +25,7 @@
 #include "engine/core/number_format.h"
 #include "engine/memory/memory.h"
 #include "engine/ops/ops.h"
+#include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -67,36 +68,41 @@ Tensor matmulIdentity(const Tensor& a, const Tensor& b, std::int64_t& ops) {
 }
 
 struct Measured {
-  double seconds = 0;         // the fastest run
+  Spread time;                // seconds, over the rounds
   std::int64_t ops = 0;       // in one run
   std::int64_t peakBytes = 0; // above what was allocated before the run: D and the intermediates
   Tensor result;
   double difference = 0;      // the largest |D - D_loop| over the rows the loop over pairs computed
 };
 
-// Runs `form` until `budget` seconds have gone (at least once, at most `maxRuns` times), waiting for
-// the device after each run so the clock measures the work; keeps the fastest run, its op count, and
-// the peak memory of the first run.
-Measured measure(Device device, const std::function<Tensor(std::int64_t&)>& form, double budget, int maxRuns,
-                 const lab::StopToken& stop) {
-  Measured m;
-  m.seconds = 1e300;
+// Runs every form once, then every form again, ... -- rounds, so that a slow moment of the machine
+// hits all of them alike -- waiting for the device after each run so the clock measures the work.
+// At least 3 rounds and at most `maxRounds`, ending early once `budget` seconds per form have gone.
+// Keeps each form's times (median and range), its op count, and the peak memory of its first run.
+std::vector<Measured> measureInRounds(Device device, const std::vector<std::function<Tensor(std::int64_t&)>>& forms, double budget,
+                                      int maxRounds, const lab::StopToken& stop, const std::function<void(int)>& progress) {
+  std::vector<Measured> out(forms.size());
+  std::vector<std::vector<double>> times(forms.size());
   const Clock::time_point begin = Clock::now();
-  for (int run = 0; run < maxRuns && !stop.stopRequested(); ++run) {
-    synchronizeDevice(device);  // before the memory is read: the last run's queued frees are done
-    const std::int64_t before = memory_allocated(device);
-    if (run == 0) reset_peak_memory_stats(device);
-    std::int64_t ops = 0;
-    Tensor result;
-    m.seconds = std::min(m.seconds, secondsOn(device, [&] { result = form(ops); }));
-    if (run == 0) {
-      m.peakBytes = max_memory_allocated(device) - before;
-      m.ops = ops;
-      m.result = result;
+  for (int round = 0; round < maxRounds && !stop.stopRequested(); ++round) {
+    for (std::size_t f = 0; f < forms.size() && !stop.stopRequested(); ++f) {
+      synchronizeDevice(device);  // before the memory is read: the last run's queued frees are done
+      const std::int64_t before = memory_allocated(device);
+      if (round == 0) reset_peak_memory_stats(device);
+      std::int64_t ops = 0;
+      Tensor result;
+      times[f].push_back(secondsOn(device, [&] { result = forms[f](ops); }));
+      if (round == 0) {
+        out[f].peakBytes = max_memory_allocated(device) - before;
+        out[f].ops = ops;
+        out[f].result = result;
+      }
     }
-    if (secondsSince(begin) >= budget) break;
+    progress(round + 1);
+    if (round >= 2 && secondsSince(begin) >= budget * static_cast<double>(forms.size())) break;
   }
-  return m;
+  for (std::size_t f = 0; f < forms.size(); ++f) out[f].time = spreadOf(times[f]);
+  return out;
 }
 
 double largestDifference(const Tensor& x, const Tensor& reference, std::int64_t rows) {
@@ -170,25 +176,40 @@ void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
             ". A row took " + formatGeneral(fastestRow * 1e6, 3) + " us (its fastest block of rows): about " + formatGeneral(perOpUs, 3) + " us per op on vectors of " +
             std::to_string(d) + " numbers -- nearly all of it the op's fixed cost.");
 
-  // 2. The vectorised forms, and the chunked loop at every power-of-two chunk (and at the learner's).
-  const double formBudget = 0.2;
-  const int formRuns = 20;
-  Measured perRow = measure(device, [&](std::int64_t& ops) { return chunked(a, b, 1, ops); }, formBudget, formRuns, stop);
-  Measured yours = measure(device, [&](std::int64_t& ops) { return chunked(a, b, chunk, ops); }, formBudget, formRuns, stop);
-  Measured whole = measure(device, [&](std::int64_t& ops) { return oneOp(a, b, ops); }, formBudget, formRuns, stop);
-  Measured identity = measure(device, [&](std::int64_t& ops) { return matmulIdentity(a, b, ops); }, formBudget, formRuns, stop);
+  // 2. The vectorised forms, and the chunked loop at every power-of-two chunk (and at the learner's),
+  //    all measured in the same rounds.
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t c = 1; c < n; c *= 2) sizes.push_back(c);
+  sizes.push_back(n);
+  if (std::find(sizes.begin(), sizes.end(), chunk) == sizes.end()) sizes.push_back(chunk);
+  std::sort(sizes.begin(), sizes.end());
+  std::vector<std::function<Tensor(std::int64_t&)>> forms = {[&](std::int64_t& ops) { return oneOp(a, b, ops); },
+                                                             [&](std::int64_t& ops) { return matmulIdentity(a, b, ops); }};
+  for (std::int64_t c : sizes) forms.push_back([&a, &b, c](std::int64_t& ops) { return chunked(a, b, c, ops); });
+  constexpr int kMaxRounds = 20;
+  std::vector<Measured> measured = measureInRounds(device, forms, 0.2, kMaxRounds, stop, [&](int round) {
+    sink.progress(round, kMaxRounds, "the vectorised forms and the chunks, round " + std::to_string(round));
+  });
   if (stop.stopRequested()) return;
+  Measured& whole = measured[0];
+  Measured& identity = measured[1];
+  auto ofChunk = [&](std::int64_t c) -> Measured& {
+    return measured[2 + static_cast<std::size_t>(std::find(sizes.begin(), sizes.end(), c) - sizes.begin())];
+  };
+  Measured& perRow = ofChunk(1);
+  Measured& yours = ofChunk(chunk);
   for (Measured* f : {&perRow, &yours, &whole, &identity}) f->difference = largestDifference(f->result, loopD, rowsDone);
 
   sink.view({.id = "forms", .title = "Four ways, one result", .kind = lab::ViewKind::Table,
              .columns = {{"form", ""}, {"rows per op", ""}, {"ops run", ""}, {"time", "ms"}, {"speed-up vs pairs", "x"},
                          {"peak memory", "bytes"}, {"difference from the loop", ""}},
-             .note = std::string("Time: each form's fastest run; the loop over pairs' fastest block of rows, scaled to all n rows. ") +
+             .note = std::string("Time: the median of each form's runs, the forms taking turns round after round; the loop over "
+                                 "pairs' fastest block of rows, scaled to all n rows. ") +
                      "Speed-up: against the loop over pairs. Peak memory: what the computation allocated beyond its inputs (D and its "
                      "intermediates). Difference: the largest |D - D_loop| over the rows the loop computed (rounding, not a mistake)." +
                      (rowsDone < n ? " The loop's ops are scaled from the rows its budget allowed." : "")});
   auto formRow = [&](const std::string& name, std::int64_t rowsPerOp, const Measured& f) {
-    sink.row("forms", {name, rowsPerOp, f.ops, f.seconds * 1000.0, pairSeconds / f.seconds, f.peakBytes,
+    sink.row("forms", {name, rowsPerOp, f.ops, f.time.median * 1000.0, pairSeconds / f.time.median, f.peakBytes,
                        f.difference});
   };
   sink.row("forms", {std::string("pairs: D[i, j] = ..."), std::string("one pair"), static_cast<std::int64_t>(std::llround(pairOpsAll)),
@@ -209,51 +230,55 @@ void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
              .y = {"peak memory", "bytes", true}, .series = {{"chunked", "chunked loop"}},
              .note = "Peak memory counts D itself (n x m) and the chunk's intermediates, (chunk, m, d) each: it grows with the chunk, up "
                      "to the one-op form's (n, m, d)."});
-  sink.level("sweep_time", "one op", whole.seconds * 1000.0);
-  sink.level("sweep_time", "matmul identity", identity.seconds * 1000.0);
+  sink.level("sweep_time", "one op", whole.time.median * 1000.0);
+  sink.level("sweep_time", "matmul identity", identity.time.median * 1000.0);
   sink.level("sweep_memory", "one op", static_cast<double>(whole.peakBytes));
-  std::vector<std::int64_t> sizes;
-  for (std::int64_t c = 1; c < n; c *= 2) sizes.push_back(c);
-  sizes.push_back(n);
-  double fastest = std::min(whole.seconds, yours.seconds);  // the fastest way to fill D in chunks, one op included
-  for (std::size_t i = 0; i < sizes.size() && !stop.stopRequested(); ++i) {
-    const std::int64_t c = sizes[i];
-    const Measured s = c == 1 ? perRow : c == chunk ? yours : measure(device, [&](std::int64_t& ops) { return chunked(a, b, c, ops); }, formBudget, formRuns, stop);
-    fastest = std::min(fastest, s.seconds);
-    sink.point("sweep_time", "chunked", {static_cast<double>(c)}, s.seconds * 1000.0);
-    sink.point("sweep_memory", "chunked", {static_cast<double>(c)}, static_cast<double>(std::max<std::int64_t>(s.peakBytes, 1)));
-    sink.progress(static_cast<double>(i + 1), static_cast<double>(sizes.size()), "chunk " + std::to_string(c));
+  const Measured* fastest = &whole;  // the fastest way to fill D in chunks, by the medians, one op included
+  std::int64_t fastestChunk = n;
+  for (std::int64_t c : sizes) {
+    const Measured& f = ofChunk(c);
+    if (f.time.median < fastest->time.median) {
+      fastest = &f;
+      fastestChunk = c;
+    }
+    sink.point("sweep_time", "chunked", {static_cast<double>(c)}, f.time.median * 1000.0);
+    sink.point("sweep_memory", "chunked", {static_cast<double>(c)}, static_cast<double>(std::max<std::int64_t>(f.peakBytes, 1)));
   }
   sink.marker("sweep_time", {static_cast<double>(chunk)}, "your chunk: " + std::to_string(chunk));
   sink.marker("sweep_memory", {static_cast<double>(chunk)}, "your chunk: " + std::to_string(chunk));
-  if (stop.stopRequested()) return;
 
-  // 4. The measurements the lesson's claims and challenge rest on.
-  const double chunkTime = yours.seconds / fastest;
+  // 4. The measurements the lesson's claims and challenge rest on: medians.
+  const double chunkTime = yours.time.median / fastest->time.median;
   const double chunkMemory = static_cast<double>(yours.peakBytes) / static_cast<double>(std::max<std::int64_t>(whole.peakBytes, 1));
   const double difference = std::max({perRow.difference, yours.difference, whole.difference});
   const double identityDifference = identity.difference;
   sink.measurement("per-pair loop time", pairSeconds * 1000.0, "ms");
-  sink.measurement("per-row loop time", perRow.seconds * 1000.0, "ms");
-  sink.measurement("one-op time", whole.seconds * 1000.0, "ms");
+  sink.measurement("per-row loop time", perRow.time.median * 1000.0, "ms");
+  sink.measurement("one-op time", whole.time.median * 1000.0, "ms");
   sink.measurement("fixed cost per op", perOpUs, "us");
-  sink.measurement("vectorised speed-up over the per-pair loop", pairSeconds / whole.seconds, "x");
-  sink.measurement("vectorised speed-up over the per-row loop", perRow.seconds / whole.seconds, "x");
+  sink.measurement("vectorised speed-up over the per-pair loop", pairSeconds / whole.time.median, "x");
+  sink.measurement("vectorised speed-up over the per-row loop", perRow.time.median / whole.time.median, "x");
   sink.measurement("chunked time relative to the fastest", chunkTime, "x");
+  sink.measurement("chunked time, slowest run relative to the fastest chunk's fastest", yours.time.high / fastest->time.low, "x");
+  sink.measurement("chunked time, fastest run relative to the fastest chunk's slowest", yours.time.low / fastest->time.high, "x");
   sink.measurement("chunked memory relative to one op", chunkMemory, "x");
-  sink.measurement("matmul identity time relative to one op", identity.seconds / whole.seconds, "x");
+  sink.measurement("matmul identity time relative to one op", identity.time.median / whole.time.median, "x");
   sink.measurement("largest difference from the loop's result", difference, "");
   sink.measurement("matmul identity: largest difference from the loop's result", identityDifference, "");
-  sink.record("vectorise", {{"pair_ms", pairSeconds * 1000.0}, {"row_ms", perRow.seconds * 1000.0}, {"chunk", chunk},
-                            {"chunk_ms", yours.seconds * 1000.0}, {"one_op_ms", whole.seconds * 1000.0},
-                            {"identity_ms", identity.seconds * 1000.0}, {"device", device.str()}});
-  auto faster = [](double ratio) { return fasterOrSlower(ratio) + " than"; };
-  sink.info("One op over all " + std::to_string(n) + " rows took " + formatFixed(whole.seconds * 1000.0, 3) + " ms: " +
-            faster(pairSeconds / whole.seconds) + " the loop over pairs and " + faster(perRow.seconds / whole.seconds) +
-            " the loop over rows" + (perRow.seconds < whole.seconds ? " -- its (n, m, d) intermediates are too large to stay in the processor's cache, which is what chunks are for" : "") +
+  sink.record("vectorise", {{"pair_ms", pairSeconds * 1000.0}, {"row_ms", perRow.time.median * 1000.0}, {"chunk", chunk},
+                            {"chunk_ms", yours.time.median * 1000.0}, {"one_op_ms", whole.time.median * 1000.0},
+                            {"identity_ms", identity.time.median * 1000.0}, {"device", device.str()}});
+  const std::string yoursText =
+      &yours == fastest ? "Your chunk of " + std::to_string(chunk) + (chunk == 1 ? " row" : " rows") + " had the fastest median time of all chunks"
+                        : "Your chunk of " + std::to_string(chunk) + (chunk == 1 ? " row " : " rows ") +
+                              comparedTimes(yours.time, fastest->time, "the fastest chunk (" + std::to_string(fastestChunk) + " rows)");
+  sink.info("One op over all " + std::to_string(n) + " rows took " + formatFixed(whole.time.median * 1000.0, 3) + " ms (the median of " +
+            std::to_string(whole.time.runs) + " runs): " + fasterOrSlower(pairSeconds / whole.time.median) + " than the loop over pairs. Against the loop over rows, one op " +
+            comparedTimes(whole.time, perRow.time, "it") +
+            (compare(perRow.time, whole.time) == Difference::Lower ? " -- its (n, m, d) intermediates are too large to stay in the processor's cache, which is what chunks are for" : "") +
             ". The loops and the one op agree " + (difference == 0 ? std::string("exactly") : "to " + formatGeneral(difference, 2)) +
-            "; the matmul identity differs by " + formatGeneral(identityDifference, 2) + " (rounding). Your chunk of " + std::to_string(chunk) +
-            (chunk == 1 ? " row took " : " rows took ") + formatFixed(chunkTime, 2) + "x the fastest chunk's time, with " + formatFixed(chunkMemory, 3) + "x the one op's memory.");
+            "; the matmul identity differs by " + formatGeneral(identityDifference, 2) + " (rounding). " + yoursText + ", with " +
+            formatFixed(chunkMemory, 3) + "x the one op's memory.");
 }
 
 }  // namespace gpulab::labs
