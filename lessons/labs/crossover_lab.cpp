@@ -38,6 +38,7 @@
 #include "engine/nn/layers.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/emulated_gpu.h"
+#include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -90,27 +91,44 @@ Workload makeWorkload(const std::string& kind, std::int64_t n, Device device, Ge
   return kind == "matmul" ? matmulWorkload(n, device, gen) : mlpWorkload(n, device, gen);
 }
 
-// Seconds per call of `call` on `device`: a call first, untimed (a device's first use of a kernel pays
-// for loading it, an allocator its first blocks); then calls queued back to back in batches of k, k
-// sized so a batch takes about 2 ms, the device waited for after each batch; the median of at least 3
-// batches and of as many more as fit in `budget` seconds (15 at most). Queued back to back, a GPU's
-// calls overlap the host's launching of the next: the time per call is the rate a loop of such calls
-// runs at, not one call's latency. A call longer than the budget is timed once. NaN when stopped.
-double secondsPerCall(Device device, const std::function<void()>& call, double budget, const lab::StopToken& stop) {
-  const double stopped = std::numeric_limits<double>::quiet_NaN();
-  call();
-  synchronizeDevice(device);
-  if (stop.stopRequested()) return stopped;
-  const double one = std::max(secondsOn(device, call), 1e-7);
-  if (one >= budget) return one;
-  const int k = static_cast<int>(std::clamp(0.002 / one, 1.0, 20000.0));
-  std::vector<double> perCall;
-  const Clock::time_point begin = Clock::now();
-  while (perCall.size() < 3 || (secondsSince(begin) < budget && perCall.size() < 15)) {
-    if (stop.stopRequested()) return stopped;
-    perCall.push_back(secondsOn(device, [&] { for (int i = 0; i < k; ++i) call(); }) / k);
+// Seconds per call of each of `calls` (a call and the device it runs on), the calls taking turns so
+// that a slow moment of the machine hits them alike: a call of each first, untimed (a device's first use
+// of a kernel pays for loading it, an allocator its first blocks); then batches of k calls queued back
+// to back, k sized so a batch takes about 2 ms, the device waited for after each batch -- at least 3
+// batches of each and as many more as fit in `budget` seconds per call (15 at most). Queued back to
+// back, a GPU's calls overlap the host's launching of the next: the time per call is the rate a loop of
+// such calls runs at, not one call's latency. A call longer than the budget is timed once. Empty when
+// stopped.
+using TimedCall = std::pair<Device, std::function<void()>>;
+std::vector<Spread> secondsPerCall(const std::vector<TimedCall>& calls, double budget, const lab::StopToken& stop) {
+  std::vector<int> batch(calls.size());
+  std::vector<std::vector<double>> perCall(calls.size());
+  bool once = false;  // some call is longer than the budget: every call timed once
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    const auto& [device, call] = calls[c];
+    call();
+    synchronizeDevice(device);
+    if (stop.stopRequested()) return {};
+    const double one = std::max(secondsOn(device, call), 1e-7);
+    once = once || one >= budget;
+    perCall[c].push_back(one);
+    batch[c] = static_cast<int>(std::clamp(0.002 / one, 1.0, 20000.0));
   }
-  return median(perCall);
+  if (!once) {
+    for (auto& times : perCall) times.clear();  // the single calls were for sizing the batches
+    const Clock::time_point begin = Clock::now();
+    const double total = budget * static_cast<double>(calls.size());
+    while (perCall[0].size() < 3 || (secondsSince(begin) < total && perCall[0].size() < 15)) {
+      for (std::size_t c = 0; c < calls.size(); ++c) {
+        if (stop.stopRequested()) return {};
+        const auto& [device, call] = calls[c];
+        perCall[c].push_back(secondsOn(device, [&] { for (int i = 0; i < batch[c]; ++i) call(); }) / batch[c]);
+      }
+    }
+  }
+  std::vector<Spread> out;
+  for (const auto& times : perCall) out.push_back(spreadOf(times));
+  return out;
 }
 
 // A device's own figures, measured before the sweep: what its arithmetic and its memory can do.
@@ -127,8 +145,10 @@ DeviceFigures measureFigures(Device device, double budget, const lab::StopToken&
   const std::int64_t elements = 16 << 20;
   const Tensor a = ones({elements}, {.device = device}), b = ones({elements}, {.device = device});
   DeviceFigures f;
-  f.flopsPerSecond = product.flops / secondsPerCall(device, product.call, budget, stop);
-  f.bytesPerSecond = 3.0 * 4.0 * static_cast<double>(elements) / secondsPerCall(device, [&] { (void)add(a, b); }, budget, stop);
+  const std::vector<Spread> t = secondsPerCall({{device, product.call}, {device, [&] { (void)add(a, b); }}}, budget, stop);
+  if (t.empty()) return f;
+  f.flopsPerSecond = product.flops / t[0].median;
+  f.bytesPerSecond = 3.0 * 4.0 * static_cast<double>(elements) / t[1].median;
   return f;
 }
 
@@ -151,6 +171,7 @@ struct Side {
   DeviceFigures figures;
   double fixed = 0;  // seconds: the call at the smallest size
   std::map<std::int64_t, Split> splits;
+  std::map<std::int64_t, Spread> seconds;  // per call, at each size
 };
 
 }  // namespace
@@ -237,9 +258,10 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
                        "rate of a large product. The largest part bounds the " + what + "."});
   }
   sink.view({.id = "where", .title = "Overhead-, bandwidth- or compute-bound", .kind = lab::ViewKind::Table,
-             .columns = {{"n", ""}, {"device", ""}, {"measured", "ms"}, {"fixed", "ms"}, {"memory traffic", "ms"}, {"arithmetic", "ms"},
+             .columns = {{"n", ""}, {"device", ""}, {"measured", "ms"}, {"range", "ms"}, {"fixed", "ms"}, {"memory traffic", "ms"}, {"arithmetic", "ms"},
                          {"bound", ""}, {"modelled / measured", "x"}},
-             .note = "The three parts are estimates from each device's own figures; their sum against the measured time says how well "
+             .note = "Measured: the median batch's time per call, the two devices taking turns batch after batch; range: the "
+                     "slowest and the fastest batch. The three parts are estimates from each device's own figures; their sum against the measured time says how well "
                      "three numbers describe the device. Below 1: the device ran below its figures (small matrices do not reach a BLAS "
                      "kernel's peak). Above 1: the figures themselves are noisy estimates -- the fixed cost is one size's time, the rates "
                      "one run's -- or calls queued back to back overlapped their parts."});
@@ -248,12 +270,15 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   Generator gen(7);
   for (std::size_t i = 0; i < sizes.size() && !stop.stopRequested(); ++i) {
     const std::int64_t n = sizes[i];
+    const std::array<Workload, 2> work{makeWorkload(kind, n, sides[0].device, gen), makeWorkload(kind, n, sides[1].device, gen)};
+    const std::vector<Spread> timed = secondsPerCall({{sides[0].device, work[0].call}, {sides[1].device, work[1].call}}, budget, stop);
+    if (stop.stopRequested()) return;
     std::array<double, 2> seconds{};
     for (std::size_t d = 0; d < sides.size(); ++d) {
       Side& s = sides[d];
-      const Workload w = makeWorkload(kind, n, s.device, gen);
-      seconds[d] = secondsPerCall(s.device, w.call, budget, stop);
-      if (stop.stopRequested()) return;
+      const Workload& w = work[d];
+      seconds[d] = timed[d].median;
+      s.seconds[n] = timed[d];
       if (i == 0) s.fixed = seconds[d];
       Split split{seconds[d], s.fixed, w.bytes / s.figures.bytesPerSecond, w.flops / s.figures.flopsPerSecond};
       s.splits[n] = split;
@@ -262,7 +287,8 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
       sink.point("split_" + lane, "fixed", {static_cast<double>(n)}, split.share(split.fixed));
       sink.point("split_" + lane, "memory", {static_cast<double>(n)}, split.share(split.memory));
       sink.point("split_" + lane, "arithmetic", {static_cast<double>(n)}, split.share(split.arithmetic));
-      sink.row("where", {n, s.name, seconds[d] * 1000.0, split.fixed * 1000.0, split.memory * 1000.0, split.arithmetic * 1000.0,
+      sink.row("where", {n, s.name, seconds[d] * 1000.0, formatReadable(timed[d].low * 1e3, 3) + " to " + formatReadable(timed[d].high * 1e3, 3),
+                         split.fixed * 1000.0, split.memory * 1000.0, split.arithmetic * 1000.0,
                          split.bound(), split.modelled() / seconds[d]});
     }
     if (stop.stopRequested()) return;
@@ -271,14 +297,13 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   }
   if (stop.stopRequested()) return;
 
-  // The crossover: the smallest n from which the GPU is faster at every larger size of the sweep --
-  // by more than 10%, so that two equal times' noise is not taken for one.
-  constexpr double kClearlyFaster = 1.1;
+  // The crossover: the smallest n from which the GPU is clearly faster at every larger size of the
+  // sweep -- every batch of its calls faster than every batch of the CPU's (repeated_timing.h), so that
+  // two equal times' noise is not taken for a difference.
+  auto clearlyFaster = [&](std::int64_t n) { return compare(sides[1].seconds.at(n), sides[0].seconds.at(n)) == Difference::Lower; };
+  auto clearlySlower = [&](std::int64_t n) { return compare(sides[1].seconds.at(n), sides[0].seconds.at(n)) == Difference::Higher; };
   std::int64_t crossover = 0;
-  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
-    if (sides[0].splits.at(*it).measured < kClearlyFaster * sides[1].splits.at(*it).measured) break;
-    crossover = *it;
-  }
+  for (auto it = sizes.rbegin(); it != sizes.rend() && clearlyFaster(*it); ++it) crossover = *it;
   auto speedup = [&](std::int64_t n) { return sides[0].splits.at(n).measured / sides[1].splits.at(n).measured; };
   for (const std::string view : {"time", "speedup"}) {
     if (crossover) sink.marker(view, {static_cast<double>(crossover)}, "crossover: the " + gpuName + " is faster from n = " + std::to_string(crossover));
@@ -287,7 +312,8 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
 
   const Split& cpuYours = sides[0].splits.at(yourSize);
   const Split& gpuYours = sides[1].splits.at(yourSize);
-  sink.measurement("crossover size", static_cast<double>(crossover), "");
+  sink.measurement("crossover found", crossover ? 1.0 : 0.0, "");
+  if (crossover) sink.measurement("crossover size", static_cast<double>(crossover), "");  // none: no size to name
   sink.measurement("GPU speed-up at the smallest size", speedup(sizes.front()), "x");
   sink.measurement("GPU speed-up at the largest size", speedup(largest), "x");
   sink.measurement("GPU speed-up at your size", speedup(yourSize), "x");
@@ -304,24 +330,24 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
     sink.measurement("arithmetic share of the measured time at your size" + of, s.splits.at(yourSize).arithmeticOfMeasured(), "%");
   }
 
-  std::string summary = "At n = " + std::to_string(yourSize) + " the " + gpuName + " is " + fasterOrSlower(speedup(yourSize)) +
-                        " than the CPU; its " + what + " is " + gpuYours.bound() + "-bound (arithmetic at full rate: " +
+  std::string summary = "At n = " + std::to_string(yourSize) + " the " + gpuName + " " +
+                        comparedTimes(sides[1].seconds.at(yourSize), sides[0].seconds.at(yourSize), "the CPU") + "; its " + what + " is " + gpuYours.bound() + "-bound (arithmetic at full rate: " +
                         formatFixed(gpuYours.arithmeticOfMeasured(), 0) + "% of the measured time), the CPU's " + cpuYours.bound() +
                         "-bound. ";
   if (crossover) {
     summary += "The " + gpuName + " is faster from n = " + std::to_string(crossover) + " on (" + fasterOrSlower(speedup(largest)) +
                " at n = " + std::to_string(largest) + ").";
   } else {
-    const double last = speedup(largest);
-    const std::string atLargest = (last > 1.0 / kClearlyFaster && last < kClearlyFaster ? std::string("the same speed, within noise,")
-                                                                                          : fasterOrSlower(last)) +
+    const std::string atLargest = (clearlyFaster(largest) || clearlySlower(largest) ? fasterOrSlower(speedup(largest))
+                                                                                    : std::string("no clear difference")) +
                                   " at n = " + std::to_string(largest);
     // Sizes where it was faster, but not from there on: said as they are, not as "at no size".
     std::string faster;
     for (const std::int64_t n : sizes)
-      if (speedup(n) >= kClearlyFaster) faster += (faster.empty() ? "" : ", ") + std::to_string(n) + " (" + formatFixed(speedup(n), 2) + "x)";
+      if (clearlyFaster(n)) faster += (faster.empty() ? "" : ", ") + std::to_string(n) + " (" + formatFixed(speedup(n), 2) + "x)";
     summary += faster.empty()
-                   ? "The " + gpuName + " is clearly faster (by 10% or more) at no size up to n = " + std::to_string(largest) + " (" + atLargest + ")"
+                   ? "The " + gpuName + " is clearly faster (every batch of calls faster than every one of the CPU's) at no size up to n = " +
+                         std::to_string(largest) + " (" + atLargest + ")"
                    : "The " + gpuName + " was clearly faster at n = " + faster + ", but not at every larger size (" + atLargest +
                          "): no crossover";
     summary += emulated ? ": it runs on your CPU, so differences between the two are the machine's noise and threads, not a GPU's."
