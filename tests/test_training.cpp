@@ -141,6 +141,10 @@ class TestTraining : public QObject {
     QVERIFY(sink.measured["matmul on cpu"] > 0.1);  // GFLOP/s
     if (test::cudaUsable()) QVERIFY(sink.measured["speed-up of cuda:0 over cpu"] > 1.0);
     QVERIFY(std::any_of(sink.messages.begin(), sink.messages.end(), [](const std::string& m) { return m.starts_with("device = "); }));
+    // Issue 27 §2: each bar names its size, so a reference run's bar of another n is not read as this one's.
+    const auto bars = sink.all<lab::Bar>();
+    QVERIFY(!bars.empty());
+    for (const lab::Bar& b : bars) QVERIFY2(b.category.ends_with(", n = 256"), b.category.c_str());
   }
 
   // Issue 8, defect 4: Stop ends the devices lab within 2 s, between products and within one

@@ -178,13 +178,14 @@ void DevicesLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   sink.progress(0, device.isCuda() ? 2 : 1, "timing matmul on cpu");
   const std::optional<double> cpuSeconds = timeMatmul(kCPU, n, repeats, gen, stop);
   if (cpuSeconds) {
-    sink.bar("matmul", "gflops", "cpu", flops / *cpuSeconds / 1e9);
+    // Each bar names its size: a reference run's bars, drawn beside these, may come from another n.
+    sink.bar("matmul", "gflops", "cpu, n = " + std::to_string(n), flops / *cpuSeconds / 1e9);
     sink.measurement("matmul on cpu", flops / *cpuSeconds / 1e9, "GFLOP/s");
   }
   if (device.isCuda() && cpuSeconds) {
     sink.progress(1, 2, "timing matmul on " + device.str());
     if (const std::optional<double> gpuSeconds = timeMatmul(device, n, repeats, gen, stop)) {
-      sink.bar("matmul", "gflops", device.str(), flops / *gpuSeconds / 1e9);
+      sink.bar("matmul", "gflops", device.str() + ", n = " + std::to_string(n), flops / *gpuSeconds / 1e9);
       sink.measurement("matmul on " + device.str(), flops / *gpuSeconds / 1e9, "GFLOP/s");
       sink.measurement("speed-up of " + device.str() + " over cpu", *cpuSeconds / *gpuSeconds, "x");
     }
