@@ -868,6 +868,30 @@ class TestGui : public QObject {
     QCOMPARE(tabs->count(), 3);
   }
 
+  // Issue 27 6.8: a run reporting every step grew the window by megabytes a second. A series keeps a
+  // bounded number of points, an envelope in which a spike and a dip survive, and its last points
+  // are drawn as they come.
+  void aLongSeriesKeepsABoundedEnvelope() {
+    PlotPanel panel;
+    panel.show();
+    MetricBatch updates = batch({lineView("loss", {{"a", "series a"}})});
+    constexpr int kPoints = 200000;
+    for (int i = 0; i < kPoints; ++i) {
+      const double y = i == 123457 ? 1000.0 : i == 54321 ? -1000.0 : std::sin(i * 0.001);
+      updates.updates << point("loss", "a", {static_cast<double>(i)}, y);
+    }
+    panel.addBatch(updates);
+    QCPGraph* g = graphNamed(panel.plot("loss"), "series a");
+    qInfo("200,000 points kept as %d", g->dataCount());
+    QVERIFY(g->dataCount() < 25000);
+    QVERIFY(g->dataCount() > 5000);  // still a curve, not a handful of points
+    const QVector<double> ys = values(g), xs = keys(g);
+    QCOMPARE(*std::max_element(ys.begin(), ys.end()), 1000.0);
+    QCOMPARE(*std::min_element(ys.begin(), ys.end()), -1000.0);
+    QVERIFY(std::is_sorted(xs.begin(), xs.end()));
+    QVERIFY(xs.last() >= kPoints - 2 * 32);  // the tail is at most one group of points behind
+  }
+
   // No legend box on a plot without points.
   void anEmptyPlotHasNoLegend() {
     PlotPanel panel;

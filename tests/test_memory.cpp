@@ -3,6 +3,7 @@
 // and recovery, and the steady state of a training loop.
 #include <unistd.h>
 
+#include <vector>
 #include <map>
 #include <random>
 

@@ -13,6 +13,7 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -643,7 +644,16 @@ class LineView final : public PlotViewBase {
     QVector<QVector<double>> x;  // per x axis
     QVector<double> y;
     QCPGraph* graph = nullptr;
+    int stride = 1;  // points received per point kept (see keepBounded)
+    int tail = 0;    // points at the end kept as received, not yet folded
   };
+
+  // A series keeps at most about 2 x kKeptPoints points (issue 27 6.8: a run reporting every step grew
+  // the window by megabytes a second, for curves no screen can show). Beyond that it keeps an
+  // envelope: the points kept so far are folded four into two, the lowest and the highest of each four
+  // in the order they came, so that spikes and dips survive; from then on every 2 x stride points
+  // received fold into two the same way, stride doubling at each fold of the whole.
+  static constexpr int kKeptPoints = 10000;
 
   bool stacked() const { return spec_.kind == lab::ViewKind::StackedArea; }
 
@@ -681,7 +691,68 @@ class LineView final : public PlotViewBase {
     } else if (const double x = xOn(p->x, xAxis_); std::isfinite(x)) {
       s.graph->addData(x, p->y);
     }
+    keepBounded(s);
     return true;
+  }
+
+  // Folds the points [from, from + count) of `s` into their lowest and highest, in order.
+  static void fold(Series& s, int from, int count) {
+    const auto first = s.y.begin() + from;
+    const int low = static_cast<int>(std::min_element(first, first + count) - s.y.begin());
+    const int high = static_cast<int>(std::max_element(first, first + count) - s.y.begin());
+    const std::array<int, 2> kept{std::min(low, high), std::max(low, high)};
+    const int keep = kept[0] == kept[1] ? 1 : 2;
+    for (QVector<double>* v : [&] {
+           std::vector<QVector<double>*> all{&s.y};
+           for (auto& xs : s.x) all.push_back(&xs);
+           return all;
+         }()) {
+      for (int k = 0; k < keep; ++k) (*v)[from + k] = (*v)[kept[static_cast<std::size_t>(k)]];
+      v->remove(from + keep, count - keep);
+    }
+  }
+
+  void keepBounded(Series& s) {
+    bool changed = false;
+    if (s.stride > 1 && ++s.tail == 2 * s.stride) {
+      const int from = static_cast<int>(s.y.size()) - s.tail;
+      // Where the tail's keys rise past the points before it (a curve over steps or time), the graph
+      // trades just them for the two kept; otherwise it is drawn again.
+      const QVector<double>* xs = xAxis_ < s.x.size() ? &s.x[xAxis_] : nullptr;
+      const bool last = !s.layer && xs && std::isfinite((*xs)[from]) && (from == 0 || (*xs)[from - 1] < (*xs)[from]) &&
+                        std::is_sorted(xs->begin() + from, xs->end());
+      const double firstKey = last ? (*xs)[from] : 0.0;
+      fold(s, from, s.tail);
+      s.tail = 0;
+      if (last) {
+        s.graph->data()->removeAfter(std::nextafter(firstKey, -std::numeric_limits<double>::infinity()));
+        for (int i = from; i < s.y.size(); ++i)
+          if (std::isfinite((*xs)[i])) s.graph->addData((*xs)[i], s.y[i]);
+      } else {
+        changed = true;
+      }
+    }
+    if (s.y.size() >= 2 * kKeptPoints) {
+      const int folded = static_cast<int>(s.y.size()) - s.tail;
+      for (int start = (folded / 4 - 1) * 4; start >= 0; start -= 4) fold(s, start, 4);  // from the end: earlier indices stay put
+      s.stride *= 2;
+      changed = true;
+    }
+    if (!changed) return;
+    if (s.layer) stackDirty_ = true;
+    else redrawSeries(s);
+  }
+
+  // The graph of `s` again from its points on the current x axis.
+  void redrawSeries(Series& s) {
+    QVector<double> keys, values;
+    const QVector<double>& xs = xAxis_ < s.x.size() ? s.x[xAxis_] : QVector<double>();
+    for (int i = 0; i < xs.size(); ++i) {
+      if (!std::isfinite(xs[i])) continue;
+      keys << xs[i];
+      values << s.y[i];
+    }
+    s.graph->setData(keys, values);
   }
 
   void dropRun(int run) override {
@@ -720,15 +791,7 @@ class LineView final : public PlotViewBase {
   void axisChanged() override {
     configureAxis(plot_->xAxis, spec_.x[xAxis_]);
     for (auto& [key, s] : series_) {
-      if (s.layer) continue;
-      QVector<double> keys, values;
-      const QVector<double>& xs = xAxis_ < s.x.size() ? s.x[xAxis_] : QVector<double>();
-      for (int i = 0; i < xs.size(); ++i) {
-        if (!std::isfinite(xs[i])) continue;
-        keys << xs[i];
-        values << s.y[i];
-      }
-      s.graph->setData(keys, values);
+      if (!s.layer) redrawSeries(s);
     }
     stackDirty_ = true;
   }

@@ -62,6 +62,13 @@ std::vector<DeviceLeftovers> cleanDevices(std::vector<std::string>* problems) {
       if (problems) problems->push_back(d.str() + ": " + e.what());
     }
   }
+  // The page-locked host blocks an earlier run's pin_memory() cached: back to the system, as the
+  // devices' caches are (the devices are idle now, so no copy still reads one).
+  try {
+    if (cuda::pinnedMemoryAvailable()) pinnedAllocator().emptyCache();
+  } catch (const std::exception& e) {
+    if (problems) problems->push_back(std::string("pinned host memory: ") + e.what());
+  }
   std::vector<DeviceLeftovers> left;
   for (const DeviceLeftovers& d : deviceLeftovers())
     if (!d.clean()) left.push_back(d);
