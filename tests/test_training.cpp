@@ -135,6 +135,33 @@ class TestTraining : public QObject {
     QVERIFY(noGrad < withGraph);
   }
 
+  // Issue 27 6.7: on the CPU, a step that would take more than half of the machine's free memory is
+  // refused before anything is allocated, naming the parameter and the largest value that fits (the
+  // cudnn lab reached 17.7 GiB and the OOM killer with the largest batch it allowed).
+  void trainingThatCannotFitIsRefusedByName() {
+    for (const auto& [lab, settings] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+             {"train", {{"model", "cnn"}, {"dataset", "fashion-mnist"}, {"batch_size", "65536"}, {"device", "cpu"}}},
+             {"cudnn", {{"batch_size", "65536"}, {"device", "cpu"}}},
+             {"cnn", {{"batch_size", "65536"}, {"device", "cpu"}}},
+             {"amp", {{"hidden", "16384,16384"}, {"batch_size", "65536"}, {"device", "cpu"}}}}) {
+      RecordingSink sink;
+      try {
+        test::runLab(lab, settings, sink);
+        QFAIL(qPrintable(QString::fromStdString(lab + ": expected a refusal")));
+      } catch (const Error& e) {
+        const std::string text = e.what();
+        qInfo("%s: %s", lab.c_str(), text.c_str());
+        QVERIFY2(text.find("of the CPU's memory, more than half of the") != std::string::npos, e.what());
+        QVERIFY2(text.find("batch_size") != std::string::npos || text.find("hidden") != std::string::npos, e.what());
+      }
+    }
+    // What fits still runs: the estimate is not a guess far above the truth (the CNN's step peaked at
+    // 0.56 MB an image at batch 2048; the estimate allows ~12,000 on 20 GiB free).
+    RecordingSink fits;
+    test::runLab("train", {{"model", "cnn"}, {"dataset", "fashion-mnist"}, {"batch_size", "256"}, {"train_subset", "512"}, {"epochs", "1"}, {"device", "cpu"}}, fits);
+    QVERIFY(fits.done.has_value());
+  }
+
   void devicesLabMeasuresMatmul() {
     RecordingSink sink;
     test::runLab("devices", {{"size", "256"}, {"repeats", "3"}}, sink);

@@ -221,6 +221,7 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
       classification ? data::loadFashionMnist(true) : data::makeRegressionDataset(4096, 16, 0.1, seed);
   trainSet = firstExamples(trainSet, p.getInt("train_subset"));
   const std::int64_t batchSize = std::min(p.getInt("batch_size"), trainSet->size());
+  requireTrainingMemory(device.isCpu(), *trainSet, false, parseWidths(p.getString("hidden")), classification ? 10 : 1, p.getInt("batch_size"), "hidden");
   const std::vector<std::int64_t> widths = parseWidths(p.getString("hidden"));
   const std::int64_t steps = p.getInt("steps"), logEvery = p.getInt("log_every");
   const double lossWeight = p.getFloat("loss_weight");

@@ -152,6 +152,8 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   const auto seed = static_cast<std::uint64_t>(p.getInt("seed"));
   const std::shared_ptr<data::TensorDataset> trainSet = firstExamples(data::loadFashionMnist(true), p.getInt("train_subset"));
   const std::shared_ptr<data::TensorDataset> testSet = firstExamples(data::loadFashionMnist(false), p.getInt("test_subset"));
+  requireTrainingMemory(device.isCpu(), *trainSet, false, parseWidths(p.getString("mlp_hidden")), 10, p.getInt("batch_size"), "mlp_hidden");
+  requireTrainingMemory(device.isCpu(), *trainSet, true, parseWidths(p.getString("cnn_hidden")), 10, p.getInt("batch_size"), "cnn_hidden");
   const std::int64_t batchSize = std::min(p.getInt("batch_size"), trainSet->size());
   const std::int64_t epochs = p.getInt("epochs"), logEvery = p.getInt("log_every");
   const std::vector<ModelSpec> models{{"mlp", "MLP", false}, {"cnn", "CNN", true}};

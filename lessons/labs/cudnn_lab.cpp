@@ -371,6 +371,7 @@ void CudnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
                  "nothing here is cuDNN's.");
   }
   const std::shared_ptr<data::TensorDataset> trainSet = data::loadFashionMnist(true);
+  requireTrainingMemory(device.isCpu(), *trainSet, true, parseWidths(p.getString("cnn_hidden")), 10, p.getInt("batch_size"), "cnn_hidden");
   if (p.getString("experiment") == "determinism") {
     runDeterminism(trainSet, p, device, sink, stop);
   } else {

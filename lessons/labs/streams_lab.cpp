@@ -43,6 +43,7 @@
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/stream.h"
@@ -175,7 +176,26 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const int repeats = static_cast<int>(p.getInt("repeats"));
   const std::string fix = p.getString("fix");
 
-  // The chunks, on the host in pinned memory (only from there is a copy asynchronous).
+  // The chunks, on the host in pinned memory (only from there is a copy asynchronous) -- and on the
+  // emulated GPU their copies are host memory too.
+  const double chunkBytes = static_cast<double>(rows * kFeatures * 4);
+  // Every chunk's copy and its output stay on the device until a pass ends: more than half of its free
+  // memory is refused, naming what to change, rather than met as an out-of-memory error mid-pass --
+  // first for the copies alone (before the chunks are made), then with the outputs (once their width
+  // is known).
+  auto requirePassFits = [&](double bytes, const std::string& what) {
+    if (const double free = static_cast<double>(mem_get_info(device).first); bytes > 0.5 * free) {
+      throw ValueError(std::to_string(n) + " chunks of " + formatGeneral(p.getFloat("chunk_mb"), 3) + " MiB with compute_ratio " +
+                       formatGeneral(p.getFloat("compute_ratio"), 3) + ": a pass keeps " + formatBytes(static_cast<std::int64_t>(bytes)) + " on " +
+                       device.str() + " (" + what + "), more than half of the " + formatBytes(static_cast<std::int64_t>(free)) +
+                       " it has free; choose fewer chunks, a smaller chunk_mb or a smaller compute_ratio");
+    }
+  };
+  requirePassFits(static_cast<double>(n) * chunkBytes, "the chunks' copies alone");
+  requireHostMemory(static_cast<double>(n) * chunkBytes * (emulated ? 2.0 : 1.0),
+                    std::to_string(n) + " chunks of " + formatGeneral(p.getFloat("chunk_mb"), 3) + " MiB: the pinned chunks" +
+                        (emulated ? " and their copies on the emulated GPU" : ""),
+                    "choose fewer chunks or a smaller chunk_mb");
   Generator gen(7);
   std::vector<Tensor> chunks;
   for (std::size_t i = 0; i < n; ++i) chunks.push_back(randn({rows, kFeatures}, gen).pin_memory());
@@ -189,6 +209,8 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   const auto width = std::clamp<std::int64_t>(
       static_cast<std::int64_t>(std::lround(512.0 * p.getFloat("compute_ratio") * copySeconds / productSeconds)), 16, 16384);
   const Tensor W = randn({kFeatures, width}, gen, {.device = device}) * (1.0 / std::sqrt(512.0));
+  requirePassFits(static_cast<double>(n) * (chunkBytes + static_cast<double>(rows * width * 4)),
+                  "each chunk and its output, 512 x " + std::to_string(width) + " a row");
   // What the width reached (it is clamped): the product's time scales with it.
   const double reached = productSeconds * static_cast<double>(width) / 512.0 / copySeconds;
   sink.info("A chunk of " + formatBytes(rows * kFeatures * 4) + " is copied in " + formatGeneral(copySeconds * 1e3, 3) +

@@ -229,6 +229,9 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     trainSet = data::loadFashionMnist(true);
     testSet = data::loadFashionMnist(false);
   } else {
+    // 17 numbers an example (16 inputs, the target), and the noise and products that make them.
+    requireHostMemory(3.0 * 17.0 * 4.0 * static_cast<double>(p.getInt("samples")), "samples " + std::to_string(p.getInt("samples")) +
+                      ": the regression data set", "choose fewer samples");
     trainSet = data::makeRegressionDataset(p.getInt("samples"), 16, 0.1, seed);
     testSet = data::makeRegressionDataset(256, 16, 0.1, seed + 1);
   }
@@ -238,6 +241,10 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     throw ValueError(std::string("the ") + (trainSet->size() == 0 ? "training" : "test") + " set is empty: nothing to " +
                      (trainSet->size() == 0 ? "train on" : "evaluate"));
   }
+  const std::vector<std::int64_t> hidden = parseWidths(p.getString("hidden"));
+  // The model with its state and a step's activations: refused, naming what to change, when they would
+  // not fit in half of this machine's free memory (a model left on the CPU trains there).
+  requireTrainingMemory(device.isCpu() || !moveModel, *trainSet, cnn, hidden, classification ? 10 : 1, p.getInt("batch_size"), "hidden");
   const bool pin = p.getBool("pin_memory");
   if (pin && !cuda::pinnedMemoryAvailable()) sink.warning("pin_memory is set but no GPU is usable: batches stay in pageable memory");
   data::DataLoader trainLoader(trainSet, {.batch_size = p.getInt("batch_size"), .shuffle = true, .drop_last = graphed,
@@ -245,7 +252,6 @@ void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
   data::DataLoader testLoader(testSet, {.batch_size = 1024, .num_workers = 0, .pin_memory = pin});
 
   // 3. The model, moved to the device once.
-  const std::vector<std::int64_t> hidden = parseWidths(p.getString("hidden"));
   const int checkpointSegments = static_cast<int>(p.getInt("checkpoint_segments"));
   auto model = cnn ? makeCnn(*trainSet, hidden, 10, gen, checkpointSegments)
                    : makeMlp(*trainSet, hidden, classification ? 10 : 1, gen, checkpointSegments);

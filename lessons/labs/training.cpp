@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -215,6 +217,74 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 
 std::string fasterOrSlower(double ratio) {
   return ratio >= 1 ? formatGeneral(ratio, 3) + "x faster" : formatGeneral(1.0 / ratio, 3) + "x slower";
+}
+
+void requireHostMemory(double bytes, const std::string& needs, const std::string& advice) {
+  const auto free = static_cast<double>(hostSegmentBytesLeft());
+  if (bytes <= 0.5 * free) return;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  throw ValueError(needs + " needs about " + formatGeneral(bytes / kGiB, 3) + " GiB of the CPU's memory, more than half of the " +
+                   formatGeneral(free / kGiB, 3) + " GiB this machine has free: " + advice);
+}
+
+// Calibrated on this engine (2026-11-27, the CPU): makeCnn's step on Fashion-MNIST peaked at 0.56 MB
+// an image at batch 2048 -- about the forward's outputs once, since backward frees each as it passes;
+// the estimates take 1.5 times that. The convolutions' column buffers are a capped workspace (~16 MiB),
+// counted in cnnStateBytes.
+constexpr double kStepFactor = 1.5;
+
+double mlpStepBytesPerExample(std::int64_t inputs, const std::vector<std::int64_t>& hidden, std::int64_t outputs) {
+  double floats = static_cast<double>(inputs + outputs);
+  for (std::int64_t h : hidden) floats += 2.0 * static_cast<double>(h);  // the layer's output and its ReLU's
+  return 4.0 * kStepFactor * floats;
+}
+
+double cnnStepBytesPerExample(const Shape& input, const std::vector<std::int64_t>& hidden, std::int64_t outputs) {
+  constexpr double kChannels1 = 32, kChannels2 = 64;  // makeCnn's
+  const double plane = static_cast<double>(input.size() == 3 ? input[1] * input[2] : 1), channels = input.empty() ? 1.0 : static_cast<double>(input[0]);
+  const double block1 = 3.0 * kChannels1 * plane + 3.0 * kChannels1 * plane / 4;       // conv, norm, ReLU; pooled + its indices
+  const double block2 = 3.0 * kChannels2 * plane / 4 + 3.0 * kChannels2 * plane / 16;  // the same a quarter the size
+  const auto flat = static_cast<std::int64_t>(kChannels2 * plane / 16);
+  return 4.0 * kStepFactor * (channels * plane + block1 + block2) + mlpStepBytesPerExample(flat, hidden, outputs);
+}
+
+double mlpStateBytes(std::int64_t inputs, const std::vector<std::int64_t>& hidden, std::int64_t outputs) {
+  double numbers = 0;
+  std::int64_t in = inputs;
+  for (std::int64_t h : hidden) {
+    numbers += static_cast<double>(in) * static_cast<double>(h) + static_cast<double>(h);
+    in = h;
+  }
+  numbers += static_cast<double>(in) * static_cast<double>(outputs) + static_cast<double>(outputs);
+  return 4.0 * 4.0 * numbers;
+}
+
+double cnnStateBytes(const Shape& input, const std::vector<std::int64_t>& hidden, std::int64_t outputs) {
+  const std::int64_t plane = input.size() == 3 ? (input[1] / 4) * (input[2] / 4) : 1;
+  constexpr double kWorkspace = 64.0 * 1024 * 1024;  // the convolutions' column buffers, and room to spare
+  return mlpStateBytes(64 * plane, hidden, outputs) + 4.0 * 4.0 * (9.0 * 32 + 9.0 * 32 * 64) + kWorkspace;
+}
+
+std::int64_t largestHostBatch(double bytesPerExample, double fixedBytes) {
+  const double room = 0.5 * static_cast<double>(hostSegmentBytesLeft()) - fixedBytes;
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(room / bytesPerExample));
+}
+
+void requireTrainingMemory(bool onCpu, const data::Dataset& data, bool cnn, const std::vector<std::int64_t>& hidden, std::int64_t outputs,
+                           std::int64_t asked, const std::string& hiddenParam) {
+  if (!onCpu) return;
+  const std::int64_t batch = std::min(asked, data.size());
+  const Shape in = data.inputShape();
+  const std::int64_t features = std::accumulate(in.begin(), in.end(), std::int64_t{1}, std::multiplies<>());
+  const double perExample = cnn ? cnnStepBytesPerExample(in, hidden, outputs) : mlpStepBytesPerExample(features, hidden, outputs);
+  const double state = cnn ? cnnStateBytes(in, hidden, outputs) : mlpStateBytes(features, hidden, outputs);
+  std::string widths;
+  for (std::int64_t h : hidden) widths += (widths.empty() ? "" : ",") + std::to_string(h);
+  requireHostMemory(state, hiddenParam + " " + widths + ": the model with its gradients and optimizer state", "choose narrower layers");
+  requireHostMemory(state + static_cast<double>(batch) * perExample,
+                    "batch_size " + std::to_string(asked) + (batch < asked ? " (the whole training set, " + std::to_string(batch) + ")" : "") +
+                        ": a training step of this " + (cnn ? "CNN" : "MLP"),
+                    "choose a batch_size of at most " + std::to_string(largestHostBatch(perExample, state)));
 }
 
 std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n) {

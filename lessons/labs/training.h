@@ -80,6 +80,30 @@ double median(std::vector<double> values);
 double secondsSince(std::chrono::steady_clock::time_point start);
 // "3.2x faster" or "2.5x slower": a speed ratio (above 1: faster) said the way round people read it.
 std::string fasterOrSlower(double ratio);
+// Refuses, before anything is allocated, a run on the CPU whose tensors would need more than half of
+// the memory this machine has free (issue 27 6.7: the largest batches the parameters allowed took a
+// 24 GiB machine to its OOM killer after a minute of swapping). `needs`: what needs it ("batch_size
+// 65536: a training step of this CNN"); `advice`: what to change. A GPU's memory -- and the emulated
+// GPU's budget -- is not checked: there the allocator's "CUDA out of memory" is the true outcome, and
+// the lessons teach it.
+void requireHostMemory(double bytes, const std::string& needs, const std::string& advice);
+// What a training step holds per example, roughly, in float32: the forward's outputs and the input,
+// with a margin (calibrated against the engine's measured peaks: see training.cpp).
+double mlpStepBytesPerExample(std::int64_t inputs, const std::vector<std::int64_t>& hidden, std::int64_t outputs);
+// The same for makeCnn's network on images of `input` (channels, height, width).
+double cnnStepBytesPerExample(const Shape& input, const std::vector<std::int64_t>& hidden, std::int64_t outputs);
+// A model's parameters with their gradients and Adam's two moments, float32: the MLP's, and the
+// classifier's of makeCnn on `input` (its convolutions' are a few thousand numbers) and their capped
+// work buffers.
+double mlpStateBytes(std::int64_t inputs, const std::vector<std::int64_t>& hidden, std::int64_t outputs);
+double cnnStateBytes(const Shape& input, const std::vector<std::int64_t>& hidden, std::int64_t outputs);
+// The largest batch that `bytesPerExample` lets requireHostMemory pass (at least 1).
+std::int64_t largestHostBatch(double bytesPerExample, double fixedBytes = 0);
+// requireHostMemory for training makeCnn (`cnn`) or makeMlp with `hidden` on `data`, batches of
+// batch_size `asked` (at most the data set): the model's state, then a step. `hiddenParam` names the
+// parameter of the widths. Nothing is checked unless the model trains on the CPU (`onCpu`).
+void requireTrainingMemory(bool onCpu, const data::Dataset& data, bool cnn, const std::vector<std::int64_t>& hidden, std::int64_t outputs,
+                           std::int64_t asked, const std::string& hiddenParam);
 // The data set's first n examples (all of them when n is 0 or at least its size): the labs' train_subset.
 std::shared_ptr<data::TensorDataset> firstExamples(const std::shared_ptr<data::TensorDataset>& ds, std::int64_t n);
 // capturable: Adam and AdamW keep their step counts on the device, for a step captured in a CUDA graph.
