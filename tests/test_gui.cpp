@@ -701,7 +701,12 @@ class TestGui : public QObject {
   void theWindowFitsA1280x800Screen() {
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
-    // The window opens at a size that, with a window manager's frame, fits a 1280x800 screen.
+    // The window opens at a size that, with a window manager's frame, fits a 1280x800 screen -- and on
+    // such a screen maximized (it opened at 1264x752); on a large one, at 1280x800.
+    QVERIFY(MainWindow::opensMaximized(QSize(1280, 800)));
+    QVERIFY(MainWindow::opensMaximized(QSize(1366, 768)));
+    QVERIFY(!MainWindow::opensMaximized(QSize(1920, 1080)));
+    QCOMPARE(MainWindow::initialSize(QSize(1920, 1080)), QSize(1280, 800));
     const QSize opened = MainWindow::initialSize(QSize(1280, 800));
     QVERIFY(opened.width() + MainWindow::kFrameAllowance.width() <= 1280);
     QVERIFY(opened.height() + MainWindow::kFrameAllowance.height() <= 800);
@@ -959,6 +964,29 @@ class TestGui : public QObject {
     QCOMPARE(ticker->ticks().values(), (QList<QString>{"before", "after"}));
     QCOMPARE(panel.pointCount("report"), 4);
     QCOMPARE(panel.legendEntries("report"), (QStringList{"allocated", "reserved"}));
+  }
+
+  // Issue 27 §4: a table opens at its first row (it opened scrolled to the bottom); rows that arrive
+  // later are followed once the learner has scrolled down to the last one.
+  void aTableOpensAtItsFirstRow() {
+    PlotPanel panel;
+    panel.resize(600, 400);
+    panel.show();
+    lab::ViewSpec spec = viewSpec("rows", lab::ViewKind::Table);
+    spec.columns = {{"n", ""}};
+    MetricBatch first = batch({spec});
+    for (std::int64_t i = 0; i < 200; ++i) first.updates << lab::Row{"rows", {i}};
+    panel.addBatch(first);
+    panel.view("rows")->refresh();
+    QCoreApplication::processEvents();  // the layout gives the table its height
+    auto* t = qobject_cast<QTableWidget*>(panel.viewWidget("rows"));
+    QVERIFY(t->verticalScrollBar()->maximum() > 0);
+    QCOMPARE(t->verticalScrollBar()->value(), 0);
+    t->verticalScrollBar()->setValue(t->verticalScrollBar()->maximum());
+    panel.addBatch(batch({lab::Row{"rows", {std::int64_t(200)}}}));
+    panel.view("rows")->refresh();
+    QCoreApplication::processEvents();
+    QCOMPARE(t->verticalScrollBar()->value(), t->verticalScrollBar()->maximum());
   }
 
   // Table: a row per Row update, each cell written for its column's unit.
@@ -1651,12 +1679,16 @@ class TestGui : public QObject {
   // Issue 10: without a GPU, the status bar says the emulated GPU stands in when it is on.
   void theStatusBarMentionsTheEmulatedGpu() {
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
-    const QString text = w.findChild<QLabel*>("deviceStatus")->text();
+    const QLabel* label = w.findChild<QLabel*>("deviceStatus");
+    const QString text = label->text(), tip = label->toolTip();
     if (gpulab::cuda::availability().usable) QSKIP("a real GPU is usable: the status names it");
     QVERIFY2(text.contains("no usable GPU"), qPrintable(text));
+    QVERIFY2(tip.contains("Why no GPU") || tip.startsWith("CPU — no usable GPU: "), qPrintable(tip));
     if (!gpulab::cuda::emulatedDevice()) QSKIP("the emulated GPU is off (GPULAB_EMULATED_GPU=0)");
-    QVERIFY2(text.contains("the emulated GPU stands in: emulated GPU cuda:"), qPrintable(text));
-    QCOMPARE(w.findChild<QLabel*>("deviceStatus")->toolTip(), text);
+    QVERIFY2(text.contains("cuda:0 is the emulated GPU (runs on your CPU"), qPrintable(text));
+    QVERIFY2(tip.contains("the emulated GPU stands in: emulated GPU cuda:"), qPrintable(tip));
+    // Issue 27 §4: the label fits the status bar of a 1280-pixel window, beside the run's state.
+    QVERIFY2(label->fontMetrics().horizontalAdvance(text) < 900, qPrintable(text));
   }
 
   // Issue 10: the last run's memory history exports as a PyTorch snapshot pickle -- once recording is

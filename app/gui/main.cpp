@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   }
   if (runNumber > 0) window.runPanel()->selectRun(runNumber - 1);
   if (parser.isSet(compare)) window.plotPanel()->setShowReference(true);
-  window.show();
+  window.showInitially();
   if (parser.isSet(run)) QTimer::singleShot(0, &window, &gpulab::app::MainWindow::startRun);
   // A lab declares its views when it runs: look for the one asked for until it is there.
   QTimer viewPoll;

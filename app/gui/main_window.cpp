@@ -53,12 +53,23 @@ QString noGpuStatus(const cuda::Availability& a) {
   return QString("no usable GPU, the emulated GPU stands in: %1. Why no GPU: %2").arg(QString::fromStdString(cuda::emulatedGpuStatus()), why);
 }
 
+// The whole story, for the status bar's tooltip.
 QString deviceStatus() {
   const cuda::Availability a = cuda::availability();
   if (!a.usable) return "CPU — " + noGpuStatus(a);
   const auto& d = a.devices.front();
   return QString("GPU cuda:0 — %1, %2").arg(QString::fromStdString(d.name),
                                              QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.total_memory))));
+}
+
+// What fits the status bar at 1280 pixels (issue 27 §4: the reason was cut off mid-word); the tooltip
+// has the rest.
+QString shortDeviceStatus() {
+  const cuda::Availability a = cuda::availability();
+  if (a.usable) return deviceStatus();
+  if (!cuda::emulatedDevice()) return "CPU — no usable GPU (hover for why)";
+  return QString("CPU — no usable GPU; %1 is the emulated GPU (runs on your CPU, %2) — hover for why")
+      .arg(QString::fromStdString(cuda::emulatedDevice()->str()), QString::fromStdString(formatBytes(cuda::emulatedGpuBudget())));
 }
 
 constexpr int kLessonIdRole = Qt::UserRole + 1;
@@ -202,9 +213,9 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   runState_ = new QLabel("idle");
   statusBar()->addPermanentWidget(runState_);
   // A widget, not showMessage(): a temporary message is cleared by any status tip (hovering the menu).
-  auto* device = new QLabel(deviceStatus());
+  auto* device = new QLabel(shortDeviceStatus());
   device->setObjectName("deviceStatus");
-  device->setToolTip(device->text());
+  device->setToolTip(deviceStatus());
   // The reason for no GPU can be long: the label is cut at the window's edge rather than widen it.
   device->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   statusBar()->addWidget(device, 1);
@@ -312,6 +323,21 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   restoreSession();
   showProgressProblem();
   resize(initialSize(screen() ? screen()->availableGeometry().size() : QSize(1280, 800)));
+}
+
+bool MainWindow::opensMaximized(const QSize& available) {
+  const QSize wanted = QSize(1280, 800) + kFrameAllowance;
+  return available.width() < wanted.width() || available.height() < wanted.height();
+}
+
+void MainWindow::showInitially() {
+  if (opensMaximized(screen() ? screen()->availableGeometry().size() : QSize(1280, 800))) {
+    // Without a window manager (a bare X server) nothing maximizes: the screen's area is the window's.
+    if (screen()) setGeometry(screen()->availableGeometry());
+    showMaximized();
+  } else {
+    show();
+  }
 }
 
 QSize MainWindow::initialSize(const QSize& available) {

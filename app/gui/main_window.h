@@ -108,6 +108,12 @@ class MainWindow final : public QMainWindow {
   // for a window manager's frame and title bar (kFrameAllowance).
   static constexpr QSize kFrameAllowance{16, 48};
   static QSize initialSize(const QSize& available);
+  // Whether the window opens maximized on a screen with `available` room: on one that 1280x800 and a
+  // frame do not fit in (a laptop's 1280x800 or 1366x768), every pixel is wanted (issue 27 §4: it
+  // opened at 1264x752 on a 1280x800 screen).
+  static bool opensMaximized(const QSize& available);
+  // Shows the window as it should open on its screen: maximized there, or at initialSize.
+  void showInitially();
   // The banner above the lesson that tells the learner about a problem with the progress file (a
   // corrupt file kept aside, an unreadable one, a failed save); hidden when there is none.
   QLabel* progressNotice() const { return progressNotice_; }

@@ -1176,7 +1176,10 @@ class TableView final : public ViewWidget {
       table_->setRowCount(0);
       rebuild_ = false;
     }
-    const bool follow = table_->verticalScrollBar()->value() >= table_->verticalScrollBar()->maximum();
+    // New rows are followed only when the learner has scrolled to the bottom of a table that overflows:
+    // a table opens at its first row (issue 27 §4: tables opened scrolled to the bottom).
+    const QScrollBar* bar = table_->verticalScrollBar();
+    const bool follow = bar->maximum() > 0 && bar->value() >= bar->maximum();
     const int first = table_->rowCount();
     table_->setRowCount(static_cast<int>(rows_.size()));
     for (int r = first; r < rows_.size(); ++r) {
