@@ -873,6 +873,32 @@ class TestGui : public QObject {
     QCOMPARE(tabs->count(), 3);
   }
 
+  // Issue 27 §4: a logarithmic axis of sizes ticks at powers of 2 ("64", "4096"), one of measured
+  // times at powers of 10 -- 2^-10 ms read "0.0009766 ms".
+  void logarithmicAxesTickWhereTheyReadWell() {
+    PlotPanel panel;
+    panel.resize(800, 500);
+    panel.show();
+    lab::ViewSpec spec = lineView("time", {{"t", "time"}}, {{"n", "", true}});
+    spec.y = {"time per call", "ms", true};
+    MetricBatch b = batch({spec});
+    for (int k = 0; k <= 12; ++k) b.updates << point("time", "t", {std::pow(2.0, k + 3)}, 0.0008 * std::pow(3.0, k));
+    panel.addBatch(b);
+    panel.view("time")->refresh();
+    QCustomPlot* p = panel.plot("time");
+    p->replot();
+    const QVector<QString> ys = p->yAxis->tickVectorLabels(), xs = p->xAxis->tickVectorLabels();
+    QVERIFY(!ys.isEmpty() && !xs.isEmpty());
+    for (const QString& label : ys) {
+      const double v = label.section(' ', 0, 0).toDouble();
+      QVERIFY2(std::abs(std::log10(v) - std::round(std::log10(v))) < 1e-9, qPrintable(label));  // 0.001, 0.01, ... 1000
+    }
+    for (const QString& label : xs) {
+      const double v = label.toDouble();
+      QVERIFY2(std::abs(std::log2(v) - std::round(std::log2(v))) < 1e-9, qPrintable(label));  // 8, 16, ... 32768
+    }
+  }
+
   // Issue 27 6.8: a run reporting every step grew the window by megabytes a second. A series keeps a
   // bounded number of points, an envelope in which a spike and a dip survive, and its last points
   // are drawn as they come.
@@ -975,7 +1001,12 @@ class TestGui : public QObject {
     lab::ViewSpec spec = viewSpec("rows", lab::ViewKind::Table);
     spec.columns = {{"n", ""}};
     MetricBatch first = batch({spec});
-    for (std::int64_t i = 0; i < 200; ++i) first.updates << lab::Row{"rows", {i}};
+    for (std::int64_t i = 0; i < 200; ++i) {
+      lab::Row row;
+      row.view = "rows";
+      row.cells.emplace_back(i);
+      first.updates << row;
+    }
     panel.addBatch(first);
     panel.view("rows")->refresh();
     QCoreApplication::processEvents();  // the layout gives the table its height

@@ -120,15 +120,18 @@ class BytesTicker final : public QCPAxisTicker {
   QString name_ = "B";
 };
 
-// Ticks at powers of 2 (a sweep over sizes 1, 2, 4, ... reads best that way), each labelled in full
-// ("1", "64", "4096") or in bytes ("16 KiB", "4 MiB") -- never "1e+03".
+// Ticks at powers of 2 for counts and sizes (a sweep over sizes 1, 2, 4, ... reads best that way), each
+// labelled in full ("1", "64", "4096") or in bytes ("16 KiB", "4 MiB") -- never "1e+03"; at powers of 10
+// for measured quantities with a unit (times, speeds, ratios), where 2^-10 ms would read "0.0009766 ms"
+// (issue 27 §4).
 class LogTicker final : public QCPAxisTickerLog {
  public:
-  explicit LogTicker(bool bytes) : bytes_(bytes) {
-    setLogBase(2);
-    setSubTickCount(0);
+  explicit LogTicker(bool bytes, int base) : bytes_(bytes) {
+    setLogBase(base);
+    setSubTickCount(base == 10 ? 8 : 0);
   }
   bool bytes() const { return bytes_; }
+  int base() const { return static_cast<int>(logBase()); }
 
  protected:
   QString getTickLabel(double tick, const QLocale&, QChar, int) override {
@@ -143,8 +146,9 @@ void configureAxis(QCPAxis* axis, const lab::Axis& spec) {
   axis->setLabel(axisTitle(spec));
   const bool bytes = spec.unit == "bytes";
   if (spec.logarithmic) {
+    const int base = spec.unit.empty() || bytes ? 2 : 10;
     const auto log = axis->ticker().dynamicCast<LogTicker>();
-    if (!log || log->bytes() != bytes) axis->setTicker(QSharedPointer<QCPAxisTicker>(new LogTicker(bytes)));
+    if (!log || log->bytes() != bytes || log->base() != base) axis->setTicker(QSharedPointer<QCPAxisTicker>(new LogTicker(bytes, base)));
     axis->setScaleType(QCPAxis::stLogarithmic);
     return;
   }
