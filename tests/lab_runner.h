@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,13 +91,39 @@ class RecordingSink : public lab::MetricSink {
   }
 };
 
+// Passes every update on, and keeps the names of measurements the lab does not declare
+// (Lab::measurements(): what a lesson's challenge may name).
+class DeclaredMeasurements final : public lab::MetricSink {
+ public:
+  DeclaredMeasurements(const lab::Lab& theLab, lab::MetricSink& next) : specs_(theLab.measurements()), next_(next) {}
+  void send(const lab::Update& u) override {
+    if (const auto* m = std::get_if<lab::Measurement>(&u)) {
+      const lab::MeasurementSpec* spec = lab::findMeasurement(specs_, m->name);
+      if (!spec || spec->unit != m->unit) undeclared.push_back("'" + m->name + "' (" + m->unit + ")");
+    }
+    next_.send(u);
+  }
+  std::vector<std::string> undeclared;
+
+ private:
+  std::vector<lab::MeasurementSpec> specs_;
+  lab::MetricSink& next_;
+};
+
+// Runs the lab; throws when it sent a measurement its measurements() does not list with that unit.
 inline void runLab(const std::string& id, const std::map<std::string, std::string>& settings, lab::MetricSink& sink,
                    const lab::StopToken* stop = nullptr) {
   auto theLab = labs::makeLab(id);
   lab::Params params = theLab->defaults();
   for (const auto& [name, value] : settings) params.set(name, value);
   lab::StopToken neverStops;
-  labs::runIsolated(*theLab, params, sink, stop ? *stop : neverStops);
+  DeclaredMeasurements checked(*theLab, sink);
+  labs::runIsolated(*theLab, params, checked, stop ? *stop : neverStops);
+  if (!checked.undeclared.empty()) {
+    std::string names;
+    for (const std::string& n : checked.undeclared) names += (names.empty() ? "" : ", ") + n;
+    throw std::logic_error("the " + id + " lab sent measurements its measurements() does not list: " + names);
+  }
 }
 
 // A lab run on `device` (the settings' own "device" wins), its updates recorded.

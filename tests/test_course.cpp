@@ -162,6 +162,16 @@ class TestCourse : public QObject {
     QTest::newRow("challenge nobody can meet")
         << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"m\", \"at_least\": 2, \"at_most\": 1}]}}\n```\n"
         << "lesson.md:7: run block: challenge: check of 'm' asks for at least more than at most";
+    // Issue 27 6.6: challenges no run can meet loaded as "ok".
+    QTest::newRow("challenge names a measurement the lab never sends")
+        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"speed of light\", \"at_least\": 1}]}}\n```\n"
+        << "lesson.md:7: run block: challenge: the train lab sends no measurement 'speed of light', so no run can meet the check (it sends: memory cap;";
+    QTest::newRow("challenge asks for a time of at most 0")
+        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"training time\", \"at_most\": 0}]}}\n```\n"
+        << "lesson.md:7: run block: challenge: check of 'training time' asks for at most 0 s, but it is always above 0: no run can meet it";
+    QTest::newRow("challenge checks that contradict each other")
+        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"test accuracy\", \"at_least\": 0.9}, {\"measurement\": \"test accuracy\", \"at_most\": 0.5}]}}\n```\n"
+        << "lesson.md:7: run block: challenge: the checks of 'test accuracy' ask for at least 0.9 and at most 0.5: no run can meet them";
     QTest::newRow("challenge unknown key") << run + "{\"text\": \"t\", \"goal\": 1, \"checks\": [{\"measurement\": \"m\", \"at_least\": 1}]}}\n```\n"
                                            << "lesson.md:7: run block: challenge: unknown key \"goal\"";
   }

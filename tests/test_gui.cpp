@@ -207,6 +207,7 @@ class ScriptedLab final : public lab::Lab {
   std::string title() const override { return "Scripted"; }
   std::string sourcePath() const override { return {}; }
   std::vector<lab::ParamSpec> params() const override { return {}; }
+  std::vector<lab::MeasurementSpec> measurements() const override { return {{"*", ""}}; }
   void run(const lab::Params&, lab::MetricSink& sink, const lab::StopToken& stop) override { body_(sink, stop); }
 
  private:

@@ -5,6 +5,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -111,6 +113,36 @@ Challenge parseChallenge(const QJsonValue& v, int line) {
   return c;
 }
 
+// A challenge no run can meet is refused where the lesson is written (issue 27 6.6: such challenges
+// loaded as "ok"): a check must name a measurement the lab sends, in a direction its unit allows, and
+// the checks of one measurement must leave room between them.
+void checkAgainstLab(const Challenge& c, const lab::Lab& theLab, int line) {
+  const QString where = "run block: challenge";
+  const std::vector<lab::MeasurementSpec> specs = theLab.measurements();
+  std::map<QString, std::pair<std::optional<double>, std::optional<double>>> bounds;  // the tightest at_least, at_most
+  for (const ChallengeCheck& check : c.checks) {
+    const lab::MeasurementSpec* spec = lab::findMeasurement(specs, check.measurement.toStdString());
+    if (!spec) {
+      QStringList names;
+      for (const lab::MeasurementSpec& s : specs) names << QString::fromStdString(s.name);
+      throw LessonError{line, QString("%1: the %2 lab sends no measurement '%3', so no run can meet the check (it sends: %4; '*' stands "
+                                      "for a part the settings choose)")
+                                  .arg(where, QString::fromStdString(theLab.id()), check.measurement, names.join("; "))};
+    }
+    if (check.atMost && *check.atMost <= 0 && lab::alwaysPositive(spec->unit)) {
+      throw LessonError{line, QString("%1: check of '%2' asks for at most %3 %4, but it is always above 0: no run can meet it")
+                                  .arg(where, check.measurement, QString::number(*check.atMost), QString::fromStdString(spec->unit))};
+    }
+    auto& [least, most] = bounds[check.measurement];
+    if (check.atLeast) least = std::max(least.value_or(*check.atLeast), *check.atLeast);
+    if (check.atMost) most = std::min(most.value_or(*check.atMost), *check.atMost);
+    if (least && most && *least > *most) {
+      throw LessonError{line, QString("%1: the checks of '%2' ask for at least %3 and at most %4: no run can meet them")
+                                  .arg(where, check.measurement, QString::number(*least), QString::number(*most))};
+    }
+  }
+}
+
 RunBlock parseRun(const QJsonObject& o, int line) {
   RunBlock r;
   r.line = line;
@@ -165,6 +197,7 @@ RunBlock parseRun(const QJsonObject& o, int line) {
   checked({&r.params, &r.quick}, "quick: ");
   if (o.contains("challenge")) {
     r.challenge = parseChallenge(o.value("challenge"), line);
+    checkAgainstLab(*r.challenge, *theLab, line);
     if (r.challenge->examples) {
       checked({&r.params, &r.challenge->examples->fails}, "challenge: examples: fails: ");
       checked({&r.params, &r.challenge->examples->meets}, "challenge: examples: meets: ");

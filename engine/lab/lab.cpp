@@ -1,7 +1,9 @@
 #include "engine/lab/lab.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <string_view>
 #include <type_traits>
 
 #include "engine/core/errors.h"
@@ -303,6 +305,31 @@ void UpdateChecker::check(const Update& update) {
         }
       },
       update);
+}
+
+namespace {
+
+bool glob(std::string_view pattern, std::string_view text) {
+  if (pattern.empty()) return text.empty();
+  if (pattern.front() == '*') {
+    for (std::size_t skip = 0; skip <= text.size(); ++skip)
+      if (glob(pattern.substr(1), text.substr(skip))) return true;
+    return false;
+  }
+  return !text.empty() && pattern.front() == text.front() && glob(pattern.substr(1), text.substr(1));
+}
+
+}  // namespace
+
+const MeasurementSpec* findMeasurement(const std::vector<MeasurementSpec>& specs, const std::string& name) {
+  for (const MeasurementSpec& s : specs)
+    if (glob(s.name, name)) return &s;
+  return nullptr;
+}
+
+bool alwaysPositive(const std::string& unit) {
+  static const std::array<std::string_view, 9> kPositive{"s", "ms", "us", "steps/s", "samples/s", "GFLOP/s", "GB/s", "GFLOP", "x"};
+  return std::find(kPositive.begin(), kPositive.end(), unit) != kPositive.end();
 }
 
 }  // namespace gpulab::lab

@@ -282,6 +282,17 @@ class StopToken {
   std::atomic<bool> stop_{false};
 };
 
+// A measurement a lab may send: its name, where '*' stands for a part the settings choose ("*: step
+// time" for every precision the amp lab trains in), and its unit.
+struct MeasurementSpec {
+  std::string name;
+  std::string unit;
+};
+// The first of `specs` whose name matches `name` ('*' matching any run of characters), or nullptr.
+const MeasurementSpec* findMeasurement(const std::vector<MeasurementSpec>& specs, const std::string& name);
+// Whether a measurement in `unit` is always above zero (a time, a rate): "at most 0" of it is never met.
+bool alwaysPositive(const std::string& unit);
+
 class Lab {
  public:
   virtual ~Lab() = default;
@@ -291,6 +302,9 @@ class Lab {
   virtual std::string sourcePath() const = 0;
   virtual std::vector<ParamSpec> params() const = 0;
   Params defaults() const { return Params(params()); }
+  // Every measurement a run may send. A lesson's challenge may only name one of them (checked when the
+  // lesson loads), and the labs' tests fail a run that sends one not listed.
+  virtual std::vector<MeasurementSpec> measurements() const = 0;
   // Settings that are each allowed but contradict one another (a convolutional model on data that is
   // not an image): ValueError, before anything runs -- gpulab-cli says so as a usage error (2).
   virtual void check(const Params&) const {}

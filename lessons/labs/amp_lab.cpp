@@ -204,6 +204,21 @@ std::vector<lab::ParamSpec> AmpLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> AmpLab::measurements() const {
+  return {
+      {"*: step time vs float32", "x"},
+      {"*: final loss vs float32", "x"},
+      {"*: step time", "s"},
+      {"*: step time, fastest round", "s"},
+      {"*: step time, slowest round", "s"},
+      {"*: final loss", ""},
+      {"*: zero gradients", "%"},
+      {"*: skipped steps", ""},
+      {"*: activations", "bytes"},
+      {"*: peak allocated", "bytes"},
+  };
+}
+
 void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   // 1. The device, the data and the precisions to compare.
   const Device device = resolveDevice(p.getString("device"));

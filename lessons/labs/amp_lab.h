@@ -14,6 +14,7 @@ class AmpLab final : public lab::Lab {
   std::string title() const override { return "Mixed precision: float32, float16 with and without GradScaler, bfloat16"; }
   std::string sourcePath() const override { return "labs/amp_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

@@ -145,6 +145,20 @@ std::vector<lab::ParamSpec> CnnLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> CnnLab::measurements() const {
+  return {
+      {"CNN parameters vs MLP", "x"},
+      {"CNN epoch time vs MLP", "x"},
+      {"CNN peak memory vs MLP", "x"},
+      {"CNN test accuracy over MLP", "points"},
+      {"*: parameters", ""},
+      {"*: test accuracy", ""},
+      {"*: epoch time", "s"},
+      {"*: peak memory", "bytes"},
+      {"*: multiply-adds per image", ""},
+  };
+}
+
 void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   // 1. The device, the data and the two models' shapes.
   const Device device = resolveDevice(p.getString("device"));

@@ -12,6 +12,7 @@ class CnnLab final : public lab::Lab {
   std::string title() const override { return "A CNN against an MLP on Fashion-MNIST"; }
   std::string sourcePath() const override { return "labs/cnn_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

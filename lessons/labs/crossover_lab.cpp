@@ -190,6 +190,19 @@ std::vector<lab::ParamSpec> CrossoverLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> CrossoverLab::measurements() const {
+  return {
+      {"crossover found", ""},
+      {"crossover size", ""},
+      {"GPU speed-up at *", "x"},
+      {"fixed cost per call, *", "us"},
+      {"arithmetic rate, *", "GFLOP/s"},
+      {"memory bandwidth, *", "GB/s"},
+      {"fixed-cost share at *", "%"},
+      {"arithmetic share *", "%"},
+  };
+}
+
 void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const std::string kind = p.getString("workload");
   const std::int64_t maxSize = p.getInt("max_size"), yourSize = p.getInt("size");

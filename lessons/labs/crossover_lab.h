@@ -13,6 +13,7 @@ class CrossoverLab final : public lab::Lab {
   std::string title() const override { return "When is the GPU faster? The CPU-GPU crossover"; }
   std::string sourcePath() const override { return "labs/crossover_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

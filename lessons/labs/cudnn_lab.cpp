@@ -362,6 +362,21 @@ std::vector<lab::ParamSpec> CudnnLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> CudnnLab::measurements() const {
+  return {
+      {"benchmark on vs off: median step", "x"},
+      {"benchmark on vs off: whole run", "x"},
+      {"deterministic on vs off: median step", "x"},
+      {"benchmark on: first-step cost", "ms"},
+      {"*: first step", "ms"},
+      {"*: median step", "ms"},
+      {"*: whole run", "s"},
+      {"*: searches", ""},
+      {"*: values that differ", ""},
+      {"*: largest weight difference", ""},
+  };
+}
+
 void CudnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const Device device = resolveDevice(p.getString("device"));
   announceDevice(sink, device);

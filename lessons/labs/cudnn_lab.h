@@ -14,6 +14,7 @@ class CudnnLab final : public lab::Lab {
   std::string title() const override { return "cuDNN's benchmark and deterministic switches"; }
   std::string sourcePath() const override { return "labs/cudnn_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

@@ -266,6 +266,20 @@ std::vector<lab::ParamSpec> DataParallelLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> DataParallelLab::measurements() const {
+  return {
+      {"replicas", ""},
+      {"simulated", ""},
+      {"largest weight difference between DDP replicas (yours)", ""},
+      {"largest weight difference between DDP replica 0 and one device", ""},
+      {"largest loss difference between DataParallel and one device", ""},
+      {"DataParallel memory on replica 0 over the others", "x"},
+      {"DDP memory, largest replica over smallest", "x"},
+      {"final loss, one device", ""},
+      {"final loss, DDP (yours)", ""},
+  };
+}
+
 void DataParallelLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const std::int64_t requested = p.getInt("replicas");
   const bool allReduce = p.getBool("all_reduce");

@@ -16,6 +16,7 @@ class DataParallelLab final : public lab::Lab {
   std::string title() const override { return "Several GPUs: DataParallel and DistributedDataParallel"; }
   std::string sourcePath() const override { return "labs/data_parallel_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

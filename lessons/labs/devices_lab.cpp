@@ -145,6 +145,13 @@ std::optional<double> timeMatmul(Device device, std::int64_t n, std::int64_t rep
 
 }  // namespace
 
+std::vector<lab::MeasurementSpec> DevicesLab::measurements() const {
+  return {
+      {"matmul on *", "GFLOP/s"},
+      {"speed-up of * over cpu", "x"},
+  };
+}
+
 void DevicesLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   // 1. What this machine has, as torch.cuda reports it.
   const cuda::Availability a = cuda::availability();
@@ -226,6 +233,14 @@ Device ruleDevice(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<lab::MeasurementSpec> DeviceRuleLab::measurements() const {
+  return {
+      {"device-mismatch errors", ""},
+      {"operations completed", ""},
+      {"model forward passes completed", ""},
+  };
+}
 
 void DeviceRuleLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken&) {
   const Device gpu = ruleDevice(p.getString("device"));

@@ -11,6 +11,7 @@ class DevicesLab final : public lab::Lab {
   std::string title() const override { return "Devices and CPU fallback"; }
   std::string sourcePath() const override { return "labs/devices_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 
@@ -23,6 +24,7 @@ class DeviceRuleLab final : public lab::Lab {
   std::string title() const override { return "The same-device rule"; }
   std::string sourcePath() const override { return "labs/devices_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

@@ -430,6 +430,31 @@ std::vector<lab::ParamSpec> FeedingLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> FeedingLab::measurements() const {
+  return {
+      {"training step time", "ms"},
+      {"read wait per batch", "ms"},
+      {"workers (yours)", ""},
+      {"steps/s (yours)", "steps/s"},
+      {"steps/s with the batches already on the device", "steps/s"},
+      {"speed, % of the ceiling (yours)", "%"},
+      {"speed, % of the ceiling, * workers", "%"},
+      {"speed, % of the fastest loader (yours)", "%"},
+      {"device idle share (yours)", "%"},
+      {"device busy share (yours)", "%"},
+      {"loop waiting share (yours)", "%"},
+      {"device idle share, *", "%"},
+      {"speed-up from 4 workers", "x"},
+      {"speed-up from 1 worker", "x"},
+      {"steps/s, slowest run, *", "steps/s"},
+      {"steps/s, fastest run, *", "steps/s"},
+      {"largest difference between the loaders' mean losses", ""},
+      {"copy time per batch, *", "us"},
+      {"steps/s, 4 workers, *", "steps/s"},
+      {"copy time overlapping the steps, copy stream", "%"},
+  };
+}
+
 void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   Setup s;
   s.device = resolveDevice(p.getString("device"));

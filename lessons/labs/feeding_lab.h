@@ -13,6 +13,7 @@ class FeedingLab final : public lab::Lab {
   std::string title() const override { return "Feeding the GPU: DataLoader workers and pinned memory"; }
   std::string sourcePath() const override { return "labs/feeding_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

@@ -164,6 +164,18 @@ std::vector<lab::ParamSpec> GraphLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> GraphLab::measurements() const {
+  return {
+      {"kernels and copies per replay", ""},
+      {"largest loss difference, graph vs eager", ""},
+      {"eager steps/s (median)", "steps/s"},
+      {"host time to queue one eager step (median)", "us"},
+      {"graph steps/s (median)", "steps/s"},
+      {"host time to queue one replay (median)", "us"},
+      {"speed-up of the graph (medians)", "x"},
+  };
+}
+
 void GraphLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const Device device = graphDevice(p.getString("device"));
   announceDevice(sink, device);

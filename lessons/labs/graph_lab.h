@@ -14,6 +14,7 @@ class GraphLab final : public lab::Lab {
   std::string title() const override { return "CUDA graphs: one launch for the whole training step"; }
   std::string sourcePath() const override { return "labs/graph_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

@@ -574,6 +574,30 @@ void Session::checkpointing() {
 
 }  // namespace
 
+std::vector<lab::MeasurementSpec> MemoryLab::measurements() const {
+  return {
+      {"largest width that fits", ""},
+      {"largest batch that fits", ""},
+      {"effective batch after recovery", ""},
+      {"freed by del (allocated)", "bytes"},
+      {"reserved after del", "bytes"},
+      {"released by empty_cache()", "bytes"},
+      {"reserved after empty_cache()", "bytes"},
+      {"process memory (nvidia-smi) after del", "bytes"},
+      {"process memory (nvidia-smi) after empty_cache()", "bytes"},
+      {"nvidia-smi minus reserved after empty_cache()", "bytes"},
+      {"the cap", "bytes"},
+      {"allocated when the allocator refused", "bytes"},
+      {"reserved when the allocator refused", "bytes"},
+      {"free memory before the fraction", "bytes"},
+      {"free memory after the fraction", "bytes"},
+      {"this process as nvidia-smi sees it, at the cap", "bytes"},
+      {"peak allocated, activations *", "bytes"},
+      {"step time, activations *", "s"},
+      {"peak allocated", "bytes"},
+  };
+}
+
 void MemoryLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const auto start = Clock::now();
   Session session(p, sink, stop);

@@ -18,6 +18,7 @@ class MemoryLab final : public lab::Lab {
   std::string title() const override { return "GPU memory: where it goes, out of memory, the memory fraction"; }
   std::string sourcePath() const override { return "labs/memory_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

@@ -76,6 +76,20 @@ std::vector<lab::ParamSpec> ProfileLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> ProfileLab::measurements() const {
+  return {
+      {"profiled step time", "ms"},
+      {"ops per step", ""},
+      {"matrix products: share of self CPU time", "%"},
+      {"matrix-product GFLOP per step", "GFLOP"},
+      {"matrix products alone: share of the step", "%"},
+      {"matrix-product rate at the step's shapes", "GFLOP/s"},
+      {"peak matrix-product rate", "GFLOP/s"},
+      {"profiler coverage of the wall time", "%"},
+      {"most expensive op: share of self CPU time", "%"},
+  };
+}
+
 void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   // 1. The model, the data and the training step the profiler watches.
   const Device device = resolveDevice(p.getString("device"));

@@ -13,6 +13,7 @@ class ProfileLab final : public lab::Lab {
   std::string title() const override { return "The profiler: where a training step's time goes"; }
   std::string sourcePath() const override { return "labs/profile_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

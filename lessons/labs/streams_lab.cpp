@@ -162,6 +162,22 @@ std::vector<lab::ParamSpec> StreamsLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> StreamsLab::measurements() const {
+  return {
+      {"overlap speed-up", "x"},
+      {"serial pass time", "ms"},
+      {"overlapped pass time", "ms"},
+      {"host wait, event (*)", "ms"},
+      {"host wait, synchronize() (*)", "ms"},
+      {"checksum difference", ""},
+      {"host read correct (yours)", ""},
+      {"host wait before the read (yours)", "ms"},
+      {"host read correct after synchronize", ""},
+      {"second stream correct without wait_stream", ""},
+      {"second stream correct with wait_stream", ""},
+  };
+}
+
 void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const Device device = resolveDevice(p.getString("device"));
   if (!device.isCuda()) {

@@ -13,6 +13,7 @@ class StreamsLab final : public lab::Lab {
   std::string title() const override { return "Streams: overlapping copies with compute, and the race synchronize() prevents"; }
   std::string sourcePath() const override { return "labs/streams_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

@@ -138,6 +138,25 @@ std::vector<lab::ParamSpec> SyncLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> SyncLab::measurements() const {
+  return {
+      {"steps/s reading the loss every step", "steps/s"},
+      {"steps/s reading the loss every N steps", "steps/s"},
+      {"steps/s reading the loss every step, * run", "steps/s"},
+      {"steps/s reading the loss every N steps, * run", "steps/s"},
+      {"speed-up from reading every N steps", "x"},
+      {"speed relative to the fastest N", "x"},
+      {"loss reads", ""},
+      {"host waiting share, reading every step", "%"},
+      {"host waiting share, reading every N steps", "%"},
+      {"largest difference between the loops' mean losses", ""},
+      {"device busy share, reading every step", "%"},
+      {"device busy share, reading every N steps", "%"},
+      {"per-sample copies relative to one copy", "x"},
+      {"time per copy", "us"},
+  };
+}
+
 void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const Device device = resolveDevice(p.getString("device"));
   announceDevice(sink, device);

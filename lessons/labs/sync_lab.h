@@ -13,6 +13,7 @@ class SyncLab final : public lab::Lab {
   std::string title() const override { return "Transfers and synchronisation: what .item() and small copies cost"; }
   std::string sourcePath() const override { return "labs/sync_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 

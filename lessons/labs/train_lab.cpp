@@ -204,6 +204,24 @@ void TrainLab::check(const lab::Params& p) const {
   }
 }
 
+std::vector<lab::MeasurementSpec> TrainLab::measurements() const {
+  return {
+      {"memory cap", "bytes"},
+      {"evaluation peak with the graph recorded", "bytes"},
+      {"evaluation peak under no-grad", "bytes"},
+      {"evaluation pass: peak above the model", "bytes"},
+      {"evaluation pass: memory still held after it", "bytes"},
+      {"cuDNN algorithm search", "s"},
+      {"training peak allocated", "bytes"},
+      {"effective batch", ""},
+      {"training time*", "s"},
+      {"final train loss", ""},
+      {"final eval loss", ""},
+      {"epochs completed", ""},
+      {"test accuracy", ""},
+  };
+}
+
 void TrainLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   // 1. The device: the GPU when one is usable, else the CPU -- and say which, and why.
   const Device device = resolveDevice(p.getString("device"));

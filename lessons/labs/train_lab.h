@@ -11,6 +11,7 @@ class TrainLab final : public lab::Lab {
   std::string title() const override { return "Train and evaluate an MLP"; }
   std::string sourcePath() const override { return "labs/train_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void check(const lab::Params& p) const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };

@@ -125,6 +125,24 @@ std::vector<lab::ParamSpec> VectoriseLab::params() const {
   };
 }
 
+std::vector<lab::MeasurementSpec> VectoriseLab::measurements() const {
+  return {
+      {"per-pair loop time", "ms"},
+      {"per-row loop time", "ms"},
+      {"one-op time", "ms"},
+      {"fixed cost per op", "us"},
+      {"vectorised speed-up over the per-pair loop", "x"},
+      {"vectorised speed-up over the per-row loop", "x"},
+      {"chunked time relative to the fastest", "x"},
+      {"chunked time, slowest run relative to the fastest chunk's fastest", "x"},
+      {"chunked time, fastest run relative to the fastest chunk's slowest", "x"},
+      {"chunked memory relative to one op", "x"},
+      {"matmul identity time relative to one op", "x"},
+      {"largest difference from the loop's result", ""},
+      {"matmul identity: largest difference from the loop's result", ""},
+  };
+}
+
 void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopToken& stop) {
   const Device device = resolveDevice(p.getString("device"));
   announceDevice(sink, device);

@@ -13,6 +13,7 @@ class VectoriseLab final : public lab::Lab {
   std::string title() const override { return "Vectorise: one op over the batch instead of a loop"; }
   std::string sourcePath() const override { return "labs/vectorise_lab.cpp"; }
   std::vector<lab::ParamSpec> params() const override;
+  std::vector<lab::MeasurementSpec> measurements() const override;
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
 };
 
