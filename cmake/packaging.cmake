@@ -12,12 +12,12 @@
 #   share/applications/<id>.desktop          share/metainfo/<id>.metainfo.xml
 #   share/icons/hicolor/{16x16..256x256}/apps/<id>.png, share/icons/hicolor/scalable/apps/<id>.svg
 #   share/man/man1/{gpulab,gpulab-cli}.1.gz  share/doc/gpulab/{copyright,changelog.Debian.gz}
-#   lib/gpulab/libgpulab-engine.so           when the engine is a shared library
-#   lib/gpulab/libgpulab-cuda.so             when the CUDA backend module (target gpulab_cuda) exists
+#   lib/<triplet>/gpulab/libgpulab-engine.so  when the engine is a shared library
+#   lib/<triplet>/gpulab/libgpulab-cuda.so    when the CUDA backend module (target gpulab_cuda) exists
 #
 # RPATH: the project's shared libraries (the engine, when it is one) and the CUDA module live in a
-# private folder, lib/gpulab, not on the system's library path. The programs reach it through a
-# relative RUNPATH ($ORIGIN/../lib/gpulab), so any prefix works; the module sits beside the engine
+# private folder, lib/<triplet>/gpulab, not on the system's library path. The programs reach it
+# through a relative RUNPATH ($ORIGIN/../lib/<triplet>/gpulab), so any prefix works; the module sits beside the engine
 # library, where the engine's loader looks for it, with RUNPATH $ORIGIN. The build tree's RUNPATH
 # (for example OpenBLAS's openblas-pthread folder, which pkg-config names) is dropped on install, so
 # an installed program finds libopenblas.so.0 through Debian's BLAS alternatives like any other.
@@ -34,8 +34,16 @@ set(GPULAB_APP_ID "io.github.gpulab.GpuLab")
 set(GPULAB_HOMEPAGE "https://github.com/gpulab/gpulab" CACHE STRING "Project home page, for the package metadata")
 set(GPULAB_PACKAGE_MAINTAINER "GPU Lab developers <gpulab@users.noreply.github.com>"
     CACHE STRING "Maintainer field of the Debian package (Name <email>)")
-# The private folder of the project's shared libraries and the CUDA module, relative to the prefix.
-set(GPULAB_INSTALL_MODULEDIR "${CMAKE_INSTALL_LIBDIR}/gpulab")
+# The private folder of the project's shared libraries and the CUDA module, relative to the prefix:
+# lib/<multiarch triplet>/gpulab where the system has one (Debian's place for a package's private,
+# architecture-dependent libraries). Off the linker's search path, it needs no ldconfig -- CPack adds
+# ldconfig calls to the maintainer scripts for libraries right under lib/ (lintian:
+# maintscript-calls-ldconfig).
+if(CMAKE_LIBRARY_ARCHITECTURE)
+  set(GPULAB_INSTALL_MODULEDIR "lib/${CMAKE_LIBRARY_ARCHITECTURE}/gpulab")
+else()
+  set(GPULAB_INSTALL_MODULEDIR "${CMAKE_INSTALL_LIBDIR}/gpulab")
+endif()
 
 # --- the programs, their shared libraries, the CUDA module -----------------------------------------
 install(TARGETS gpulab gpulab-cli
@@ -188,9 +196,15 @@ set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
 "interactive lessons on GPU acceleration for deep learning
 GPU Lab walks a learner through lessons on GPU acceleration for deep
 learning: device setup and CPU fallback, the rule that all tensors of an
-operation live on one device, and GPU-aware training and evaluation loops.
-Every lesson runs for real on GPU Lab's own engine, which speaks PyTorch's
-vocabulary, while loss, memory and throughput are plotted live.
+operation live on one device, GPU-aware training and evaluation loops,
+where GPU memory goes, running out of it and recovering, sharing a GPU,
+mixed precision (float16, bfloat16, the GradScaler), convolutions and
+cuDNN, the profiler, vectorising, synchronisation and transfers, feeding
+the GPU with DataLoader workers, streams, when a GPU is faster than the
+CPU, several GPUs (DataParallel, DDP) and CUDA graphs. Every lesson runs
+for real on GPU Lab's own engine, which speaks PyTorch's vocabulary, while
+loss, memory and throughput are plotted live; without an NVIDIA GPU the
+lessons run on the CPU and on a clearly labelled emulated GPU.
 .
 This package contains the desktop application (gpulab) and the command-line
 runner of the same labs and lessons (gpulab-cli). It runs on the CPU

@@ -220,7 +220,7 @@ fi
 
 log "apt-get purge gpulab"
 if in_root apt-get purge -y -q gpulab > "$ROOT/tmp/purge.log" 2>&1; then pass "purge"; else tail -n 20 "$ROOT/tmp/purge.log"; fail "purge"; fi
-left=$(ls -d "$ROOT"/usr/bin/gpulab* "$ROOT"/usr/share/applications/$APP_ID.desktop "$ROOT"/usr/lib/gpulab 2>/dev/null || true)
+left=$(ls -d "$ROOT"/usr/bin/gpulab* "$ROOT"/usr/share/applications/$APP_ID.desktop "$ROOT"/usr/lib/gpulab "$ROOT"/usr/lib/*/gpulab 2>/dev/null || true)
 expect "nothing of gpulab is left after the purge${left:+ (left: $left)}" test -z "$left"
 
 echo
