@@ -43,6 +43,11 @@ class TestDataParallelLab : public QObject {
     qInfo("%s: replicas differ by %.3g after 20 steps", qPrintable(device), measured(s, "largest weight difference between DDP replicas (yours)"));
     QVERIFY(measured(s, "largest weight difference between DDP replicas (yours)") > 1e-3);
     QVERIFY(measured(s, "largest weight difference between DDP replica 0 and one device") > 1e-3);
+    // Issue 27 §4: the views' notes say what this run did (the loss note claimed the all-reduce when it was off).
+    for (const lab::ViewSpec& v : s.all<lab::ViewSpec>()) {
+      if (v.id == "loss") QVERIFY2(v.note.find("Without the all-reduce (this run)") != std::string::npos, v.note.c_str());
+      if (v.id == "drift") QVERIFY2(v.note.find("This run does not all-reduce") != std::string::npos, v.note.c_str());
+    }
   }
 
   void withTheAllReduceDdpIsOneDeviceOnTheWholeBatch_data() { addDeviceRows(); }
@@ -56,6 +61,10 @@ class TestDataParallelLab : public QObject {
     QCOMPARE(measured(s, "largest weight difference between DDP replicas (yours)"), 0.0);
     QVERIFY(measured(s, "largest weight difference between DDP replica 0 and one device") < 1e-4);
     QVERIFY(measured(s, "largest loss difference between DataParallel and one device") < 1e-4);
+    for (const lab::ViewSpec& v : s.all<lab::ViewSpec>()) {
+      if (v.id == "loss") QVERIFY2(v.note.find("With the gradients all-reduced") != std::string::npos, v.note.c_str());
+      if (v.id == "drift") QVERIFY2(v.note.find("the line stays at 0") != std::string::npos, v.note.c_str());
+    }
   }
 
   void dataParallelLoadsTheFirstReplica_data() { addDeviceRows(); }

@@ -31,6 +31,7 @@
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QFontInfo>
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTreeWidget>
@@ -874,6 +875,30 @@ class TestGui : public QObject {
     QCOMPARE(tabs->count(), 3);
   }
 
+  // Issue 27 §4: a marker after the last point is on the plot (empty_cache() after the run was drawn off
+  // it), and a label near the right edge reads leftwards instead of being cut off ("crosso").
+  void markersAreOnThePlotAndTheirLabelsWhole() {
+    PlotPanel panel;
+    panel.resize(800, 500);
+    panel.show();
+    MetricBatch b = batch({lineView("m", {{"a", "a"}})});
+    for (int i = 0; i <= 100; ++i) b.updates << point("m", "a", {static_cast<double>(i)}, i);
+    b.updates << lab::Marker{"m", {99}, "crossover: the GPU is faster from n = 99"} << lab::Marker{"m", {130}, "empty_cache()"};
+    panel.addBatch(b);
+    panel.view("m")->refresh();
+    QCustomPlot* p = panel.plot("m");
+    p->replot();
+    QVERIFY(p->xAxis->range().contains(130));
+    bool found = false;
+    for (int i = 0; i < p->itemCount(); ++i) {
+      auto* text = qobject_cast<QCPItemText*>(p->item(i));
+      if (!text || !text->text().startsWith("crossover")) continue;
+      found = true;
+      QVERIFY(text->positionAlignment() & Qt::AlignRight);
+    }
+    QVERIFY(found);
+  }
+
   // Issue 27 §4: a logarithmic axis of sizes ticks at powers of 2 ("64", "4096"), one of measured
   // times at powers of 10 -- 2^-10 ms read "0.0009766 ms".
   void logarithmicAxesTickWhereTheyReadWell() {
@@ -991,6 +1016,30 @@ class TestGui : public QObject {
     QCOMPARE(ticker->ticks().values(), (QList<QString>{"before", "after"}));
     QCOMPARE(panel.pointCount("report"), 4);
     QCOMPARE(panel.legendEntries("report"), (QStringList{"allocated", "reserved"}));
+  }
+
+  // Issue 27 §4: a table printed as text (the profiler's key_averages().table()) is shown in a fixed-width
+  // font and not wrapped -- it wrapped unreadably in the console.
+  void aTextTableKeepsItsColumnsInTheConsole() {
+    RunPanel panel;
+    panel.resize(500, 400);
+    panel.show();
+    const std::string table = "---------------  ------------\nName             Self CPU %\n---------------  ------------\naten::addmm      41.20%\n"
+                              "---------------  ------------";
+    panel.appendBatch(batch({lab::Message{lab::MessageKind::Info, "prof.key_averages().table():\n" + table},
+                             lab::Message{lab::MessageKind::Info, "An ordinary sentence, wrapped as prose is."}}));
+    auto* console = panel.findChild<QTextEdit*>();
+    QVERIFY(console);
+    bool tableFixed = false, proseFixed = true;
+    for (QTextBlock b = console->document()->begin(); b.isValid(); b = b.next()) {
+      const QTextCharFormat f = b.begin() != b.end() ? b.begin().fragment().charFormat() : b.charFormat();
+      const bool fixed = QFontInfo(f.font()).fixedPitch() || f.fontFamilies().toStringList().join(',').contains("monospace", Qt::CaseInsensitive) ||
+                         f.fontFixedPitch();
+      if (b.text().contains("aten::addmm")) tableFixed = fixed && b.blockFormat().nonBreakableLines();
+      if (b.text().contains("An ordinary sentence")) proseFixed = b.blockFormat().nonBreakableLines();
+    }
+    QVERIFY(tableFixed);
+    QVERIFY(!proseFixed);
   }
 
   // Issue 27 §4: a table opens at its first row (it opened scrolled to the bottom); rows that arrive

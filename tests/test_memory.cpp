@@ -393,6 +393,34 @@ class TestMemory : public QObject {
     }
   }
 
+  // Issue 27 §4: the lesson says the stacked view shows del and empty_cache(): its markers are there,
+  // and after them the live bytes and the reserved line fall to 0 (the view ended at the last training
+  // step, with the model still drawn and reserved unchanged).
+  void theTimelineShowsDelAndEmptyCache() {
+    std::vector<std::string> devices{"cpu"};
+    if (cuda::emulatedDevice()) devices.push_back(cuda::emulatedDevice()->str());
+    for (const std::string& device : devices) {
+      test::RecordingSink sink;
+      test::runLab("memory", {{"device", device}, {"dataset", "regression"}, {"mode", "report"}, {"hidden", "512,512"}, {"start_batch", "512"}, {"steps", "2"}}, sink);
+      std::map<std::string, double> markers;
+      for (const lab::Marker& m : sink.all<lab::Marker>())
+        if (m.view == "memory") markers[m.label] = m.x[0];
+      QVERIFY2(markers.count("del model, optimizer") && markers.count("empty_cache()"), device.c_str());
+      // The reserved line ends where empty_cache() left it (on the CPU the data set's own segment
+      // stays: the regression set lives in the CPU's allocator), after the marker, below where del left it.
+      const auto reserved = sink.points("memory", "reserved");
+      QVERIFY(!reserved.empty());
+      QCOMPARE(reserved.back().y, measured(sink, "reserved after empty_cache()"));
+      QVERIFY(reserved.back().x[0] >= markers.at("empty_cache()"));
+      QVERIFY(measured(sink, "released by empty_cache()") > 0);
+      QVERIFY(reserved.back().y < measured(sink, "reserved after del"));
+      if (device != "cpu") QCOMPARE(reserved.back().y, 0.0);  // on a GPU everything the run made is gone
+      const auto parameters = sink.points("memory", memoryCategoryName(MemoryCategory::Parameter));
+      QVERIFY(!parameters.empty());
+      QCOMPARE(parameters.back().y, 0.0);
+    }
+  }
+
   void reportShowsWhatEmptyCacheReturns() {
     test::RecordingSink sink;
     // Weights of 16 MiB get segments of their own, which empty_cache() can return once they are

@@ -60,6 +60,12 @@ const QKeySequence kPauseShortcut("Ctrl+P");
 
 QString html(const QString& text) { return text.toHtmlEscaped().replace('\n', "<br>"); }
 
+// Text that is a table: several lines, one of them a rule of dashes (as PyTorch's tables print).
+bool isTextTable(const QString& text) {
+  static const QRegularExpression rule(R"((^|\n)-{10,})");
+  return text.contains('\n') && rule.match(text).hasMatch();
+}
+
 // "peak = 1.5 MiB"
 QString formatMeasurement(const lab::Measurement& m) { return QString::fromStdString(m.name) + " = " + formatQuantity(m.value, m.unit); }
 
@@ -348,6 +354,11 @@ void RunPanel::appendBatch(const MetricBatch& b) {
         lines << "<span style='color:#d62728'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>";
       } else if (m->kind == lab::MessageKind::Warning) {
         lines << "<span style='color:#e6550d'>warning: " + html(text) + "</span>";
+      } else if (isTextTable(text)) {
+        // A table printed as text (the profiler's key_averages().table()): columns line up only in a
+        // fixed-width font, and a wrapped row is unreadable (issue 27 §4) -- so monospace, unwrapped,
+        // the console scrolling sideways.
+        lines << "<pre style='margin:0'>" + text.toHtmlEscaped() + "</pre>";
       } else {
         lines << "<span style='white-space:pre'>" + html(text) + "</span>";
       }

@@ -6,6 +6,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPainter>
+#include <QFontMetricsF>
 #include <QPdfWriter>
 #include <QScrollBar>
 #include <QTableWidget>
@@ -479,7 +480,29 @@ void ViewWidget::placeMarkers() {
     m.line->point1->setCoords(x, 0);
     m.line->point2->setCoords(x, 1);
     m.text->position->setCoords(x, 0.03 + 0.07 * static_cast<double>(i % 4));  // neighbours' labels apart
+    // A label that would run past the plot's right edge goes to the line's left instead (issue 27 §4:
+    // "crosso", "OOM at th..." were cut off).
+    const QCPAxisRect* rect = plot()->axisRect();
+    const double room = rect->right() - plot()->xAxis->coordToPixel(x);
+    const bool left = room < QFontMetricsF(m.text->font()).horizontalAdvance(m.text->text()) + 8;
+    m.text->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
   }
+}
+
+void ViewWidget::fitMarkers() {
+  QCustomPlot* p = plot();
+  if (!p) return;
+  QCPRange range = p->xAxis->range();
+  bool grown = false;
+  for (const MarkerItem& m : markers_) {
+    const double x = xOn(m.marker.x, xAxis_);
+    if (!std::isfinite(x) || (x >= range.lower && x <= range.upper)) continue;
+    range.expand(x);
+    grown = true;
+  }
+  // A marker at the edge would sit on the axis: a little room beyond it.
+  if (grown) p->xAxis->setRange(range.lower, range.upper + 0.03 * range.size());
+  placeMarkers();  // their labels' side follows the range
 }
 
 void ViewWidget::styleItems() {
@@ -844,6 +867,7 @@ class LineView final : public PlotViewBase {
       syncLegend(s.graph, !style(s.run).failed && s.graph->dataCount() > 0);
     }
     plot_->rescaleAxes(true);
+    fitMarkers();
     // A logarithmic x axis gets a margin, so the first and last points (a sweep's 1 and n, and any
     // marker there) are not drawn on the axes.
     if (xAxis_ < static_cast<int>(spec_.x.size()) && spec_.x[xAxis_].logarithmic && plot_->xAxis->range().lower > 0)

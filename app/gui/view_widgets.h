@@ -117,6 +117,9 @@ class ViewWidget : public QWidget {
   void addMarker(int run, const lab::Marker& m);
   void addLevel(int run, const lab::Level& l);
   void placeMarkers();
+  // Widens the x axis to every marker on it (rescaling fits the data only: a marker after the last
+  // point, such as empty_cache() after the run, was drawn off the plot).
+  void fitMarkers();
   void placeLevels();
   void styleItems();
 

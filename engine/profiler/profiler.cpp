@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -21,6 +23,7 @@
 #include "engine/core/tensor.h"
 #include "engine/memory/memory.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/stream.h"
 
 namespace gpulab::profiler {
@@ -303,12 +306,18 @@ void Profile::stop() {
       open.pop_back();
     }
     if (!open.empty()) childDevice[open.back()] += e.deviceUs;
+    if (!e.device.empty())
+      for (const std::size_t ancestor : open) events_[ancestor].deviceChildren = true;
     open.push_back(i);
   }
   for (std::size_t i = 0; i < events_.size(); ++i) events_[i].selfDeviceUs = std::max(0.0, events_[i].deviceUs - childDevice[i]);
 }
 
 double Profile::wallUs() const { return (stopped_ ? stopUs_ : nowUs()) - startUs_; }
+
+void Profile::step() {
+  if (!stopped_) stepEndsUs_.push_back(nowUs() - startUs_);
+}
 
 const std::vector<Event>& Profile::events() const { return events_; }
 
@@ -430,41 +439,94 @@ std::string KeyAverages::table(const std::string& sort_by, int row_limit) const 
 }
 
 std::string Profile::chromeTraceJson() const {
+  // Host ops under this process's pid, each thread a tid; each device a process of its own (pid: its
+  // index, as Kineto writes "GPU 0"), each of its streams a tid (the default stream 7, as CUDA's
+  // default stream shows in PyTorch's traces).
   const long pid = static_cast<long>(getpid());
-  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  bool first = true;
-  for (const Event& e : events_) {
-    char times[160];
-    std::snprintf(times, sizeof times, "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %ld, \"tid\": %" PRIu64, e.startUs, e.durationUs,
-                  pid, e.thread);
-    out += first ? "  " : ",\n  ";
-    first = false;
-    out += "{\"name\": \"" + jsonEscape(e.name) + "\", \"cat\": \"cpu_op\", \"ph\": \"X\", " + times + ", \"args\": {";
-    std::string args;
-    if (options_.record_shapes) args += "\"Input Dims\": \"" + jsonEscape(e.shapes) + "\"";
-    if (options_.profile_memory) args += std::string(args.empty() ? "" : ", ") + "\"CPU Mem\": " + std::to_string(e.memoryBytes);
-    out += args + "}}";
+  std::vector<std::string> events;
+  auto times = [](double ts, double dur) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "\"ts\": %.3f, \"dur\": %.3f", ts, dur);
+    return std::string(buf);
+  };
+  auto deviceIndex = [](const std::string& device) {  // "cuda:1" -> 1
+    const std::size_t colon = device.find(':');
+    return colon == std::string::npos ? 0L : std::strtol(device.c_str() + colon + 1, nullptr, 10);
+  };
+  std::map<std::pair<long, std::uintptr_t>, long> streamLanes;  // (device, stream id) -> tid
+  std::map<long, bool> devices;                                 // index -> emulated
+  std::set<std::uint64_t> threads;
+  // Correlation ids as large as CUPTI's: HTA narrows the column to the smallest integer type that holds
+  // them, then stores event indices in a column of that type (small ids made it fail on a short trace).
+  std::int64_t correlation = 1 << 20;
+  for (std::size_t i = 0; i < events_.size(); ++i) {
+    const Event& e = events_[i];
+    const std::string external = std::to_string(i + 1);
+    threads.insert(e.thread);
+    std::string args = "\"External id\": " + external;
+    if (options_.record_shapes) args += ", \"Input Dims\": \"" + jsonEscape(e.shapes) + "\"";
+    if (options_.profile_memory) args += ", \"CPU Mem\": " + std::to_string(e.memoryBytes);
+    events.push_back("{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"" + jsonEscape(e.name) + "\", \"pid\": " + std::to_string(pid) +
+                     ", \"tid\": " + std::to_string(e.thread) + ", " + times(e.startUs, e.durationUs) + ", \"args\": {" + args + "}}");
+    // The device's side: one kernel per op whose device work is its own (an op that called others
+    // with device work holds theirs in its span: drawn, the spans would nest on one stream's lane).
+    if (e.device.empty() || e.deviceChildren) continue;
+    const long device = deviceIndex(e.device);
+    if (!devices.count(device)) {
+      bool emulated = false;
+      try {
+        emulated = cuda::isEmulated(Device::parse(e.device));
+      } catch (const std::exception&) {  // a name this process cannot read back: labelled a GPU
+      }
+      devices[device] = emulated;
+    }
+    auto lane = streamLanes.find({device, e.deviceStream});
+    if (lane == streamLanes.end()) {
+      long tid = e.deviceStream == 0 ? 7 : 20 + static_cast<long>(streamLanes.size());
+      lane = streamLanes.emplace(std::pair{device, e.deviceStream}, tid).first;
+    }
+    const std::string corr = std::to_string(++correlation), ids = "\"External id\": " + external + ", \"correlation\": " + corr;
+    const std::string hostPlace = "\"pid\": " + std::to_string(pid) + ", \"tid\": " + std::to_string(e.thread);
+    const std::string devicePlace = "\"pid\": " + std::to_string(device) + ", \"tid\": " + std::to_string(lane->second);
+    events.push_back("{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", " + hostPlace + ", " +
+                     times(e.startUs, std::min(e.durationUs, 1.0)) + ", \"args\": {" + ids + "}}");
+    events.push_back("{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"" + jsonEscape(e.name) + "\", " + devicePlace + ", " +
+                     times(e.deviceStartUs, e.deviceUs) + ", \"args\": {" + ids + ", \"device\": " + std::to_string(device) +
+                     ", \"stream\": " + std::to_string(lane->second) + "}}");
+    char at[64];
+    std::snprintf(at, sizeof at, "%.3f", e.startUs);
+    events.push_back("{\"ph\": \"s\", \"id\": " + corr + ", " + hostPlace + ", \"ts\": " + at + ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}");
+    std::snprintf(at, sizeof at, "%.3f", e.deviceStartUs);
+    events.push_back("{\"ph\": \"f\", \"id\": " + corr + ", " + devicePlace + ", \"ts\": " + at +
+                     ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}");
   }
-  // The devices' streams, one lane each (a tid of its own, named), as PyTorch's trace shows its
-  // kernels: each device op's span on its stream, on the host's clock.
-  std::map<std::string, std::uint64_t> lanes;  // one per stream: "cuda:0 stream 0"
-  for (const Event& e : events_) {
-    if (e.device.empty()) continue;
-    auto [lane, added] = lanes.emplace(e.device + " stream " + std::to_string(e.deviceStream), 1000000 + lanes.size());
-    char times[160];
-    std::snprintf(times, sizeof times, "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %ld, \"tid\": %" PRIu64, e.deviceStartUs, e.deviceUs,
-                  pid, lane->second);
-    out += first ? "  " : ",\n  ";
-    first = false;
-    out += "{\"name\": \"" + jsonEscape(e.name) + "\", \"cat\": \"gpu_op\", \"ph\": \"X\", " + times + ", \"args\": {\"device\": \"" +
-           jsonEscape(e.device) + "\"}}";
+  // The steps (step()), on the thread that marked them -- the first that recorded -- as PyTorch's.
+  const std::uint64_t stepThread = threads.empty() ? 1 : *threads.begin();
+  const double endUs = stopped_ ? stopUs_ - startUs_ : nowUs() - startUs_;
+  for (std::size_t k = 0; k < stepEndsUs_.size() || (k == stepEndsUs_.size() && !stepEndsUs_.empty()); ++k) {
+    const double from = k == 0 ? 0.0 : stepEndsUs_[k - 1], to = k < stepEndsUs_.size() ? stepEndsUs_[k] : endUs;
+    const bool busy = std::any_of(events_.begin(), events_.end(), [&](const Event& e) { return e.startUs >= from && e.startUs < to; });
+    if (k == stepEndsUs_.size() && !busy) break;  // after the last step() nothing ran
+    events.push_back("{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#" + std::to_string(k + 1) + "\", \"pid\": " +
+                     std::to_string(pid) + ", \"tid\": " + std::to_string(stepThread) + ", " + times(from, to - from) + ", \"args\": {}}");
+    if (k == stepEndsUs_.size()) break;
   }
-  for (const auto& [name, tid] : lanes) {
-    out += first ? "  " : ",\n  ";
-    first = false;
-    out += "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(pid) + ", \"tid\": " + std::to_string(tid) +
-           ", \"args\": {\"name\": \"" + jsonEscape(name) + "\"}}";
+  // Names: the process and its threads, each device and its streams.
+  auto meta = [&](const std::string& what, long p, std::optional<long> tid, const std::string& key, const std::string& value) {
+    events.push_back("{\"ph\": \"M\", \"name\": \"" + what + "\", \"pid\": " + std::to_string(p) + (tid ? ", \"tid\": " + std::to_string(*tid) : "") +
+                     ", \"args\": {\"" + key + "\": \"" + jsonEscape(value) + "\"}}");
+  };
+  meta("process_name", pid, std::nullopt, "name", "gpulab (pid " + std::to_string(pid) + ")");
+  for (const std::uint64_t t : threads) meta("thread_name", pid, static_cast<long>(t), "name", "thread " + std::to_string(t) + (t == stepThread ? " (main)" : ""));
+  for (const auto& [device, emulated] : devices) {
+    meta("process_name", device, std::nullopt, "name", "GPU " + std::to_string(device));
+    meta("process_labels", device, std::nullopt, "labels", emulated ? "emulated GPU: runs on your CPU" : "GPU");
   }
+  for (const auto& [where, tid] : streamLanes) meta("thread_name", where.first, tid, "name", "stream " + std::to_string(tid));
+
+  std::string out = "{\"schemaVersion\": 1, \"distributedInfo\": {\"backend\": \"none\", \"rank\": 0, \"world_size\": 1},\n"
+                    " \"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  for (std::size_t i = 0; i < events.size(); ++i) out += (i ? ",\n  " : "  ") + events[i];
   out += "\n]}\n";
   return out;
 }

@@ -56,6 +56,7 @@ struct Event {
   std::string device;
   std::uintptr_t deviceStream = 0;  // the stream's id (0: the default stream)
   double deviceUs = 0, selfDeviceUs = 0, deviceStartUs = 0;
+  bool deviceChildren = false;  // an op it called has device work too (its own span holds theirs)
 };
 
 // One row of key_averages(): the events of one name (and, grouped by shape, one input shape).
@@ -97,12 +98,20 @@ class Profile {
   Profile& operator=(const Profile&) = delete;
 
   void stop();  // what __exit__ does: no events after it
+  // What torch.profiler.profile's step() marks: the current step ends here and the next begins. The
+  // trace shows each step as "ProfilerStep#N" around its ops, as PyTorch's does (Holistic Trace Analysis
+  // splits a trace into iterations by them); key_averages() is not changed by it.
+  void step();
   double wallUs() const;  // from construction to stop (or now, while recording)
   const std::vector<Event>& events() const;  // after stop(), in the order they ended
   KeyAverages key_averages(bool group_by_input_shape = false) const;
-  // The Chrome trace event format (chrome://tracing, https://ui.perfetto.dev): one complete event
-  // ("ph": "X") per op with ts/dur in microseconds, pid, tid, and args (input dims, memory). Throws
-  // Error naming the path when it cannot be written; the file is written whole or not at all.
+  // The trace as PyTorch's profiler writes it (the Kinetto JSON that chrome://tracing, Perfetto and
+  // Holistic Trace Analysis read): a "cpu_op" per op on its thread (args: External id, input dims,
+  // memory); for an op with device work, a "cuda_runtime" launch on its thread and a "kernel" on the
+  // device's process (pid: the device index) and its stream's lane (tid: the stream), tied by a
+  // correlation id and an "ac2g" flow; "ProfilerStep#N" spans for the steps; named processes and
+  // threads. Throws Error naming the path when it cannot be written; the file is written whole or not
+  // at all.
   void export_chrome_trace(const std::string& path) const;
   std::string chromeTraceJson() const;
 
@@ -110,6 +119,7 @@ class Profile {
   ProfileOptions options_;
   bool stopped_ = false;
   double startUs_ = 0, stopUs_ = 0;
+  std::vector<double> stepEndsUs_;  // since the start, one per step()
   std::vector<Event> events_;
 };
 

@@ -336,14 +336,19 @@ void DataParallelLab::run(const lab::Params& p, lab::MetricSink& sink, const lab
              .y = {"loss (MSE)", "", true},
              .series = {{"one", "one device, the whole batch"}, {"ddp", "DDP, " + std::to_string(n) + " replicas"},
                         {"dp", "DataParallel, " + std::to_string(n) + " replicas", lab::SeriesStyle::Dashed}},
-             .note = "With the gradients all-reduced, DDP's loss is the one device's: the average of the replicas' gradients is the "
-                     "whole batch's gradient. DataParallel computes the whole batch's loss on the first device, so it is too."});
+             .note = std::string(allReduce ? "With the gradients all-reduced, DDP's loss is the one device's: the average of the replicas' "
+                                             "gradients is the whole batch's gradient."
+                                           : "Without the all-reduce (this run) each DDP replica steps on its own rows' gradients, so "
+                                             "DDP's loss leaves the one device's.") +
+                     " DataParallel computes the whole batch's loss on the first device, so its loss is the one device's."});
   sink.view({.id = "drift", .title = "How far the DDP replicas drift apart" + simulatedMark, .kind = lab::ViewKind::Line, .x = {stepAxis},
              .y = {"weight difference", ""}, .yFromZero = true,
              .series = {{"drift", std::string(allReduce ? "with" : "without") + " all_reduce"}},
              .note = "Each replica sees other rows. Without the all-reduce each follows its own gradients and the copies of the "
                      "model part ways from the first step; with it every replica takes the same step and they stay identical. "
-                     "Plotted: the largest difference between any replica's weights and the first's."});
+                     "Plotted: the largest difference between any replica's weights and the first's." +
+                     std::string(allReduce ? " This run all-reduces, so the line stays at 0: turn all_reduce off to see them part."
+                                           : " This run does not all-reduce: the line climbs from the first step.")});
   std::vector<lab::SeriesSpec> bars = {{"ddp", "DDP"}, {"dp", "DataParallel"}};
   sink.view({.id = "memory", .title = "Memory per replica when the forward pass ends" + simulatedMark, .kind = lab::ViewKind::Bars, .y = {"memory", "bytes"},
              .yFromZero = true, .series = bars,

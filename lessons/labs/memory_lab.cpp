@@ -96,7 +96,7 @@ class CategoryTimeline {
       const int c = static_cast<int>(e.category);
       if (e.kind == MemoryEventKind::Allocate) live_[c] += e.size;
       else if (e.kind == MemoryEventKind::Free) live_[c] -= e.size;
-      else continue;
+      else if (e.kind != MemoryEventKind::SegmentRelease) continue;  // a release moves the reserved line (empty_cache())
       sample(e.time_s, e.reserved_bytes);
       std::int64_t total = 0;
       for (const std::int64_t bytes : live_) total += bytes;
@@ -166,6 +166,9 @@ class Session {
       MemoryEventRecorder& r;
       ~Drain() {
         try {
+          // The device first: a GPU's (and the emulated GPU's) frees of the attempt's tensors wait for
+          // the work queued on them, and only then reach the recorder.
+          synchronizeDevice(s.device_);
           s.timeline_.apply(r.drain(), std::nullopt);
         } catch (...) {  // the sink refused an update: the run already fails for a reason of its own
         }
@@ -346,8 +349,10 @@ void Session::oomSweep() {
       explainer_.explain(sink_);
       sink_.record("oom", {{"batch_size", batch}, {"width", growWidth ? width : std::int64_t{0}}, {"accumulate", std::int64_t{1}},
                            {"message", std::string(e.what())}, {"allocated_after_bytes", memory_allocated(device_)}, {"baseline_bytes", baseline}});
-      sink_.info("Allocated after the failed step: " + formatBytes(memory_allocated(device_)) + " (before it: " + formatBytes(baseline) +
-                 "): the failed step's tensors are gone, so the program can carry on.");
+      sink_.info("Allocated after the failed attempt: " + formatBytes(memory_allocated(device_)) + " (before it: " + formatBytes(baseline) +
+                 "). This lab makes a fresh model and optimizer for every attempt, so the failed step's tensors and the "
+                 "attempt's model went together; in a training loop that keeps its model, the model and the optimizer's "
+                 "state stay and only the step's tensors go -- either way the program can carry on.");
       break;
     }
     (growWidth ? width : batch) *= 2;
@@ -410,9 +415,15 @@ void Session::report() {
   const Snapshot deleted = snapshot(device_);
   smi("after del model, optimizer");
   sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "del model, optimizer", lab::MarkerKind::Event);
-  // 2. empty_cache(): the cache's unused segments go back to the driver -- reserved falls.
-  const std::int64_t released = empty_cache(device_);
-  sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "empty_cache()", lab::MarkerKind::EmptyCache);
+  // 2. empty_cache(): the cache's unused segments go back to the driver -- reserved falls, in the
+  //    stacked view too (its dashed line follows the segments' release events).
+  std::int64_t released = 0;
+  {
+    MemoryEventRecorder releases(device_);
+    sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "empty_cache()", lab::MarkerKind::EmptyCache);
+    released = empty_cache(device_);
+    timeline_.apply(releases.drain(), std::nullopt);
+  }
   const Snapshot after = snapshot(device_);
   const DeviceTelemetry last = smi("after empty_cache()");
   if (last.available) {
@@ -487,13 +498,14 @@ void Session::fraction() {
              formatBytes(cap) + " of " + formatBytes(total) + ".");
   sink_.level("memory", "the cap", static_cast<double>(cap));
 
-  // Fill it: 8 MiB at a time, as a workspace would, until the allocator refuses.
+  // Fill it: plain tensors of 8 MiB, until the allocator refuses. They stand for whatever a program
+  // allocates, so they are drawn as "other" -- not as a library's workspace, which they are not.
   constexpr std::int64_t kChunk = 8 << 20;
   std::vector<Tensor> held;
   std::int64_t allocatedAtOom = -1, reservedAtOom = -1;
   {
     MemoryEventRecorder recorder(device_);
-    MemoryCategoryScope tag(MemoryCategory::Workspace);
+    MemoryCategoryScope tag(MemoryCategory::Other);
     while (!stop_.stopRequested() && allocatedAtOom < 0) {
       try {
         held.push_back(Tensor::empty({kChunk / 4}, kFloat32, device_));

@@ -2,7 +2,9 @@
 //
 //   for _ in range(warmup): train_step()            # the first steps pay one-off costs: not profiled
 //   with torch.profiler.profile(record_shapes=True) as prof:
-//       for _ in range(steps): train_step()
+//       for _ in range(steps):
+//           train_step()
+//           prof.step()                             # the trace marks each step: ProfilerStep#N
 //   print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
 //   prof.export_chrome_trace("trace.json")          # open in https://ui.perfetto.dev
 //
@@ -126,6 +128,7 @@ void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   for (std::int64_t i = 0; i < steps && !stop.stopRequested(); ++i) {
     trainStep();
     synchronizeDevice(device);
+    prof.step();  // the trace's ProfilerStep#N
     sink.progress(static_cast<double>(i + 1), static_cast<double>(steps), "profiled step " + std::to_string(i + 1));
   }
   prof.stop();
