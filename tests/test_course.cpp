@@ -200,6 +200,21 @@ class TestCourse : public QObject {
     QVERIFY(!missing.met);
     QCOMPARE(missing.checks[0].line, QString("training peak allocated: not measured in this run (asked at most 268435456) — not met"));
     QVERIFY(missing.report().startsWith("Challenge not met yet: Peak under 256 MiB"));
+    // Issue 27 §4: a loaded challenge knows its measurements' units (the lab declares them), so what
+    // it asks reads in them before any run ("asked at most 268435456" beside "256.00 MiB").
+    Challenge withUnits = c;
+    withUnits.checks[0].unit = "bytes";
+    QCOMPARE(grade(withUnits, {}).checks[0].line, QString("training peak allocated: not measured in this run (asked at most 256.00 MiB) — not met"));
+    const Course course = gpulab::course::loadCourse();
+    int checked = 0;
+    for (const Lesson& lesson : course.lessons)
+      for (const RunBlock& run : lesson.runs)
+        if (run.challenge)
+          for (const ChallengeCheck& check : run.challenge->checks) {
+            ++checked;
+            if (check.measurement == "training peak allocated") QCOMPARE(check.unit, std::string("bytes"));
+          }
+    QVERIFY(checked > 10);
   }
 
   void challengeProgressIsKept() {

@@ -32,6 +32,7 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
   for (const ChallengeCheck& check : challenge.checks) {
     CheckResult r;
     r.check = check;
+    r.unit = check.unit;  // until the run's measurement says otherwise
     for (const lab::Measurement& m : measured) {
       if (QString::fromStdString(m.name) == check.measurement) {
         r.measured = m.value;

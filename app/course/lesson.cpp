@@ -116,11 +116,11 @@ Challenge parseChallenge(const QJsonValue& v, int line) {
 // A challenge no run can meet is refused where the lesson is written (issue 27 6.6: such challenges
 // loaded as "ok"): a check must name a measurement the lab sends, in a direction its unit allows, and
 // the checks of one measurement must leave room between them.
-void checkAgainstLab(const Challenge& c, const lab::Lab& theLab, int line) {
+void checkAgainstLab(Challenge& c, const lab::Lab& theLab, int line) {
   const QString where = "run block: challenge";
   const std::vector<lab::MeasurementSpec> specs = theLab.measurements();
   std::map<QString, std::pair<std::optional<double>, std::optional<double>>> bounds;  // the tightest at_least, at_most
-  for (const ChallengeCheck& check : c.checks) {
+  for (ChallengeCheck& check : c.checks) {
     const lab::MeasurementSpec* spec = lab::findMeasurement(specs, check.measurement.toStdString());
     if (!spec) {
       QStringList names;
@@ -129,6 +129,7 @@ void checkAgainstLab(const Challenge& c, const lab::Lab& theLab, int line) {
                                       "for a part the settings choose)")
                                   .arg(where, QString::fromStdString(theLab.id()), check.measurement, names.join("; "))};
     }
+    check.unit = spec->unit;  // the asked numbers read in it even before a run measured anything
     if (check.atMost && *check.atMost <= 0 && lab::alwaysPositive(spec->unit)) {
       throw LessonError{line, QString("%1: check of '%2' asks for at most %3 %4, but it is always above 0: no run can meet it")
                                   .arg(where, check.measurement, QString::number(*check.atMost), QString::fromStdString(spec->unit))};

@@ -21,6 +21,7 @@ namespace gpulab::course {
 struct ChallengeCheck {
   QString measurement;  // a Measurement's name, as the lab sends it
   std::optional<double> atLeast, atMost;
+  std::string unit;  // the measurement's, as the lab declares it (filled when the lesson loads)
 };
 
 // A challenge's examples, so that its grading is tested (gpulab-cli lesson ID --check-challenges):
