@@ -464,6 +464,12 @@ class TestGui : public QObject {
     const QString all = tableRows(table).join('\n');
     QVERIFY2(all.contains("your machine | matmul on cpu | "), qPrintable(all));
     QVERIFY2(all.contains(kReferenceLabel + " | matmul on cuda:0"), qPrintable(all));  // kept through the run
+    // Issue 27 §4: ticked after the learner's run, the recording does not put its own note under it
+    // (the recording's NVML note appeared under the learner's CPU run, unlabelled).
+    const QString learnersNote = w.plotPanel()->view("matmul")->noteText();
+    w.plotPanel()->setShowReference(false);
+    w.plotPanel()->setShowReference(true);
+    QCOMPARE(w.plotPanel()->view("matmul")->noteText(), learnersNote);
     // The learner's bar and the reference's side by side.
     const QStringList entries = w.plotPanel()->legendEntries("matmul");
     QCOMPARE(entries.size(), 2);

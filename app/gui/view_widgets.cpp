@@ -234,6 +234,18 @@ void ViewWidget::setView(QWidget* view) {
 
 void ViewWidget::declare(int run, const lab::ViewSpec& spec) {
   runSpecs_[run] = spec;
+  // A reference run's declaration (recorded on a GPU) names its own series, but the view's note, title
+  // and axes stay those of the learner's run when one has declared it: they describe the learner's run
+  // (issue 27 §4: the recording's NVML note appeared under the learner's CPU run).
+  const bool learners = std::any_of(runSpecs_.begin(), runSpecs_.end(), [&](const auto& entry) {
+    return entry.first != run && !style(entry.first).reference;
+  });
+  if (style(run).reference && learners) {
+    restyle();
+    styleItems();
+    markDirty();
+    return;
+  }
   spec_ = spec;
   specChanged();
   restyle();
@@ -350,6 +362,7 @@ int ViewWidget::pointCount(int run) const {
 }
 
 int ViewWidget::markerCount() const { return static_cast<int>(markers_.size()); }
+QString ViewWidget::noteText() const { return note_->isVisible() || !note_->text().isEmpty() ? note_->text() : QString(); }
 
 QStringList ViewWidget::legendTexts() const {
   QStringList out;

@@ -76,6 +76,7 @@ class ViewWidget : public QWidget {
 
   int pointCount(int run) const;  // what `run` drew here: points, bars, rows or spans
   int markerCount() const;
+  QString noteText() const;  // the note under the view, as shown
   QStringList legendEntries() const;
   // The texts the legend shows (shorter than the entries' names, see above).
   QStringList legendTexts() const;
