@@ -410,10 +410,15 @@ class TestGui : public QObject {
     QCOMPARE(epochs->item(epochs->rowCount() - 1, 0)->text(), kReferenceLabel);
     QCOMPARE(loss->graph(0)->dataCount(), ownLoss);  // the learner's curves stay
     QVERIFY(!loss->graph(0)->name().contains("reference"));
-    // In the legend: the graph, with a short text (its name stays in full for tooltips and exports).
+    // In the legend (issue 27 §4: listing every series twice squeezed the plot to 30 px): the learner's
+    // series, and one entry for the recording's grey dashes -- its curves' full names stay for tooltips
+    // and exports.
     panel->view("loss")->refresh();
-    QVERIFY(loss->legend->hasItemWithPlottable(train.front()));
-    QVERIFY2(panel->view("loss")->legendTexts().contains("train loss — reference (NVIDIA H100)"), qPrintable(panel->view("loss")->legendTexts().join(" | ")));
+    QVERIFY(!loss->legend->hasItemWithPlottable(train.front()));
+    const QStringList texts = panel->view("loss")->legendTexts();
+    QVERIFY2(texts.contains("grey dashes: reference (NVIDIA H100)"), qPrintable(texts.join(" | ")));
+    QCOMPARE(texts.filter("reference").size(), 1);
+    QCOMPARE(texts.size(), 3);  // train loss, eval loss, the recording
     // The measurements table: the learner's rows and the reference's, labelled.
     const QStringList rows = tableRows(panel->measurementTable());
     QVERIFY2(rows.contains(kReferenceLabel + " | evaluation peak under no-grad | 976.56 KiB"), qPrintable(rows.join('\n')));

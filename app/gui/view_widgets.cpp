@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <qcustomplot.h>
 
 #include "app/gui/units.h"
@@ -696,6 +697,7 @@ class LineView final : public PlotViewBase {
   static constexpr int kKeptPoints = 10000;
 
   bool stacked() const { return spec_.kind == lab::ViewKind::StackedArea; }
+  std::map<int, QCPGraph*> referenceKeys_;  // per reference run: the legend's one entry for its series
 
   void specChanged() override {
     ViewWidget::specChanged();
@@ -797,6 +799,10 @@ class LineView final : public PlotViewBase {
 
   void dropRun(int run) override {
     dropEntries(run, series_, order_, [](const Series& s) { return s.graph; });
+    if (auto key = referenceKeys_.find(run); key != referenceKeys_.end()) {
+      plot_->removePlottable(key->second);
+      referenceKeys_.erase(key);
+    }
     stackDirty_ = true;
   }
 
@@ -875,10 +881,30 @@ class LineView final : public PlotViewBase {
   void redraw() override {
     if (stackDirty_) restack();
     stackDirty_ = false;
-    for (const auto& key : order_) {  // the legend in the order the series appeared
+    // The legend in the order the series appeared. A recording's series that the learner's run also
+    // has are not listed again: one entry says what its grey dashes are (issue 27 §4: with "Compare
+    // with a real GPU" a legend of every series twice grew until the plot was 30 px tall).
+    std::set<std::string> learners;
+    for (const auto& [key, s] : series_)
+      if (!style(s.run).reference && s.graph->dataCount() > 0) learners.insert(s.id);
+    std::set<int> referencesShown;
+    for (const auto& key : order_) {
       const Series& s = series_.at(key);
-      syncLegend(s.graph, !style(s.run).failed && s.graph->dataCount() > 0);
+      const bool reference = style(s.run).reference, drawn = !style(s.run).failed && s.graph->dataCount() > 0;
+      const bool keyed = reference && learners.count(s.id);
+      syncLegend(s.graph, drawn && !keyed);
+      if (drawn && keyed) referencesShown.insert(s.run);
     }
+    for (const int run : referencesShown) {
+      QCPGraph*& key = referenceKeys_[run];
+      if (!key) key = plot_->addGraph();
+      key->setName(runTitle(style(run)));
+      key->setProperty(kLegendTextProperty, "grey dashes: " + (style(run).shortName.isEmpty() ? style(run).name : style(run).shortName));
+      key->setPen(QPen(grey(0), 1.5, Qt::DashLine));
+      syncLegend(key, true);
+    }
+    for (auto& [run, key] : referenceKeys_)
+      if (!referencesShown.count(run)) syncLegend(key, false);
     plot_->rescaleAxes(true);
     fitMarkers();
     // A logarithmic x axis gets a margin, so the first and last points (a sweep's 1 and n, and any
