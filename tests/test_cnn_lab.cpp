@@ -77,6 +77,10 @@ class TestCnnLab : public QObject {
     QCOMPARE(measured(b, "benchmark on: searches"), 0.0);
     QCOMPARE(measured(b, "benchmark off: searches"), 0.0);
     QVERIFY(rowsOf(b, "algorithms").empty());
+    // Issue 27 §4: step times on a logarithmic axis, where a GPU's recording (1.5 ms) and a CPU's run
+    // (280 ms) are both readable -- on a linear one the recording lay flat on the axis.
+    for (const lab::ViewSpec& v : b.all<lab::ViewSpec>())
+      if (v.id == "steps") QVERIFY(v.y.logarithmic && !v.yFromZero);
     QVERIFY(said(b, "there is no cuDNN"));
     QCOMPARE(rowsOf(b, "summary").size(), std::size_t{2});
 

@@ -121,8 +121,11 @@ void runBenchmark(const std::shared_ptr<data::TensorDataset>& trainSet, const la
   std::vector<lab::SeriesSpec> series;
   for (const Settings& s : settings) series.push_back({s.id, s.label});
   sink.view({.id = "steps", .title = "Step time", .kind = lab::ViewKind::Line, .x = {{"step", ""}},
-             .y = {"step time", "ms"}, .yFromZero = true, .series = series,
-             .note = std::string(changing ? "Every step's batch has a new size, so every step's convolutions have new shapes. " : "") +
+             // Logarithmic: a GPU's milliseconds and a CPU's hundreds of them (a recording beside the
+             // learner's run), and a first step ten times the others, all readable on one plot.
+             .y = {"step time", "ms", true}, .series = series,
+             .note = std::string("A logarithmic axis: equal heights are equal ratios. ") +
+                     (changing ? "Every step's batch has a new size, so every step's convolutions have new shapes. " : "") +
                      (cudnn ? "Marked: steps at which benchmark mode timed cuDNN's algorithms for a new shape."
                             : "No cuDNN on " + device.str() + ": both settings run the same code, so the two lines differ only by "
                               "noise (and the first step's one-off costs, such as the memory cache's first allocations).")});
