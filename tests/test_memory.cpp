@@ -421,6 +421,37 @@ class TestMemory : public QObject {
     }
   }
 
+  // Issue 27 §4: the OOM marker sits at the failed allocation, on the step's peak -- it was placed
+  // after the unwinding had freed the step's tensors, where the plot read ~0 beside a console that said
+  // 57.82 MiB were allocated.
+  void theOomMarkerSitsOnThePeak() {
+    test::RecordingSink sink;
+    test::runLab("memory", {{"device", "cpu"}, {"mode", "oom-sweep"}, {"dataset", "regression"}, {"hidden", "256,256"}, {"start_batch", "256"},
+                            {"cap_mb", "24"}, {"steps", "2"}},
+                 sink);
+    double at = -1;
+    for (const lab::Marker& m : sink.all<lab::Marker>())
+      if (m.view == "memory" && m.kind == lab::MarkerKind::OutOfMemory && at < 0) at = m.x[0];
+    QVERIFY(at >= 0);
+    std::map<double, double> stacked;  // time -> live bytes, all categories
+    for (int c = 0; c < kMemoryCategoryCount; ++c)
+      for (const lab::Point& p : sink.points("memory", memoryCategoryName(static_cast<MemoryCategory>(c)))) stacked[p.x[0]] += p.y;
+    double highest = 0, atMarker = 0, lowestAfter = 1e300;
+    for (const auto& [t, bytes] : stacked) {
+      if (t <= at) {
+        highest = std::max(highest, bytes);
+        atMarker = bytes;
+      } else {
+        lowestAfter = std::min(lowestAfter, bytes);  // once the failed step's tensors were freed
+      }
+    }
+    qInfo("live bytes at the OOM marker %.2f MiB; the highest before it %.2f MiB; the lowest after it %.2f MiB", atMarker / (1 << 20),
+          highest / (1 << 20), lowestAfter / (1 << 20));
+    QVERIFY(highest > 0);
+    QVERIFY(atMarker >= 0.6 * highest);
+    QVERIFY(atMarker >= 1.5 * lowestAfter);
+  }
+
   void reportShowsWhatEmptyCacheReturns() {
     test::RecordingSink sink;
     // Weights of 16 MiB get segments of their own, which empty_cache() can return once they are

@@ -94,6 +94,7 @@ class CategoryTimeline {
     double highestAt = 0;
     for (const MemoryEvent& e : events) {
       const int c = static_cast<int>(e.category);
+      if (e.kind == MemoryEventKind::OutOfMemory) lastOutOfMemory_ = e.time_s - origin();
       if (e.kind == MemoryEventKind::Allocate) live_[c] += e.size;
       else if (e.kind == MemoryEventKind::Free) live_[c] -= e.size;
       else if (e.kind != MemoryEventKind::SegmentRelease) continue;  // a release moves the reserved line (empty_cache())
@@ -111,6 +112,10 @@ class CategoryTimeline {
     if (origin_ < 0) origin_ = memoryClockSeconds();
     return origin_;
   }
+  // When the allocator last refused, on the view's clock: where an OOM marker belongs -- at the failed
+  // allocation, on the step's peak, not after the unwinding freed the step's tensors (the plot read
+  // ~0 at the marker beside a console that said 57.82 MiB allocated).
+  std::optional<double> lastOutOfMemory() const { return lastOutOfMemory_; }
 
  private:
   static std::string label(int c) {
@@ -128,6 +133,7 @@ class CategoryTimeline {
   lab::MetricSink& sink_;
   std::int64_t live_[kMemoryCategoryCount] = {};
   double origin_ = -1;
+  std::optional<double> lastOutOfMemory_;
 };
 
 class Session {
@@ -343,7 +349,7 @@ void Session::oomSweep() {
       // The failed attempt's tensors were freed while the exception unwound the stack.
       oom = true;
       attemptRow(batch, growWidth ? width : shownWidth, 1, "out of memory");
-      sink_.marker("memory", {memoryClockSeconds() - timeline_.origin()}, "OOM at " + std::string(growWidth ? "width " : "batch ") +
+      sink_.marker("memory", {timeline_.lastOutOfMemory().value_or(memoryClockSeconds() - timeline_.origin())}, "OOM at " + std::string(growWidth ? "width " : "batch ") +
                                                                             std::to_string(growWidth ? width : batch), lab::MarkerKind::OutOfMemory);
       sink_.engineError(e.what());
       explainer_.explain(sink_);
