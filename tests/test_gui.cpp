@@ -864,6 +864,9 @@ class TestGui : public QObject {
     auto* tabs = panel.findChild<QTabWidget*>();
     QCOMPARE(tabs->count(), 3);
     QCOMPARE(tabs->tabText(0), QString("Title of first"));
+    QCOMPARE(tabs->tabToolTip(0), QString("Title of first"));  // the whole title, where the tab shortens it
+    QCOMPARE(tabs->elideMode(), Qt::ElideRight);            // issue 27 §4: every tab in sight, none cut mid-word
+    QVERIFY(!tabs->usesScrollButtons());
     QCOMPARE(tabs->tabText(2), QString("Measurements"));
     QCustomPlot* p = panel.plot("first");
     QCOMPARE(p->graphCount(), 3);

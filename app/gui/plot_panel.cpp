@@ -36,6 +36,10 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   tabs_ = new QTabWidget(this);
+  // Every view's tab stays in sight: titles shortened with "..." where they do not all fit (each tab's
+  // tooltip has its whole title), rather than tabs scrolled out of sight and a title cut mid-word.
+  tabs_->setElideMode(Qt::ElideRight);
+  tabs_->setUsesScrollButtons(false);
   table_ = new QTableWidget(0, 3);
   table_->setHorizontalHeaderLabels({"Run", "Measurement", "Value"});
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -161,6 +165,7 @@ void PlotPanel::declareView(int run, const lab::ViewSpec& spec) {
   if (it != views_.end() && it->view->spec().kind == spec.kind) {
     it->view->declare(run, spec);
     tabs_->setTabText(tabs_->indexOf(it->view), title);
+    tabs_->setTabToolTip(tabs_->indexOf(it->view), title);
     return;
   }
   auto* view = ViewWidget::create(run, spec);
@@ -175,11 +180,13 @@ void PlotPanel::declareView(int run, const lab::ViewSpec& spec) {
     delete it->view;
     it->view = view;
     tabs_->insertTab(index, view, title);
+    tabs_->setTabToolTip(index, title);
     if (shown) tabs_->setCurrentIndex(index);
     return;
   }
   const bool first = views_.empty();
   tabs_->insertTab(static_cast<int>(views_.size()), view, title);
+  tabs_->setTabToolTip(static_cast<int>(views_.size()), title);
   views_.push_back({spec.id, view});
   if (first) tabs_->setCurrentIndex(0);
 }
