@@ -21,7 +21,9 @@ QString number(double v) {
 QString formatQuantity(double value, const std::string& unit) {
   if (unit == "bytes" && std::isfinite(value)) return QString::fromStdString(formatBytes(static_cast<std::int64_t>(value)));
   if (unit.empty()) return number(value);
-  if (unit == "x") return number(value) + "×";
+  // "2.5x", as the labs' sentences and the challenges write a ratio (issue 27 §4: the table's "2.5×"
+  // beside a challenge's "2.5x").
+  if (unit == "x") return number(value) + "x";
   return number(value) + " " + QString::fromStdString(unit);
 }
 
