@@ -389,7 +389,8 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
             ": " + (readRight ? "right" : "wrong -- " + formatGeneral(read, 6) + " instead of " + formatGeneral(expected, 6)) +
             ". Waiting with the event " + comparedTimes(eventWait, synchronizeWait, "waiting with torch.cuda.synchronize()") +
             (eventShorter ? ": the event waits for its stream up to the copy, synchronize() for the next step's work queued after it too."
-                          : ": here the next step's work did not lengthen synchronize()'s wait measurably.") +
+                          : ": here the waits varied too much to tell whether the next step's work lengthened synchronize()'s -- "
+                            "is another program busy on this machine? Run it again.") +
             (emulated ? " This is the emulated GPU: its streams are threads of your CPU, so a copy and a product overlap only as far "
                         "as your cores (and memory) let two threads work at once; a GPU copies with engines of its own."
                       : ""));
