@@ -159,6 +159,37 @@ void configureAxis(QCPAxis* axis, const lab::Axis& spec) {
     axis->setTicker(bytes ? QSharedPointer<QCPAxisTicker>(new BytesTicker) : QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
 }
 
+// A legend entry that stands for no one plottable: a grey dashed line and its text -- a recording's
+// curves, all drawn grey and dashed, in one entry. Not a graph, so it adds none to the plot.
+class KeyLegendItem final : public QCPAbstractLegendItem {
+ public:
+  KeyLegendItem(QCPLegend* legend, QString text) : QCPAbstractLegendItem(legend), text_(std::move(text)) {}
+  const QString& text() const { return text_; }
+  void setText(const QString& text) { text_ = text; }
+
+ protected:
+  void draw(QCPPainter* painter) override {
+    painter->setFont(mParentLegend->font());
+    painter->setPen(QPen(mParentLegend->textColor()));
+    const QSize icon = mParentLegend->iconSize();
+    const QRect textRect = painter->fontMetrics().boundingRect(0, 0, 0, icon.height(), Qt::TextDontClip, text_);
+    const int height = std::max(textRect.height(), icon.height());
+    painter->drawText(mRect.x() + icon.width() + mParentLegend->iconTextPadding(), mRect.y(), textRect.width(), height, Qt::TextDontClip, text_);
+    painter->setPen(QPen(QColor(140, 140, 140), 1.5, Qt::DashLine));
+    const double y = mRect.y() + height / 2.0;
+    painter->drawLine(QLineF(mRect.x(), y, mRect.x() + icon.width(), y));
+  }
+  QSize minimumOuterSizeHint() const override {
+    const QSize icon = mParentLegend->iconSize();
+    const QRect textRect = QFontMetrics(mParentLegend->font()).boundingRect(0, 0, 0, icon.height(), Qt::TextDontClip, text_);
+    return QSize(icon.width() + mParentLegend->iconTextPadding() + textRect.width() + mMargins.left() + mMargins.right(),
+                 std::max(textRect.height(), icon.height()) + mMargins.top() + mMargins.bottom());
+  }
+
+ private:
+  QString text_;
+};
+
 // The legend's entries: a legend in columns has empty cells, which QCPLegend::itemCount() counts.
 int legendItemCount(QCPLegend* legend) {
   int n = 0;
@@ -370,6 +401,7 @@ QStringList ViewWidget::legendTexts() const {
   QCustomPlot* p = plot();
   for (int i = 0; p && i < p->legend->itemCount(); ++i)
     if (auto* item = dynamic_cast<ShortLegendItem*>(p->legend->item(i))) out << item->text();
+    else if (auto* key = dynamic_cast<KeyLegendItem*>(p->legend->item(i))) out << key->text();
   return out;
 }
 
@@ -697,7 +729,7 @@ class LineView final : public PlotViewBase {
   static constexpr int kKeptPoints = 10000;
 
   bool stacked() const { return spec_.kind == lab::ViewKind::StackedArea; }
-  std::map<int, QCPGraph*> referenceKeys_;  // per reference run: the legend's one entry for its series
+  std::map<int, KeyLegendItem*> referenceKeys_;  // per reference run: the legend's one entry for its series
 
   void specChanged() override {
     ViewWidget::specChanged();
@@ -800,7 +832,7 @@ class LineView final : public PlotViewBase {
   void dropRun(int run) override {
     dropEntries(run, series_, order_, [](const Series& s) { return s.graph; });
     if (auto key = referenceKeys_.find(run); key != referenceKeys_.end()) {
-      plot_->removePlottable(key->second);
+      plot_->legend->removeItem(key->second);
       referenceKeys_.erase(key);
     }
     stackDirty_ = true;
@@ -895,16 +927,23 @@ class LineView final : public PlotViewBase {
       syncLegend(s.graph, drawn && !keyed);
       if (drawn && keyed) referencesShown.insert(s.run);
     }
-    for (const int run : referencesShown) {
-      QCPGraph*& key = referenceKeys_[run];
-      if (!key) key = plot_->addGraph();
-      key->setName(runTitle(style(run)));
-      key->setProperty(kLegendTextProperty, "grey dashes: " + (style(run).shortName.isEmpty() ? style(run).name : style(run).shortName));
-      key->setPen(QPen(grey(0), 1.5, Qt::DashLine));
-      syncLegend(key, true);
+    for (auto it = referenceKeys_.begin(); it != referenceKeys_.end();) {
+      if (referencesShown.count(it->first)) {
+        ++it;
+        continue;
+      }
+      plot_->legend->removeItem(it->second);
+      it = referenceKeys_.erase(it);
     }
-    for (auto& [run, key] : referenceKeys_)
-      if (!referencesShown.count(run)) syncLegend(key, false);
+    for (const int run : referencesShown) {
+      const QString text = "grey dashes: " + (style(run).shortName.isEmpty() ? style(run).name : style(run).shortName);
+      KeyLegendItem*& key = referenceKeys_[run];
+      if (!key) {
+        key = new KeyLegendItem(plot_->legend, text);
+        plot_->legend->addItem(key);
+      }
+      key->setText(text);
+    }
     plot_->rescaleAxes(true);
     fitMarkers();
     // A logarithmic x axis gets a margin, so the first and last points (a sweep's 1 and n, and any
