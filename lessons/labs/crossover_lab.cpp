@@ -121,8 +121,8 @@ std::vector<Spread> secondsPerCall(const std::vector<TimedCall>& calls, double b
     while (perCall[0].size() < 3 || (secondsSince(begin) < total && perCall[0].size() < 15)) {
       for (std::size_t c = 0; c < calls.size(); ++c) {
         if (stop.stopRequested()) return {};
-        const auto& [device, call] = calls[c];
-        perCall[c].push_back(secondsOn(device, [&] { for (int i = 0; i < batch[c]; ++i) call(); }) / batch[c]);
+        const std::function<void()>& call = calls[c].second;  // (clang 14 cannot capture a structured binding)
+        perCall[c].push_back(secondsOn(calls[c].first, [&] { for (int i = 0; i < batch[c]; ++i) call(); }) / batch[c]);
       }
     }
   }
