@@ -55,6 +55,12 @@ class TestRepeatedTiming : public QObject {
     QCOMPARE(gpulab::formatReadable(4.989e24, 4), std::string("4.989e+24"));
   }
 
+  void theMedianRunAndTheRangeColumn() {
+    QCOMPARE(medianIndex({3.0, 1.0, 2.0}), std::size_t(2));
+    QCOMPARE(medianIndex({4.0, 1.0, 3.0, 2.0}), std::size_t(3));  // the lower middle of an even count
+    QCOMPARE(rangeText(spreadOf({0.0125, 0.0110, 0.0141}), 1e3), std::string("11 to 14.1"));
+  }
+
   void theSentenceSaysWhatTheSpreadsAllow() {
     const Spread fast = spreadOf({0.010, 0.011, 0.012}), slow = spreadOf({0.020, 0.022, 0.024});
     const std::string faster = comparedTimes(fast, slow, "the other");

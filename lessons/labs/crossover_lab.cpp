@@ -300,7 +300,7 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
       sink.point("split_" + lane, "fixed", {static_cast<double>(n)}, split.share(split.fixed));
       sink.point("split_" + lane, "memory", {static_cast<double>(n)}, split.share(split.memory));
       sink.point("split_" + lane, "arithmetic", {static_cast<double>(n)}, split.share(split.arithmetic));
-      sink.row("where", {n, s.name, seconds[d] * 1000.0, formatReadable(timed[d].low * 1e3, 3) + " to " + formatReadable(timed[d].high * 1e3, 3),
+      sink.row("where", {n, s.name, seconds[d] * 1000.0, rangeText(timed[d], 1e3),
                          split.fixed * 1000.0, split.memory * 1000.0, split.arithmetic * 1000.0,
                          split.bound(), split.modelled() / seconds[d]});
     }

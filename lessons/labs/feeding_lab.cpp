@@ -516,11 +516,13 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   if (stop.stopRequested()) return;
   std::map<LoaderChoice, LoaderRun> runs;       // the median run of each loader
   std::map<LoaderChoice, Spread> speeds;        // steps/s over its runs
-  for (auto& [c, rs] : allRuns) {
-    std::sort(rs.begin(), rs.end(), [](const LoaderRun& a, const LoaderRun& b) { return a.seconds < b.seconds; });
-    runs[c] = rs[(rs.size() - 1) / 2];
-    std::vector<double> rates;
-    for (const LoaderRun& r : rs) rates.push_back(static_cast<double>(r.steps) / r.seconds);
+  for (const auto& [c, rs] : allRuns) {
+    std::vector<double> seconds, rates;
+    for (const LoaderRun& r : rs) {
+      seconds.push_back(r.seconds);
+      rates.push_back(static_cast<double>(r.steps) / r.seconds);
+    }
+    runs[c] = rs[medianIndex(seconds)];
     speeds[c] = spreadOf(rates);
   }
 
@@ -557,7 +559,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   for (const auto& [c, r] : runs) {
     const Spread& speed = speeds.at(c);
     std::vector<lab::Value> cells = {choiceText(c, copies) + (c == mine ? " (yours)" : ""), speed.median,
-                                     formatReadable(speed.low, 4) + " to " + formatReadable(speed.high, 4), ofCeiling(r), idleShare(r),
+                                     rangeText(speed, 1.0, 4), ofCeiling(r), idleShare(r),
                                      waitingShare(r)};
     if (copies) cells.push_back(1e6 * r.copySeconds / static_cast<double>(r.steps));
     cells.push_back(r.meanLoss);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "engine/core/number_format.h"
@@ -36,7 +37,18 @@ std::string spreadText(const Spread& s, const std::string& unit, int significant
   auto number = [&](double v) { return formatReadable(v, significant); };
   if (s.runs == 0) return "not measured";
   if (s.runs == 1) return number(s.median) + u + " (1 run)";
-  return number(s.median) + u + " (" + number(s.low) + " to " + number(s.high) + ", " + std::to_string(s.runs) + " runs)";
+  return number(s.median) + u + " (" + rangeText(s, 1.0, significant) + ", " + std::to_string(s.runs) + " runs)";
+}
+
+std::string rangeText(const Spread& s, double scale, int significant) {
+  return formatReadable(s.low * scale, significant) + " to " + formatReadable(s.high * scale, significant);
+}
+
+std::size_t medianIndex(const std::vector<double>& values) {
+  std::vector<std::size_t> order(values.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+  return order.empty() ? 0 : order[(order.size() - 1) / 2];
 }
 
 std::string comparedTimes(const Spread& seconds, const Spread& otherSeconds, const std::string& other) {

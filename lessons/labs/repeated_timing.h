@@ -31,6 +31,12 @@ Difference compare(const Spread& a, const Spread& b);
 
 // "12.3 ms (11.0 to 14.1, 5 runs)": the median, then the range it came from.
 std::string spreadText(const Spread& s, const std::string& unit, int significant = 3);
+// "11.0 to 14.1": the range alone, its ends multiplied by `scale` (1e3: seconds shown in ms), for a
+// table's range column.
+std::string rangeText(const Spread& s, double scale = 1.0, int significant = 3);
+// Which of `values` is the median (the lower middle of an even count): the run that stands for its
+// repeats where a view shows one run (a timeline, a table's other columns).
+std::size_t medianIndex(const std::vector<double>& values);
 
 // A sentence's end that says what the runs allow of one thing against another, both timed in seconds
 // (lower is faster): "was 1.52x faster than <other> in every run (medians 12.3 ms and 18.7 ms)", "...

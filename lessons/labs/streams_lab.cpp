@@ -250,8 +250,7 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
     std::vector<double> times;
     for (const PassRun& r : runs) times.push_back(r.seconds);
     seconds = spreadOf(times);
-    std::sort(runs.begin(), runs.end(), [](const PassRun& a, const PassRun& b) { return a.seconds < b.seconds; });
-    return std::move(runs[(runs.size() - 1) / 2]);
+    return std::move(runs[medianIndex(times)]);
   };
   Spread serialSeconds, overlappedSeconds;
   const PassRun serial = medianPass(serialRuns, serialSeconds), overlapped = medianPass(overlappedRuns, overlappedSeconds);
@@ -273,9 +272,8 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
              .note = std::to_string(repeats) + " passes each, taking turns, until the device finished: the median pass (the timelines "
                      "draw it) and the range of all. The checksums (the sum of every output) agree: the second stream changes when the "
                      "work runs, not what it computes."});
-  auto milliseconds = [](const Spread& t) { return formatReadable(t.low * 1e3, 3) + " to " + formatReadable(t.high * 1e3, 3); };
-  sink.row("passes", {std::string("one stream (serial)"), serialSeconds.median * 1e3, milliseconds(serialSeconds), 1.0, serial.checksum});
-  sink.row("passes", {std::string("copies on a stream of their own (overlapped)"), overlappedSeconds.median * 1e3, milliseconds(overlappedSeconds),
+  sink.row("passes", {std::string("one stream (serial)"), serialSeconds.median * 1e3, rangeText(serialSeconds, 1e3), 1.0, serial.checksum});
+  sink.row("passes", {std::string("copies on a stream of their own (overlapped)"), overlappedSeconds.median * 1e3, rangeText(overlappedSeconds, 1e3),
                       speedup, overlapped.checksum});
 
   // 2. The race: a result copied to the host with non_blocking=True, read before the copy ran.
@@ -368,8 +366,8 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
              .columns = {{"wait", ""}, {"host waits", "ms"}, {"range", "ms"}},
              .note = "The same queue each time: about 50 ms of work, the copy, an event recorded after it, and the next step's work "
                      "(another 50 ms). " + std::to_string(repeats) + " waits of each kind, taking turns: the median and the range."});
-  sink.row("waits", {std::string("copied.synchronize(): up to the copy"), eventWait.median * 1e3, milliseconds(eventWait)});
-  sink.row("waits", {std::string("torch.cuda.synchronize(): everything queued"), synchronizeWait.median * 1e3, milliseconds(synchronizeWait)});
+  sink.row("waits", {std::string("copied.synchronize(): up to the copy"), eventWait.median * 1e3, rangeText(eventWait, 1e3)});
+  sink.row("waits", {std::string("torch.cuda.synchronize(): everything queued"), synchronizeWait.median * 1e3, rangeText(synchronizeWait, 1e3)});
 
   sink.measurement("overlap speed-up", speedup, "x");
   sink.measurement("serial pass time", serialSeconds.median * 1e3, "ms");
