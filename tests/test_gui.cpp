@@ -358,9 +358,10 @@ class TestGui : public QObject {
     w.startRun();
     QVERIFY(finished.wait(20000));
     QCOMPARE(w.plotPanel()->plot("loss")->graphCount(), 4);  // train + eval, for each of two runs
-    // The runs are named by the one setting that differs.
-    QCOMPARE(w.plotPanel()->legendEntries("loss"), (QStringList{"train loss — batch_size=64", "eval loss — batch_size=64",
-                                                                "train loss — batch_size=256", "eval loss — batch_size=256"}));
+    // The runs are named by the one setting that differs; the legend keys each series (its line style)
+    // and each run (its colour) once.
+    QVERIFY(w.plotPanel()->legendEntries("loss").isEmpty());
+    QCOMPARE(w.plotPanel()->view("loss")->legendTexts(), (QStringList{"train loss", "eval loss", "batch_size=64", "batch_size=256"}));
     QTemporaryDir out;
     QVERIFY(w.plotPanel()->exportPng("loss", out.filePath("loss.png")));
     QVERIFY(w.plotPanel()->exportPdf("memory", out.filePath("memory.pdf")));
@@ -1241,6 +1242,27 @@ class TestGui : public QObject {
       same.endRun({});
     }
     QCOMPARE(same.legendEntries("loss"), (QStringList{"train loss — run 1", "train loss — run 2"}));
+    // Several series in several runs: one legend entry per series and one per run (issue 27 4: five
+    // runs of three series listed fifteen entries), not one per series of every run.
+    PlotPanel many;
+    many.show();
+    many.setOverlay(true);
+    for (int i = 0; i < 5; ++i) {
+      many.beginRun({{"lr", std::to_string(i)}});
+      many.addBatch(batch({lineView("loss", {{"train", "train loss"}, {"eval", "eval loss"}, {"test", "test loss"}}), point("loss", "train", {1}, 1),
+                           point("loss", "eval", {1}, 2), point("loss", "test", {1}, 3)}));
+      many.endRun({});
+    }
+    QCOMPARE(many.plot("loss")->graphCount(), 15);
+    QVERIFY(many.legendEntries("loss").isEmpty());
+    QCOMPARE(many.view("loss")->legendTexts(), (QStringList{"train loss", "eval loss", "test loss", "lr=0", "lr=1", "lr=2", "lr=3", "lr=4"}));
+    // Back to one run: its series are listed again, by name.
+    many.setOverlay(false);
+    many.beginRun({{"lr", "9"}});
+    many.addBatch(batch({lineView("loss", {{"train", "train loss"}, {"eval", "eval loss"}}), point("loss", "train", {1}, 1), point("loss", "eval", {1}, 2)}));
+    many.endRun({});
+    QCOMPARE(many.legendEntries("loss"), (QStringList{"train loss", "eval loss"}));
+    QCOMPARE(many.view("loss")->legendTexts(), (QStringList{"train loss", "eval loss"}));
     // Without overlay a new run replaces the earlier ones.
     same.setOverlay(false);
     same.beginRun({{"batch_size", "64"}});

@@ -139,6 +139,36 @@ class TestMemory : public QObject {
     QCOMPARE(f.alloc->stats().num_ooms, qint64(1));
   }
 
+  // A budget above what the device has does not speak for the device: the message gives the device's
+  // capacity and says the budget was not what refused (it once read "a total capacity of 16.00 TiB of
+  // which 16.00 TiB is free" on a machine with 24 GiB).
+  void budgetAboveTheDeviceIsNotReportedAsItsCapacity() {
+    Fixture f(64 * MiB);
+    f.alloc->setLimitBytes(std::int64_t(16) << 40);
+    f.alloc->allocate(40 * MiB);
+    try {
+      f.alloc->allocate(100 * MiB);
+      QFAIL("expected OutOfMemoryError");
+    } catch (const OutOfMemoryError& e) {
+      const std::string m = e.what();
+      QVERIFY2(m.starts_with("FAKE out of memory. Tried to allocate 100.00 MiB. Arena has a total capacity of 64.00 MiB of which 24.00 MiB is free."), e.what());
+      QVERIFY2(m.find("memory budget for Arena (16.00 TiB, 16.00 TiB of it unused) is more than the device can give: the device itself refused.") !=
+                   std::string::npos,
+               e.what());
+      QVERIFY2(m.find("of which 16.00 TiB is free") == std::string::npos, e.what());
+    }
+    // A budget below what the device has is what refuses, and the message says so.
+    f.alloc->setLimitBytes(50 * MiB);
+    try {
+      f.alloc->allocate(20 * MiB);
+      QFAIL("expected OutOfMemoryError");
+    } catch (const OutOfMemoryError& e) {
+      QVERIFY2(std::string(e.what()).starts_with("FAKE out of memory (emulated: GPU Lab's memory budget for Arena). Tried to allocate 20.00 MiB. "
+                                                 "Arena has a total capacity of 50.00 MiB of which 10.00 MiB is free."),
+               e.what());
+    }
+  }
+
   void fractionCapIsEnforced() {
     Fixture f(64 * MiB);
     f.alloc->setMemoryFraction(0.5);  // 32 MiB

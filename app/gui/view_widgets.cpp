@@ -161,11 +161,20 @@ void configureAxis(QCPAxis* axis, const lab::Axis& spec) {
 
 // A legend entry that stands for no one plottable: a grey dashed line and its text -- a recording's
 // curves, all drawn grey and dashed, in one entry. Not a graph, so it adds none to the plot.
+// A legend entry that stands for several plottables: a sample of a line (or a filled box) and a
+// text. It keys what the plottables share -- a recording's grey dashes, a series' line style or a run's
+// colour when several runs are overlaid -- so that the legend does not list every series of every run.
 class KeyLegendItem final : public QCPAbstractLegendItem {
  public:
   KeyLegendItem(QCPLegend* legend, QString text) : QCPAbstractLegendItem(legend), text_(std::move(text)) {}
   const QString& text() const { return text_; }
   void setText(const QString& text) { text_ = text; }
+  // The sample: a line in `pen`, a box filled with `brush`, or the points' marker (`scatter`).
+  void setSample(const QPen& pen, const QBrush& brush = Qt::NoBrush, const QCPScatterStyle& scatter = QCPScatterStyle()) {
+    pen_ = pen;
+    brush_ = brush;
+    scatter_ = scatter;
+  }
 
  protected:
   void draw(QCPPainter* painter) override {
@@ -175,7 +184,17 @@ class KeyLegendItem final : public QCPAbstractLegendItem {
     const QRect textRect = painter->fontMetrics().boundingRect(0, 0, 0, icon.height(), Qt::TextDontClip, text_);
     const int height = std::max(textRect.height(), icon.height());
     painter->drawText(mRect.x() + icon.width() + mParentLegend->iconTextPadding(), mRect.y(), textRect.width(), height, Qt::TextDontClip, text_);
-    painter->setPen(QPen(QColor(140, 140, 140), 1.5, Qt::DashLine));
+    painter->setPen(pen_);
+    if (scatter_.shape() != QCPScatterStyle::ssNone) {
+      scatter_.applyTo(painter, pen_);
+      scatter_.drawShape(painter, QPointF(mRect.x() + icon.width() / 2.0, mRect.y() + height / 2.0));
+      return;
+    }
+    if (brush_.style() != Qt::NoBrush) {
+      painter->setBrush(brush_);
+      painter->drawRect(QRectF(mRect.x(), mRect.y() + (height - icon.height()) / 2.0, icon.width(), icon.height()));
+      return;
+    }
     const double y = mRect.y() + height / 2.0;
     painter->drawLine(QLineF(mRect.x(), y, mRect.x() + icon.width(), y));
   }
@@ -188,6 +207,9 @@ class KeyLegendItem final : public QCPAbstractLegendItem {
 
  private:
   QString text_;
+  QPen pen_{QColor(140, 140, 140), 1.5, Qt::DashLine};
+  QBrush brush_{Qt::NoBrush};
+  QCPScatterStyle scatter_;
 };
 
 // The legend's entries: a legend in columns has empty cells, which QCPLegend::itemCount() counts.
@@ -729,7 +751,9 @@ class LineView final : public PlotViewBase {
   static constexpr int kKeptPoints = 10000;
 
   bool stacked() const { return spec_.kind == lab::ViewKind::StackedArea; }
-  std::map<int, KeyLegendItem*> referenceKeys_;  // per reference run: the legend's one entry for its series
+  // The legend's key entries (see KeyLegendItem), by what they key: "reference <run>", "series <id>",
+  // "run <run>".
+  std::map<std::string, KeyLegendItem*> keys_;
 
   void specChanged() override {
     ViewWidget::specChanged();
@@ -831,11 +855,7 @@ class LineView final : public PlotViewBase {
 
   void dropRun(int run) override {
     dropEntries(run, series_, order_, [](const Series& s) { return s.graph; });
-    if (auto key = referenceKeys_.find(run); key != referenceKeys_.end()) {
-      plot_->legend->removeItem(key->second);
-      referenceKeys_.erase(key);
-    }
-    stackDirty_ = true;
+    stackDirty_ = true;  // the legend's keys follow at the next redraw
   }
 
   void restyle() override {
@@ -910,40 +930,97 @@ class LineView final : public PlotViewBase {
     }
   }
 
-  void redraw() override {
-    if (stackDirty_) restack();
-    stackDirty_ = false;
-    // The legend in the order the series appeared. A recording's series that the learner's run also
-    // has are not listed again: one entry says what its grey dashes are (issue 27 §4: with "Compare
-    // with a real GPU" a legend of every series twice grew until the plot was 30 px tall).
+  // The legend in the order the series appeared, as short as what it must tell:
+  //  - a recording's series that the learner's run also has are not listed again: one entry says what
+  //    its grey dashes are (issue 27 4: with "Compare with a real GPU" a legend of every series twice
+  //    grew until the plot was 30 px tall);
+  //  - with several of the learner's runs overlaid (a colour per run, a line style per series; the
+  //    stacked layers: a colour per category, an outline per run), one entry per series and one per
+  //    run instead of one per series of every run.
+  void redrawLegend() {
     std::set<std::string> learners;
-    for (const auto& [key, s] : series_)
-      if (!style(s.run).reference && s.graph->dataCount() > 0) learners.insert(s.id);
-    std::set<int> referencesShown;
+    std::vector<int> learnerRuns;  // drawn, in the order they appeared
+    std::vector<const Series*> firstOfId;  // a series of each id the learner's runs drew, in order
     for (const auto& key : order_) {
       const Series& s = series_.at(key);
-      const bool reference = style(s.run).reference, drawn = !style(s.run).failed && s.graph->dataCount() > 0;
-      const bool keyed = reference && learners.count(s.id);
-      syncLegend(s.graph, drawn && !keyed);
-      if (drawn && keyed) referencesShown.insert(s.run);
+      const RunStyle& run = style(s.run);
+      if (run.reference || run.failed || s.graph->dataCount() == 0) continue;
+      if (learners.insert(s.id).second) firstOfId.push_back(&s);
+      if (std::find(learnerRuns.begin(), learnerRuns.end(), s.run) == learnerRuns.end()) learnerRuns.push_back(s.run);
     }
-    for (auto it = referenceKeys_.begin(); it != referenceKeys_.end();) {
-      if (referencesShown.count(it->first)) {
+    const bool factored = learnerRuns.size() > 1 && firstOfId.size() > 1;
+    struct Key {
+      QString text;
+      QPen pen;
+      QBrush brush;
+      QCPScatterStyle scatter;
+    };
+    std::map<std::string, Key> wanted;
+    std::vector<std::string> wantedOrder;
+    auto want = [&](const std::string& key, const QString& text, const QPen& pen, const QBrush& brush = Qt::NoBrush,
+                    const QCPScatterStyle& scatter = QCPScatterStyle()) {
+      if (wanted.emplace(key, Key{text, pen, brush, scatter}).second) wantedOrder.push_back(key);
+    };
+    const QColor ink(70, 70, 70);
+    if (factored) {
+      for (const Series* s : firstOfId) {
+        const QString label = QString::fromStdString(series(s->run, s->id) && !series(s->run, s->id)->label.empty() ? series(s->run, s->id)->label : s->id);
+        if (s->layer) {
+          want("series " + s->id, label, QPen(s->graph->brush().color(), 0), s->graph->brush());
+        } else {
+          QPen pen = s->graph->pen();
+          pen.setColor(ink);
+          // Points (a series drawn without a line) are keyed by their marker.
+          QCPScatterStyle marker;
+          if (s->graph->lineStyle() == QCPGraph::lsNone) {
+            marker = s->graph->scatterStyle();
+            marker.setPen(QPen(ink, 1.5));
+          }
+          want("series " + s->id, label, pen, Qt::NoBrush, marker);
+        }
+      }
+      const bool layers = std::any_of(firstOfId.begin(), firstOfId.end(), [](const Series* s) { return s->layer; });
+      for (const int run : learnerRuns) {
+        const RunStyle& st = style(run);
+        const QPen pen = layers ? QPen(ink, 1.5, dash(st.colour)) : QPen(paletteColour(st.colour), 2);
+        want("run " + std::to_string(run), st.name.isEmpty() ? QString("your run") : st.name, pen);
+      }
+    }
+    for (const auto& key : order_) {
+      const Series& s = series_.at(key);
+      const RunStyle& run = style(s.run);
+      const bool drawn = !run.failed && s.graph->dataCount() > 0;
+      const bool keyedReference = run.reference && learners.count(s.id);
+      const bool keyedLearner = !run.reference && factored;
+      syncLegend(s.graph, drawn && !keyedReference && !keyedLearner);
+      if (drawn && keyedReference)
+        want("reference " + std::to_string(s.run), "grey dashes: " + (run.shortName.isEmpty() ? run.name : run.shortName),
+             QPen(QColor(140, 140, 140), 1.5, Qt::DashLine));
+    }
+    for (auto it = keys_.begin(); it != keys_.end();) {
+      if (wanted.count(it->first)) {
         ++it;
         continue;
       }
       plot_->legend->removeItem(it->second);
-      it = referenceKeys_.erase(it);
+      it = keys_.erase(it);
     }
-    for (const int run : referencesShown) {
-      const QString text = "grey dashes: " + (style(run).shortName.isEmpty() ? style(run).name : style(run).shortName);
-      KeyLegendItem*& key = referenceKeys_[run];
-      if (!key) {
-        key = new KeyLegendItem(plot_->legend, text);
-        plot_->legend->addItem(key);
+    for (const std::string& key : wantedOrder) {
+      const Key& k = wanted.at(key);
+      KeyLegendItem*& item = keys_[key];
+      if (!item) {
+        item = new KeyLegendItem(plot_->legend, k.text);
+        plot_->legend->addItem(item);
       }
-      key->setText(text);
+      item->setText(k.text);
+      item->setSample(k.pen, k.brush, k.scatter);
     }
+  }
+
+  void redraw() override {
+    if (stackDirty_) restack();
+    stackDirty_ = false;
+    redrawLegend();
     plot_->rescaleAxes(true);
     fitMarkers();
     // A logarithmic x axis gets a margin, so the first and last points (a sweep's 1 and n, and any

@@ -455,9 +455,14 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
     publish(MemoryEventKind::OutOfMemory, static_cast<std::int64_t>(rounded), reinterpret_cast<const void*>(static_cast<std::uintptr_t>(freeBytes)), 0,
             MemoryCategoryScope::current());
   }
-  const bool budget = limitBytes_ > 0;
+  // A budget speaks for the device only when it is what refused: a budget set above what the device
+  // has (16 TiB on a 24 GiB machine) leaves the device itself to refuse, and the message then gives the
+  // device's capacity, not the budget's untouched bytes as "free".
+  const std::int64_t budgetLeft = std::max<std::int64_t>(0, limitBytes_ - stats_.reserved_bytes.current);
+  const bool budget = limitBytes_ > 0 && static_cast<std::int64_t>(rounded) > budgetLeft;
+  const bool budgetAboveDevice = limitBytes_ > 0 && !budget;
   MemoryCapacity cap = raw_->capacity();
-  if (budget) cap = {std::max<std::int64_t>(0, limitBytes_ - stats_.reserved_bytes.current), limitBytes_};
+  if (budget) cap = {budgetLeft, limitBytes_};
   std::string msg = raw_->kindName() + " out of memory" + (budget ? " (emulated: GPU Lab's memory budget for " + raw_->deviceName() + ")" : "") +
                     ". Tried to allocate " + formatBytes(static_cast<std::int64_t>(rounded)) + ". " + raw_->deviceName() +
                     " has a total capacity of " + formatBytes(cap.total) + " of which " + formatBytes(cap.free) +
@@ -467,6 +472,10 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
   if (fraction_ < 1.0) {
     msg += " This process may use at most a fraction of " + formatGeneral(fraction_, 6) + " of it (" + formatBytes(fractionCapBytes_) +
            ", set_per_process_memory_fraction).";
+  }
+  if (budgetAboveDevice) {
+    msg += " GPU Lab's memory budget for " + raw_->deviceName() + " (" + formatBytes(limitBytes_) + ", " + formatBytes(budgetLeft) +
+           " of it unused) is more than the device can give: the device itself refused.";
   }
   if (std::string note = raw_->outOfMemoryNote(); !note.empty()) msg += " " + note;
   msg += " If reserved but unallocated memory is large, fragmentation may be the cause (empty_cache() returns cached "

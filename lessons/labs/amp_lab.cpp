@@ -281,6 +281,37 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
                      "the difference is within this machine's noise. final loss: the mean over the last tenth of the steps; "
                      "zeros: the share of gradient values that were 0, over the second half; skips: steps the GradScaler skipped."});
 
+  // What one precision trains with: the model (the seed's weights), optimizer, scaler and data order,
+  // the same in the training (3) and in the timed rounds (4).
+  struct Trainer {
+    std::shared_ptr<nn::Sequential> model;
+    std::unique_ptr<optim::Optimizer> optimizer;
+    std::unique_ptr<amp::GradScaler> scaler;
+    std::unique_ptr<data::DataLoader> loader;
+    data::DataLoader::Iterator it;
+    data::Batch next() {
+      if (it == loader->end()) it = loader->begin();
+      data::Batch batch = *it;
+      ++it;
+      return batch;
+    }
+  };
+  auto makeTrainer = [&](const Variant& v) {
+    Trainer t;
+    Generator gen(seed);
+    t.model = makeMlp(*trainSet, widths, classification ? 10 : 1, gen);
+    {
+      MemoryCategoryScope tag(MemoryCategory::Parameter);
+      t.model->to(device);
+    }
+    t.optimizer = makeOptimizer(p.getString("optimizer"), t.model->parameters(), p.getFloat("lr"), p.getFloat("momentum"), 0.0);
+    t.scaler = std::make_unique<amp::GradScaler>(
+        amp::GradScalerOptions{.init_scale = p.getFloat("init_scale"), .growth_interval = p.getInt("growth_interval"), .enabled = v.scaler});
+    t.loader = std::make_unique<data::DataLoader>(trainSet, data::DataLoaderOptions{.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
+    t.it = t.loader->begin();
+    return t;
+  };
+
   // 3. Each precision in turn, from the same start.
   std::vector<Result> results;
   std::optional<std::size_t> fp32Index;
@@ -290,16 +321,9 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
     sink.info("Training in " + v.label + (v.autocast ? " (autocast " + dtypeName(*v.autocast) + ")" : std::string()) + ".");
     Result r;
     MemoryEventRecorder recorder(device);  // from before the model, so every byte of this variant is seen
-    Generator gen(seed);
-    auto model = makeMlp(*trainSet, widths, classification ? 10 : 1, gen);
-    {
-      MemoryCategoryScope tag(MemoryCategory::Parameter);
-      model->to(device);
-    }
-    auto optimizer = makeOptimizer(p.getString("optimizer"), model->parameters(), p.getFloat("lr"), p.getFloat("momentum"), 0.0);
-    amp::GradScaler scaler({.init_scale = p.getFloat("init_scale"), .growth_interval = p.getInt("growth_interval"), .enabled = v.scaler});
-    data::DataLoader loader(trainSet, {.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
-    auto it = loader.begin();
+    Trainer t = makeTrainer(v);
+    nn::Sequential& model = *t.model;
+    amp::GradScaler& scaler = *t.scaler;
 
     std::vector<double> zeroShares;
     double tailLoss = 0, tailSteps = 0;  // the reports of the last tenth of the steps: the final loss
@@ -309,15 +333,13 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
     double previousScale = 0;
     for (std::int64_t step = 1; step <= steps; ++step) {
       if (stop.stopRequested()) break;
-      if (it == loader.end()) it = loader.begin();
-      const data::Batch batch = *it;
-      ++it;
+      const data::Batch batch = t.next();
       setMemoryStep(step);
       synchronizeDevice(device);
       const auto t0 = Clock::now();
 
       // 3a. Forward and loss under autocast; backward outside it, through the scaler.
-      const Tensor loss = forwardBackward(v, *model, scaler, batch, device, classification, lossWeight, [&] {
+      const Tensor loss = forwardBackward(v, model, scaler, batch, device, classification, lossWeight, [&] {
         r.memory.apply(recorder.drain());
         if (step == std::min<std::int64_t>(2, steps)) r.memory.afterForward = r.memory.live;  // step 2: optimizer state exists
       });
@@ -327,14 +349,14 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
       // 3b. What backward left in the gradients (before unscaling: zeros are zeros at any scale). Not timed.
       const bool report = step % logEvery == 0 || step == steps;
       if (report) {
-        const double share = gradientZeroShare(model->parameters());
+        const double share = gradientZeroShare(model.parameters());
         sink.point("zeros", v.id, {static_cast<double>(step)}, 100.0 * share);
         if (2 * step > steps) zeroShares.push_back(share);
       }
 
       // 3c. The step: unscale, skip it if a gradient is inf/NaN, update the scale.
       const auto t2 = Clock::now();
-      optimizerStep(scaler, *optimizer);
+      optimizerStep(scaler, *t.optimizer);
       synchronizeDevice(device);
       const auto t3 = Clock::now();
       const double seconds = secondsBetween(t0, t1) + secondsBetween(t2, t3);
@@ -411,36 +433,21 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   //    hits them all alike. Each starts from the seed's weights, after two untimed steps (the first
   //    steps fill the caching allocator).
   struct Timed {
-    std::shared_ptr<nn::Sequential> model;
-    std::unique_ptr<optim::Optimizer> optimizer;
-    std::unique_ptr<amp::GradScaler> scaler;
-    std::unique_ptr<data::DataLoader> loader;
-    data::DataLoader::Iterator it;
+    Trainer trainer;
     std::vector<double> secondsPerStep;  // one per round
   };
   const int rounds = static_cast<int>(p.getInt("repeats"));
   const std::int64_t stepsPerRound = std::clamp<std::int64_t>(steps / 20, 1, 10);
   std::vector<Timed> timed(variants.size());
   auto runSteps = [&](std::size_t vi, std::int64_t n) {
-    Timed& t = timed[vi];
+    Trainer& t = timed[vi].trainer;
     for (std::int64_t i = 0; i < n; ++i) {
-      if (t.it == t.loader->end()) t.it = t.loader->begin();
-      const data::Batch batch = *t.it;
-      ++t.it;
-      (void)forwardBackward(variants[vi], *t.model, *t.scaler, batch, device, classification, lossWeight);
+      (void)forwardBackward(variants[vi], *t.model, *t.scaler, t.next(), device, classification, lossWeight);
       optimizerStep(*t.scaler, *t.optimizer);
     }
   };
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
-    Timed& t = timed[vi];
-    Generator gen(seed);
-    t.model = makeMlp(*trainSet, widths, classification ? 10 : 1, gen);
-    t.model->to(device);
-    t.optimizer = makeOptimizer(p.getString("optimizer"), t.model->parameters(), p.getFloat("lr"), p.getFloat("momentum"), 0.0);
-    t.scaler = std::make_unique<amp::GradScaler>(amp::GradScalerOptions{
-        .init_scale = p.getFloat("init_scale"), .growth_interval = p.getInt("growth_interval"), .enabled = variants[vi].scaler});
-    t.loader = std::make_unique<data::DataLoader>(trainSet, data::DataLoaderOptions{.batch_size = batchSize, .shuffle = true, .drop_last = true, .seed = seed});
-    t.it = t.loader->begin();
+    timed[vi].trainer = makeTrainer(variants[vi]);
     runSteps(vi, 2);
   }
   for (int round = 0; round < rounds && !stop.stopRequested(); ++round) {
@@ -465,7 +472,7 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   const Result* base = fp32Index ? &results[*fp32Index] : nullptr;
   for (std::size_t vi = 0; vi < variants.size(); ++vi) {
     const Result& r = results[vi];
-    sink.row("precisions", {variants[vi].label, r.step.median, formatFixed(r.step.low * 1e3, 3) + " to " + formatFixed(r.step.high * 1e3, 3),
+    sink.row("precisions", {variants[vi].label, r.step.median, rangeText(r.step, 1e3),
                             base ? lab::Value(r.step.median / base->step.median) : lab::Value(std::string("-")),
                             r.finalLoss ? lab::Value(*r.finalLoss) : lab::Value(std::string(r.diverged ? "diverged" : "-")),
                             100.0 * r.zeroShare, r.skipped, r.memory.afterForward[activation]});

@@ -236,7 +236,7 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
     const std::string name = n == 1 ? "every step: total += loss.item()" : "every " + std::to_string(n) + " steps";
     const Spread speed = rate(n);
     std::vector<lab::Value> cells = {n == readEvery && n != 1 ? name + " (yours)" : name, r.reads, speed.median,
-                                     formatGeneral(speed.low, 4) + " to " + formatGeneral(speed.high, 4), r.seconds * 1000.0,
+                                     rangeText(speed, 1.0, 4), r.seconds * 1000.0,
                                      100.0 * r.waitSeconds / r.seconds};
     if (busyMeasured) cells.push_back(100.0 * r.deviceBusy);
     cells.push_back(r.meanLoss);
@@ -270,10 +270,9 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
              .note = std::string("The same 64 x 16 rows of float32 (4 KiB) from CPU memory, until the device had them: ") +
                      std::to_string(copyBatches) + " batches each way, the two ways taking turns; the median batch and the range." +
                      (onCpu ? " On the CPU .to('cpu') returns the tensor itself: what is timed is the ops, not copies." : "")});
-  auto microseconds = [](const Spread& t) { return formatGeneral(t.low * 1e6, 3) + " to " + formatGeneral(t.high * 1e6, 3); };
   sink.row("copies", {std::string("one sample at a time: xb[i] = x[start + i].to(device)"), kBatch, perSample.median * 1e6,
-                      microseconds(perSample), perSample.median * 1e6 / kBatch, perSample.median / perBatch.median});
-  sink.row("copies", {std::string("one copy: x[start:start + 64].to(device)"), std::int64_t{1}, perBatch.median * 1e6, microseconds(perBatch),
+                      rangeText(perSample, 1e6), perSample.median * 1e6 / kBatch, perSample.median / perBatch.median});
+  sink.row("copies", {std::string("one copy: x[start:start + 64].to(device)"), std::int64_t{1}, perBatch.median * 1e6, rangeText(perBatch, 1e6),
                       perBatch.median * 1e6, 1.0});
 
   // 3. The measurements the lesson's claims and challenge rest on: medians.
