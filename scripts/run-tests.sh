@@ -3,7 +3,8 @@
 # GPULAB_CUDA_ARCHITECTURES (e.g. "75") narrows the CUDA architectures to save build time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+# python3-torch: the reference the tests compare with (the memory history export, GPU Lab's torch).
+scripts/install-deps.sh python3-torch
 cmake --preset default ${GPULAB_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$GPULAB_CUDA_ARCHITECTURES}
 cmake --build --preset default
 ctest --preset default

@@ -19,7 +19,7 @@ class TestDtypeRules : public QObject {
 
  private slots:
   // torch: x = ones(3, dtype=half, requires_grad=True); (x * 2).backward(ones(3)) -> x.grad.dtype is
-  // float16 (the engine's validate_outputs casts every gradient to its input's dtype). Here MulBackward1
+  // float16 (the engine's validate_outputs casts every gradient to its input's dtype). Here MulBackward0
   // returns mul(g, 2) in g's float32, and AccumulateGrad stores it as is: a float32 .grad on a float16
   // parameter, which the optimizer then reads as float16 (half the bytes, garbage values).
   void rootGradientOfAnotherDtypeReachesHalfLeafAsHalf() {

@@ -188,7 +188,7 @@ class TestEmulatedGpu : public QObject {
     if (emu.index() == 0) cuda::checkDeviceUsable(Device::parse("cuda"));
     const Device beyond(DeviceType::CUDA, emu.index() + 1);
     const std::string why = textOf([&] { cuda::checkDeviceUsable(beyond); });
-    QVERIFY2(why.find("Cannot use device " + beyond.str()) != std::string::npos || why.find("invalid device ordinal") != std::string::npos,
+    QVERIFY2(why.starts_with("CUDA error: invalid device ordinal") && why.find("Cannot use device " + beyond.str()) != std::string::npos,
              why.c_str());
     QVERIFY2(why.ends_with("(the emulated GPU is " + emu.str() + ")"), why.c_str());
   }

@@ -21,6 +21,9 @@ int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int lessonsCommand(QStringList args, QTextStream& out, QTextStream& err);
 int lessonCommand(QStringList args, QTextStream& out, QTextStream& err);
+// gpulab-cli run [--emulated-gpu] SCRIPT.py [ARGS...] (run_command.cpp): replaces this process with
+// Python running the script on GPU Lab's torch; returns only when that cannot start.
+int runScriptCommand(QStringList args, QTextStream& out, QTextStream& err);
 // Asks a running command to stop after its current step (safe from a signal handler): the run ends
 // early, says so, and the command exits with kExitInterrupted; `lesson` runs no further run block.
 void requestStop();

@@ -30,6 +30,8 @@ const char* kUsage =
     "  lessons [--lessons DIR]      the lessons, one a line: id, title, whether it loaded cleanly\n"
     "  lesson ID [--quick | --check-challenges] [--json] [--lessons DIR]\n"
     "                               runs every run block of a lesson (short variants with --quick)\n"
+    "  run [--emulated-gpu] SCRIPT.py [ARGS...]\n"
+    "                               runs a PyTorch script on GPU Lab's engine (`import torch` is GPU Lab's)\n"
     "\n"
     "gpulab-cli COMMAND --help      the command's options: type, range, default and what each does\n"
     "gpulab-cli --version           the version\n"
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
   if (command == "memory") return memoryCommand(args, out, err);
   if (command == "lessons") return lessonsCommand(args, out, err);
   if (command == "lesson") return lessonCommand(args, out, err);
+  if (command == "run") return runScriptCommand(args, out, err);
   err << "gpulab-cli: unknown command '" << command << "'\n" << kUsage << kExitStatusHelp;
   return kExitUsage;
 }

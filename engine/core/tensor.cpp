@@ -170,7 +170,7 @@ Tensor& Tensor::requires_grad_(bool enabled) {
     throw Error("you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
                 "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
   }
-  if (enabled && !isFloatingPoint(dtype())) throw Error("only Tensors of floating point dtype can require gradients");
+  if (enabled && !isFloatingPoint(dtype())) throw Error("Only Tensors of floating point and complex dtype can require gradients");
   impl().requires_grad = enabled;
   return *this;
 }
@@ -257,10 +257,9 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-// True division: an int64 tensor divides as float32, as in PyTorch (tensor([1, 2]) / 1 is float).
-Tensor operator/(const Tensor& a, double b) { return mul(isFloatingPoint(a.dtype()) ? a : a.to(kFloat32), 1.0 / b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }

@@ -163,14 +163,29 @@ Tensor add(const Tensor& a0, double s) {
   const profiler::RecordScope record("aten::add", {&a0});
   const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Add, a, s, false);
-  return autograd::record(out, "AddBackward1", {a}, [](const Tensor& g, const Needs&) { return Grads{g}; });
+  return autograd::record(out, "AddBackward0", {a}, [](const Tensor& g, const Needs&) { return Grads{g}; });
+}
+
+Tensor sub(const Tensor& a0, double s) {
+  const profiler::RecordScope record("aten::sub", {&a0});
+  const Tensor a = promotedForScalar(a0, s);
+  Tensor out = computeScalar(BinaryOp::Sub, a, s, false);
+  return autograd::record(out, "SubBackward0", {a}, [](const Tensor& g, const Needs&) { return Grads{g}; });
+}
+
+Tensor div(const Tensor& a0, double s) {
+  const profiler::RecordScope record("aten::div", {&a0});
+  // True division: an int64 tensor divides as float32, as in PyTorch (tensor([1, 2]) / 1 is float).
+  const Tensor a = isFloatingPoint(a0.dtype()) ? a0 : a0.to(kFloat32);
+  Tensor out = computeScalar(BinaryOp::Div, a, s, false);
+  return autograd::record(out, "DivBackward0", {a}, [s](const Tensor& g, const Needs&) { return Grads{div(g, s)}; });
 }
 
 Tensor mul(const Tensor& a0, double s) {
   const profiler::RecordScope record("aten::mul", {&a0});
   const Tensor a = promotedForScalar(a0, s);
   Tensor out = computeScalar(BinaryOp::Mul, a, s, false);
-  return autograd::record(out, "MulBackward1", {a}, [s](const Tensor& g, const Needs&) { return Grads{mul(g, s)}; });
+  return autograd::record(out, "MulBackward0", {a}, [s](const Tensor& g, const Needs&) { return Grads{mul(g, s)}; });
 }
 
 Tensor rsub(const Tensor& a0, double s) {
@@ -188,8 +203,9 @@ Tensor rdiv(const Tensor& a1, double s) {
   Tensor out = computeScalar(BinaryOp::Div, a, s, /*scalarFirst=*/true);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach();
-  // The reciprocal rule: d(s / x)/dx = -s / x^2.
-  return autograd::record(out, "DivBackward1", {a}, [sa, s](const Tensor& g, const Needs&) {
+  // The reciprocal rule: d(s / x)/dx = -s / x^2. PyTorch computes s / x as x.reciprocal() * s, whence
+  // its node's name.
+  return autograd::record(out, "MulBackward0", {a}, [sa, s](const Tensor& g, const Needs&) {
     return Grads{mul(g / (sa * sa), -s)};
   });
 }

@@ -61,8 +61,15 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// A shape as PyTorch's matrix-product errors print it: "64x16" (the leading dims folded into the rows).
+std::string matrixShape(const Shape& shape) {
+  std::int64_t rows = 1;
+  for (std::size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+  return std::to_string(rows) + "x" + std::to_string(shape.empty() ? 1 : shape.back());
+}
+
 [[noreturn]] void shapeError(const Tensor& a, const Tensor& b) {
-  throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + shapeStr(a.sizes()) + " and " + shapeStr(b.sizes()) + ")");
+  throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + matrixShape(a.sizes()) + " and " + matrixShape(b.sizes()) + ")");
 }
 
 // PyTorch's words for two operands of different dtypes.
@@ -127,8 +134,8 @@ Tensor linear(const Tensor& input0, const Tensor& weight0, const Tensor& bias0) 
                 detail::cppTypeName(input.dtype()));
   }
   if (input.dim() == 0 || input.size(-1) != weight.size(1) || weight.dim() != 2) {
-    throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + shapeStr(input.sizes()) + " and " +
-                     shapeStr(weight.t().sizes()) + ")");
+    throw ValueError("mat1 and mat2 shapes cannot be multiplied (" + matrixShape(input.sizes()) + " and " +
+                     matrixShape(weight.t().sizes()) + ")");
   }
   if (input.dim() != 2) {  // (..., in) -> (..., out) through a 2-D view
     Shape outShape = input.sizes();

@@ -47,6 +47,8 @@ Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);  // a - b
+Tensor div(const Tensor& a, double b);  // a / b (float32 for an int64 `a`, as in PyTorch)
 Tensor rsub(const Tensor& a, double b);  // b - a
 Tensor rdiv(const Tensor& a, double b);  // b / a (float32 even for an int64 `a`, as in PyTorch)
 Tensor pow(const Tensor& a, double exponent);
@@ -79,6 +81,11 @@ Tensor argmax(const Tensor& a);
 Tensor argmin(const Tensor& a);
 // Sums `a` down to `shape` (the inverse of broadcasting), as autograd needs.
 Tensor sum_to_size(const Tensor& a, const Shape& shape);
+
+// torch.cat: the tensors joined along an existing dim (same sizes elsewhere); torch.stack: along a
+// new dim (same sizes everywhere). One device, as every op; the result has the promoted dtype.
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
 
 // Linear algebra.
 Tensor matmul(const Tensor& a, const Tensor& b);  // (n,k)@(k,m), (b,n,k)@(b,k,m), and 1-D operands

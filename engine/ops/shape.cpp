@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
 
 namespace gpulab {
@@ -194,6 +195,96 @@ Tensor Tensor::expand(const Shape& shape) const {
   Shape inShape = sizes();
   return autograd::record(detail::makeView(*this, sz, st, storage_offset()), "ExpandBackward0", {*this},
                           [inShape](const Tensor& g, const Needs&) { return Grads{sum_to_size(g, inShape)}; });
+}
+
+}  // namespace gpulab
+
+namespace gpulab {
+
+namespace {
+
+// cat's and stack's shared checks: a non-empty list, one device (PyTorch's same-device rule), and the
+// dtype the result takes (the inputs' promoted type).
+DType joinedDType(const char* op, const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) throw ValueError(std::string(op) + "(): expected a non-empty list of Tensors");
+  std::vector<DevicePlacement> placements;
+  DType dtype = tensors[0].dtype();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    placements.push_back({"tensors[" + std::to_string(i) + "]", tensors[i].device()});
+    dtype = promoteTypes(dtype, tensors[i].dtype());
+  }
+  if (auto msg = deviceMismatchMessage(op, placements)) throw DeviceMismatchError(*msg);
+  return dtype;
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  const DType dtype = joinedDType("cat", tensors);
+  const Tensor& first = tensors[0];
+  if (first.dim() == 0) throw Error("zero-dimensional tensor (at position 0) cannot be concatenated");
+  const std::int64_t d = wrapDim(dim, first.dim());
+  Shape shape = first.sizes();
+  shape[static_cast<std::size_t>(d)] = 0;
+  std::vector<std::int64_t> starts;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (t.dim() != first.dim()) {
+      throw Error("Tensors must have same number of dimensions: got " + std::to_string(first.dim()) + " and " + std::to_string(t.dim()));
+    }
+    for (std::int64_t j = 0; j < t.dim(); ++j) {
+      if (j != d && t.size(j) != first.size(j)) {
+        throw Error("Sizes of tensors must match except in dimension " + std::to_string(d) + ". Expected size " +
+                    std::to_string(first.size(j)) + " but got size " + std::to_string(t.size(j)) + " for tensor number " +
+                    std::to_string(i) + " in the list.");
+      }
+    }
+    starts.push_back(shape[static_cast<std::size_t>(d)]);
+    shape[static_cast<std::size_t>(d)] += t.size(d);
+  }
+  Tensor out = Tensor::empty(shape, dtype, first.device());
+  {
+    NoGradGuard noGrad;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      out.slice(d, starts[i], starts[i] + t.size(d)).copy_(t.dtype() == dtype ? t : t.to(dtype));
+    }
+  }
+  std::vector<std::int64_t> lengths;
+  for (const Tensor& t : tensors) lengths.push_back(t.size(d));
+  return autograd::record(out, "CatBackward0", tensors, [d, starts, lengths](const Tensor& g, const Needs&) {
+    Grads grads;
+    for (std::size_t i = 0; i < starts.size(); ++i) grads.push_back(g.slice(d, starts[i], starts[i] + lengths[i]).contiguous());
+    return grads;
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  const DType dtype = joinedDType("stack", tensors);
+  const Tensor& first = tensors[0];
+  const std::int64_t d = wrapDim(dim, first.dim() + 1);
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].sizes() != first.sizes()) {
+      throw Error("stack expects each tensor to be equal size, but got " + shapeStr(first.sizes()) + " at entry 0 and " +
+                  shapeStr(tensors[i].sizes()) + " at entry " + std::to_string(i));
+    }
+  }
+  Shape shape = first.sizes();
+  shape.insert(shape.begin() + d, static_cast<std::int64_t>(tensors.size()));
+  Tensor out = Tensor::empty(shape, dtype, first.device());
+  {
+    NoGradGuard noGrad;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i];
+      out.select(d, static_cast<std::int64_t>(i)).copy_(t.dtype() == dtype ? t : t.to(dtype));
+    }
+  }
+  const std::size_t count = tensors.size();
+  return autograd::record(out, "StackBackward0", tensors, [d, count](const Tensor& g, const Needs&) {
+    Grads grads;
+    for (std::size_t i = 0; i < count; ++i) grads.push_back(g.select(d, static_cast<std::int64_t>(i)).contiguous());
+    return grads;
+  });
 }
 
 }  // namespace gpulab

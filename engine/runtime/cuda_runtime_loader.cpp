@@ -125,8 +125,14 @@ void checkDeviceUsable(Device device) {
   } catch (const CudaError&) {
     throw;  // a failing CUDA call is reported as itself
   } catch (const Error& e) {
-    // "Cannot use device cuda:1: no usable GPU: ... (the emulated GPU is cuda:0)"
-    if (const auto emulated = emulatedDevice()) throw Error(std::string(e.what()) + " (the emulated GPU is " + emulated->str() + ")");
+    // "CUDA error: invalid device ordinal. Cannot use device cuda:1: no usable GPU: ... (the emulated GPU
+    // is cuda:0)": past the emulated GPU, the last device there is, CUDA's words for an ordinal past the
+    // last GPU come first, then why no real GPU is there.
+    if (const auto emulated = emulatedDevice()) {
+      const std::string what = e.what();
+      const bool ordinal = device.index() > emulated->index() && !what.starts_with("CUDA error");
+      throw Error((ordinal ? "CUDA error: invalid device ordinal. " : "") + what + " (the emulated GPU is " + emulated->str() + ")");
+    }
     throw;
   }
 }

@@ -1,0 +1,49 @@
+#pragma once
+// gpulab._C: the engine's objects as Python objects, under the names PyTorch gives them. The binding
+// is thin: a Python Tensor *is* an engine Tensor (a handle to the same TensorImpl, never a copy), ops
+// are the engine's ops, and the GIL is released around engine work that may block. What PyTorch writes
+// in plain Python (nn.Module, optim's param groups, printing, DataLoader's iteration) lives in the
+// gpulab package's .py files over these bindings, as the design notes ask.
+#include <pybind11/pybind11.h>
+
+#include "engine/core/device.h"
+#include "engine/core/dtype.h"
+#include "engine/core/tensor.h"
+
+namespace gpulab::python {
+
+namespace py = pybind11;
+
+// Releases the GIL for the call: for bindings whose arguments are all C++ values.
+using NoGil = py::call_guard<py::gil_scoped_release>;
+
+// The Python types the package defines in Python (torch.Size, torch.device, torch.dtype's objects),
+// registered by gpulab/__init__.py through _C._register_types before any tensor is made.
+struct PythonTypes {
+  py::object size;    // torch.Size: a tuple subclass
+  py::object device;  // torch.device(type, index)
+};
+PythonTypes& pythonTypes();
+
+// A device argument as PyTorch takes one: "cuda:0", "cpu", "cuda" (the current CUDA device), an int
+// (a CUDA ordinal), or a torch.device. Throws TypeError for anything else.
+Device deviceFrom(py::handle object);
+// An engine Device as a torch.device.
+py::object deviceObject(Device device);
+// A shape given as PyTorch takes one: f(2, 3), f((2, 3)), f([2, 3]), f(torch.Size([2, 3])).
+Shape shapeFrom(const py::args& args, const char* function);
+Shape shapeFromSequence(py::handle sequence, const char* function);
+py::object sizeObject(const Shape& shape);
+// The one torch.dtype object of each dtype (so that `x.dtype is torch.float32` holds, as in PyTorch).
+py::object dtypeObject(DType dtype);
+// A tensor from Python data (nested sequences of numbers, a number, a tensor).
+Tensor tensorFromData(py::handle data, std::optional<DType> dtype, std::optional<Device> device, bool requiresGrad);
+
+void bindTypes(py::module_& m);    // dtype, device helpers, Size registration, exceptions
+void bindTensor(py::module_& m);   // the Tensor class
+void bindFunctions(py::module_& m);  // torch.* functions: creation, math, nn.functional's ops
+void bindRuntime(py::module_& m);  // grad mode, seeds, torch.cuda (devices, memory, synchronisation)
+void bindOptimizers(py::module_& m);  // the engine's SGD, Adam and AdamW under torch.optim
+void bindData(py::module_& m);        // the engine's DataLoader over (inputs, targets)
+
+}  // namespace gpulab::python

@@ -1,0 +1,57 @@
+// The engine's DataLoader over a TensorDataset of (inputs, targets): what torch.utils.data.DataLoader
+// uses for such a dataset (gpulab/utils/data.py). Batches are gathered by the engine -- on its worker
+// threads with num_workers > 0, into pinned buffers with pin_memory -- without the GIL; Python only
+// receives each finished batch.
+#include <pybind11/stl.h>
+
+#include "engine/data/dataloader.h"
+#include "python/bindings/bindings.h"
+
+namespace gpulab::python {
+
+namespace {
+
+struct EpochIterator {
+  std::shared_ptr<data::DataLoader> loader;
+  data::DataLoader::Iterator it;
+  bool started = false;
+};
+
+}  // namespace
+
+void bindData(py::module_& m) {
+  py::class_<EpochIterator>(m, "_TensorLoaderIterator")
+      .def("__iter__", [](EpochIterator& self) -> EpochIterator& { return self; }, py::return_value_policy::reference_internal)
+      .def("__next__", [](EpochIterator& self) {
+        {
+          py::gil_scoped_release release;  // a worker may still be gathering the batch
+          if (self.started) ++self.it;
+          self.started = true;
+        }
+        if (self.it == self.loader->end()) throw py::stop_iteration();
+        return py::make_tuple(self.it->inputs, self.it->targets);
+      });
+  py::class_<data::DataLoader, std::shared_ptr<data::DataLoader>>(m, "_TensorLoader")
+      .def(py::init([](const Tensor& inputs, const Tensor& targets, std::int64_t batchSize, bool shuffle, bool dropLast, int workers,
+                       bool pinMemory, std::uint64_t seed) {
+             auto dataset = std::make_shared<data::TensorDataset>(inputs, targets);
+             return std::make_shared<data::DataLoader>(
+                 dataset, data::DataLoaderOptions{.batch_size = batchSize, .shuffle = shuffle, .drop_last = dropLast,
+                                                  .num_workers = workers, .pin_memory = pinMemory, .seed = seed});
+           }),
+           py::arg("inputs"), py::arg("targets"), py::arg("batch_size"), py::arg("shuffle"), py::arg("drop_last"), py::arg("num_workers"),
+           py::arg("pin_memory"), py::arg("seed"))
+      .def("__len__", &data::DataLoader::size)
+      .def_property_readonly("pins_memory", &data::DataLoader::pinsMemory)
+      .def("__iter__", [](std::shared_ptr<data::DataLoader> self) {
+        EpochIterator e;
+        {
+          py::gil_scoped_release release;
+          e.it = self->begin();
+        }
+        e.loader = std::move(self);
+        return e;
+      });
+}
+
+}  // namespace gpulab::python

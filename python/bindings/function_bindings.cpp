@@ -1,0 +1,291 @@
+// torch.* functions over the engine: tensor creation (with PyTorch's size, dtype=, device=,
+// requires_grad= forms), math, and the ops behind torch.nn.functional.
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine/core/errors.h"
+#include "engine/core/generator.h"
+#include "engine/core/version.h"
+#include "engine/ops/ops.h"
+#include "python/bindings/bindings.h"
+
+namespace gpulab::python {
+
+namespace {
+
+// The keyword arguments every factory takes: dtype=, device=, requires_grad=, pin_memory= (and
+// layout=/out=, which only have one meaning here).
+struct FactoryOptions {
+  std::optional<DType> dtype;
+  std::optional<Device> device;
+  bool requiresGrad = false;
+  bool pinMemory = false;
+};
+
+FactoryOptions factoryOptions(const char* function, const py::kwargs& kwargs, std::initializer_list<const char*> also = {}) {
+  FactoryOptions o;
+  for (auto [key, value] : kwargs) {
+    const std::string k = key.cast<std::string>();
+    if (k == "dtype") {
+      if (!value.is_none()) o.dtype = value.cast<DType>();
+    } else if (k == "device") {
+      if (!value.is_none()) o.device = deviceFrom(value);
+    } else if (k == "requires_grad") {
+      o.requiresGrad = value.cast<bool>();
+    } else if (k == "pin_memory") {
+      o.pinMemory = value.cast<bool>();
+    } else if (k == "layout" || k == "memory_format") {
+      continue;
+    } else if (std::none_of(also.begin(), also.end(), [&](const char* a) { return k == a; })) {
+      throw py::type_error(std::string(function) + "() got an unexpected keyword argument '" + k + "'");
+    }
+  }
+  return o;
+}
+
+// The factory's result placed and flagged as asked.
+Tensor finish(Tensor t, const FactoryOptions& o) {
+  {
+    py::gil_scoped_release release;
+    if (o.device && *o.device != t.device()) t = t.to(*o.device);
+    if (o.pinMemory) t = t.pin_memory();
+  }
+  if (o.requiresGrad) t.requires_grad_(true);
+  return t;
+}
+
+Options engineOptions(const FactoryOptions& o, DType fallback = kFloat32) {
+  return {.dtype = o.dtype.value_or(fallback), .device = o.device.value_or(kCPU)};
+}
+
+// zeros(2, 3), zeros((2, 3)), zeros(size=(2, 3)).
+Shape sizeArgument(const char* function, const py::args& args, const py::kwargs& kwargs) {
+  if (args.size() == 0 && kwargs.contains("size")) return shapeFromSequence(kwargs["size"], function);
+  return shapeFrom(args, function);
+}
+
+template <class Make>
+void defFactory(py::module_& m, const char* name, Make make) {
+  m.def(name, [name, make](py::args args, py::kwargs kwargs) {
+    const Shape shape = sizeArgument(name, args, kwargs);
+    const FactoryOptions o = factoryOptions(name, kwargs, {"size", "generator"});
+    Tensor t;
+    {
+      py::gil_scoped_release release;
+      t = make(shape, engineOptions(o));
+    }
+    t = finish(t, FactoryOptions{.dtype = o.dtype, .device = std::nullopt, .requiresGrad = o.requiresGrad, .pinMemory = o.pinMemory});
+    return t;
+  });
+}
+
+// zeros_like(t, dtype=..., device=...): t's shape, dtype and device unless given.
+template <class Make>
+void defLike(py::module_& m, const char* name, Make make) {
+  m.def(name, [name, make](const Tensor& like, py::kwargs kwargs) {
+    FactoryOptions o = factoryOptions(name, kwargs);
+    if (!o.dtype) o.dtype = like.dtype();
+    if (!o.device) o.device = like.device();
+    Tensor t;
+    {
+      py::gil_scoped_release release;
+      t = make(like.sizes(), engineOptions(o));
+    }
+    if (o.requiresGrad) t.requires_grad_(true);
+    return t;
+  });
+}
+
+// A 2-D size as PyTorch takes one: an int for both, or a pair.
+Size2 size2(py::handle value, const char* name) {
+  if (py::isinstance<py::int_>(value)) return Size2(value.cast<std::int64_t>());
+  if (py::isinstance<py::tuple>(value) || py::isinstance<py::list>(value)) {
+    const py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+    if (seq.size() == 1) return Size2(seq[0].cast<std::int64_t>(), seq[0].cast<std::int64_t>());
+    if (seq.size() == 2) return Size2(seq[0].cast<std::int64_t>(), seq[1].cast<std::int64_t>());
+  }
+  throw py::type_error(std::string(name) + " must be an int or a tuple of two ints");
+}
+
+}  // namespace
+
+void bindFunctions(py::module_& m) {
+  // Creation.
+  defFactory(m, "zeros", [](const Shape& s, const Options& o) { return zeros(s, o); });
+  defFactory(m, "ones", [](const Shape& s, const Options& o) { return ones(s, o); });
+  defFactory(m, "empty", [](const Shape& s, const Options& o) { return Tensor::empty(s, o.dtype, o.device); });
+  defFactory(m, "randn", [](const Shape& s, const Options& o) { return randn(s, defaultGenerator(), o); });
+  defFactory(m, "rand", [](const Shape& s, const Options& o) { return rand(s, defaultGenerator(), o); });
+  defLike(m, "zeros_like", [](const Shape& s, const Options& o) { return zeros(s, o); });
+  defLike(m, "ones_like", [](const Shape& s, const Options& o) { return ones(s, o); });
+  defLike(m, "empty_like", [](const Shape& s, const Options& o) { return Tensor::empty(s, o.dtype, o.device); });
+  defLike(m, "randn_like", [](const Shape& s, const Options& o) { return randn(s, defaultGenerator(), o); });
+  defLike(m, "rand_like", [](const Shape& s, const Options& o) { return rand(s, defaultGenerator(), o); });
+  m.def("full", [](py::object size, double value, py::kwargs kwargs) {
+    const FactoryOptions o = factoryOptions("full", kwargs);
+    const Shape shape = shapeFromSequence(size, "full");
+    Tensor t;
+    {
+      py::gil_scoped_release release;
+      t = full(shape, value, engineOptions(o));
+    }
+    if (o.requiresGrad) t.requires_grad_(true);
+    return t;
+  }, py::arg("size"), py::arg("fill_value"));
+  m.def("full_like", [](const Tensor& like, double value, py::kwargs kwargs) {
+    FactoryOptions o = factoryOptions("full_like", kwargs);
+    Tensor t = full(like.sizes(), value, {.dtype = o.dtype.value_or(like.dtype()), .device = o.device.value_or(like.device())});
+    if (o.requiresGrad) t.requires_grad_(true);
+    return t;
+  }, py::arg("input"), py::arg("fill_value"));
+  // randint(high, size), randint(low, high, size).
+  m.def("randint", [](py::args args, py::kwargs kwargs) {
+    std::int64_t low = 0, high = 0;
+    py::object size;
+    if (args.size() == 2) {
+      high = args[0].cast<std::int64_t>();
+      size = args[1];
+    } else if (args.size() == 3) {
+      low = args[0].cast<std::int64_t>();
+      high = args[1].cast<std::int64_t>();
+      size = args[2];
+    } else {
+      if (kwargs.contains("low")) low = kwargs["low"].cast<std::int64_t>();
+      if (!kwargs.contains("high") || !kwargs.contains("size")) throw py::type_error("randint() missing required arguments 'high' and 'size'");
+      high = kwargs["high"].cast<std::int64_t>();
+      size = kwargs["size"];
+    }
+    const FactoryOptions o = factoryOptions("randint", kwargs, {"low", "high", "size", "generator"});
+    const Shape shape = shapeFromSequence(size, "randint");
+    py::gil_scoped_release release;
+    return randint(low, high, shape, defaultGenerator(), engineOptions(o, kInt64));
+  });
+  // arange(end), arange(start, end[, step]); an int64 result when every argument is an int.
+  m.def("arange", [](py::args args, py::kwargs kwargs) {
+    std::vector<py::object> given;
+    for (py::handle a : args) given.push_back(py::reinterpret_borrow<py::object>(a));
+    for (const char* k : {"start", "end", "step"})
+      if (kwargs.contains(k)) given.push_back(kwargs[k]);
+    if (given.empty() || given.size() > 3) throw py::type_error("arange() takes 1 to 3 positional arguments (start, end, step)");
+    bool allInts = true;
+    std::vector<double> v;
+    for (const py::object& g : given) {
+      allInts = allInts && py::isinstance<py::int_>(g);
+      v.push_back(g.cast<double>());
+    }
+    FactoryOptions o = factoryOptions("arange", kwargs, {"start", "end", "step"});
+    const DType dtype = o.dtype.value_or(allInts ? kInt64 : kFloat32);
+    Tensor t;
+    {
+      py::gil_scoped_release release;
+      const Options opts{.dtype = dtype, .device = o.device.value_or(kCPU)};
+      t = v.size() == 1 ? arange(v[0], opts) : arange(v[0], v[1], v.size() == 3 ? v[2] : 1.0, opts);
+    }
+    if (o.requiresGrad) t.requires_grad_(true);
+    return t;
+  });
+  m.def("tensor", [](py::object data, py::object dtype, py::object device, bool requiresGrad, bool pinMemory) {
+    std::optional<DType> d;
+    if (!dtype.is_none()) d = dtype.cast<DType>();
+    std::optional<Device> dev;
+    if (!device.is_none()) dev = deviceFrom(device);
+    Tensor t = tensorFromData(data, d, dev, requiresGrad);
+    return pinMemory ? t.pin_memory() : t;
+  }, py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(), py::arg("requires_grad") = false,
+        py::arg("pin_memory") = false);
+  m.def("manual_seed", [](std::uint64_t seed) { manual_seed(seed); }, py::arg("seed"));
+  m.def("initial_seed", []() { return defaultGenerator().seed(); });
+
+  // Math (torch.add(a, b), torch.matmul(a, b), ...).
+  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, NoGil());
+  m.def("mm", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, NoGil());
+  m.def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil());
+  m.def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil());
+  m.def("exp", [](const Tensor& a) { return exp(a); }, NoGil());
+  m.def("log", [](const Tensor& a) { return log(a); }, NoGil());
+  m.def("sqrt", [](const Tensor& a) { return sqrt(a); }, NoGil());
+  m.def("abs", [](const Tensor& a) { return abs(a); }, NoGil());
+  m.def("relu", [](const Tensor& a) { return relu(a); }, NoGil());
+  m.def("sigmoid", [](const Tensor& a) { return sigmoid(a); }, NoGil());
+  m.def("tanh", [](const Tensor& a) { return tanh(a); }, NoGil());
+  m.def("gelu", [](const Tensor& a, const std::string& approximate) { return gelu(a, approximate); }, py::arg("input"),
+        py::arg("approximate") = "none", NoGil());
+  m.def("softmax", [](const Tensor& a, std::int64_t dim) { return softmax(a, dim); }, py::arg("input"), py::arg("dim"), NoGil());
+  m.def("log_softmax", [](const Tensor& a, std::int64_t dim) { return log_softmax(a, dim); }, py::arg("input"), py::arg("dim"), NoGil());
+
+  m.def("cat", [](const std::vector<Tensor>& tensors, std::int64_t dim) { return cat(tensors, dim); }, py::arg("tensors"), py::arg("dim") = 0,
+        NoGil());
+  m.def("stack", [](const std::vector<Tensor>& tensors, std::int64_t dim) { return stack(tensors, dim); }, py::arg("tensors"),
+        py::arg("dim") = 0, NoGil());
+
+  // max/min over all elements, or over a dim as (values, indices): gpulab/_tensor.py wraps them
+  // in torch.return_types' named tuples.
+  m.def("_max", [](const Tensor& a) { return max(a); }, NoGil());
+  m.def("_max_dim", [](const Tensor& a, std::int64_t dim, bool keepdim) { return max(a, dim, keepdim); }, NoGil());
+  m.def("_min", [](const Tensor& a) { return -max(-a); }, NoGil());
+  m.def("_min_dim", [](const Tensor& a, std::int64_t dim, bool keepdim) {
+    auto [values, indices] = max(-a, dim, keepdim);
+    return std::pair{-values, indices};
+  }, NoGil());
+  m.def("_version", []() { return std::string(version()); });
+
+  // What torch.nn.functional builds on.
+  m.def("linear", [](const Tensor& input, const Tensor& weight, std::optional<Tensor> bias) {
+    return linear(input, weight, bias.value_or(Tensor()));
+  }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), NoGil());
+  m.def("dropout", [](const Tensor& a, double p, bool training) {
+    if (p < 0 || p > 1) throw ValueError("dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+    return dropout(a, p, training);
+  }, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, NoGil());
+  m.def("conv2d", [](const Tensor& input, const Tensor& weight, std::optional<Tensor> bias, py::object stride, py::object padding,
+                     py::object dilation, std::int64_t groups) {
+    const Tensor b = bias.value_or(Tensor());
+    const Size2 s = size2(stride, "stride"), d = size2(dilation, "dilation");
+    if (py::isinstance<py::str>(padding)) {
+      const ConvPadding p = parseConvPadding(padding.cast<std::string>());
+      py::gil_scoped_release release;
+      return conv2d(input, weight, b, s, p, d, groups);
+    }
+    const Size2 p = size2(padding, "padding");
+    py::gil_scoped_release release;
+    return conv2d(input, weight, b, s, p, d, groups);
+  }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+        py::arg("dilation") = 1, py::arg("groups") = 1);
+  m.def("max_pool2d", [](const Tensor& input, py::object kernel, py::object stride, py::object padding, py::object dilation, bool ceil) {
+    const Size2 k = size2(kernel, "kernel_size"), p = size2(padding, "padding"), d = size2(dilation, "dilation");
+    const OptionalSize2 s = stride.is_none() ? OptionalSize2() : OptionalSize2(size2(stride, "stride"));
+    py::gil_scoped_release release;
+    return max_pool2d(input, k, s, p, d, ceil);
+  }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("dilation") = 1,
+        py::arg("ceil_mode") = false);
+  m.def("avg_pool2d", [](const Tensor& input, py::object kernel, py::object stride, py::object padding, bool ceil, bool countPad) {
+    const Size2 k = size2(kernel, "kernel_size"), p = size2(padding, "padding");
+    const OptionalSize2 s = stride.is_none() ? OptionalSize2() : OptionalSize2(size2(stride, "stride"));
+    py::gil_scoped_release release;
+    return avg_pool2d(input, k, s, p, ceil, countPad);
+  }, py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("ceil_mode") = false,
+        py::arg("count_include_pad") = true);
+  m.def("adaptive_avg_pool2d", [](const Tensor& input, py::object size) {
+    const Size2 s = size2(size, "output_size");
+    py::gil_scoped_release release;
+    return adaptive_avg_pool2d(input, s);
+  }, py::arg("input"), py::arg("output_size"));
+  m.def("batch_norm", [](const Tensor& input, std::optional<Tensor> mean, std::optional<Tensor> var, std::optional<Tensor> weight,
+                         std::optional<Tensor> bias, bool training, double momentum, double eps) {
+    return batch_norm(input, mean.value_or(Tensor()), var.value_or(Tensor()), weight.value_or(Tensor()), bias.value_or(Tensor()), training,
+                      momentum, eps);
+  }, py::arg("input"), py::arg("running_mean"), py::arg("running_var"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+        py::arg("training") = false, py::arg("momentum") = 0.1, py::arg("eps") = 1e-5, NoGil());
+  m.def("mse_loss", [](const Tensor& a, const Tensor& b, const std::string& r) { return mse_loss(a, b, r); }, py::arg("input"),
+        py::arg("target"), py::arg("reduction") = "mean", NoGil());
+  m.def("l1_loss", [](const Tensor& a, const Tensor& b, const std::string& r) { return l1_loss(a, b, r); }, py::arg("input"),
+        py::arg("target"), py::arg("reduction") = "mean", NoGil());
+  m.def("nll_loss", [](const Tensor& a, const Tensor& b, const std::string& r) { return nll_loss(a, b, r); }, py::arg("input"),
+        py::arg("target"), py::arg("reduction") = "mean", NoGil());
+  m.def("cross_entropy", [](const Tensor& a, const Tensor& b, const std::string& r) { return cross_entropy(a, b, r); }, py::arg("input"),
+        py::arg("target"), py::arg("reduction") = "mean", NoGil());
+}
+
+}  // namespace gpulab::python

@@ -1,0 +1,127 @@
+// Grad mode and torch.cuda over the engine: devices (real GPUs, then the emulated GPU when this process
+// has one), synchronisation and the caching allocator's memory calls.
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/core/errors.h"
+#include "engine/memory/caching_allocator.h"
+#include "engine/memory/memory.h"
+#include "engine/runtime/blas_kernels.h"
+#include "engine/runtime/cpu_features.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/execution_context.h"
+#include "python/bindings/bindings.h"
+
+namespace gpulab::python {
+
+namespace {
+
+// torch.cuda's device count: the real usable GPUs, and the emulated GPU after them when it is on.
+int cudaDeviceCount() { return cuda::deviceCount() + (cuda::emulatedDevice() ? 1 : 0); }
+
+// torch.cuda.*(device=None): the current CUDA device, or the one given (an int, "cuda:1", a device).
+Device cudaDeviceOf(py::handle device) {
+  const Device d = device.is_none() ? Device(DeviceType::CUDA, executionContext().currentCudaDevice) : deviceFrom(device);
+  if (!d.isCuda()) throw py::value_error("Expected a cuda device, but got: " + d.str());
+  if (d.index() >= cudaDeviceCount()) throw Error("Invalid device argument : did you call init?");
+  return d;
+}
+
+// PyTorch's memory_stats() keys ("allocated_bytes.all.current", ...), from the engine's record.
+py::dict statsDict(const MemoryStats& s) {
+  py::dict out;
+  auto add = [&](const char* name, const MemoryStat& m) {
+    const std::string base = std::string(name) + ".all.";
+    out[py::str(base + "current")] = m.current;
+    out[py::str(base + "peak")] = m.peak;
+    out[py::str(base + "allocated")] = m.allocated;
+    out[py::str(base + "freed")] = m.freed;
+  };
+  add("active", s.active_blocks);
+  add("active_bytes", s.allocated_bytes);
+  add("allocated_bytes", s.allocated_bytes);
+  add("allocation", s.active_blocks);
+  add("reserved_bytes", s.reserved_bytes);
+  add("segment", s.segments);
+  out["num_alloc_retries"] = s.num_alloc_retries;
+  out["num_ooms"] = s.num_ooms;
+  return out;
+}
+
+}  // namespace
+
+void bindRuntime(py::module_& m) {
+  m.def("is_grad_enabled", &isGradEnabled);
+  m.def("_set_grad_enabled", &setGradEnabled);
+
+  // OpenBLAS's kernels (engine/runtime/blas_kernels.h): the core to ask for when OpenBLAS took a
+  // generic one on this CPU ("" when its choice stands). gpulab's __main__ runs itself again with it.
+  m.def("_better_blas_core", []() { return betterBlasCore(blasCoreName(), cpuFeatures()); });
+  m.def("_blas_kernels", &blasKernelsSummary);
+
+  // torch.cuda.
+  m.def("_cuda_compiled", &cuda::compiledWithCuda);
+  m.def("_cuda_device_count", &cudaDeviceCount);
+  m.def("_cuda_real_device_count", &cuda::deviceCount);
+  m.def("_cuda_unavailable_reason", []() { return cuda::availability().reason; });
+  m.def("_emulated_gpu_index", []() -> py::object {
+    const std::optional<Device> d = cuda::emulatedDevice();
+    return d ? py::object(py::int_(d->index())) : py::none();
+  });
+  m.def("_emulated_gpu_phrase", []() { return std::string(cuda::kEmulatedGpuPhrase); });
+  m.def("_device_label", [](py::object device) { return cuda::deviceLabel(deviceFrom(device)); });
+  m.def("_cuda_device_properties", [](py::object device) {
+    const Device d = cudaDeviceOf(device);
+    py::dict out;
+    if (cuda::isEmulated(d)) {
+      out["name"] = std::string("GPU Lab emulated GPU (") + cuda::kEmulatedGpuPhrase + ")";
+      out["total_memory"] = cuda::emulatedGpuBudget();
+      out["major"] = 0;
+      out["minor"] = 0;
+      out["multi_processor_count"] = 0;
+      out["emulated"] = true;
+      return out;
+    }
+    const cuda::DeviceProperties& p = cuda::availability().devices.at(static_cast<std::size_t>(d.index()));
+    out["name"] = p.name;
+    out["total_memory"] = static_cast<std::int64_t>(p.total_memory);
+    out["major"] = p.major;
+    out["minor"] = p.minor;
+    out["multi_processor_count"] = p.multiprocessor_count;
+    out["emulated"] = false;
+    return out;
+  }, py::arg("device") = py::none());
+  m.def("_cuda_current_device", []() { return executionContext().currentCudaDevice; });
+  m.def("_cuda_set_device", [](py::object device) {
+    const Device d = cudaDeviceOf(device);
+    executionContext().currentCudaDevice = d.index();
+  });
+  m.def("_cuda_synchronize", [](py::object device) {
+    const Device d = cudaDeviceOf(device);
+    py::gil_scoped_release release;
+    cuda::synchronize(d.index());
+  }, py::arg("device") = py::none());
+
+  // The caching allocator's numbers, per device (torch.cuda.memory_allocated(device=None), ...).
+  m.def("_memory_allocated", [](py::object d) { return memory_allocated(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+  m.def("_max_memory_allocated", [](py::object d) { return max_memory_allocated(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+  m.def("_memory_reserved", [](py::object d) { return memory_reserved(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+  m.def("_max_memory_reserved", [](py::object d) { return max_memory_reserved(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+  m.def("_reset_peak_memory_stats", [](py::object d) { reset_peak_memory_stats(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+  m.def("_memory_stats", [](py::object d) { return statsDict(memory_stats(cudaDeviceOf(d))); }, py::arg("device") = py::none());
+  m.def("_memory_summary", [](py::object d) { return memory_summary(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+  m.def("_empty_cache", []() {
+    const int n = cudaDeviceCount();
+    for (int i = 0; i < n; ++i) empty_cache(Device(DeviceType::CUDA, i));
+  });
+  m.def("_set_per_process_memory_fraction", [](double fraction, py::object d) {
+    if (fraction < 0 || fraction > 1) throw py::value_error("Invalid fraction value: " + std::to_string(fraction) + ". Allowed range: 0~1");
+    set_per_process_memory_fraction(fraction, cudaDeviceOf(d));
+  }, py::arg("fraction"), py::arg("device") = py::none());
+  m.def("_mem_get_info", [](py::object d) { return mem_get_info(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+}
+
+}  // namespace gpulab::python

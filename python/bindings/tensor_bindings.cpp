@@ -1,0 +1,465 @@
+// torch.Tensor: the engine's Tensor as a Python class. Its properties and methods keep PyTorch's
+// names and argument forms (x.sum(dim=1, keepdim=True), x.view(2, -1), x.to("cuda", non_blocking=True),
+// x[1:, None]). Printing (repr), iteration and numpy() are written in Python (gpulab/_tensor.py).
+#include <pybind11/operators.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <string>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/core/errors.h"
+#include "engine/core/generator.h"
+#include "engine/ops/ops.h"
+#include "python/bindings/bindings.h"
+
+namespace gpulab::python {
+
+namespace {
+
+std::string typeName(py::handle object) { return py::str(py::type::of(object).attr("__name__")); }
+
+// A Python number as the engine's scalar operand.
+bool isNumber(py::handle o) { return py::isinstance<py::int_>(o) || py::isinstance<py::float_>(o); }
+
+// The second operand of a binary operator: a tensor or a Python number (bool counts as a number).
+using Operand = std::variant<Tensor, double>;
+std::optional<Operand> operandOf(py::handle o) {
+  if (py::isinstance<Tensor>(o)) return Operand(o.cast<Tensor>());
+  if (isNumber(o)) return Operand(o.cast<double>());
+  return std::nullopt;
+}
+
+// Python's binary-operator protocol: NotImplemented for a type it does not know, so that Python tries
+// the other side and then raises its own TypeError ("unsupported operand type(s) for +").
+template <class WithTensor, class WithNumber>
+py::object binary(const Tensor& self, py::handle other, WithTensor withTensor, WithNumber withNumber) {
+  const std::optional<Operand> operand = operandOf(other);
+  if (!operand) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  Tensor out;
+  {
+    py::gil_scoped_release release;
+    out = std::holds_alternative<Tensor>(*operand) ? withTensor(self, std::get<Tensor>(*operand)) : withNumber(self, std::get<double>(*operand));
+  }
+  return py::cast(std::move(out));
+}
+
+// x.sum(), x.sum(1), x.sum(dim=(0, 1), keepdim=True): a reduction over no dim (all), one dim or several.
+template <class All, class OneDim>
+Tensor reduce(const Tensor& self, py::object dim, bool keepdim, All all, OneDim oneDim) {
+  if (dim.is_none()) return all(self);
+  if (py::isinstance<py::int_>(dim)) return oneDim(self, dim.cast<std::int64_t>(), keepdim);
+  std::vector<std::int64_t> dims;
+  for (py::handle d : dim) dims.push_back(wrapDim(d.cast<std::int64_t>(), self.dim()));
+  std::sort(dims.rbegin(), dims.rend());  // the highest first, so the lower dims keep their numbers
+  Tensor out = self;
+  for (std::int64_t d : dims) out = oneDim(out, d, keepdim);
+  return out;
+}
+
+// Python's nested lists of a tensor's values (tolist()).
+py::object nestedList(const Tensor& t) {
+  const bool integral = !isFloatingPoint(t.dtype());
+  std::vector<double> values;
+  std::vector<std::int64_t> ints;
+  {
+    py::gil_scoped_release release;
+    if (integral) ints = t.toVector<std::int64_t>();
+    else values = t.toVector<double>();
+  }
+  auto value = [&](std::size_t i) -> py::object { return integral ? py::object(py::int_(ints[i])) : py::object(py::float_(values[i])); };
+  if (t.dim() == 0) return value(0);
+  std::size_t next = 0;
+  std::function<py::list(std::size_t)> build = [&](std::size_t d) {
+    py::list out;
+    for (std::int64_t i = 0; i < t.sizes()[d]; ++i) {
+      if (d + 1 == t.sizes().size()) out.append(value(next++));
+      else out.append(build(d + 1));
+    }
+    return out;
+  };
+  return build(0);
+}
+
+// x[...]: ints select, slices slice, None adds a dim, ... stands for the dims not named.
+Tensor indexed(const Tensor& self, py::handle index) {
+  std::vector<py::handle> items;
+  if (py::isinstance<py::tuple>(index)) {
+    for (py::handle item : index) items.push_back(item);
+  } else {
+    items.push_back(index);
+  }
+  std::int64_t named = 0;
+  bool ellipsis = false;
+  for (py::handle item : items) {
+    if (item.is(py::ellipsis())) {
+      if (ellipsis) throw py::index_error("an index can only have a single ellipsis ('...')");
+      ellipsis = true;
+    } else if (!item.is_none()) {
+      ++named;
+    }
+  }
+  if (named > self.dim()) throw py::index_error("too many indices for tensor of dimension " + std::to_string(self.dim()));
+  Tensor out = self;
+  std::int64_t dim = 0;
+  for (py::handle item : items) {
+    if (item.is_none()) {
+      out = out.unsqueeze(dim++);
+    } else if (item.is(py::ellipsis())) {
+      dim += self.dim() - named;
+    } else if (py::isinstance<py::int_>(item) && !py::isinstance<py::bool_>(item)) {
+      out = out.select(dim, item.cast<std::int64_t>());
+    } else if (py::isinstance<py::slice>(item)) {
+      Py_ssize_t start = 0, stop = 0, step = 0;
+      if (PySlice_Unpack(item.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();
+      if (step <= 0) throw py::value_error("step must be greater than zero");
+      const Py_ssize_t length = PySlice_AdjustIndices(static_cast<Py_ssize_t>(out.size(dim)), &start, &stop, step);
+      out = out.slice(dim, start, start + length * step, step);
+      ++dim;
+    } else if (py::isinstance<Tensor>(item)) {
+      throw NotImplementedError("GPU Lab's torch cannot index with a tensor yet (x[mask], x[indices]): use slices and ints");
+    } else {
+      throw py::type_error("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices (got " +
+                           typeName(item) + ")");
+    }
+  }
+  return out;
+}
+
+// x.to(...): to(device), to(dtype), to(device, dtype), to(other), with non_blocking= and copy=.
+Tensor convertedTo(const Tensor& self, const py::args& args, const py::kwargs& kwargs) {
+  std::optional<Device> device;
+  std::optional<DType> dtype;
+  bool nonBlocking = false, copy = false;
+  auto take = [&](py::handle a) {
+    if (py::isinstance<DType>(a)) dtype = a.cast<DType>();
+    else if (py::isinstance<Tensor>(a)) {
+      const Tensor& other = a.cast<const Tensor&>();
+      device = other.device();
+      dtype = other.dtype();
+    } else if (a.is_none()) {
+    } else device = deviceFrom(a);
+  };
+  std::size_t positional = 0;
+  for (py::handle a : args) {
+    if (py::isinstance<py::bool_>(a)) {
+      (positional++ == 0 ? nonBlocking : copy) = a.cast<bool>();
+      continue;
+    }
+    take(a);
+  }
+  for (auto [key, value] : kwargs) {
+    const std::string k = key.cast<std::string>();
+    if (k == "device" || k == "dtype" || k == "other") take(value);
+    else if (k == "non_blocking") nonBlocking = value.cast<bool>();
+    else if (k == "copy") copy = value.cast<bool>();
+    else if (k == "memory_format") continue;
+    else throw py::type_error("to() got an unexpected keyword argument '" + k + "'");
+  }
+  py::gil_scoped_release release;
+  Tensor out = self;
+  if (dtype && *dtype != out.dtype()) out = out.to(*dtype);
+  if (device && *device != out.device()) out = out.to(*device, nonBlocking);
+  if (copy && out.sameAs(self)) out = out.clone();
+  return out;
+}
+
+Tensor permuted(const Tensor& self, const std::vector<std::int64_t>& dims) {
+  const std::int64_t n = self.dim();
+  if (static_cast<std::int64_t>(dims.size()) != n) {
+    throw Error("permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of "
+                "dimensions i.e. input.dim() = " + std::to_string(n) + " is not equal to len(dims) = " + std::to_string(dims.size()));
+  }
+  std::vector<std::int64_t> want(dims.size()), have(dims.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    want[i] = wrapDim(dims[i], n);
+    have[i] = i;
+  }
+  if (std::vector<std::int64_t> sorted = want; (std::sort(sorted.begin(), sorted.end()), std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())) {
+    throw Error("permute(): duplicate dims are not allowed.");
+  }
+  // A sequence of transposes, each putting one wanted dim in place: autograd follows each.
+  Tensor out = self;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto j = std::find(have.begin(), have.end(), want[i]) - have.begin();
+    if (j != i) {
+      out = out.transpose(i, j);
+      std::swap(have[i], have[j]);
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> intsFrom(const py::args& args, const char* function) { return shapeFrom(args, function); }
+
+// PyTorch's in-place arithmetic (x.add_(y), x *= 2) as "compute, then copy into x": the engine's
+// copy_ applies PyTorch's rules on leaves that require grad.
+template <class Op>
+Tensor& inPlace(Tensor& self, py::handle other, Op op) {
+  const std::optional<Operand> operand = operandOf(other);
+  if (!operand) throw py::type_error("expected a Tensor or a number, but got " + typeName(other));
+  py::gil_scoped_release release;
+  const Tensor result = std::visit([&](const auto& o) { return op(self, o); }, *operand);
+  self.copy_(result.dtype() == self.dtype() ? result : result.to(self.dtype()));
+  return self;
+}
+
+}  // namespace
+
+void bindTensor(py::module_& m) {
+  py::class_<autograd::Node, std::shared_ptr<autograd::Node>>(m, "Node")
+      .def("name", &autograd::Node::name)
+      .def("__repr__", [](const autograd::Node& n) { return "<" + n.name() + " object>"; });
+
+  py::class_<Tensor> t(m, "Tensor");
+  // Tensor(t) shares t's memory as a new tensor (how nn.Parameter(t) is made).
+  t.def(py::init([](const Tensor& other) { return other.detach(); }))
+      .def(py::init([]() { return Tensor::empty({0}); }));
+
+  // Properties.
+  t.def_property_readonly("shape", [](const Tensor& self) { return sizeObject(self.sizes()); })
+      .def("size", [](const Tensor& self, py::object dim) -> py::object {
+        if (dim.is_none()) return sizeObject(self.sizes());
+        return py::int_(self.size(dim.cast<std::int64_t>()));
+      }, py::arg("dim") = py::none())
+      .def("dim", &Tensor::dim)
+      .def("ndimension", &Tensor::dim)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("nelement", &Tensor::numel)
+      .def("element_size", [](const Tensor& self) { return elementSize(self.dtype()); })
+      .def_property_readonly("dtype", [](const Tensor& self) { return dtypeObject(self.dtype()); })
+      .def_property_readonly("device", [](const Tensor& self) { return deviceObject(self.device()); })
+      .def_property_readonly("is_cuda", &Tensor::is_cuda)
+      .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def_property_readonly("grad_fn", [](const Tensor& self) { return self.grad_fn(); })
+      .def("is_pinned", &Tensor::is_pinned)
+      .def("is_contiguous", [](const Tensor& self, py::kwargs) { return self.is_contiguous(); })
+      .def("is_floating_point", [](const Tensor& self) { return isFloatingPoint(self.dtype()); })
+      .def("stride", [](const Tensor& self, py::object dim) -> py::object {
+        if (dim.is_none()) return py::tuple(py::cast(self.strides()));
+        return py::int_(self.strides()[static_cast<std::size_t>(wrapDim(dim.cast<std::int64_t>(), self.dim()))]);
+      }, py::arg("dim") = py::none())
+      .def("storage_offset", &Tensor::storage_offset)
+      .def("data_ptr", [](const Tensor& self) { return reinterpret_cast<std::uintptr_t>(self.data_ptr()); })
+      .def("_is_same", [](const Tensor& self, const Tensor& other) { return self.sameAs(other); });
+
+  // Autograd.
+  t.def_property("requires_grad", &Tensor::requires_grad, [](Tensor& self, bool on) { self.requires_grad_(on); })
+      .def("requires_grad_", [](Tensor& self, bool on) -> Tensor& { return self.requires_grad_(on); }, py::arg("requires_grad") = true,
+           py::return_value_policy::reference_internal)
+      .def_property("grad", [](const Tensor& self) -> py::object {
+        const Tensor g = self.grad();
+        return g.defined() ? py::cast(g) : py::none();
+      }, [](Tensor& self, py::object grad) { self.set_grad(grad.is_none() ? Tensor() : grad.cast<Tensor>()); })
+      .def("backward", [](const Tensor& self, py::object gradient, py::object retainGraph, bool createGraph) {
+        if (createGraph) throw NotImplementedError("GPU Lab's torch has no backward(create_graph=True) (higher-order gradients) yet");
+        (void)retainGraph;
+        const Tensor g = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
+        py::gil_scoped_release release;
+        self.backward(g);
+      }, py::arg("gradient") = py::none(), py::arg("retain_graph") = py::none(), py::arg("create_graph") = false)
+      .def("detach", &Tensor::detach)
+      // x.data: the same memory without history; x.data = y points x at y's memory (how module.to()
+      // moves a parameter and keeps the Parameter object).
+      .def_property("data", &Tensor::detach, [](Tensor& self, const Tensor& other) {
+        TensorImpl& impl = self.impl();
+        const TensorImpl& src = other.impl();
+        impl.storage = src.storage;
+        impl.sizes = src.sizes;
+        impl.strides = src.strides;
+        impl.offset = src.offset;
+        impl.dtype = src.dtype;
+      });
+
+  // Devices and dtypes.
+  t.def("to", &convertedTo)
+      .def("cuda", [](const Tensor& self, py::object device, bool nonBlocking) {
+        const Device d = device.is_none() ? Device(DeviceType::CUDA, -1) : deviceFrom(device);
+        py::gil_scoped_release release;
+        return d.index() < 0 ? (self.is_cuda() ? self : self.cuda()) : self.to(d, nonBlocking);
+      }, py::arg("device") = py::none(), py::arg("non_blocking") = false)
+      .def("cpu", &Tensor::cpu, NoGil())
+      .def("float", [](const Tensor& self) { return self.to(kFloat32); }, NoGil())
+      .def("double", [](const Tensor& self) { return self.to(kFloat64); }, NoGil())
+      .def("half", &Tensor::half, NoGil())
+      .def("bfloat16", &Tensor::bfloat16, NoGil())
+      .def("long", [](const Tensor& self) { return self.to(kInt64); }, NoGil())
+      .def("pin_memory", &Tensor::pin_memory, NoGil())
+      .def("contiguous", [](const Tensor& self, py::kwargs) { return self.contiguous(); })
+      .def("clone", [](const Tensor& self, py::kwargs) { return self.clone(); })
+      .def("item", [](const Tensor& self) -> py::object {
+        double v;
+        {
+          py::gil_scoped_release release;
+          v = self.item();
+        }
+        if (!isFloatingPoint(self.dtype())) return py::int_(static_cast<long long>(v));
+        return py::float_(v);
+      })
+      .def("tolist", &nestedList);
+
+  // Shapes and views.
+  t.def("view", [](const Tensor& self, py::args shape) {
+         if (shape.size() == 1 && py::isinstance<DType>(shape[0])) throw NotImplementedError("GPU Lab's torch has no Tensor.view(dtype) yet");
+         return self.view(shapeFrom(shape, "view"));
+       })
+      .def("view_as", [](const Tensor& self, const Tensor& other) { return self.view(other.sizes()); })
+      .def("reshape", [](const Tensor& self, py::args shape) { return self.reshape(shapeFrom(shape, "reshape")); })
+      .def("reshape_as", [](const Tensor& self, const Tensor& other) { return self.reshape(other.sizes()); })
+      .def("permute", [](const Tensor& self, py::args dims) { return permuted(self, intsFrom(dims, "permute")); })
+      .def("transpose", &Tensor::transpose)
+      .def("t", [](const Tensor& self) {
+        if (self.dim() > 2) throw Error("t() expects a tensor with <= 2 dimensions, but self is " + std::to_string(self.dim()) + "D");
+        return self.dim() < 2 ? self : self.t();
+      })
+      .def_property_readonly("T", [](const Tensor& self) {
+        std::vector<std::int64_t> dims(static_cast<std::size_t>(self.dim()));
+        for (std::size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<std::int64_t>(dims.size() - 1 - i);
+        return permuted(self, dims);
+      })
+      .def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
+      .def("squeeze", [](const Tensor& self, py::object dim) {
+        if (!dim.is_none()) return self.squeeze(dim.cast<std::int64_t>());
+        Tensor out = self;
+        for (std::int64_t d = self.dim() - 1; d >= 0; --d) out = out.squeeze(d);
+        return out;
+      }, py::arg("dim") = py::none())
+      .def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"))
+      .def("expand", [](const Tensor& self, py::args sizes) { return self.expand(shapeFrom(sizes, "expand")); })
+      .def("expand_as", [](const Tensor& self, const Tensor& other) { return self.expand(other.sizes()); })
+      .def("__getitem__", &indexed)
+      .def("__setitem__", [](Tensor& self, py::handle index, py::handle value) {
+        Tensor target = indexed(self, index);
+        if (isNumber(value)) {
+          const double number = value.cast<double>();
+          py::gil_scoped_release release;
+          target.fill_(number);
+        } else if (py::isinstance<Tensor>(value)) {
+          const Tensor& src = value.cast<const Tensor&>();
+          py::gil_scoped_release release;
+          target.copy_(src.dtype() == target.dtype() ? src : src.to(target.dtype()));
+        } else {
+          throw py::type_error("can't assign a " + typeName(value) + " to a Tensor");
+        }
+      });
+
+  // Reductions.
+  t.def("sum", [](const Tensor& self, py::object dim, bool keepdim) {
+         return reduce(self, dim, keepdim, [](const Tensor& a) { return sum(a); }, [](const Tensor& a, std::int64_t d, bool k) { return sum(a, d, k); });
+       }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("mean", [](const Tensor& self, py::object dim, bool keepdim) {
+        return reduce(self, dim, keepdim, [](const Tensor& a) { return mean(a); }, [](const Tensor& a, std::int64_t d, bool k) { return mean(a, d, k); });
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("argmax", [](const Tensor& self, py::object dim, bool keepdim) {
+        return dim.is_none() ? argmax(self) : argmax(self, dim.cast<std::int64_t>(), keepdim);
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("argmin", [](const Tensor& self, py::object dim, bool keepdim) {
+        return dim.is_none() ? argmin(self) : argmin(self, dim.cast<std::int64_t>(), keepdim);
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+
+  // Elementwise math.
+  t.def("relu", &Tensor::relu, NoGil())
+      .def("sigmoid", &Tensor::sigmoid, NoGil())
+      .def("tanh", &Tensor::tanh, NoGil())
+      .def("exp", &Tensor::exp, NoGil())
+      .def("log", &Tensor::log, NoGil())
+      .def("sqrt", [](const Tensor& self) { return sqrt(self); }, NoGil())
+      .def("abs", &Tensor::abs, NoGil())
+      .def("neg", [](const Tensor& self) { return -self; }, NoGil())
+      .def("pow", [](const Tensor& self, double e) { return self.pow(e); }, NoGil())
+      .def("softmax", &Tensor::softmax, py::arg("dim"), NoGil())
+      .def("log_softmax", &Tensor::log_softmax, py::arg("dim"), NoGil())
+      .def("matmul", &Tensor::matmul, NoGil())
+      .def("mm", &Tensor::matmul, NoGil())
+      .def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil())
+      .def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil());
+
+  // Operators: a tensor with a tensor or a Python number; NotImplemented for anything else.
+  auto add = [](const Tensor& a, const Tensor& b) { return a + b; };
+  auto addNumber = [](const Tensor& a, double b) { return a + b; };
+  auto sub = [](const Tensor& a, const Tensor& b) { return a - b; };
+  auto subNumber = [](const Tensor& a, double b) { return a - b; };
+  auto mul = [](const Tensor& a, const Tensor& b) { return a * b; };
+  auto mulNumber = [](const Tensor& a, double b) { return a * b; };
+  auto div = [](const Tensor& a, const Tensor& b) { return a / b; };
+  auto divNumber = [](const Tensor& a, double b) { return a / b; };
+  t.def("__add__", [=](const Tensor& a, py::handle b) { return binary(a, b, add, addNumber); })
+      .def("__radd__", [=](const Tensor& a, py::handle b) { return binary(a, b, add, addNumber); })
+      .def("__sub__", [=](const Tensor& a, py::handle b) { return binary(a, b, sub, subNumber); })
+      .def("__rsub__", [=](const Tensor& a, py::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return y - x; }, [](const Tensor& x, double y) { return y - x; });
+      })
+      .def("__mul__", [=](const Tensor& a, py::handle b) { return binary(a, b, mul, mulNumber); })
+      .def("__rmul__", [=](const Tensor& a, py::handle b) { return binary(a, b, mul, mulNumber); })
+      .def("__truediv__", [=](const Tensor& a, py::handle b) { return binary(a, b, div, divNumber); })
+      .def("__rtruediv__", [=](const Tensor& a, py::handle b) {
+        return binary(a, b, [](const Tensor& x, const Tensor& y) { return y / x; }, [](const Tensor& x, double y) { return y / x; });
+      })
+      .def("__matmul__", [](const Tensor& a, py::handle b) -> py::object {
+        if (!py::isinstance<Tensor>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        const Tensor& other = b.cast<const Tensor&>();
+        py::gil_scoped_release release;
+        Tensor out = a.matmul(other);
+        py::gil_scoped_acquire acquire;
+        return py::cast(std::move(out));
+      })
+      .def("__pow__", [](const Tensor& a, py::handle e) -> py::object {
+        if (!isNumber(e)) {
+          if (py::isinstance<Tensor>(e)) throw NotImplementedError("GPU Lab's torch has no tensor ** tensor yet: give the exponent as a number");
+          return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        }
+        return py::cast(a.pow(e.cast<double>()));
+      })
+      .def("__neg__", [](const Tensor& a) { return -a; }, NoGil())
+      .def("__pos__", [](const Tensor& a) { return a; })
+      .def("__abs__", &Tensor::abs, NoGil())
+      .def("__eq__", [](const Tensor& a, py::handle b) -> py::object {
+        if (py::isinstance<Tensor>(b)) return py::cast(eq(a, b.cast<const Tensor&>()));
+        if (isNumber(b)) return py::cast(eq(a, full({}, b.cast<double>(), {.dtype = a.dtype(), .device = a.device()})));
+        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      })
+      .def("__ne__", [](const Tensor& a, py::handle b) -> py::object {
+        if (py::isinstance<Tensor>(b)) return py::cast(ne(a, b.cast<const Tensor&>()));
+        if (isNumber(b)) return py::cast(ne(a, full({}, b.cast<double>(), {.dtype = a.dtype(), .device = a.device()})));
+        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      })
+      .def("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, NoGil())
+      .def("ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, NoGil())
+      // Tensors are compared by value, so they are not hashed by value: PyTorch hashes them by identity.
+      .def("__hash__", [](const Tensor& self) { return reinterpret_cast<std::uintptr_t>(self.implPtr().get()); })
+      .def("add", [=](const Tensor& a, py::handle b) { return binary(a, b, add, addNumber); })
+      .def("sub", [=](const Tensor& a, py::handle b) { return binary(a, b, sub, subNumber); })
+      .def("mul", [=](const Tensor& a, py::handle b) { return binary(a, b, mul, mulNumber); })
+      .def("div", [=](const Tensor& a, py::handle b) { return binary(a, b, div, divNumber); });
+
+  // In place.
+  const auto ref = py::return_value_policy::reference_internal;
+  t.def("zero_", &Tensor::zero_, ref, NoGil())
+      .def("fill_", [](Tensor& self, double v) -> Tensor& { return self.fill_(v); }, ref, NoGil())
+      .def("copy_", [](Tensor& self, const Tensor& src, bool) -> Tensor& {
+        py::gil_scoped_release release;
+        return self.copy_(src.dtype() == self.dtype() ? src : src.to(self.dtype()));
+      }, py::arg("src"), py::arg("non_blocking") = false, ref)
+      .def("add_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x + y; }); }, ref)
+      .def("sub_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x - y; }); }, ref)
+      .def("mul_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x * y; }); }, ref)
+      .def("div_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x / y; }); }, ref)
+      .def("__iadd__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x + y; }); }, ref)
+      .def("__isub__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x - y; }); }, ref)
+      .def("__imul__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x * y; }); }, ref)
+      .def("__itruediv__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x / y; }); }, ref)
+      .def("normal_", [](Tensor& self, double mean, double std) -> Tensor& {
+        py::gil_scoped_release release;
+        Tensor r = randn(self.sizes(), defaultGenerator(), {.dtype = isFloatingPoint(self.dtype()) ? self.dtype() : kFloat32, .device = self.device()});
+        return self.copy_(r * std + mean);
+      }, py::arg("mean") = 0.0, py::arg("std") = 1.0, ref)
+      .def("uniform_", [](Tensor& self, double from, double to) -> Tensor& {
+        py::gil_scoped_release release;
+        Tensor r = rand(self.sizes(), defaultGenerator(), {.dtype = isFloatingPoint(self.dtype()) ? self.dtype() : kFloat32, .device = self.device()});
+        return self.copy_(r * (to - from) + from);
+      }, py::arg("from") = 0.0, py::arg("to") = 1.0, ref);
+}
+
+}  // namespace gpulab::python

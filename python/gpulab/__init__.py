@@ -1,0 +1,197 @@
+"""GPU Lab's torch: PyTorch's Python API over GPU Lab's own engine (its CPU backend, its CUDA kernels
+with cuBLAS and cuDNN, and its emulated GPU).
+
+Used as ``torch``: ``gpulab-cli run script.py`` (or ``python3 -m gpulab script.py``) runs a PyTorch
+script with ``import torch`` resolving to this package. Tensors, ops and autograd are the engine's;
+nn.Module, optim's parameter groups and printing are written here in Python, as PyTorch writes them.
+
+Without a usable GPU, CUDA code behaves as PyTorch's does on a machine without one (it raises),
+unless the emulated GPU is asked for (GPULAB_EMULATED_GPU=1, ``gpulab-cli run --emulated-gpu``): then
+``cuda:0`` is GPU Lab's emulated GPU -- its own memory, allocator, out-of-memory errors and
+asynchronous streams, computing on the CPU. No timing taken on it is a GPU's.
+"""
+import os as _os
+import sys as _sys
+import types as _types
+
+# Read once, when the engine first looks for devices: unless asked, no emulated GPU (PyTorch on a
+# machine without a GPU has none).
+_os.environ.setdefault("GPULAB_EMULATED_GPU", "0")
+
+from . import _C  # noqa: E402
+from ._C import (  # noqa: E402,F401
+    Tensor, dtype, float32, float64, float16, bfloat16, int64,
+    tensor, zeros, ones, empty, full, randn, rand, randint, arange,
+    zeros_like, ones_like, empty_like, full_like, randn_like, rand_like,
+    manual_seed, initial_seed, is_grad_enabled,
+    cat, stack, matmul, mm, maximum, minimum, exp, log, sqrt, abs, relu, sigmoid, tanh, softmax, log_softmax,
+)
+from ._size import Size  # noqa: E402
+from ._device import device  # noqa: E402
+
+_C._register_types(Size, device)
+
+from . import _tensor  # noqa: E402,F401  (Tensor's Python methods)
+from ._tensor_str import set_printoptions  # noqa: E402,F401
+from ._grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: E402,F401
+
+float = float32  # noqa: A001 - PyTorch's names
+double = float64
+half = float16
+long = int64
+
+__version__ = "1.13.0+gpulab" + _C._version()
+gpulab_version = _C._version()
+
+
+class _NotInGpuLab(NotImplementedError, AttributeError):
+    """A PyTorch API GPU Lab's torch does not have (yet). It is an AttributeError too, so that
+    ``hasattr(torch, "fft")`` is False, as it would be for any missing name."""
+
+
+def _missing(module, name):
+    return _NotInGpuLab(f"GPU Lab's torch has no {module}.{name} yet (GPU Lab {gpulab_version} implements the part of "
+                        f"PyTorch its lessons use; see `help(torch)`)")
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(input):  # noqa: A002
+    return input.numel()
+
+
+def is_floating_point(input):  # noqa: A002
+    return input.dtype.is_floating_point
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype) if (device is not None or dtype is not None) else data
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array):
+    import numpy
+
+    dtypes = {numpy.dtype("float32"): float32, numpy.dtype("float64"): float64, numpy.dtype("float16"): float16,
+              numpy.dtype("int64"): int64}
+    if array.dtype not in dtypes:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{array.dtype}. GPU Lab's torch supports float64, float32, "
+                        "float16 and int64.")
+    return tensor(array.tolist(), dtype=dtypes[array.dtype])
+
+
+def sum(input, dim=None, keepdim=False):  # noqa: A001
+    return input.sum(dim, keepdim)
+
+
+def mean(input, dim=None, keepdim=False):
+    return input.mean(dim, keepdim)
+
+
+def max(input, dim=None, keepdim=False):  # noqa: A001
+    return input.max(dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):  # noqa: A001
+    return input.min(dim, keepdim)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return input.argmax(dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return input.argmin(dim, keepdim)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    return input.flatten(start_dim, end_dim)
+
+
+def reshape(input, shape):
+    return input.reshape(shape)
+
+
+def transpose(input, dim0, dim1):
+    return input.transpose(dim0, dim1)
+
+
+def t(input):
+    return input.t()
+
+
+def permute(input, dims):
+    return input.permute(dims)
+
+
+def squeeze(input, dim=None):
+    return input.squeeze(dim)
+
+
+def unsqueeze(input, dim):
+    return input.unsqueeze(dim)
+
+
+def add(input, other):
+    return input + other
+
+
+def sub(input, other):
+    return input - other
+
+
+def mul(input, other):
+    return input * other
+
+
+def div(input, other):
+    return input / other
+
+
+def pow(input, exponent):  # noqa: A001
+    return input ** exponent
+
+
+def eq(input, other):
+    return input == other
+
+
+def ne(input, other):
+    return input != other
+
+
+def detach(input):
+    return input.detach()
+
+
+def clone(input):
+    return input.clone()
+
+
+concat = cat
+
+
+def get_default_dtype():
+    return float32
+
+
+from . import nn, optim, cuda, utils, backends  # noqa: E402,F401
+
+
+class _TorchModule(_types.ModuleType):
+    """The package's module object: says what it is when printed, and names what it lacks."""
+
+    def __repr__(self):
+        return (f"<module 'torch' (GPU Lab {gpulab_version}: PyTorch's API on GPU Lab's engine) from "
+                f"'{_os.path.dirname(__file__)}'>")
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(f"module 'torch' has no attribute '{name}'")
+        raise _missing("torch", name)
+
+
+_sys.modules[__name__].__class__ = _TorchModule

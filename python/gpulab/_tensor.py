@@ -1,0 +1,143 @@
+"""What torch.Tensor does in Python: printing, iteration, conversions to Python numbers and numpy,
+max/min with their named results, and the few methods whose argument forms are easier to take here."""
+import collections
+
+from . import _C
+from ._tensor_str import tensor_repr
+
+Tensor = _C.Tensor
+
+# torch.return_types.max / min: named (values, indices) pairs.
+max_result = collections.namedtuple("max", ["values", "indices"])
+min_result = collections.namedtuple("min", ["values", "indices"])
+
+
+def _repr(self, *, tensor_contents=None):
+    return tensor_repr(self)
+
+
+def _format(self, spec):
+    if self.dim() == 0:
+        return self.item().__format__(spec)
+    return object.__format__(self, spec)
+
+
+def _len(self):
+    if self.dim() == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+def _iter(self):
+    if self.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
+
+
+def _bool(self):
+    if self.numel() != 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(self.item())
+
+
+def _scalar(convert):
+    def method(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return convert(self.item())
+
+    return method
+
+
+_float = _scalar(float)
+_int = _scalar(int)
+
+
+def _index(self):
+    if self.dtype.is_floating_point or self.numel() != 1:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    return int(self.item())
+
+
+def _extreme(result, elementwise, over_all, along_dim):
+    """x.max() / x.min(): over all elements; along a dim as (values, indices); or with another tensor,
+    elementwise (torch.maximum / minimum)."""
+
+    def method(self, dim=None, keepdim=False):
+        if isinstance(dim, Tensor):
+            return elementwise(self, dim)
+        if dim is None:
+            return over_all(self)
+        return result(*along_dim(self, dim, keepdim))
+
+    return method
+
+
+_max = _extreme(max_result, _C.maximum, _C._max, _C._max_dim)
+_min = _extreme(min_result, _C.minimum, _C._min, _C._min_dim)
+
+
+def _numpy(self, *, force=False):
+    import numpy
+
+    if self.requires_grad:
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+    if self.is_cuda:
+        raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
+    dtype = {_C.float32: numpy.float32, _C.float64: numpy.float64, _C.float16: numpy.float16, _C.int64: numpy.int64}.get(self.dtype)
+    if dtype is None:
+        raise TypeError(f"Got unsupported ScalarType {self.dtype}")
+    return numpy.array(self.tolist(), dtype=dtype).reshape(tuple(self.shape))
+
+
+def _array(self, dtype=None):
+    array = _numpy(self.detach())
+    return array if dtype is None else array.astype(dtype, copy=False)
+
+
+def _type(self, dtype=None, non_blocking=False):
+    names = {_C.float32: "FloatTensor", _C.float64: "DoubleTensor", _C.float16: "HalfTensor", _C.bfloat16: "BFloat16Tensor",
+             _C.int64: "LongTensor"}
+    if dtype is None:
+        return ("torch.cuda." if self.is_cuda else "torch.") + names[self.dtype]
+    return self.to(dtype, non_blocking=non_blocking)
+
+
+def _new_factory(name):
+    make = getattr(_C, name)
+
+    def method(self, *size, dtype=None, device=None, requires_grad=False):
+        return make(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+    method.__name__ = "new_" + name
+    return method
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return _C.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    return _C.tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+Tensor.__repr__ = _repr
+Tensor.__str__ = _repr
+Tensor.__format__ = _format
+Tensor.__len__ = _len
+Tensor.__iter__ = _iter
+Tensor.__bool__ = _bool
+Tensor.__float__ = _float
+Tensor.__int__ = _int
+Tensor.__index__ = _index
+Tensor.__array__ = _array
+Tensor.max = _max
+Tensor.min = _min
+Tensor.numpy = _numpy
+Tensor.type = _type
+Tensor.new_zeros = _new_factory("zeros")
+Tensor.new_ones = _new_factory("ones")
+Tensor.new_empty = _new_factory("empty")
+Tensor.new_full = _new_full
+Tensor.new_tensor = _new_tensor
+Tensor.__module__ = "torch"

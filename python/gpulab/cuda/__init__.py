@@ -1,0 +1,159 @@
+"""torch.cuda over GPU Lab's engine: the real GPUs it can use, then its emulated GPU when this process
+has one (GPULAB_EMULATED_GPU=1), as cuda:N after them. The memory calls are the engine's caching
+allocator's own numbers (memory_allocated, memory_reserved, empty_cache, ...), on either kind."""
+from .. import _C
+from .._device import device as _device_type
+from . import amp  # noqa: F401
+
+OutOfMemoryError = _C.OutOfMemoryError
+OutOfMemoryError.__module__ = "torch.cuda"
+
+
+def _lazy_check():
+    if _C._cuda_device_count() == 0:
+        if not _C._cuda_compiled():
+            raise AssertionError("Torch not compiled with CUDA enabled")
+        raise RuntimeError("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+                           "driver from http://www.nvidia.com/Download/index.aspx (GPU Lab: " + _C._cuda_unavailable_reason() +
+                           "; run with --emulated-gpu for GPU Lab's emulated GPU)")
+
+
+def is_available():
+    """True when a real GPU is usable, or GPU Lab's emulated GPU is on (it says so in its name)."""
+    return _C._cuda_device_count() > 0
+
+
+def device_count():
+    return _C._cuda_device_count()
+
+
+def is_emulated(device=None):
+    """GPU Lab only: whether `device` (the current device by default) is the emulated GPU."""
+    index = _index(device)
+    return _C._emulated_gpu_index() == index
+
+
+def _index(device):
+    if device is None:
+        return _C._cuda_current_device()
+    if isinstance(device, int):
+        return device
+    d = _device_type(device)
+    if d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {d}")
+    return _C._cuda_current_device() if d.index is None else d.index
+
+
+def current_device():
+    _lazy_check()
+    return _C._cuda_current_device()
+
+
+def set_device(device):
+    _lazy_check()
+    _C._cuda_set_device(_index(device))
+
+
+class _DeviceProperties:
+    def __init__(self, info):
+        self.name = info["name"]
+        self.total_memory = info["total_memory"]
+        self.major = info["major"]
+        self.minor = info["minor"]
+        self.multi_processor_count = info["multi_processor_count"]
+        self.is_emulated = info["emulated"]
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None):
+    _lazy_check()
+    return _DeviceProperties(_C._cuda_device_properties(_index(device)))
+
+
+def get_device_name(device=None):
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    p = get_device_properties(device)
+    return (p.major, p.minor)
+
+
+class device:
+    """``with torch.cuda.device(1):``: the current CUDA device inside the block."""
+
+    def __init__(self, device):
+        self._index = _index(device) if device is not None else None
+
+    def __enter__(self):
+        self._previous = _C._cuda_current_device()
+        if self._index is not None:
+            set_device(self._index)
+        return self
+
+    def __exit__(self, *exc):
+        _C._cuda_set_device(self._previous)
+        return False
+
+
+def synchronize(device=None):
+    _lazy_check()
+    _C._cuda_synchronize(_index(device))
+
+
+def _per_device(name, engine_call, doc):
+    """torch.cuda's memory calls of one device (the current one by default), from the engine's allocator."""
+
+    def call(device=None):
+        _lazy_check()
+        return engine_call(_index(device))
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = doc
+    return call
+
+
+memory_allocated = _per_device("memory_allocated", _C._memory_allocated, "Bytes in tensors the caching allocator handed out.")
+max_memory_allocated = _per_device("max_memory_allocated", _C._max_memory_allocated,
+                                   "The peak of memory_allocated since the start or reset_peak_memory_stats.")
+memory_reserved = _per_device("memory_reserved", _C._memory_reserved,
+                              "Bytes the caching allocator holds from the device: allocated, and cached for reuse.")
+max_memory_reserved = _per_device("max_memory_reserved", _C._max_memory_reserved, "The peak of memory_reserved.")
+reset_peak_memory_stats = _per_device("reset_peak_memory_stats", _C._reset_peak_memory_stats,
+                                      "Starts the peaks (max_memory_allocated, max_memory_reserved) again from now.")
+memory_stats = _per_device("memory_stats", _C._memory_stats, "The allocator's statistics, under PyTorch's keys.")
+
+
+def memory_summary(device=None, abbreviated=False):
+    _lazy_check()
+    return _C._memory_summary(_index(device))
+
+
+def empty_cache():
+    """Returns the cached, unused blocks of every CUDA device to the device (what memory_reserved counts
+    beyond memory_allocated). A no-op without a device, as in PyTorch."""
+    if _C._cuda_device_count() > 0:
+        _C._empty_cache()
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    _lazy_check()
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    _C._set_per_process_memory_fraction(fraction, _index(device))
+
+
+def mem_get_info(device=None):
+    _lazy_check()
+    return tuple(_C._mem_get_info(_index(device)))
+
+
+def manual_seed(seed):
+    """The engine has one generator for every device: this seeds it, as torch.manual_seed does."""
+    _C.manual_seed(seed)
+
+
+manual_seed_all = manual_seed

@@ -1,0 +1,8 @@
+"""torch.utils."""
+from . import data  # noqa: F401
+
+
+def __getattr__(name):
+    from .. import _missing
+
+    raise _missing("torch.utils", name)
