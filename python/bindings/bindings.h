@@ -45,5 +45,6 @@ void bindFunctions(py::module_& m);  // torch.* functions: creation, math, nn.fu
 void bindRuntime(py::module_& m);  // grad mode, seeds, torch.cuda (devices, memory, synchronisation)
 void bindOptimizers(py::module_& m);  // the engine's SGD, Adam and AdamW under torch.optim
 void bindData(py::module_& m);        // the engine's DataLoader over (inputs, targets)
+void bindAmpAndProfiler(py::module_& m);  // autocast, GradScaler, the profiler, the backends' switches
 
 }  // namespace gpulab::python

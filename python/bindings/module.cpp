@@ -207,4 +207,5 @@ PYBIND11_MODULE(_C, m) {
   gp::bindRuntime(m);
   gp::bindOptimizers(m);
   gp::bindData(m);
+  gp::bindAmpAndProfiler(m);
 }

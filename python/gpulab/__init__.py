@@ -178,7 +178,9 @@ def get_default_dtype():
     return float32
 
 
-from . import nn, optim, cuda, utils, backends  # noqa: E402,F401
+from . import nn, optim, cuda, utils, backends, amp, profiler  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .serialization import save, load  # noqa: E402,F401
 
 
 class _TorchModule(_types.ModuleType):

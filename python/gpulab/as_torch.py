@@ -9,7 +9,8 @@ import sys
 import gpulab
 
 _SUBMODULES = ("nn", "nn.functional", "nn.init", "nn.utils", "nn.parameter", "nn.modules", "optim", "optim.lr_scheduler",
-               "optim.optimizer", "cuda", "cuda.amp", "utils", "utils.data", "backends")
+               "optim.optimizer", "cuda", "cuda.amp", "utils", "utils.data", "backends", "backends.cudnn",
+               "backends.cuda", "amp", "profiler")
 
 
 class _TorchAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -1,7 +1,10 @@
-"""torch.backends: cudnn's and cuda.matmul's switches (set through the lessons' engine settings)."""
+"""torch.backends: cuDNN's switches (benchmark, deterministic, allow_tf32) and cuda.matmul.allow_tf32,
+the engine's own settings (engine/runtime/cuda_runtime.h)."""
+from . import cuda, cudnn  # noqa: F401
 
 
 def __getattr__(name):
     from .. import _missing
 
     raise _missing("torch.backends", name)
+

@@ -104,10 +104,17 @@ def synchronize(device=None):
     _C._cuda_synchronize(_index(device))
 
 
-def _per_device(name, engine_call, doc):
-    """torch.cuda's memory calls of one device (the current one by default), from the engine's allocator."""
+_NO_DEVICE = object()
+
+
+def _per_device(name, engine_call, doc, without_device=_NO_DEVICE):
+    """torch.cuda's memory calls of one device (the current one by default), from the engine's allocator.
+    Where PyTorch answers without CUDA (memory_allocated() is 0 before CUDA starts), `without_device`
+    is that answer."""
 
     def call(device=None):
+        if without_device is not _NO_DEVICE and _C._cuda_device_count() == 0:
+            return without_device() if callable(without_device) else without_device
         _lazy_check()
         return engine_call(_index(device))
 
@@ -116,15 +123,15 @@ def _per_device(name, engine_call, doc):
     return call
 
 
-memory_allocated = _per_device("memory_allocated", _C._memory_allocated, "Bytes in tensors the caching allocator handed out.")
+memory_allocated = _per_device("memory_allocated", _C._memory_allocated, "Bytes in tensors the caching allocator handed out.", 0)
 max_memory_allocated = _per_device("max_memory_allocated", _C._max_memory_allocated,
-                                   "The peak of memory_allocated since the start or reset_peak_memory_stats.")
+                                   "The peak of memory_allocated since the start or reset_peak_memory_stats.", 0)
 memory_reserved = _per_device("memory_reserved", _C._memory_reserved,
-                              "Bytes the caching allocator holds from the device: allocated, and cached for reuse.")
-max_memory_reserved = _per_device("max_memory_reserved", _C._max_memory_reserved, "The peak of memory_reserved.")
+                              "Bytes the caching allocator holds from the device: allocated, and cached for reuse.", 0)
+max_memory_reserved = _per_device("max_memory_reserved", _C._max_memory_reserved, "The peak of memory_reserved.", 0)
 reset_peak_memory_stats = _per_device("reset_peak_memory_stats", _C._reset_peak_memory_stats,
                                       "Starts the peaks (max_memory_allocated, max_memory_reserved) again from now.")
-memory_stats = _per_device("memory_stats", _C._memory_stats, "The allocator's statistics, under PyTorch's keys.")
+memory_stats = _per_device("memory_stats", _C._memory_stats, "The allocator's statistics, under PyTorch's keys.", dict)
 
 
 def memory_summary(device=None, abbreviated=False):

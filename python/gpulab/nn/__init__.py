@@ -3,7 +3,7 @@ from . import functional, init, utils  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Sequential, ModuleList, Identity, Linear, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d,
     BatchNorm2d, Dropout, Flatten, ReLU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax, MSELoss, L1Loss, NLLLoss,
-    CrossEntropyLoss,
+    CrossEntropyLoss, DataParallel,
 )
 from .parameter import Parameter  # noqa: F401
 

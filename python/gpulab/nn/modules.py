@@ -3,6 +3,7 @@ Parameters, buffers and Modules assigned to it as attributes; the layers' arithm
 (torch.nn.functional)."""
 import collections
 import collections.abc
+import itertools
 import math
 
 from .. import _C
@@ -696,3 +697,44 @@ class CrossEntropyLoss(_Loss):
     def forward(self, input, target):  # noqa: A002
         return F.cross_entropy(input, target, self.weight, reduction=self.reduction, label_smoothing=self.label_smoothing)
 
+
+
+class DataParallel(Module):
+    """Splits each batch over the GPUs in device_ids, runs a replica of the module on each, and gathers
+    the outputs on the first. With one device (or none) it calls the module itself, as PyTorch's does;
+    GPU Lab's torch has no replication over several GPUs yet."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0):
+        super().__init__()
+        from .. import cuda
+
+        self.module = module
+        self.device_ids = list(range(cuda.device_count())) if device_ids is None else list(device_ids)
+        self.output_device = output_device if output_device is not None else (self.device_ids[0] if self.device_ids else None)
+        self.dim = dim
+
+    def forward(self, *inputs, **kwargs):
+        if not self.device_ids:
+            return self.module(*inputs, **kwargs)
+        if len(self.device_ids) > 1:
+            raise NotImplementedError("GPU Lab's torch has no DataParallel over several GPUs yet (the engine's DataParallel lab "
+                                      "has: lesson 'Several GPUs')")
+        # One GPU: the module must be on it, and the inputs go to it (PyTorch's scatter to one device).
+        target = f"cuda:{self.device_ids[0]}"
+        for t in itertools.chain(self.module.parameters(), self.module.buffers()):
+            if str(t.device) != target:
+                raise RuntimeError(f"module must have its parameters and buffers on device {target} (device_ids[0]) but found one "
+                                   f"of them on device: {t.device}")
+        return self.module(*_to_device(inputs, target), **_to_device(kwargs, target))
+
+
+def _to_device(value, device):
+    if isinstance(value, Tensor):
+        return value.to(device)
+    if isinstance(value, tuple):
+        return tuple(_to_device(v, device) for v in value)
+    if isinstance(value, list):
+        return [_to_device(v, device) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value

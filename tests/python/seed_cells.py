@@ -1,0 +1,106 @@
+"""Runs the seeds' ```python blocks (tests/python/seeds/seed_*.py, one "# %%" cell each) in order, as
+notebook cells in one namespace per seed, after a prelude that defines the names the seeds assume
+(model, MyModel, data_loader, optimizer, loss_function, ...), and checks each cell's outcome -- "ok" or
+the exception class it raised -- against the one its "# %%" line expects:
+
+    seed_cells.py --torch gpulab --mode no-gpu  FILE...   GPU Lab's torch, no GPU (as PyTorch without one)
+    seed_cells.py --torch gpulab --mode one-gpu FILE...   GPU Lab's torch with its emulated GPU as cuda:0
+    seed_cells.py --torch pytorch --mode no-gpu FILE...   Debian's PyTorch (CPU-only), to confirm the
+                                                          no-gpu column: a cell must run or raise as
+                                                          expected (PyTorch's CPU-only build raises
+                                                          AssertionError where one without a driver
+                                                          raises RuntimeError: only "raised" is compared)
+
+Exit status 1 when a cell's outcome differs; 77 (skipped) for --torch pytorch without python3-torch.
+"""
+import argparse
+import os
+import re
+import sys
+import traceback
+import warnings
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class MyModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+torch.manual_seed(0)
+device = torch.device("cpu")
+model = MyModel()
+data_loader = DataLoader(TensorDataset(torch.randn(256, 16), torch.randn(256, 1)), batch_size=64, shuffle=True)
+dataloader = data_loader
+loss_function = loss_fn = nn.MSELoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+tensor = torch.ones(3)
+batch_X, batch_y = next(iter(data_loader))
+'''
+
+CELL = re.compile(r"^# %% (?P<label>[^:]*): no-gpu=(?P<no_gpu>\S+) one-gpu=(?P<one_gpu>\S+)\s*$")
+
+
+def cells(path):
+    current, out = None, []
+    for line in open(path, encoding="utf-8"):
+        match = CELL.match(line)
+        if match:
+            current = {"label": match["label"], "no-gpu": match["no_gpu"], "one-gpu": match["one_gpu"], "code": ""}
+            out.append(current)
+        elif current is not None:
+            current["code"] += line
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--torch", choices=["gpulab", "pytorch"], required=True)
+    parser.add_argument("--mode", choices=["no-gpu", "one-gpu"], required=True)
+    parser.add_argument("files", nargs="+")
+    args = parser.parse_args()
+    if args.torch == "gpulab":
+        os.environ["GPULAB_EMULATED_GPU"] = "1" if args.mode == "one-gpu" else "0"
+        from gpulab import as_torch
+
+        as_torch.install()
+    else:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("Debian's PyTorch (python3-torch) is not installed")
+            return 77
+        if args.mode != "no-gpu" or torch.cuda.is_available():
+            print("--torch pytorch checks the no-gpu column on a machine without a GPU only")
+            return 77
+    warnings.simplefilter("ignore")
+    failures = 0
+    for path in args.files:
+        namespace = {"__name__": "__main__"}
+        exec(compile(PRELUDE, "<prelude>", "exec"), namespace)
+        for cell in cells(path):
+            expected = cell[args.mode]
+            try:
+                exec(compile(cell["code"], f"{os.path.basename(path)} {cell['label']}", "exec"), namespace)
+                outcome = "ok"
+            except Exception as e:  # noqa: BLE001 - the exception is the outcome
+                outcome = type(e).__name__
+                detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+            agrees = outcome == expected if args.torch == "gpulab" else (outcome == "ok") == (expected == "ok")
+            said = "ok" if outcome == "ok" else f"{outcome} ({detail.splitlines()[-1][:150]})"
+            print(f"{'  ' if agrees else 'X '}{os.path.basename(path)} {cell['label']}: expected {expected}, got {said}")
+            failures += not agrees
+    print(f"{failures} cell(s) differ" if failures else "every cell as expected")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
