@@ -1,6 +1,6 @@
 """torch.backends: cuDNN's switches (benchmark, deterministic, allow_tf32) and cuda.matmul.allow_tf32,
 the engine's own settings (engine/runtime/cuda_runtime.h)."""
-from . import cuda, cudnn  # noqa: F401
+from . import cudnn, cuda  # noqa: F401  (cuda uses cudnn's switch)
 
 
 def __getattr__(name):

@@ -5,30 +5,15 @@ import types
 from .. import _C
 
 
+def switch(get, set_):
+    """A module or object attribute that reads and sets one of the engine's switches."""
+    return property(lambda self: get(), lambda self, value: set_(bool(value)))
+
+
 class _CudnnModule(types.ModuleType):
-    @property
-    def benchmark(self):
-        return _C._cudnn_benchmark()
-
-    @benchmark.setter
-    def benchmark(self, value):
-        _C._set_cudnn_benchmark(bool(value))
-
-    @property
-    def deterministic(self):
-        return _C._cudnn_deterministic()
-
-    @deterministic.setter
-    def deterministic(self, value):
-        _C._set_cudnn_deterministic(bool(value))
-
-    @property
-    def allow_tf32(self):
-        return _C._cudnn_allow_tf32()
-
-    @allow_tf32.setter
-    def allow_tf32(self, value):
-        _C._set_cudnn_allow_tf32(bool(value))
+    benchmark = switch(_C._cudnn_benchmark, _C._set_cudnn_benchmark)
+    deterministic = switch(_C._cudnn_deterministic, _C._set_cudnn_deterministic)
+    allow_tf32 = switch(_C._cudnn_allow_tf32, _C._set_cudnn_allow_tf32)
 
 
 enabled = True
