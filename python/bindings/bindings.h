@@ -46,5 +46,6 @@ void bindRuntime(py::module_& m);  // grad mode, seeds, torch.cuda (devices, mem
 void bindOptimizers(py::module_& m);  // the engine's SGD, Adam and AdamW under torch.optim
 void bindData(py::module_& m);        // the engine's DataLoader over (inputs, targets)
 void bindAmpAndProfiler(py::module_& m);  // autocast, GradScaler, the profiler, the backends' switches
+void bindStreams(py::module_& m);     // torch.cuda.Stream, Event, current_stream, stream contexts
 
 }  // namespace gpulab::python

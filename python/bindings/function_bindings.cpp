@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/core/errors.h"
 #include "engine/core/generator.h"
 #include "engine/core/version.h"
@@ -229,6 +230,25 @@ void bindFunctions(py::module_& m) {
     auto [values, indices] = max(-a, dim, keepdim);
     return std::pair{-values, indices};
   }, NoGil());
+  // torch.utils.checkpoint's engine part: `function` (a Python callable) runs without keeping its
+  // activations, and again in backward -- which runs without the GIL, so the call takes it.
+  m.def("_checkpoint", [](py::object function, const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, bool preserveRng) {
+    // The callable is released with the GIL held, wherever the engine's node dies.
+    std::shared_ptr<py::object> held(new py::object(std::move(function)), [](py::object* f) {
+      py::gil_scoped_acquire gil;
+      delete f;
+    });
+    auto call = [held](const std::vector<Tensor>& xs) {
+      py::gil_scoped_acquire gil;
+      py::tuple args(xs.size());
+      for (std::size_t i = 0; i < xs.size(); ++i) args[i] = py::cast(xs[i]);
+      const py::object out = (*held)(*args);
+      if (!py::isinstance<Tensor>(out)) throw py::type_error("checkpoint: the function must return one Tensor in GPU Lab's torch");
+      return out.cast<Tensor>();
+    };
+    py::gil_scoped_release release;
+    return checkpoint(call, inputs, params, preserveRng);
+  }, py::arg("function"), py::arg("inputs"), py::arg("params"), py::arg("preserve_rng_state") = true);
   m.def("_version", []() { return std::string(version()); });
 
   // What torch.nn.functional builds on.

@@ -208,4 +208,5 @@ PYBIND11_MODULE(_C, m) {
   gp::bindOptimizers(m);
   gp::bindData(m);
   gp::bindAmpAndProfiler(m);
+  gp::bindStreams(m);
 }

@@ -12,6 +12,7 @@
 #include "engine/core/errors.h"
 #include "engine/core/generator.h"
 #include "engine/ops/ops.h"
+#include "engine/runtime/stream.h"
 #include "python/bindings/bindings.h"
 
 namespace gpulab::python {
@@ -287,6 +288,7 @@ void bindTensor(py::module_& m) {
       .def("bfloat16", &Tensor::bfloat16, NoGil())
       .def("long", [](const Tensor& self) { return self.to(kInt64); }, NoGil())
       .def("pin_memory", &Tensor::pin_memory, NoGil())
+      .def("record_stream", &Tensor::record_stream)
       .def("contiguous", [](const Tensor& self, py::kwargs) { return self.contiguous(); })
       .def("clone", [](const Tensor& self, py::kwargs) { return self.clone(); })
       .def("item", [](const Tensor& self) -> py::object {

@@ -251,3 +251,16 @@ def case_python_dataset(torch):
 
     batches = list(torch.utils.data.DataLoader(Squares(), batch_size=2))
     return [len(batches), batches[0][0], batches[0][1], batches[-1][1]]
+
+
+def case_checkpoint_sequential(torch):
+    from torch.utils.checkpoint import checkpoint, checkpoint_sequential
+
+    model = _fixed(torch, torch.nn.Sequential(torch.nn.Linear(3, 6), torch.nn.ReLU(), torch.nn.Linear(6, 6), torch.nn.Tanh(),
+                                              torch.nn.Linear(6, 2)))
+    x = torch.tensor([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]], requires_grad=True)
+    out = checkpoint_sequential(model, 2, x)
+    out.sum().backward()
+    grads = [p.grad for p in model.parameters()] + [x.grad]
+    single = checkpoint(model[0], x)
+    return [out, grads, single.shape, single.requires_grad]

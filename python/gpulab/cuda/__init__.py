@@ -164,3 +164,36 @@ def manual_seed(seed):
 
 
 manual_seed_all = manual_seed
+
+
+Stream = _C.Stream
+Event = _C.Event
+
+
+def current_stream(device=None):
+    _lazy_check()
+    return _C.current_stream(device)
+
+
+def default_stream(device=None):
+    _lazy_check()
+    return _C.default_stream(device)
+
+
+class stream:
+    """``with torch.cuda.stream(s):``: the work queued inside goes on `s` (None: no change)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._context = _C._StreamContext(stream)
+
+    def __enter__(self):
+        self._context.enter()
+        return self.stream
+
+    def __exit__(self, *exc):
+        self._context.exit()
+        return False
+
+
+StreamContext = stream

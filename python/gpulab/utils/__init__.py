@@ -1,5 +1,5 @@
 """torch.utils."""
-from . import data  # noqa: F401
+from . import checkpoint, data  # noqa: F401
 
 
 def __getattr__(name):

@@ -1,0 +1,78 @@
+// torch.cuda.Stream, Event, current_stream / default_stream, `with torch.cuda.stream(s):` and
+// Tensor.record_stream: the engine's streams (engine/runtime/stream.h), on a real GPU or the emulated one.
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "engine/runtime/execution_context.h"
+#include "engine/runtime/stream.h"
+#include "python/bindings/bindings.h"
+
+namespace gpulab::python {
+
+namespace {
+
+Device cudaDeviceOrCurrent(py::handle device) {
+  if (device.is_none()) return Device(DeviceType::CUDA, executionContext().currentCudaDevice);
+  const Device d = deviceFrom(device);
+  if (!d.isCuda()) throw py::value_error("Expected a cuda device, but got: " + d.str());
+  return d;
+}
+
+// One `with torch.cuda.stream(s):` block: the engine's guard lives from __enter__ to __exit__.
+class StreamContext {
+ public:
+  explicit StreamContext(std::optional<cuda::Stream> stream) : stream_(stream) {}
+  void enter() {
+    if (stream_) guard_ = std::make_unique<cuda::StreamGuard>(*stream_);
+  }
+  void exit() { guard_.reset(); }
+
+ private:
+  std::optional<cuda::Stream> stream_;
+  std::unique_ptr<cuda::StreamGuard> guard_;
+};
+
+}  // namespace
+
+void bindStreams(py::module_& m) {
+  py::class_<cuda::Event>(m, "Event")
+      .def(py::init([](bool enableTiming, bool, bool) { return cuda::Event(enableTiming); }), py::arg("enable_timing") = false,
+           py::arg("blocking") = false, py::arg("interprocess") = false)
+      .def("record", [](cuda::Event& e, std::optional<cuda::Stream> stream) {
+        if (stream) e.record(*stream);
+        else e.record();
+      }, py::arg("stream") = py::none())
+      .def("query", &cuda::Event::query)
+      .def("synchronize", &cuda::Event::synchronize, NoGil())
+      .def("elapsed_time", &cuda::Event::elapsed_time, NoGil())
+      .def("wait", [](const cuda::Event& e, std::optional<cuda::Stream> stream) {
+        const cuda::Stream s = stream ? *stream : cuda::current_stream(e.stream() ? e.stream()->device() : Device(DeviceType::CUDA, executionContext().currentCudaDevice));
+        s.wait_event(e);
+      }, py::arg("stream") = py::none());
+  py::class_<cuda::Stream>(m, "Stream")
+      .def(py::init([](py::object device, int, py::kwargs) { return cuda::Stream::create(cudaDeviceOrCurrent(device)); }),
+           py::arg("device") = py::none(), py::arg("priority") = 0)
+      .def_property_readonly("device", [](const cuda::Stream& s) { return deviceObject(s.device()); })
+      .def_property_readonly("cuda_stream", &cuda::Stream::id)
+      .def("query", &cuda::Stream::query)
+      .def("synchronize", &cuda::Stream::synchronize, NoGil())
+      .def("wait_event", &cuda::Stream::wait_event)
+      .def("wait_stream", &cuda::Stream::wait_stream)
+      .def("record_event", [](const cuda::Stream& s, std::optional<cuda::Event> event) {
+        cuda::Event e = event.value_or(cuda::Event());
+        e.record(s);
+        return e;
+      }, py::arg("event") = py::none())
+      .def("__eq__", [](const cuda::Stream& a, py::object b) { return py::isinstance<cuda::Stream>(b) && a == b.cast<cuda::Stream>(); })
+      .def("__hash__", [](const cuda::Stream& s) { return std::hash<std::uintptr_t>()(s.id()) ^ static_cast<std::size_t>(s.device().index()); })
+      .def("__repr__", &cuda::Stream::str);
+  m.def("current_stream", [](py::object device) { return cuda::current_stream(cudaDeviceOrCurrent(device)); }, py::arg("device") = py::none());
+  m.def("default_stream", [](py::object device) { return cuda::default_stream(cudaDeviceOrCurrent(device)); }, py::arg("device") = py::none());
+  py::class_<StreamContext>(m, "_StreamContext")
+      .def(py::init<std::optional<cuda::Stream>>())
+      .def("enter", &StreamContext::enter)
+      .def("exit", &StreamContext::exit);
+}
+
+}  // namespace gpulab::python

@@ -1,0 +1,36 @@
+"""Streams, events, record_stream and checkpointing on the emulated GPU (gpulab-cli run --emulated-gpu):
+lesson 13's copy-on-a-side-stream loop as written, timing events, and checkpoint_sequential's gradients
+equal to the plain ones. Prints "ok" at the end; any failed check raises."""
+import torch
+assert torch.cuda.is_available()
+copy_stream = torch.cuda.Stream()
+print(copy_stream, torch.cuda.current_stream())
+device = "cuda"
+W = torch.randn(64, 64, device=device)
+chunks = [torch.randn(32, 64).pin_memory() for _ in range(4)]
+outs = []
+for c in chunks:
+    with torch.cuda.stream(copy_stream):
+        x = c.to(device, non_blocking=True)
+        ready = torch.cuda.Event(); ready.record()
+    torch.cuda.current_stream().wait_event(ready)
+    x.record_stream(torch.cuda.current_stream())
+    outs.append(torch.relu(x @ W))
+torch.cuda.synchronize()
+print(len(outs), outs[0].shape, outs[0].device)
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record(); y = W @ W; end.record(); end.synchronize()
+assert start.elapsed_time(end) >= 0
+# checkpoint
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+from torch.utils.checkpoint import checkpoint_sequential, checkpoint
+x = torch.randn(4, 8, requires_grad=True)
+out = checkpoint_sequential(model, 2, x)
+out.sum().backward()
+g1 = [p.grad.clone() for p in model.parameters()]
+model.zero_grad(); x.grad = None
+model(x).sum().backward()
+assert all((a - p.grad).abs().max().item() < 1e-6 for a, p in zip(g1, model.parameters()))
+out = checkpoint(model[0], x)
+assert out.grad_fn.name() == "CheckpointFunctionBackward", out.grad_fn.name()
+print("ok")
