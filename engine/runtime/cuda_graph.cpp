@@ -193,28 +193,50 @@ MempoolId CUDAGraph::pool() const { return impl_->pool; }
 std::size_t CUDAGraph::num_nodes() const { return impl_->nodes; }
 bool CUDAGraph::captured() const { return impl_->captured; }
 
-void graph(CUDAGraph& g, const std::function<void()>& body, std::optional<MempoolId> pool, std::optional<Stream> stream) {
+namespace {
+
+Stream captureStream(std::optional<Stream> stream) {
   const Device device = currentCudaDevice();
   checkDeviceUsable(device);
   // As torch.cuda.graph's __enter__: the device idle, its cached memory given back, then the capture on
   // a side stream -- so the capture starts from a quiet device and its pool from fresh segments.
   synchronize(device.index());
   deviceAllocator(device.index()).emptyCache();
-  const Stream side = stream ? *stream : Stream::create(device);
-  StreamGuard on(side);
-  g.capture_begin(pool);
+  return stream ? *stream : Stream::create(device);
+}
+
+}  // namespace
+
+GraphCapture::GraphCapture(CUDAGraph& g, std::optional<MempoolId> pool, std::optional<Stream> stream) : graph_(g) {
+  on_.emplace(captureStream(stream));
+  graph_.capture_begin(pool);
+}
+
+GraphCapture::~GraphCapture() {
+  if (ended_) return;
+  // Abandon the capture: end it, keep nothing (the block's error goes on).
   try {
-    body();
+    graph_.capture_end();
   } catch (...) {
-    // Abandon the capture: end it, keep nothing, and let the body's error go on.
-    try {
-      g.capture_end();
-    } catch (...) {
-    }
-    g.reset();
+  }
+  graph_.reset();
+}
+
+void GraphCapture::end() {
+  ended_ = true;
+  try {
+    graph_.capture_end();
+  } catch (...) {
+    on_.reset();
     throw;
   }
-  g.capture_end();
+  on_.reset();
+}
+
+void graph(CUDAGraph& g, const std::function<void()>& body, std::optional<MempoolId> pool, std::optional<Stream> stream) {
+  GraphCapture capture(g, pool, stream);
+  body();
+  capture.end();
 }
 
 bool isCapturing(Device device) {

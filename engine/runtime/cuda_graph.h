@@ -80,6 +80,25 @@ class CUDAGraph {
   std::unique_ptr<Impl> impl_;
 };
 
+// One `with torch.cuda.graph(g, pool=pool, stream=stream):` block, as an object (the Python face enters
+// and leaves it from __enter__ and __exit__): the constructor waits for the device, gives its cached
+// memory back, makes `stream` (a side stream of the current device by default) current and begins the
+// capture; end() ends it. Destroyed before end() -- the block raised -- it abandons the capture:
+// nothing is kept, and the graph is reset.
+class GraphCapture {
+ public:
+  GraphCapture(CUDAGraph& g, std::optional<MempoolId> pool = std::nullopt, std::optional<Stream> stream = std::nullopt);
+  ~GraphCapture();
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+  void end();  // capture_end(): throws the capture's error if it failed; the stream is restored either way
+
+ private:
+  CUDAGraph& graph_;
+  std::optional<StreamGuard> on_;
+  bool ended_ = false;
+};
+
 // with torch.cuda.graph(g, pool=pool, stream=stream): body(). Waits for the device, makes `stream`
 // (a side stream of the current device by default) current, captures `body`, and restores the stream.
 // If `body` throws, the capture is abandoned, nothing is kept, and the exception goes on.

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/execution_context.h"
 #include "engine/runtime/stream.h"
 #include "python/bindings/bindings.h"
@@ -33,9 +34,47 @@ class StreamContext {
   std::unique_ptr<cuda::StreamGuard> guard_;
 };
 
+// One `with torch.cuda.graph(g):` block: the engine's GraphCapture lives from __enter__ to __exit__.
+class GraphContext {
+ public:
+  GraphContext(cuda::CUDAGraph& graph, std::optional<cuda::MempoolId> pool, std::optional<cuda::Stream> stream)
+      : graph_(graph), pool_(pool), stream_(stream) {}
+  void enter() {
+    py::gil_scoped_release release;  // it waits for the device first
+    capture_ = std::make_unique<cuda::GraphCapture>(graph_, pool_, stream_);
+  }
+  // Ends the capture; after an error in the block, abandons it (the block's error goes on).
+  void exit(bool failed) {
+    std::unique_ptr<cuda::GraphCapture> capture = std::move(capture_);
+    if (capture && !failed) capture->end();
+  }
+
+ private:
+  cuda::CUDAGraph& graph_;
+  std::optional<cuda::MempoolId> pool_;
+  std::optional<cuda::Stream> stream_;
+  std::unique_ptr<cuda::GraphCapture> capture_;
+};
+
 }  // namespace
 
 void bindStreams(py::module_& m) {
+  py::class_<cuda::MempoolId>(m, "_MempoolId");
+  py::class_<cuda::CUDAGraph>(m, "CUDAGraph")
+      .def(py::init<>())
+      .def("capture_begin", [](cuda::CUDAGraph& g, std::optional<cuda::MempoolId> pool) { g.capture_begin(pool); }, py::arg("pool") = py::none())
+      .def("capture_end", &cuda::CUDAGraph::capture_end)
+      .def("replay", &cuda::CUDAGraph::replay, NoGil())
+      .def("reset", &cuda::CUDAGraph::reset)
+      .def("pool", &cuda::CUDAGraph::pool)
+      .def("num_nodes", &cuda::CUDAGraph::num_nodes);
+  m.def("graph_pool_handle", &cuda::graph_pool_handle);
+  m.def("is_current_stream_capturing", []() { return cuda::is_current_stream_capturing(); });
+  py::class_<GraphContext>(m, "_GraphContext")
+      .def(py::init<cuda::CUDAGraph&, std::optional<cuda::MempoolId>, std::optional<cuda::Stream>>(), py::keep_alive<1, 2>())
+      .def("enter", &GraphContext::enter)
+      .def("exit", &GraphContext::exit);
+
   py::class_<cuda::Event>(m, "Event")
       .def(py::init([](bool enableTiming, bool, bool) { return cuda::Event(enableTiming); }), py::arg("enable_timing") = false,
            py::arg("blocking") = false, py::arg("interprocess") = false)

@@ -83,7 +83,29 @@ py::object nestedList(const Tensor& t) {
   return build(0);
 }
 
-// x[...]: ints select, slices slice, None adds a dim, ... stands for the dims not named.
+// x[idx] with an int64 tensor of indices along `dim`: the selected slices stacked in idx's order (a
+// gradient flows back to each). A one-element index of dim 0 selects, as an int does.
+Tensor gathered(const Tensor& self, std::int64_t dim, const Tensor& index) {
+  if (index.dtype() != kInt64) {
+    throw NotImplementedError("GPU Lab's torch indexes with int64 tensors only (no boolean masks yet: it has no torch.bool)");
+  }
+  if (index.dim() > 1) throw NotImplementedError("GPU Lab's torch indexes with 0-d or 1-d tensors of indices only yet");
+  py::gil_scoped_release release;
+  const std::vector<std::int64_t> positions = index.toVector<std::int64_t>();
+  if (index.dim() == 0) return self.select(dim, positions[0]);
+  std::vector<Tensor> rows;
+  rows.reserve(positions.size());
+  for (std::int64_t p : positions) rows.push_back(self.select(dim, p));
+  if (rows.empty()) {
+    Shape shape = self.sizes();
+    shape[static_cast<std::size_t>(dim)] = 0;
+    return Tensor::empty(shape, self.dtype(), self.device());
+  }
+  return stack(rows, dim);
+}
+
+// x[...]: ints select, slices slice, None adds a dim, ... stands for the dims not named, an int64
+// tensor gathers.
 Tensor indexed(const Tensor& self, py::handle index) {
   std::vector<py::handle> items;
   if (py::isinstance<py::tuple>(index)) {
@@ -119,7 +141,8 @@ Tensor indexed(const Tensor& self, py::handle index) {
       out = out.slice(dim, start, start + length * step, step);
       ++dim;
     } else if (py::isinstance<Tensor>(item)) {
-      throw NotImplementedError("GPU Lab's torch cannot index with a tensor yet (x[mask], x[indices]): use slices and ints");
+      out = gathered(out, dim, item.cast<const Tensor&>());
+      ++dim;
     } else {
       throw py::type_error("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices (got " +
                            typeName(item) + ")");

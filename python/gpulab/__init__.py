@@ -174,10 +174,26 @@ def clone(input):
 concat = cat
 
 
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """Every op GPU Lab's engine has is deterministic on the CPU and the emulated GPU; on a real GPU the
+    cuDNN convolutions follow torch.backends.cudnn.deterministic, which this sets too."""
+    global _deterministic
+    _deterministic = bool(mode)
+    _C._set_cudnn_deterministic(_deterministic)
+
+
+_deterministic = False
+
+
+def are_deterministic_algorithms_enabled():
+    return _deterministic
+
+
 def get_default_dtype():
     return float32
 
 
+from . import distributed  # noqa: E402,F401  (before nn: nn.parallel uses it)
 from . import nn, optim, cuda, utils, backends, amp, profiler  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401

@@ -10,7 +10,7 @@ import gpulab
 
 _SUBMODULES = ("nn", "nn.functional", "nn.init", "nn.utils", "nn.parameter", "nn.modules", "optim", "optim.lr_scheduler",
                "optim.optimizer", "cuda", "cuda.amp", "utils", "utils.data", "utils.checkpoint", "backends", "backends.cudnn",
-               "backends.cuda", "amp", "profiler")
+               "backends.cuda", "amp", "profiler", "distributed", "nn.parallel")
 
 
 class _TorchAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -292,3 +292,15 @@ def case_cat_gradient(torch):
     (out * torch.tensor([1.0, 10.0, 100.0])).sum().backward()
     s = torch.stack([a, a * a])
     return [a.grad, b.grad, repr(out), repr(s)]
+
+
+def case_index_with_tensor(torch):
+    x = torch.arange(12.0).reshape(4, 3).requires_grad_()
+    idx = torch.tensor([2, 0, 2])
+    picked = x[idx]
+    picked.sum().backward()
+    return [picked, x[:, torch.tensor([1])], x[torch.tensor(1)], x.grad, x.detach()[torch.tensor([], dtype=torch.int64)].shape]
+
+
+def case_index_tensor_out_of_range(torch):
+    return torch.arange(3)[torch.tensor([5])]

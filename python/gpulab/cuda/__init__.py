@@ -197,3 +197,26 @@ class stream:
 
 
 StreamContext = stream
+
+
+CUDAGraph = _C.CUDAGraph
+graph_pool_handle = _C.graph_pool_handle
+is_current_stream_capturing = _C.is_current_stream_capturing
+
+
+class graph:
+    """``with torch.cuda.graph(g):``: the block's GPU work is captured into g (nothing runs), on a side
+    stream; g.replay() then runs it all with one launch. On the emulated GPU capture and replay work
+    the same way; no timing is drawn from them."""
+
+    def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode="global"):
+        self.cuda_graph = cuda_graph
+        self._context = _C._GraphContext(cuda_graph, pool, stream)
+
+    def __enter__(self):
+        self._context.enter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._context.exit(exc_type is not None)
+        return False

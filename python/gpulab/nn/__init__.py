@@ -1,5 +1,5 @@
 """torch.nn over GPU Lab's engine."""
-from . import functional, init, utils  # noqa: F401
+from . import functional, init, parallel, utils  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Sequential, ModuleList, Identity, Linear, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d,
     BatchNorm2d, Dropout, Flatten, ReLU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax, MSELoss, L1Loss, NLLLoss,

@@ -1,4 +1,4 @@
-"""Streams, events, record_stream and checkpointing on the emulated GPU (gpulab-cli run --emulated-gpu):
+"""Streams, events, record_stream, CUDA graphs and checkpointing on the emulated GPU (gpulab-cli run --emulated-gpu):
 lesson 13's copy-on-a-side-stream loop as written, timing events, and checkpoint_sequential's gradients
 equal to the plain ones. Prints "ok" at the end; any failed check raises."""
 import torch
@@ -33,4 +33,23 @@ model(x).sum().backward()
 assert all((a - p.grad).abs().max().item() < 1e-6 for a, p in zip(g1, model.parameters()))
 out = checkpoint(model[0], x)
 assert out.grad_fn.name() == "CheckpointFunctionBackward", out.grad_fn.name()
+
+# CUDA graphs: a host read during capture is refused and the capture abandoned; a clean capture replays
+# on fresh static inputs.
+static = torch.ones(4, device="cuda")
+broken = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(broken):
+        (static * 2).sum().item()
+except RuntimeError as e:
+    assert "capturing" in str(e), str(e)
+else:
+    raise AssertionError(".item() during a capture did not raise")
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    doubled = static * 2
+static.copy_(torch.full((4,), 3.0, device="cuda"))
+g.replay()
+torch.cuda.synchronize()
+assert doubled.sum().item() == 24.0, doubled
 print("ok")
