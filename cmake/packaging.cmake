@@ -14,6 +14,7 @@
 #   share/man/man1/{gpulab,gpulab-cli}.1.gz  share/doc/gpulab/{copyright,changelog.Debian.gz}
 #   lib/<triplet>/gpulab/libgpulab-engine.so  when the engine is a shared library
 #   lib/<triplet>/gpulab/libgpulab-cuda.so    when the CUDA backend module (target gpulab_cuda) exists
+#   lib/python3/dist-packages/gpulab/         GPU Lab's torch (target gpulab_python), package python3-gpulab
 #
 # RPATH: the project's shared libraries (the engine, when it is one) and the CUDA module live in a
 # private folder, lib/<triplet>/gpulab, not on the system's library path. The programs reach it
@@ -71,6 +72,18 @@ if(TARGET gpulab_cuda)
 endif()
 if(_gpulab_private_libs)
   set_target_properties(gpulab gpulab-cli PROPERTIES INSTALL_RPATH "$ORIGIN/${_gpulab_bin_to_private}")
+endif()
+
+# --- GPU Lab's torch (python/), where it is built: its own package, python3-gpulab ------------------
+# Debian's place for Python 3 modules: lib/python3/dist-packages (every python3 version reads it). The
+# extension reaches the engine library in the private folder through a relative RUNPATH.
+if(TARGET gpulab_python)
+  set(GPULAB_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING "Where the gpulab Python package is installed, relative to the prefix")
+  file(RELATIVE_PATH _gpulab_python_to_private "/${GPULAB_INSTALL_PYTHONDIR}/gpulab" "/${GPULAB_INSTALL_MODULEDIR}")
+  set_target_properties(gpulab_python PROPERTIES INSTALL_RPATH "$ORIGIN/${_gpulab_python_to_private}")
+  install(TARGETS gpulab_python LIBRARY DESTINATION "${GPULAB_INSTALL_PYTHONDIR}/gpulab" COMPONENT python)
+  install(DIRECTORY "${PROJECT_SOURCE_DIR}/python/gpulab/" DESTINATION "${GPULAB_INSTALL_PYTHONDIR}/gpulab" COMPONENT python
+    FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 endif()
 
 # --- desktop integration ---------------------------------------------------------------------------
@@ -148,7 +161,13 @@ get_property(_gpulab_gz_outputs GLOBAL PROPERTY GPULAB_GZ_OUTPUTS)
 if(_gpulab_gz_outputs)
   add_custom_target(gpulab_docs ALL DEPENDS ${_gpulab_gz_outputs})
 endif()
-# The CUDA package carries the same two files, as every Debian package must.
+# The CUDA and Python packages carry the same two files, as every Debian package must.
+if(TARGET gpulab_python)
+  install(FILES "${_gpulab_pkgdir}/copyright" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/python3-gpulab" COMPONENT python)
+  if(GPULAB_GZIP)
+    install(FILES "${_gpulab_pkgdir}/changelog.Debian.gz" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/python3-gpulab" COMPONENT python)
+  endif()
+endif()
 if(TARGET gpulab_cuda)
   install(FILES "${_gpulab_pkgdir}/copyright" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/gpulab-cuda" COMPONENT cuda)
   if(GPULAB_GZIP)
@@ -233,6 +252,34 @@ elseif(GPULAB_HAS_CUDA)
     "message(FATAL_ERROR \"This build links the CUDA libraries into gpulab and gpulab-cli, so its \"\n"
     "  \"package would depend on them. Package a CPU-only build (-DGPULAB_CUDA=OFF) until the CUDA \"\n"
     "  \"backend is the module target gpulab_cuda.\")\n")
+endif()
+
+if(TARGET gpulab_python)
+  list(APPEND CPACK_COMPONENTS_ALL python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME "python3-gpulab")
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION "python")
+  # Not scanned: the extension's one library of its own, the engine, is gpulab's (private, not on the
+  # linker's path, so dpkg-shlibdeps cannot resolve it from this package). The rest it links are the
+  # C and C++ runtimes, at the versions dpkg-shlibdeps gives the extension on Debian 12. It is built
+  # for one Python 3 version: the one it depends on.
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+      "gpulab (= ${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}), ${GPULAB_PYTHON_DEPENDS}, libc6 (>= 2.32), libgcc-s1 (>= 3.3.1), libstdc++6 (>= 11)")
+  # Byte-compiled on install, cleaned before removal (py3compile, py3clean), as Debian's Python packages.
+  # CPack names control files by their file name: copied as postinst and prerm.
+  foreach(script IN ITEMS postinst prerm)
+    configure_file("${PROJECT_SOURCE_DIR}/resources/debian/python3-gpulab.${script}" "${_gpulab_pkgdir}/python/${script}" COPYONLY
+                   FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+  endforeach()
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_CONTROL_EXTRA "${_gpulab_pkgdir}/python/postinst;${_gpulab_pkgdir}/python/prerm")
+  set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+"PyTorch's Python API on GPU Lab's engine
+The gpulab Python package: PyTorch code runs on it as written (import it as
+torch; gpulab-cli run SCRIPT.py does that for a script): tensors, autograd,
+nn.Module subclassed in Python, the layers and losses, optimizers,
+DataLoader, torch.cuda's memory calls, streams and CUDA graphs, autocast and
+the GradScaler, the profiler -- on the CPU, on GPU Lab's emulated GPU, or on a
+real GPU with gpulab-cuda.")
 endif()
 
 include(CPack)

@@ -13,7 +13,9 @@
 #    Recommends are installed; that they resolve is checked with a simulated install).
 # 4. Checks: the installed files; no build-tree RUNPATH; `gpulab-cli devices`; the lesson
 #    `gpulab-cli lesson device-setup --quick`; `gpulab-cli --version` and `gpulab --version` where
-#    they exist (SKIP otherwise); the GUI starts and quits (offscreen); purging removes everything.
+#    they exist (SKIP otherwise); the GUI starts and quits (offscreen); with python3-gpulab (built with
+#    GPU Lab's torch), `import gpulab` and `gpulab-cli run` of a training script, without a GPU and on
+#    the emulated GPU; purging removes everything.
 #
 # Needs root (debootstrap, chroot, mounts) and the network (deb.debian.org): exits 77 (skipped) when
 # either is missing. Not part of the default ctest runs (CONFIGURATIONS install); run it with
@@ -61,6 +63,8 @@ fi
 # A CUDA build also makes gpulab-cuda (the module); it is installed too, into a root that has no
 # CUDA libraries, driver or GPU -- where GPU Lab must start, run on the CPU, and say why.
 CUDA_DEB=$(find "$(dirname "$DEB")" -maxdepth 1 -name "gpulab-cuda_$(dpkg-deb --field "$DEB" Version)_*.deb" | head -n1)
+# A build with GPU Lab's torch (python/) also makes python3-gpulab: installed too, and checked below.
+PY_DEB=$(find "$(dirname "$DEB")" -maxdepth 1 -name "python3-gpulab_$(dpkg-deb --field "$DEB" Version)_*.deb" | head -n1)
 [[ -f $DEB ]] || { echo "FAIL: no package at '$DEB'"; exit 1; }
 log "Package: $DEB"
 dpkg-deb --field "$DEB" Package Version Architecture Depends Recommends Suggests | sed 's/^/    /'
@@ -119,6 +123,10 @@ CUDA_PKG=()
 if [[ -n $CUDA_DEB ]]; then
   cp "$CUDA_DEB" "$ROOT/tmp/"
   CUDA_PKG=("/tmp/$(basename "$CUDA_DEB")")
+fi
+if [[ -n $PY_DEB ]]; then
+  cp "$PY_DEB" "$ROOT/tmp/"
+  CUDA_PKG+=("/tmp/$(basename "$PY_DEB")")
 fi
 
 in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -179,7 +187,7 @@ while read -r f; do
   if [[ -z $rp ]]; then pass "$f: no RUNPATH"
   elif [[ $rp == *"$SRC_DIR"* || $rp == *openblas-pthread* || $rp == /* ]]; then fail "$f: build-tree or absolute RUNPATH '$rp'"
   else pass "$f: RUNPATH '$rp'"; fi
-done < <(in_root dpkg -L gpulab | grep -E '^/usr/(bin/|lib/.*\.so)' | while read -r p; do [[ -f $ROOT$p ]] && echo "$p"; done)
+done < <(in_root dpkg -L gpulab ${PY_DEB:+python3-gpulab} | grep -E '^/usr/(bin/|lib/.*\.so)' | while read -r p; do [[ -f $ROOT$p ]] && echo "$p"; done)
 
 log "gpulab-cli devices"
 check_run "gpulab-cli devices" gpulab-cli devices
@@ -191,6 +199,29 @@ fi
 
 log "gpulab-cli lesson device-setup --quick"
 check_run "gpulab-cli lesson device-setup --quick" gpulab-cli lesson device-setup --quick
+
+if [[ -n $PY_DEB ]]; then
+  log "python3-gpulab: import gpulab, and gpulab-cli run of a PyTorch script"
+  check_run "python3 -c 'import gpulab'" python3 -c "import gpulab; print(gpulab, gpulab.__version__)"
+  expect "the package says it is GPU Lab's torch" contains "$LAST_OUT" "GPU Lab"
+  cat > "$ROOT/tmp/train.py" <<'PY'
+import torch
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 4), torch.randn(32, 1)
+for _ in range(5):
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+print(f"loss {loss.item():.4f} on {x.device}; cuda available: {torch.cuda.is_available()}")
+PY
+  check_run "gpulab-cli run (a training loop)" gpulab-cli run /tmp/train.py
+  expect "the script trained without a GPU" contains "$LAST_OUT" "on cpu; cuda available: False"
+  check_run "gpulab-cli run --emulated-gpu" gpulab-cli run --emulated-gpu /tmp/train.py
+  expect "... and saw the emulated GPU" contains "$LAST_OUT" "cuda available: True"
+fi
 
 log "--version"
 VERSION=$(dpkg-deb --field "$DEB" Version); VERSION=${VERSION%%-*}
@@ -220,7 +251,8 @@ fi
 
 log "apt-get purge gpulab"
 if in_root apt-get purge -y -q gpulab > "$ROOT/tmp/purge.log" 2>&1; then pass "purge"; else tail -n 20 "$ROOT/tmp/purge.log"; fail "purge"; fi
-left=$(ls -d "$ROOT"/usr/bin/gpulab* "$ROOT"/usr/share/applications/$APP_ID.desktop "$ROOT"/usr/lib/gpulab "$ROOT"/usr/lib/*/gpulab 2>/dev/null || true)
+left=$(ls -d "$ROOT"/usr/bin/gpulab* "$ROOT"/usr/share/applications/$APP_ID.desktop "$ROOT"/usr/lib/gpulab "$ROOT"/usr/lib/*/gpulab \
+         "$ROOT"/usr/lib/python3/dist-packages/gpulab 2>/dev/null || true)
 expect "nothing of gpulab is left after the purge${left:+ (left: $left)}" test -z "$left"
 
 echo
