@@ -8,6 +8,7 @@
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory.h"
+#include "engine/memory/memory_snapshot.h"
 #include "engine/runtime/blas_kernels.h"
 #include "engine/runtime/cpu_features.h"
 #include "engine/runtime/cuda_runtime.h"
@@ -121,6 +122,19 @@ void bindRuntime(py::module_& m) {
     if (fraction < 0 || fraction > 1) throw py::value_error("Invalid fraction value: " + std::to_string(fraction) + ". Allowed range: 0~1");
     set_per_process_memory_fraction(fraction, cudaDeviceOf(d));
   }, py::arg("fraction"), py::arg("device") = py::none());
+  // torch.cuda.memory._record_memory_history / _snapshot / _dump_snapshot: the engine's history of every
+  // allocator's events, in the format of PyTorch's snapshots (pytorch.org/memory_viz opens it).
+  py::class_<MemoryHistory>(m, "_MemoryHistory")
+      .def(py::init<std::size_t>(), py::arg("max_entries"))
+      .def("snapshot_pickle", [](const MemoryHistory& h) {
+        std::string bytes;
+        {
+          py::gil_scoped_release release;
+          bytes = h.snapshotPickle();
+        }
+        return py::bytes(bytes);
+      })
+      .def("write_snapshot", &MemoryHistory::writeSnapshot, NoGil());
   m.def("_mem_get_info", [](py::object d) { return mem_get_info(cudaDeviceOf(d)); }, py::arg("device") = py::none());
 }
 

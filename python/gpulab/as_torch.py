@@ -9,7 +9,7 @@ import sys
 import gpulab
 
 _SUBMODULES = ("nn", "nn.functional", "nn.init", "nn.utils", "nn.parameter", "nn.modules", "optim", "optim.lr_scheduler",
-               "optim.optimizer", "cuda", "cuda.amp", "utils", "utils.data", "utils.checkpoint", "backends", "backends.cudnn",
+               "optim.optimizer", "cuda", "cuda.amp", "cuda.memory", "utils", "utils.data", "utils.checkpoint", "backends", "backends.cudnn",
                "backends.cuda", "amp", "profiler", "distributed", "nn.parallel")
 
 
