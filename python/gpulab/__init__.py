@@ -46,12 +46,24 @@ gpulab_version = _C._version()
 
 class _NotInGpuLab(NotImplementedError, AttributeError):
     """A PyTorch API GPU Lab's torch does not have (yet). It is an AttributeError too, so that
-    ``hasattr(torch, "fft")`` is False, as it would be for any missing name."""
+    ``hasattr(torch, "fft")`` is False, as it would be for any missing name; a traceback shows it as
+    the NotImplementedError it is."""
+
+
+_NotInGpuLab.__name__ = _NotInGpuLab.__qualname__ = "NotImplementedError"
+_NotInGpuLab.__module__ = "builtins"
 
 
 def _missing(module, name):
-    return _NotInGpuLab(f"GPU Lab's torch has no {module}.{name} yet (GPU Lab {gpulab_version} implements the part of "
-                        f"PyTorch its lessons use; see `help(torch)`)")
+    """The error for `module.name` that GPU Lab's torch lacks: NotImplementedError naming the API when
+    PyTorch has it, Python's usual AttributeError (a typo) when PyTorch has no such name either."""
+    from ._pytorch_names import NAMES
+
+    if name in NAMES.get(module, ()):
+        return _NotInGpuLab(f"GPU Lab's torch has no {module}.{name} yet (GPU Lab {gpulab_version} implements the part of "
+                            f"PyTorch its lessons use)")
+    kind = "type object" if module == "torch.Tensor" else "module"
+    return AttributeError(f"{kind} '{module}' has no attribute '{name}'")
 
 
 def is_tensor(obj):

@@ -140,6 +140,17 @@ def _reduce_ex(self, protocol):
     return (_rebuild, (values, repr(self.dtype).replace("torch.", ""), str(self.device), self.requires_grad))
 
 
+def _getattr(self, name):
+    """Only for names Tensor lacks: PyTorch's Tensor methods GPU Lab has not got yet say so."""
+    from . import _missing
+    from ._pytorch_names import NAMES
+
+    if name in NAMES["torch.Tensor"]:
+        raise _missing("torch.Tensor", name)
+    raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+
+
+Tensor.__getattr__ = _getattr
 Tensor.__reduce_ex__ = _reduce_ex
 Tensor.__repr__ = _repr
 Tensor.__str__ = _repr

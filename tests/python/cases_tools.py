@@ -84,3 +84,16 @@ def case_data_parallel_without_gpus(torch):
 
 def case_memory_calls_without_gpu(torch):
     return [torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), torch.cuda.max_memory_allocated(), dict(torch.cuda.memory_stats())]
+
+
+def case_missing_names(torch):
+    """GPU Lab's torch names what it lacks of PyTorch (NotImplementedError, also an AttributeError so
+    that hasattr is False); a name PyTorch has not either is a plain AttributeError."""
+    out = []
+    for get in (lambda: torch.no_such_function, lambda: torch.ones(1).no_such_method, lambda: torch.nn.NoSuchLayer):
+        try:
+            get()
+            out.append("found")
+        except AttributeError as e:
+            out.append(type(e).__name__)
+    return [out, hasattr(torch, "no_such_function")]
