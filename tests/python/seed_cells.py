@@ -145,6 +145,14 @@ def main():
             print("--torch pytorch checks the no-gpu column on a machine without a GPU only")
             return 77
     warnings.simplefilter("ignore")
+    # The cells may write files (a profiler trace, a checkpoint): in a folder of their own, not here.
+    import tempfile
+
+    paths = [os.path.abspath(p) for p in args.files]
+    expect_path = os.path.abspath(args.expect) if args.expect else None
+    scratch = tempfile.TemporaryDirectory(prefix="gpulab-cells-")
+    os.chdir(scratch.name)
+    args.files, args.expect = paths, expect_path
     failures = 0
     outcomes = {}
     if args.expect:
