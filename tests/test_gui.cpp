@@ -1242,7 +1242,7 @@ class TestGui : public QObject {
       same.endRun({});
     }
     QCOMPARE(same.legendEntries("loss"), (QStringList{"train loss — run 1", "train loss — run 2"}));
-    // Several series in several runs: one legend entry per series and one per run (issue 27 4: five
+    // Several series in several runs: one legend entry per series and one per run (issue 27 §4: five
     // runs of three series listed fifteen entries), not one per series of every run.
     PlotPanel many;
     many.show();

@@ -932,7 +932,7 @@ class LineView final : public PlotViewBase {
 
   // The legend in the order the series appeared, as short as what it must tell:
   //  - a recording's series that the learner's run also has are not listed again: one entry says what
-  //    its grey dashes are (issue 27 4: with "Compare with a real GPU" a legend of every series twice
+  //    its grey dashes are (issue 27 §4: with "Compare with a real GPU" a legend of every series twice
   //    grew until the plot was 30 px tall);
   //  - with several of the learner's runs overlaid (a colour per run, a line style per series; the
   //    stacked layers: a colour per category, an outline per run), one entry per series and one per
