@@ -264,3 +264,15 @@ def case_checkpoint_sequential(torch):
     grads = [p.grad for p in model.parameters()] + [x.grad]
     single = checkpoint(model[0], x)
     return [out, grads, single.shape, single.requires_grad]
+
+
+def case_python_dataset_workers(torch):
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return torch.full((2,), float(i)), i
+
+    batches = list(torch.utils.data.DataLoader(Rows(), batch_size=3, num_workers=2))
+    return [len(batches), [b[1] for b in batches], batches[-1][0]]

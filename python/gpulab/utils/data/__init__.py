@@ -4,9 +4,12 @@ A DataLoader over a TensorDataset of two tensors (inputs, targets) -- the lesson
 case -- is the engine's: it gathers each batch in C++ (on its worker threads with num_workers > 0,
 into pinned memory with pin_memory=True) and never needs the GIL. Any other dataset (a Dataset
 written in Python) is read in Python, one example at a time, and collated with torch.stack, as
-PyTorch does; its num_workers are ignored (GPU Lab runs no worker processes), so Python datasets load
-on the main thread.
+PyTorch does. Its num_workers > 0 are threads, not PyTorch's processes: they build the next batches
+while the loop trains, but Python code runs one thread at a time (the GIL), so a __getitem__ that
+computes in Python gains little; one that waits (files) or calls the engine (which releases the GIL)
+gains as with processes, without their start-up cost or copies.
 """
+import concurrent.futures
 import collections.abc
 import random
 
@@ -121,12 +124,28 @@ class DataLoader:
         order = list(range(len(self.dataset)))
         if self.shuffle:
             random.Random(_C.randint(0, 2 ** 62, (1,)).item()).shuffle(order)
-        for start in range(0, len(order), self.batch_size):
-            indices = order[start:start + self.batch_size]
-            if self.drop_last and len(indices) < self.batch_size:
-                return
+        batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
+            batches.pop()
+
+        def build(indices):
             batch = self.collate_fn([self.dataset[i] for i in indices])
-            yield _pinned(batch) if self.pin_memory else batch
+            return _pinned(batch) if self.pin_memory else batch
+
+        if self.num_workers == 0:
+            for indices in batches:
+                yield build(indices)
+            return
+        # Worker threads build batches ahead (2 per worker, as PyTorch's prefetch_factor), handed out in order.
+        with concurrent.futures.ThreadPoolExecutor(self.num_workers, thread_name_prefix="DataLoader worker") as pool:
+            ahead = 2 * self.num_workers
+            pending = [pool.submit(build, indices) for indices in batches[:ahead]]
+            for i in range(len(batches)):
+                batch = pending[i].result()
+                if i + ahead < len(batches):
+                    pending.append(pool.submit(build, batches[i + ahead]))
+                pending[i] = None
+                yield batch
 
 
 def _pinned(batch):
