@@ -10,9 +10,13 @@ OutOfMemoryError.__module__ = "torch.cuda"
 
 
 def _lazy_check():
+    # Without a GPU: a RuntimeError, as PyTorch's CUDA builds raise, in GPU Lab's CPU-only build too (as
+    # its tensors' .to("cuda") does there), with the engine's reason (PyTorch's CPU-only build raises
+    # AssertionError "Torch not compiled with CUDA enabled").
     if _C._cuda_device_count() == 0:
         if not _C._cuda_compiled():
-            raise AssertionError("Torch not compiled with CUDA enabled")
+            raise RuntimeError("GPU Lab was built without CUDA: " + _C._cuda_unavailable_reason() +
+                               " (run with --emulated-gpu for GPU Lab's emulated GPU)")
         raise RuntimeError("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
                            "driver from http://www.nvidia.com/Download/index.aspx (GPU Lab: " + _C._cuda_unavailable_reason() +
                            "; run with --emulated-gpu for GPU Lab's emulated GPU)")
