@@ -1,5 +1,5 @@
 """The ```python blocks of seed 004_9bc94955b72a6ca6.txt (../shared/seeds/), verbatim, one cell each: run in order in one
-namespace, as notebook cells, by tests/python/seed_cells.py. Each "# %%" line gives the outcome expected
+namespace, as notebook cells, by tests/python/code_cells.py. Each "# %%" line gives the outcome expected
 without a GPU (as PyTorch on a machine without one) and with one GPU (GPU Lab's emulated GPU, as
 PyTorch on a one-GPU machine): "ok", or the exception class raised."""
 

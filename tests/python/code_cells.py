@@ -1,11 +1,12 @@
-"""Runs the seeds' ```python blocks (tests/python/seeds/seed_*.py, one "# %%" cell each) in order, as
-notebook cells in one namespace per seed, after a prelude that defines the names the seeds assume
-(model, MyModel, data_loader, optimizer, loss_function, ...), and checks each cell's outcome -- "ok" or
-the exception class it raised -- against the one its "# %%" line expects:
+"""Runs code cells as a notebook would -- the seeds' ```python blocks (tests/python/seeds/seed_*.py, one
+"# %%" cell each) or a lesson's (lessons/*/lesson.md, read as they are) -- in order, in one namespace
+per file, after a prelude that defines the names the code assumes (model, MyModel, data_loader,
+optimizer, loss_function, ...), and checks each cell's outcome -- "ok" or the exception class it
+raised -- against the one expected (the seeds' "# %%" lines; for lessons, --expect's JSON):
 
-    seed_cells.py --torch gpulab --mode no-gpu  FILE...   GPU Lab's torch, no GPU (as PyTorch without one)
-    seed_cells.py --torch gpulab --mode one-gpu FILE...   GPU Lab's torch with its emulated GPU as cuda:0
-    seed_cells.py --torch pytorch --mode no-gpu FILE...   Debian's PyTorch (CPU-only), to confirm the
+    code_cells.py --torch gpulab --mode no-gpu  FILE...   GPU Lab's torch, no GPU (as PyTorch without one)
+    code_cells.py --torch gpulab --mode one-gpu FILE...   GPU Lab's torch with its emulated GPU as cuda:0
+    code_cells.py --torch pytorch --mode no-gpu FILE...   Debian's PyTorch (CPU-only), to confirm the
                                                           no-gpu column: a cell must run or raise as
                                                           expected (PyTorch's CPU-only build raises
                                                           AssertionError where one without a driver
