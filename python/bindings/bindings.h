@@ -28,6 +28,9 @@ PythonTypes& pythonTypes();
 // A device argument as PyTorch takes one: "cuda:0", "cpu", "cuda" (the current CUDA device), an int
 // (a CUDA ordinal), or a torch.device. Throws TypeError for anything else.
 Device deviceFrom(py::handle object);
+// torch.cuda's device arguments: None for the current CUDA device, else as deviceFrom; a CPU device is
+// a ValueError ("Expected a cuda device").
+Device cudaDeviceOrCurrent(py::handle device);
 // An engine Device as a torch.device.
 py::object deviceObject(Device device);
 // A shape given as PyTorch takes one: f(2, 3), f((2, 3)), f([2, 3]), f(torch.Size([2, 3])).

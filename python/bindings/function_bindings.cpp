@@ -77,8 +77,7 @@ void defFactory(py::module_& m, const char* name, Make make) {
       py::gil_scoped_release release;
       t = make(shape, engineOptions(o));
     }
-    t = finish(t, FactoryOptions{.dtype = o.dtype, .device = std::nullopt, .requiresGrad = o.requiresGrad, .pinMemory = o.pinMemory});
-    return t;
+    return finish(t, o);  // made on o's device already: pins and flags it
   });
 }
 

@@ -39,6 +39,13 @@ Device deviceFrom(py::handle object) {
                        std::string(py::str(py::type::of(object).attr("__name__"))));
 }
 
+Device cudaDeviceOrCurrent(py::handle device) {
+  if (device.is_none()) return Device(DeviceType::CUDA, executionContext().currentCudaDevice);
+  const Device d = deviceFrom(device);
+  if (!d.isCuda()) throw py::value_error("Expected a cuda device, but got: " + d.str());
+  return d;
+}
+
 py::object deviceObject(Device device) {
   if (device.isCpu()) return pythonTypes().device("cpu");
   return pythonTypes().device("cuda", device.index());

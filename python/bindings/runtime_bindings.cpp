@@ -25,8 +25,7 @@ int cudaDeviceCount() { return cuda::deviceCount() + (cuda::emulatedDevice() ? 1
 
 // torch.cuda.*(device=None): the current CUDA device, or the one given (an int, "cuda:1", a device).
 Device cudaDeviceOf(py::handle device) {
-  const Device d = device.is_none() ? Device(DeviceType::CUDA, executionContext().currentCudaDevice) : deviceFrom(device);
-  if (!d.isCuda()) throw py::value_error("Expected a cuda device, but got: " + d.str());
+  const Device d = cudaDeviceOrCurrent(device);
   if (d.index() >= cudaDeviceCount()) throw Error("Invalid device argument : did you call init?");
   return d;
 }

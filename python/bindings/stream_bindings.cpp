@@ -13,13 +13,6 @@ namespace gpulab::python {
 
 namespace {
 
-Device cudaDeviceOrCurrent(py::handle device) {
-  if (device.is_none()) return Device(DeviceType::CUDA, executionContext().currentCudaDevice);
-  const Device d = deviceFrom(device);
-  if (!d.isCuda()) throw py::value_error("Expected a cuda device, but got: " + d.str());
-  return d;
-}
-
 // One `with torch.cuda.stream(s):` block: the engine's guard lives from __enter__ to __exit__.
 class StreamContext {
  public:

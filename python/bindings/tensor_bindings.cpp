@@ -33,18 +33,23 @@ std::optional<Operand> operandOf(py::handle o) {
 }
 
 // Python's binary-operator protocol: NotImplemented for a type it does not know, so that Python tries
-// the other side and then raises its own TypeError ("unsupported operand type(s) for +").
-template <class WithTensor, class WithNumber>
-py::object binary(const Tensor& self, py::handle other, WithTensor withTensor, WithNumber withNumber) {
+// the other side and then raises its own TypeError ("unsupported operand type(s) for +"). `op` takes
+// the tensor and the operand, a Tensor or a double.
+template <class Op>
+py::object binary(const Tensor& self, py::handle other, Op op) {
   const std::optional<Operand> operand = operandOf(other);
   if (!operand) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   Tensor out;
   {
     py::gil_scoped_release release;
-    out = std::holds_alternative<Tensor>(*operand) ? withTensor(self, std::get<Tensor>(*operand)) : withNumber(self, std::get<double>(*operand));
+    out = std::visit([&](const auto& o) { return op(self, o); }, *operand);
   }
   return py::cast(std::move(out));
 }
+
+// The other operand of a comparison as a tensor: itself, or a number as a 0-dim tensor like `like`.
+const Tensor& asTensor(const Tensor&, const Tensor& other) { return other; }
+Tensor asTensor(const Tensor& like, double number) { return full({}, number, {.dtype = like.dtype(), .device = like.device()}); }
 
 // x.sum(), x.sum(1), x.sum(dim=(0, 1), keepdim=True): a reduction over no dim (all), one dim or several.
 template <class All, class OneDim>
@@ -401,28 +406,22 @@ void bindTensor(py::module_& m) {
       .def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil())
       .def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil());
 
-  // Operators: a tensor with a tensor or a Python number; NotImplemented for anything else.
-  auto add = [](const Tensor& a, const Tensor& b) { return a + b; };
-  auto addNumber = [](const Tensor& a, double b) { return a + b; };
-  auto sub = [](const Tensor& a, const Tensor& b) { return a - b; };
-  auto subNumber = [](const Tensor& a, double b) { return a - b; };
-  auto mul = [](const Tensor& a, const Tensor& b) { return a * b; };
-  auto mulNumber = [](const Tensor& a, double b) { return a * b; };
-  auto div = [](const Tensor& a, const Tensor& b) { return a / b; };
-  auto divNumber = [](const Tensor& a, double b) { return a / b; };
-  t.def("__add__", [=](const Tensor& a, py::handle b) { return binary(a, b, add, addNumber); })
-      .def("__radd__", [=](const Tensor& a, py::handle b) { return binary(a, b, add, addNumber); })
-      .def("__sub__", [=](const Tensor& a, py::handle b) { return binary(a, b, sub, subNumber); })
-      .def("__rsub__", [=](const Tensor& a, py::handle b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return y - x; }, [](const Tensor& x, double y) { return y - x; });
-      })
-      .def("__mul__", [=](const Tensor& a, py::handle b) { return binary(a, b, mul, mulNumber); })
-      .def("__rmul__", [=](const Tensor& a, py::handle b) { return binary(a, b, mul, mulNumber); })
-      .def("__truediv__", [=](const Tensor& a, py::handle b) { return binary(a, b, div, divNumber); })
-      .def("__rtruediv__", [=](const Tensor& a, py::handle b) {
-        return binary(a, b, [](const Tensor& x, const Tensor& y) { return y / x; }, [](const Tensor& x, double y) { return y / x; });
-      })
-      .def("__matmul__", [](const Tensor& a, py::handle b) -> py::object {
+  // Operators: a tensor with a tensor or a Python number; NotImplemented for anything else. Each
+  // operation serves the operator, its reflected and in-place forms and the named method.
+  auto plus = [](const Tensor& x, const auto& y) { return x + y; };
+  auto minus = [](const Tensor& x, const auto& y) { return x - y; };
+  auto times = [](const Tensor& x, const auto& y) { return x * y; };
+  auto over = [](const Tensor& x, const auto& y) { return x / y; };
+  auto minusFrom = [](const Tensor& x, const auto& y) { return y - x; };
+  auto into = [](const Tensor& x, const auto& y) { return y / x; };
+  auto def = [&](const char* name, auto op) { t.def(name, [op](const Tensor& a, py::handle b) { return binary(a, b, op); }); };
+  for (const char* name : {"__add__", "__radd__", "add"}) def(name, plus);
+  for (const char* name : {"__sub__", "sub"}) def(name, minus);
+  def("__rsub__", minusFrom);
+  for (const char* name : {"__mul__", "__rmul__", "mul"}) def(name, times);
+  for (const char* name : {"__truediv__", "div"}) def(name, over);
+  def("__rtruediv__", into);
+  t      .def("__matmul__", [](const Tensor& a, py::handle b) -> py::object {
         if (!py::isinstance<Tensor>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
         const Tensor& other = b.cast<const Tensor&>();
         py::gil_scoped_release release;
@@ -440,41 +439,29 @@ void bindTensor(py::module_& m) {
       .def("__neg__", [](const Tensor& a) { return -a; }, NoGil())
       .def("__pos__", [](const Tensor& a) { return a; })
       .def("__abs__", &Tensor::abs, NoGil())
-      .def("__eq__", [](const Tensor& a, py::handle b) -> py::object {
-        if (py::isinstance<Tensor>(b)) return py::cast(eq(a, b.cast<const Tensor&>()));
-        if (isNumber(b)) return py::cast(eq(a, full({}, b.cast<double>(), {.dtype = a.dtype(), .device = a.device()})));
-        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      })
-      .def("__ne__", [](const Tensor& a, py::handle b) -> py::object {
-        if (py::isinstance<Tensor>(b)) return py::cast(ne(a, b.cast<const Tensor&>()));
-        if (isNumber(b)) return py::cast(ne(a, full({}, b.cast<double>(), {.dtype = a.dtype(), .device = a.device()})));
-        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      })
+      // A number compares as a 0-dim tensor of the tensor's dtype, on its device.
+      .def("__eq__", [](const Tensor& a, py::handle b) { return binary(a, b, [](const Tensor& x, const auto& y) { return eq(x, asTensor(x, y)); }); })
+      .def("__ne__", [](const Tensor& a, py::handle b) { return binary(a, b, [](const Tensor& x, const auto& y) { return ne(x, asTensor(x, y)); }); })
       .def("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, NoGil())
       .def("ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, NoGil())
       // Tensors are compared by value, so they are not hashed by value: PyTorch hashes them by identity.
-      .def("__hash__", [](const Tensor& self) { return reinterpret_cast<std::uintptr_t>(self.implPtr().get()); })
-      .def("add", [=](const Tensor& a, py::handle b) { return binary(a, b, add, addNumber); })
-      .def("sub", [=](const Tensor& a, py::handle b) { return binary(a, b, sub, subNumber); })
-      .def("mul", [=](const Tensor& a, py::handle b) { return binary(a, b, mul, mulNumber); })
-      .def("div", [=](const Tensor& a, py::handle b) { return binary(a, b, div, divNumber); });
+      .def("__hash__", [](const Tensor& self) { return reinterpret_cast<std::uintptr_t>(self.implPtr().get()); });
 
-  // In place.
+  // In place: the same operations.
   const auto ref = py::return_value_policy::reference_internal;
+  auto defInPlace = [&](const char* name, auto op) {
+    t.def(name, [op](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, op); }, ref);
+  };
+  for (const char* name : {"add_", "__iadd__"}) defInPlace(name, plus);
+  for (const char* name : {"sub_", "__isub__"}) defInPlace(name, minus);
+  for (const char* name : {"mul_", "__imul__"}) defInPlace(name, times);
+  for (const char* name : {"div_", "__itruediv__"}) defInPlace(name, over);
   t.def("zero_", &Tensor::zero_, ref, NoGil())
       .def("fill_", [](Tensor& self, double v) -> Tensor& { return self.fill_(v); }, ref, NoGil())
       .def("copy_", [](Tensor& self, const Tensor& src, bool) -> Tensor& {
         py::gil_scoped_release release;
         return self.copy_(src.dtype() == self.dtype() ? src : src.to(self.dtype()));
       }, py::arg("src"), py::arg("non_blocking") = false, ref)
-      .def("add_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x + y; }); }, ref)
-      .def("sub_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x - y; }); }, ref)
-      .def("mul_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x * y; }); }, ref)
-      .def("div_", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x / y; }); }, ref)
-      .def("__iadd__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x + y; }); }, ref)
-      .def("__isub__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x - y; }); }, ref)
-      .def("__imul__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x * y; }); }, ref)
-      .def("__itruediv__", [=](Tensor& a, py::handle b) -> Tensor& { return inPlace(a, b, [](const Tensor& x, const auto& y) { return x / y; }); }, ref)
       .def("normal_", [](Tensor& self, double mean, double std) -> Tensor& {
         py::gil_scoped_release release;
         Tensor r = randn(self.sizes(), defaultGenerator(), {.dtype = isFloatingPoint(self.dtype()) ? self.dtype() : kFloat32, .device = self.device()});

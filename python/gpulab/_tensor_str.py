@@ -98,17 +98,15 @@ class _Formatter:
         return " " * (self.max_width - len(text)) + text
 
 
-def _summarized(values, shape, edge):
-    """The values shown of a summarised tensor (nested lists): the first and last `edge` of every dim."""
-    if not shape:
-        return values
-    if shape[0] > 2 * edge:
-        kept = values[:edge] + values[-edge:]
-    else:
-        kept = values
-    if len(shape) == 1:
-        return kept
-    return [_summarized(v, shape[1:], edge) for v in kept]
+def _summarized(tensor, edge):
+    """The elements a summarised tensor shows: the first and last `edge` along every dim longer than
+    2 x edge, cut out before any value is read (a million-element tensor prints from a few dozen)."""
+    for dim, size in enumerate(tensor.shape):
+        if size > 2 * edge:
+            head = (slice(None),) * dim + (slice(0, edge),)
+            tail = (slice(None),) * dim + (slice(size - edge, size),)
+            tensor = _C.cat([tensor[head], tensor[tail]], dim)
+    return tensor
 
 
 def _flat(values, depth):
@@ -151,11 +149,11 @@ def _body(tensor, indent):
     shape = list(tensor.shape)
     summarize = tensor.numel() > PRINT_OPTS.threshold
     source = tensor.detach()
+    if summarize:
+        source = _summarized(source, PRINT_OPTS.edgeitems)
     if source.dtype in (_C.float16, _C.bfloat16):
         source = source.float()
     values = source.cpu().tolist()
-    if summarize:
-        values = _summarized(values, shape, PRINT_OPTS.edgeitems)
     floating = tensor.dtype.is_floating_point
     formatter = _Formatter(_flat(values, len(shape)), floating)
     return _nested(values, shape, indent, summarize, formatter)

@@ -4,14 +4,10 @@ not imported yet is found under torch's name too."""
 import importlib
 import importlib.abc
 import importlib.util
+import pkgutil
 import sys
 
 import gpulab
-
-_SUBMODULES = ("nn", "nn.functional", "nn.init", "nn.utils", "nn.parameter", "nn.modules", "optim", "optim.lr_scheduler",
-               "optim.optimizer", "cuda", "cuda.amp", "cuda.memory", "utils", "utils.data", "utils.checkpoint", "backends", "backends.cudnn",
-               "backends.cuda", "amp", "profiler", "distributed", "nn.parallel")
-
 
 class _TorchAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """torch.X -> gpulab.X for modules not imported yet."""
@@ -34,8 +30,9 @@ def install():
     existing = sys.modules.get("torch")
     if existing is not None and existing is not gpulab:
         raise RuntimeError("PyTorch is imported already in this process; GPU Lab's torch cannot take its name")
-    for name in _SUBMODULES:
-        importlib.import_module("gpulab." + name)
+    for module in pkgutil.walk_packages(gpulab.__path__, "gpulab."):
+        if module.name not in ("gpulab.__main__", "gpulab.as_torch"):
+            importlib.import_module(module.name)
     for name, module in list(sys.modules.items()):
         if name == "gpulab" or name.startswith("gpulab."):
             sys.modules["torch" + name[len("gpulab"):]] = module

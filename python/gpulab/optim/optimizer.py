@@ -1,5 +1,6 @@
 """torch.optim.Optimizer: parameter groups and the calls every optimizer shares."""
 from .. import _C
+from .._grad_mode import enable_grad, no_grad
 
 Tensor = _C.Tensor
 
@@ -60,7 +61,7 @@ class Optimizer:
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            with _grad_enabled():
+            with enable_grad():
                 loss = closure()
         for index, group in enumerate(self.param_groups):
             engine = self._engine(index)
@@ -76,7 +77,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    with _no_grad():
+                    with no_grad():
                         p.grad.zero_()
 
     def state_dict(self):
@@ -108,15 +109,3 @@ class Optimizer:
                 if key != "params":
                     text += "\n    {}: {}".format(key, group[key])
         return text + "\n)"
-
-
-def _no_grad():
-    from .._grad_mode import no_grad
-
-    return no_grad()
-
-
-def _grad_enabled():
-    from .._grad_mode import enable_grad
-
-    return enable_grad()

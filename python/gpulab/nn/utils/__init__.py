@@ -25,15 +25,15 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                 part = (g.abs() ** norm_type).sum()
                 total = part if total is None else total + part.to(total.device)
             total = total ** (1.0 / norm_type)
-        value = total.item()
-        if error_if_nonfinite and not math.isfinite(value):
+        if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be "
                                "clipped. To disable this error and scale the gradients by the non-finite norm anyway, set "
                                "`error_if_nonfinite=False`")
-        coefficient = max_norm / (value + 1e-6)
-        if coefficient < 1:
-            for g in grads:
-                g.mul_(coefficient)
+        # As PyTorch: every gradient times min(1, max_norm / norm), computed on the device, so that the
+        # step does not wait for the norm to reach the host.
+        coefficient = _C.minimum(max_norm / (total + 1e-6), _C.ones_like(total))
+        for g in grads:
+            g.mul_(coefficient.to(g.device))
     return total
 
 
