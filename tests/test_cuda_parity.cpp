@@ -65,7 +65,7 @@ const DTypeCase kDTypes[] = {
 };
 constexpr int kDTypeCount = static_cast<int>(std::size(kDTypes));
 // Every dtype, int64 included (conversions).
-const DType kAllDTypes[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64};
+const DType kAllDTypes[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool};
 
 // A column "dtype" (an index into kDTypes) with one row per floating dtype.
 void addDTypeRows() {
@@ -397,8 +397,8 @@ class TestCudaParity : public QObject {
   void conversionsAreBitExact_data() {
     QTest::addColumn<int>("src");
     QTest::addColumn<int>("dst");
-    for (int si = 0; si < 5; ++si)
-      for (int di = 0; di < 5; ++di)
+    for (int si = 0; si < 6; ++si)
+      for (int di = 0; di < 6; ++di)
         QTest::newRow((dtypeName(kAllDTypes[si]) + "->" + dtypeName(kAllDTypes[di])).c_str()) << si << di;
   }
   void conversionsAreBitExact() {
@@ -452,6 +452,11 @@ class TestCudaParity : public QObject {
       GPULAB_COMPARE_TENSORS(xg.sigmoid().cpu(), x.sigmoid(), dt.ops.atol, dt.ops.rtol);
       GPULAB_COMPARE_TENSORS(gelu(xg).cpu(), gelu(x), dt.ops.atol, dt.ops.rtol);
       GPULAB_COMPARE_TENSORS(gelu(xg, "tanh").cpu(), gelu(x, "tanh"), dt.ops.atol, dt.ops.rtol);
+      GPULAB_COMPARE_TENSORS(sin(xg).cpu(), sin(x), dt.ops.atol, dt.ops.rtol);
+      GPULAB_COMPARE_TENSORS(cos(xg).cpu(), cos(x), dt.ops.atol, dt.ops.rtol);
+      GPULAB_COMPARE_TENSORS(le(xg, yg).cpu(), le(x, y), 0, 0);
+      GPULAB_COMPARE_TENSORS(gt(xg, 0.25).cpu(), gt(x, 0.25), 0, 0);
+      GPULAB_COMPARE_TENSORS(where(lt(xg, yg), xg, yg).cpu(), where(lt(x, y), x, y), 0, 0);
     }
     // Broadcasting: a (17, 59) matrix with a row and a column.
     const Tensor m = a.slice(0, 0, 17 * 59).reshape({17, 59}), row = b.slice(0, 0, 59), col = b.slice(0, 100, 117).reshape({17, 1});

@@ -214,6 +214,30 @@ class TestGradScaler : public QObject {
     GPULAB_COMPARE_TENSORS(model.w.detach(), reference.w.detach(), 0, 0);
   }
 
+  // One optimizer of two parameter groups (two engine optimizers): an inf in one group's gradients
+  // skips both groups' steps, and a clean step steps both, as PyTorch's scaler treats one optimizer.
+  void parameterGroupsStepOrSkipTogether() {
+    Tiny a, b;
+    optim::SGD first({a.w}, {.lr = 0.5}), second({b.w}, {.lr = 0.5});
+    const std::vector<optim::Optimizer*> groups{&first, &second};
+    GradScaler scaler;
+    const Tensor aBefore = a.w.detach().clone(), bBefore = b.w.detach().clone();
+    a.w.set_grad(tensor({1.0f, 2.0f, 3.0f}, {3}) * scaler.get_scale());
+    b.w.set_grad(tensor({1.0f, static_cast<float>(kInf), 3.0f}, {3}) * scaler.get_scale());
+    QVERIFY(!scaler.step(groups));
+    QCOMPARE(scaler.last_step().total, std::int64_t{6});
+    QCOMPARE(scaler.last_step().nonfinite, std::int64_t{1});
+    GPULAB_COMPARE_TENSORS(a.w.detach(), aBefore, 0, 0);  // the clean group did not step either
+    GPULAB_COMPARE_TENSORS(b.w.detach(), bBefore, 0, 0);
+    scaler.update();
+    a.w.set_grad(tensor({1.0f, 2.0f, 3.0f}, {3}) * scaler.get_scale());
+    b.w.set_grad(tensor({2.0f, 2.0f, 2.0f}, {3}) * scaler.get_scale());
+    QVERIFY(scaler.step(groups));
+    GPULAB_COMPARE_TENSORS(a.w.detach(), aBefore - tensor({0.5f, 1.0f, 1.5f}, {3}), 0, 0);
+    GPULAB_COMPARE_TENSORS(b.w.detach(), bBefore - tensor({1.0f, 1.0f, 1.0f}, {3}), 0, 0);
+    QVERIFY_THROWS_EXCEPTION(Error, scaler.step(groups));  // once per update(), for the groups as one
+  }
+
   // After growth_interval clean steps in a row the scale grows by growth_factor (once: the tracker
   // restarts), never before.
   void growthAfterInterval_data() {

@@ -200,6 +200,64 @@ class TestTensor : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, labels.requires_grad_(true));
   }
 
+  // torch.bool: what comparisons give, what masks select with, and PyTorch's promotion rules for it.
+  void boolTensorsFollowPyTorch() {
+    const Tensor x = tensor({-1.5f, 0.0f, 2.0f, std::nanf("")}, {4});
+    using B = std::vector<std::int64_t>;
+    QCOMPARE(gt(x, 0.0).dtype(), kBool);
+    QCOMPARE(gt(x, 0.0).toVector<std::int64_t>(), (B{0, 0, 1, 0}));
+    QCOMPARE(le(x, 0.0).toVector<std::int64_t>(), (B{1, 1, 0, 0}));  // NaN compares false both ways
+    QCOMPARE(ge(x, 0.0).toVector<std::int64_t>(), (B{0, 1, 1, 0}));
+    QCOMPARE(ne(x, x).toVector<std::int64_t>(), (B{0, 0, 0, 1}));
+    QCOMPARE(lt(x, tensor({0.0f}, {1})).toVector<std::int64_t>(), (B{1, 0, 0, 0}));
+    // An int64 tensor compares with 0.5 as float, not as 0.
+    QCOMPARE(gt(tensor(B{0, 1}, {2}), 0.5).toVector<std::int64_t>(), (B{0, 1}));
+    // Conversion to bool: non-zero (and NaN) is true.
+    QCOMPARE(x.to(kBool).toVector<std::int64_t>(), (B{1, 0, 1, 1}));
+    // Sums count, as int64; arithmetic promotes bool to the other side's dtype.
+    const Tensor mask = gt(x, -1.0);
+    QCOMPARE(mask.sum().dtype(), kInt64);
+    QCOMPARE(mask.sum().item(), 2.0);
+    QCOMPARE((mask * 2.0).dtype(), kInt64);
+    QCOMPARE((mask * 0.5).dtype(), kFloat32);
+    QCOMPARE((mask + x).dtype(), kFloat32);
+    QCOMPARE((mask + mask).dtype(), kBool);
+    QVERIFY_THROWS_EXCEPTION(Error, -mask);
+    QCOMPARE(logical_not(mask).toVector<std::int64_t>(), (B{1, 0, 0, 1}));
+    QCOMPARE(logical_and(mask, x).toVector<std::int64_t>(), (B{0, 0, 1, 0}));
+    QCOMPARE(logical_or(mask, x).toVector<std::int64_t>(), (B{1, 1, 1, 1}));
+    QCOMPARE(logical_xor(mask, x).toVector<std::int64_t>(), (B{1, 1, 0, 1}));
+    QCOMPARE(any(mask).item(), 1.0);
+    QCOMPARE(all(mask).item(), 0.0);
+    QCOMPARE(all(gt(x, -2.0).slice(0, 0, 3)).item(), 1.0);
+    QCOMPARE(any(zeros({0}, {.dtype = kBool})).item(), 0.0);
+    QCOMPARE(any(tensor({0, 1, 0, 0}, {2, 2}), 1).toVector<std::int64_t>(), (B{1, 0}));
+    QCOMPARE(all(tensor({1, 1, 0, 1}, {2, 2}), 0).toVector<std::int64_t>(), (B{0, 1}));
+    QCOMPARE(nonzero(tensor({0, 3, 0, 0, 0, 7}, {2, 3})).toVector<std::int64_t>(), (B{0, 1, 1, 2}));
+    QCOMPARE(nonzero(tensor({0, 3, 0, 0, 0, 7}, {2, 3})).sizes(), (Shape{2, 2}));
+    // True division: integers divide as float.
+    QCOMPARE((tensor(B{1, 3}, {2}) / tensor(B{2, 2}, {2})).toVector<float>(), (std::vector<float>{0.5f, 1.5f}));
+  }
+
+  // where never lets the value it did not choose into the result (an inf stays out); masked_fill and
+  // clamp build on it; the condition must be bool, as PyTorch says.
+  void whereMaskedFillAndClamp() {
+    const float inf = std::numeric_limits<float>::infinity();
+    const Tensor x = tensor({1.0f, -2.0f, 3.0f}, {3});
+    const Tensor mask = lt(x, 0.0);
+    QCOMPARE(masked_fill(x, mask, -inf).toVector<float>(), (std::vector<float>{1.0f, -inf, 3.0f}));
+    QCOMPARE(where(mask, tensor({inf, inf, inf}, {3}), x).toVector<float>(), (std::vector<float>{1.0f, inf, 3.0f}));
+    QCOMPARE(where(mask, 0.0, x).toVector<float>(), (std::vector<float>{1.0f, 0.0f, 3.0f}));
+    QCOMPARE(where(mask, x.to(kFloat16), 0.0).dtype(), kFloat16);
+    QCOMPARE(where(mask.reshape({3, 1}), x, 0.0).sizes(), (Shape{3, 3}));  // a column mask with a row
+    QVERIFY_THROWS_EXCEPTION(Error, where(x, x, x));
+    QCOMPARE(clamp(x, -1.0, 2.0).toVector<float>(), (std::vector<float>{1.0f, -1.0f, 2.0f}));
+    QVERIFY(std::isnan(clamp(tensor({std::nanf("")}, {1}), 0.0, 1.0).item()));  // NaN stays NaN
+    QVERIFY_THROWS_EXCEPTION(Error, clamp(x, std::nullopt, std::nullopt));
+    QCOMPARE(min(x).item(), -2.0);
+    QCOMPARE(min(tensor(std::vector<std::int64_t>{4, -9, 2}, {3})).item(), -9.0);
+  }
+
   void softmaxRowsSumToOneAndAreStable() {
     Tensor x = tensor({1000, 1001, 1002, -5, 0, 5}, {2, 3});
     Tensor p = x.softmax(1);

@@ -36,9 +36,13 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   return wide * full({}, scale_, {.dtype = wide.dtype(), .device = loss.device()});
 }
 
-void GradScaler::unscale_(optim::Optimizer& optimizer) {
+void GradScaler::unscale_(optim::Optimizer& optimizer) { unscale_(std::vector<optim::Optimizer*>{&optimizer}); }
+bool GradScaler::step(optim::Optimizer& optimizer) { return step(std::vector<optim::Optimizer*>{&optimizer}); }
+
+void GradScaler::unscale_(const std::vector<optim::Optimizer*>& groups) {
   if (!enabled_) return;
-  OptimizerState& state = perOptimizer_[&optimizer];
+  if (groups.empty()) throw ValueError("GradScaler.unscale_: the optimizer has no parameter groups");
+  OptimizerState& state = perOptimizer_[groups.front()];
   if (state.stage == Stage::Unscaled) {
     throw Error("unscale_() has already been called on this optimizer since the last update().");
   }
@@ -53,20 +57,22 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   std::vector<std::pair<Tensor, Tensor>> writeBack;  // (gradient, its contiguous copy)
   std::int64_t total = 0;
   NoGradGuard noGrad;
-  for (const Tensor& p : optimizer.params()) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (g.dtype() == kFloat16) throw ValueError("Attempting to unscale FP16 gradients.");
-    if (!g.is_contiguous()) {
-      Tensor c = g.contiguous();
-      writeBack.emplace_back(g, c);
-      g = c;
+  for (const optim::Optimizer* group : groups) {
+    for (const Tensor& p : group->params()) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (g.dtype() == kFloat16) throw ValueError("Attempting to unscale FP16 gradients.");
+      if (!g.is_contiguous()) {
+        Tensor c = g.contiguous();
+        writeBack.emplace_back(g, c);
+        g = c;
+      }
+      total += g.numel();
+      auto it = byDevice.begin();
+      while (it != byDevice.end() && it->device != g.device()) ++it;
+      if (it == byDevice.end()) it = byDevice.insert(byDevice.end(), DeviceGrads{g.device(), {}});
+      it->grads.push_back(g);
     }
-    total += g.numel();
-    auto it = byDevice.begin();
-    while (it != byDevice.end() && it->device != g.device()) ++it;
-    if (it == byDevice.end()) it = byDevice.insert(byDevice.end(), DeviceGrads{g.device(), {}});
-    it->grads.push_back(g);
   }
 
   // PyTorch: inv_scale = self._scale.double().reciprocal().float().
@@ -97,23 +103,26 @@ void GradScaler::readCounts(OptimizerState& state) {
   state.read = true;
 }
 
-bool GradScaler::step(optim::Optimizer& optimizer) {
+bool GradScaler::step(const std::vector<optim::Optimizer*>& groups) {
+  if (groups.empty()) throw ValueError("GradScaler.step: the optimizer has no parameter groups");
   if (!enabled_) {
-    optimizer.step();
+    for (optim::Optimizer* group : groups) group->step();
     return true;
   }
-  if (perOptimizer_[&optimizer].stage == Stage::Stepped) {
+  if (perOptimizer_[groups.front()].stage == Stage::Stepped) {
     throw Error("step() has already been called since the last update().");
   }
-  if (perOptimizer_[&optimizer].stage == Stage::Ready) unscale_(optimizer);
-  OptimizerState& state = perOptimizer_[&optimizer];
+  if (perOptimizer_[groups.front()].stage == Stage::Ready) unscale_(groups);
+  OptimizerState& state = perOptimizer_[groups.front()];
   if (state.total == 0 && state.counts.empty()) {  // no parameter had a gradient: nothing was checked
     throw Error("No inf checks were recorded for this optimizer.");
   }
   readCounts(state);
   const bool skip = state.nonfinite > 0;
   last_ = ScalerStepStats{scale_, skip, state.nonfinite, state.zeros, state.total};
-  if (!skip) optimizer.step();
+  if (!skip) {
+    for (optim::Optimizer* group : groups) group->step();
+  }
   state.stage = Stage::Stepped;
   return !skip;
 }

@@ -54,10 +54,15 @@ class GradScaler {
   // optimizer before update(), after step(), or for a float16 gradient ("Attempting to unscale FP16
   // gradients.": the parameters a scaler serves are float32 master weights).
   void unscale_(optim::Optimizer& optimizer);
+  // The same for one optimizer whose parameter groups are several engine optimizers (torch.optim's
+  // param_groups in the Python package): checked together, stepped or skipped together, as
+  // PyTorch's GradScaler treats one optimizer.
+  void unscale_(const std::vector<optim::Optimizer*>& groups);
   // unscale_ if not done since the last update(), then optimizer.step() unless an inf/NaN was found.
   // Reads the counts back once (the one synchronisation per step, as PyTorch's found_inf.item()).
   // Returns true when the optimizer stepped. Several optimizers may each step once per update().
   bool step(optim::Optimizer& optimizer);
+  bool step(const std::vector<optim::Optimizer*>& groups);
   // Scale for the next iteration: * backoff_factor after a skipped step; * growth_factor after
   // growth_interval clean steps in a row (torch._amp_update_scale_; the scale is kept as a float32,
   // as PyTorch's scale tensor, and never grows to inf). An inf/NaN in any optimizer's gradients since
@@ -78,7 +83,8 @@ class GradScaler {
   bool enabled_;
   double scale_;
   std::int64_t growthTracker_ = 0;
-  // Per optimizer, since the last update() (PyTorch's _per_optimizer_states, keyed by identity).
+  // Per optimizer, since the last update() (PyTorch's _per_optimizer_states, keyed by identity: an
+  // optimizer of several groups by its first group).
   enum class Stage { Ready, Unscaled, Stepped };
   struct OptimizerState {
     Stage stage = Stage::Ready;

@@ -33,6 +33,7 @@ std::string dtypeName(DType t) {
     case DType::Float16: return "float16";
     case DType::BFloat16: return "bfloat16";
     case DType::Float64: return "float64";
+    case DType::Bool: return "bool";
   }
   return "unknown";
 }
@@ -59,6 +60,7 @@ std::string scalarTypeName(DType t) {
     case DType::Float16: return "Half";
     case DType::BFloat16: return "BFloat16";
     case DType::Float64: return "Double";
+    case DType::Bool: return "Bool";
   }
   return "unknown";
 }
@@ -69,7 +71,8 @@ DType parseDType(const std::string& name) {
   if (name == "bfloat16" || name == "bf16") return kBFloat16;
   if (name == "float64" || name == "double" || name == "fp64") return kFloat64;
   if (name == "int64" || name == "long") return kInt64;
-  throw ValueError("unknown dtype '" + name + "' (expected float32, float16, bfloat16, float64 or int64)");
+  if (name == "bool") return kBool;
+  throw ValueError("unknown dtype '" + name + "' (expected float32, float16, bfloat16, float64, int64 or bool)");
 }
 
 }  // namespace gpulab

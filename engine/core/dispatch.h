@@ -48,6 +48,7 @@ template <> constexpr DType dtypeOf<double>() { return kFloat64; }
 template <> constexpr DType dtypeOf<Half>() { return kFloat16; }
 template <> constexpr DType dtypeOf<BFloat16>() { return kBFloat16; }
 template <> constexpr DType dtypeOf<std::int64_t>() { return kInt64; }
+template <> constexpr DType dtypeOf<bool>() { return kBool; }
 
 [[noreturn]] inline void throwNotImplementedFor(const char* op, DType dtype) {
   throw NotImplementedError(std::string("\"") + op + "\" not implemented for '" + scalarTypeName(dtype) + "'");
@@ -65,11 +66,19 @@ decltype(auto) dispatchFloating(DType dtype, const char* op, F&& f) {
   }
 }
 
-// The floating types and int64.
+// The floating types and int64: every dtype arithmetic runs in (the op layer computes on bool tensors
+// through int64).
 template <class F>
 decltype(auto) dispatchAll(DType dtype, const char* op, F&& f) {
   if (dtype == DType::Int64) return f(TypeTag<std::int64_t>{});
   return dispatchFloating(dtype, op, std::forward<F>(f));
+}
+
+// Every dtype, bool included: the kernels that only move, convert or select values (fill, copy, where).
+template <class F>
+decltype(auto) dispatchWithBool(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::Bool) return f(TypeTag<bool>{});
+  return dispatchAll(dtype, op, std::forward<F>(f));
 }
 
 }  // namespace gpulab

@@ -96,7 +96,7 @@ template <class T>
 std::vector<T> Tensor::toVector() const {
   Tensor host = contiguous().cpu();
   std::vector<T> out(static_cast<std::size_t>(host.numel()));
-  dispatchAll(host.dtype(), "toVector", [&](auto tag) {
+  dispatchWithBool(host.dtype(), "toVector", [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* p = host.data<S>();
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(static_cast<OpMath<S>>(p[i]));

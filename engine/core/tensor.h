@@ -158,7 +158,7 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);  // a * b^-1 elementwise; float32 even for int64 b
-Tensor operator==(const Tensor& a, const Tensor& b);  // 0/1 in the inputs' dtype (no bool dtype yet)
+Tensor operator==(const Tensor& a, const Tensor& b);  // a bool tensor, as eq
 
 // Contiguous row-major strides for `shape`.
 Shape contiguousStrides(const Shape& shape);

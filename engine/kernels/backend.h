@@ -25,9 +25,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual void fill(const Tensor& out, double value) = 0;  // any dtype
+  virtual void fill(const Tensor& out, double value) = 0;  // any dtype, bool included
   virtual void arange(const Tensor& out, double start, double step) = 0;
-  // dst and src have the same shape and any strides; converts between any two dtypes.
+  // dst and src have the same shape and any strides; converts between any two dtypes (to bool: x != 0).
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
 
   virtual void unary(UnaryOp op, const Tensor& out, const Tensor& in) = 0;
@@ -36,6 +36,10 @@ class Backend {
   virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
   // out = op(a, s) or, with scalarFirst, op(s, a).
   virtual void binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, double s, bool scalarFirst) = 0;
+  // torch.where: out[i] = cond[i] ? a[i] : b[i], all four contiguous with out's numel; cond bool, a, b
+  // and out of one dtype (bool included). The value not chosen is never read into the result, so an
+  // inf or NaN there does not leak (a * mask + b * (1 - mask) would).
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
 
   // Reduces the middle axis of `in` viewed as (outer, k, inner) into `out` (outer, inner); for Max,
   // `indices` (int64, optional) receives the argmax. Any dtype; sums of 16-bit types accumulate in float.

@@ -16,6 +16,7 @@ class CpuBackend final : public Backend {
   void unary(UnaryOp op, const Tensor& out, const Tensor& in) override;
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
   void binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, double s, bool scalarFirst) override;
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
   // reduce/cpu.cpp
   void reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in, std::int64_t outer,
               std::int64_t k, std::int64_t inner) override;

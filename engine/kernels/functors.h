@@ -11,11 +11,11 @@
 
 namespace gpulab {
 
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, GeluTanh, Square, Sign, Reciprocal };
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, GeluTanh, Square, Sign, Reciprocal, Sin, Cos };
 
 // Binary ops also carry the backward rules of unary ops, f(grad, saved): one launch per backward.
 enum class BinaryOp {
-  Add, Sub, Mul, Div, Maximum, Minimum, Pow, Eq, Ne, Lt, Gt,
+  Add, Sub, Mul, Div, Maximum, Minimum, Pow, Eq, Ne, Lt, Gt, Le, Ge,
   ReluBackward,     // (grad, input)
   SigmoidBackward,  // (grad, output)
   TanhBackward,     // (grad, output)
@@ -80,6 +80,7 @@ GPULAB_HD float standardNormal(std::uint64_t seed, std::uint64_t first) {
 // the GPU but INT64_MIN on x86).
 template <class D, class S>
 GPULAB_HD D convertElement(S v) {
+  if constexpr (std::is_same_v<D, bool>) return v != S(0);  // NaN is true, as in PyTorch
   if constexpr (std::is_integral_v<D> && !std::is_integral_v<S>) {  // any float, Half and BFloat16 included
     const double x = static_cast<double>(v);
     if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return static_cast<D>(-9223372036854775807LL - 1);
@@ -100,6 +101,8 @@ GPULAB_MATH1(sqrt_, sqrtf, ::sqrt)
 GPULAB_MATH1(tanh_, tanhf, ::tanh)
 GPULAB_MATH1(erf_, erff, ::erf)
 GPULAB_MATH1(fabs_, fabsf, ::fabs)
+GPULAB_MATH1(sin_, sinf, ::sin)
+GPULAB_MATH1(cos_, cosf, ::cos)
 #undef GPULAB_MATH1
 GPULAB_HD float pow_(float a, float b) { return powf(a, b); }
 GPULAB_HD double pow_(double a, double b) { return ::pow(a, b); }
@@ -158,6 +161,8 @@ GPULAB_UNARY(GeluTanh, geluTanh(x))
 GPULAB_UNARY(Square, x * x)
 GPULAB_UNARY(Sign, T((x > T(0)) - (x < T(0))))
 GPULAB_UNARY(Reciprocal, T(1) / x)
+GPULAB_UNARY(Sin, sin_(x))
+GPULAB_UNARY(Cos, cos_(x))
 #undef GPULAB_UNARY
 // |x| by fabs for floats, so abs(-0.0) is +0.0 as in PyTorch.
 struct Abs {
@@ -185,6 +190,8 @@ GPULAB_BINARY(Eq, T(a == b))
 GPULAB_BINARY(Ne, T(a != b))
 GPULAB_BINARY(Lt, T(a < b))
 GPULAB_BINARY(Gt, T(a > b))
+GPULAB_BINARY(Le, T(a <= b))
+GPULAB_BINARY(Ge, T(a >= b))
 GPULAB_BINARY(ReluBackward, b <= T(0) ? T(0) : a)         // a = grad, b = input (NaN input passes grad, as PyTorch's threshold_backward)
 GPULAB_BINARY(SigmoidBackward, a * b * (T(1) - b))        // b = output
 GPULAB_BINARY(TanhBackward, a * (T(1) - b * b))           // b = output
@@ -210,6 +217,8 @@ void dispatchUnary(UnaryOp op, F&& f) {
     case UnaryOp::Square: return f(Square{});
     case UnaryOp::Sign: return f(Sign{});
     case UnaryOp::Reciprocal: return f(Reciprocal{});
+    case UnaryOp::Sin: return f(Sin{});
+    case UnaryOp::Cos: return f(Cos{});
   }
 }
 
@@ -227,6 +236,8 @@ void dispatchBinary(BinaryOp op, F&& f) {
     case BinaryOp::Ne: return f(Ne{});
     case BinaryOp::Lt: return f(Lt{});
     case BinaryOp::Gt: return f(Gt{});
+    case BinaryOp::Le: return f(Le{});
+    case BinaryOp::Ge: return f(Ge{});
     case BinaryOp::ReluBackward: return f(ReluBackward{});
     case BinaryOp::SigmoidBackward: return f(SigmoidBackward{});
     case BinaryOp::TanhBackward: return f(TanhBackward{});

@@ -34,6 +34,9 @@ std::pair<Tensor, Tensor> prepareOperands(const char* op, const Tensor& a, const
 }
 
 Tensor computeBinary(BinaryOp op, const Tensor& a, const Tensor& b, DType outType) {
+  // The kernels compute on bool tensors as int64 and the result is bool again, as PyTorch's
+  // True + True is True.
+  if (outType == kBool) return computeBinary(op, a.to(kInt64), b.to(kInt64), kInt64).to(kBool);
   const Shape outShape = detail::broadcastShapes(a.sizes(), b.sizes());
   Tensor out = Tensor::empty(outShape, outType, a.device());
   NoGradGuard noGrad;  // the expanded views are scaffolding, not part of the graph
@@ -44,10 +47,13 @@ Tensor computeBinary(BinaryOp op, const Tensor& a, const Tensor& b, DType outTyp
 // An int64 tensor with a fractional (or non-finite) scalar computes in float32, as PyTorch's int
 // tensor * 0.5 does; a whole-number scalar keeps int64 (C++ has one double for Python's 2 and 2.0, and
 // the whole number is read as an int).
-Tensor promotedForScalar(const Tensor& a, double s) {
-  if (a.dtype() == kInt64 && !(std::isfinite(s) && s == std::trunc(s))) return a.to(kFloat32);
-  return a;
+// A bool tensor computes with a number as int64 or float32 likewise (mask * 2 is int64).
+DType dtypeWithScalar(DType t, double s) {
+  if (isFloatingPoint(t)) return t;
+  if (!(std::isfinite(s) && s == std::trunc(s))) return kFloat32;
+  return kInt64;
 }
+Tensor promotedForScalar(const Tensor& a, double s) { return a.to(dtypeWithScalar(a.dtype(), s)); }
 
 Tensor computeScalar(BinaryOp op, const Tensor& a, double s, bool scalarFirst) {
   Tensor x = a.contiguous();
@@ -110,7 +116,10 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
   const profiler::RecordScope record("aten::div", {&a0, &b0});
-  auto [a, b] = prepareOperands("div", a0, b0);
+  auto [a1, b1] = prepareOperands("div", a0, b0);
+  // True division: integral tensors divide as float32, as in PyTorch (tensor([1, 2]) / tensor([2, 2])).
+  const Tensor a = isFloatingPoint(a1.dtype()) ? a1 : a1.to(kFloat32);
+  const Tensor b = isFloatingPoint(b1.dtype()) ? b1 : b1.to(kFloat32);
   Tensor out = computeBinary(BinaryOp::Div, a, b, a.dtype());
   if (!autograd::anyRequiresGrad({a, b})) return out;
   Tensor sa = a.detach(), sb = b.detach();
@@ -147,16 +156,113 @@ Tensor extremum(BinaryOp op, const char* name, const char* profiled, const char*
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Maximum, "maximum", "aten::maximum", "MaximumBackward0", a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::Minimum, "minimum", "aten::minimum", "MinimumBackward0", a, b); }
 
-Tensor eq(const Tensor& a0, const Tensor& b0) {
-  const profiler::RecordScope record("aten::eq", {&a0, &b0});
-  auto [a, b] = prepareOperands("eq", a0, b0);
-  return computeBinary(BinaryOp::Eq, a, b, a.dtype());  // not differentiable
+namespace {
+
+// Comparisons compute 0/1 in the operands' common dtype and hand back bool; not differentiable.
+Tensor compare(BinaryOp op, const char* name, const char* profiled, const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record(profiled, {&a0, &b0});
+  auto [a, b] = prepareOperands(name, a0, b0);
+  return computeBinary(op, a, b, a.dtype()).to(kBool);
 }
 
-Tensor ne(const Tensor& a0, const Tensor& b0) {
-  const profiler::RecordScope record("aten::ne", {&a0, &b0});
-  auto [a, b] = prepareOperands("ne", a0, b0);
-  return computeBinary(BinaryOp::Ne, a, b, a.dtype());  // not differentiable
+Tensor compare(BinaryOp op, const char* profiled, const Tensor& a0, double s) {
+  const profiler::RecordScope record(profiled, {&a0});
+  return computeScalar(op, promotedForScalar(a0, s), s, false).to(kBool);
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Eq, "eq", "aten::eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ne, "ne", "aten::ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Lt, "lt", "aten::lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Le, "le", "aten::le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Gt, "gt", "aten::gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(BinaryOp::Ge, "ge", "aten::ge", a, b); }
+Tensor eq(const Tensor& a, double b) { return compare(BinaryOp::Eq, "aten::eq", a, b); }
+Tensor ne(const Tensor& a, double b) { return compare(BinaryOp::Ne, "aten::ne", a, b); }
+Tensor lt(const Tensor& a, double b) { return compare(BinaryOp::Lt, "aten::lt", a, b); }
+Tensor le(const Tensor& a, double b) { return compare(BinaryOp::Le, "aten::le", a, b); }
+Tensor gt(const Tensor& a, double b) { return compare(BinaryOp::Gt, "aten::gt", a, b); }
+Tensor ge(const Tensor& a, double b) { return compare(BinaryOp::Ge, "aten::ge", a, b); }
+
+// On bool operands the kernels' int64 0/1: and is the minimum, or the maximum, xor inequality.
+Tensor logical_not(const Tensor& a) {
+  const profiler::RecordScope record("aten::logical_not", {&a});
+  return computeScalar(BinaryOp::Eq, a.to(kBool).to(kInt64), 0.0, false).to(kBool);
+}
+namespace {
+Tensor logical(BinaryOp op, const char* name, const char* profiled, const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record(profiled, {&a0, &b0});
+  checkSameDevice(name, {{"self", a0}, {"other", b0}});
+  auto [a, b] = prepareOperands(name, a0.to(kBool), b0.to(kBool));
+  return computeBinary(op, a, b, kBool);
+}
+}  // namespace
+Tensor logical_and(const Tensor& a, const Tensor& b) { return logical(BinaryOp::Minimum, "logical_and", "aten::logical_and", a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return logical(BinaryOp::Maximum, "logical_or", "aten::logical_or", a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return logical(BinaryOp::Ne, "logical_xor", "aten::logical_xor", a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::where", {&cond, &a0, &b0});
+  if (cond.dtype() != kBool) {
+    throw Error("where expected condition to be a boolean tensor, but got a tensor with dtype " + scalarTypeName(cond.dtype()));
+  }
+  checkSameDevice("where", {{"condition", cond}, {"self", a0}, {"other", b0}});
+  auto [a, b] = prepareOperands("where", a0, b0);
+  const Device device = cond.dim() == 0 && cond.device().isCpu() ? a.device() : cond.device();
+  const Shape shape = detail::broadcastShapes(detail::broadcastShapes(cond.sizes(), a.sizes()), b.sizes());
+  Tensor out = Tensor::empty(shape, a.dtype(), device);
+  {
+    NoGradGuard noGrad;  // the materialised operands are scaffolding, not part of the graph
+    const Tensor c = cond.to(device, /*non_blocking=*/true).expand(shape).contiguous();
+    detail::backendOf(out).where(out, c, a.expand(shape).contiguous(), b.expand(shape).contiguous());
+  }
+  if (!autograd::anyRequiresGrad({a, b})) return out;
+  const Tensor c = cond.detach();
+  const Shape as = a.sizes(), bs = b.sizes();
+  return autograd::record(out, "WhereBackward0", {a, b}, [c, as, bs](const Tensor& g, const Needs& n) {
+    const Tensor zero = zeros({}, {.dtype = g.dtype(), .device = g.device()});
+    return Grads{n[0] ? sum_to_size(where(c, g, zero), as) : Tensor(), n[1] ? sum_to_size(where(c, zero, g), bs) : Tensor()};
+  });
+}
+
+namespace {
+// A number beside a tensor as a 0-dim tensor of the dtype PyTorch would give their pair: the tensor's
+// own when the number fits its category, else int64 or float32.
+Tensor scalarBeside(const Tensor& other, double value) {
+  return full({}, value, {.dtype = dtypeWithScalar(other.dtype(), value), .device = other.device()});
+}
+}  // namespace
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, scalarBeside(a, b)); }
+Tensor where(const Tensor& cond, double a, const Tensor& b) { return where(cond, scalarBeside(b, a), b); }
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  if (mask.dtype() != kBool) {
+    throw Error("masked_fill_ only supports boolean masks, but got mask with dtype " + dtypeName(mask.dtype()));
+  }
+  return where(mask, full({}, value, {.dtype = a.dtype(), .device = a.device()}), a);
+}
+
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+  const profiler::RecordScope record("aten::clamp", {&a});
+  if (!min && !max) throw Error("torch.clamp: At least one of 'min' or 'max' must not be None");
+  Tensor out;
+  {
+    NoGradGuard noGrad;
+    out = promotedForScalar(promotedForScalar(a, min.value_or(0.0)), max.value_or(0.0)).detach();
+    // NaN stays NaN: no comparison with it holds, so it is never replaced.
+    if (min) out = where(lt(out, *min), *min, out);
+    if (max) out = where(gt(out, *max), *max, out);
+  }
+  if (!autograd::anyRequiresGrad({a})) return out;
+  const Tensor sa = a.detach();
+  return autograd::record(out, "ClampBackward1", {a}, [sa, min, max](const Tensor& g, const Needs&) {
+    Tensor inside = ones(sa.sizes(), {.dtype = kBool, .device = sa.device()});
+    if (min) inside = logical_and(inside, ge(sa, *min));
+    if (max) inside = logical_and(inside, le(sa, *max));
+    return Grads{where(inside, g, 0.0)};
+  });
 }
 
 Tensor add(const Tensor& a0, double s) {
@@ -224,6 +330,10 @@ Tensor pow(const Tensor& a0, double e) {
 
 Tensor neg(const Tensor& a) {
   const profiler::RecordScope record("aten::neg", {&a});
+  if (a.dtype() == kBool) {
+    throw Error("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or "
+                "`logical_not()` operator instead.");
+  }
   Tensor out = computeScalar(BinaryOp::Mul, a, -1.0, false);
   return autograd::record(out, "NegBackward0", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }
@@ -252,6 +362,24 @@ Tensor sqrt(const Tensor& a) {
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor so = out.detach();
   return autograd::record(out, "SqrtBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g / (so * 2.0)}; });
+}
+
+Tensor sin(const Tensor& a0) {
+  const profiler::RecordScope record("aten::sin", {&a0});
+  const Tensor a = amp::autocast("sin", a0);
+  Tensor out = computeUnary("sin", UnaryOp::Sin, a);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor sa = a.detach();
+  return autograd::record(out, "SinBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g * cos(sa)}; });
+}
+
+Tensor cos(const Tensor& a0) {
+  const profiler::RecordScope record("aten::cos", {&a0});
+  const Tensor a = amp::autocast("cos", a0);
+  Tensor out = computeUnary("cos", UnaryOp::Cos, a);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  Tensor sa = a.detach();
+  return autograd::record(out, "CosBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{neg(g * sin(sa))}; });
 }
 
 Tensor abs(const Tensor& a) {

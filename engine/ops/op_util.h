@@ -39,6 +39,7 @@ inline std::string cppTypeName(DType t) {
     case DType::Float16: return "c10::Half";
     case DType::BFloat16: return "c10::BFloat16";
     case DType::Int64: return "long int";
+    case DType::Bool: return "bool";
   }
   return "unknown";
 }

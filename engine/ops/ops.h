@@ -43,8 +43,35 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);  // NaN wins, whichever side it is on
 Tensor minimum(const Tensor& a, const Tensor& b);
+// Comparisons give bool tensors and carry no gradient; a number compares in the dtype PyTorch would
+// (an int64 tensor against 0.5 compares as float).
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+// Logical ops of any dtype (non-zero is true), giving bool.
+Tensor logical_not(const Tensor& a);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+// torch.where: a where cond (bool) holds, b elsewhere, the three broadcast together; the result has
+// the promoted dtype of a and b, and each side's gradient flows where it was chosen. A number side is
+// a 0-dim tensor, of the other side's dtype where it fits (where(mask, x, 0.0) keeps x's float16).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+// a with `value` where mask (bool) holds (Tensor.masked_fill); the two broadcast together.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+// torch.clamp: each bound optional (at least one given); the gradient passes where min <= a <= max.
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
 Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor sub(const Tensor& a, double b);  // a - b
@@ -59,6 +86,8 @@ Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
 Tensor abs(const Tensor& a);
 Tensor relu(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
@@ -66,12 +95,21 @@ Tensor tanh(const Tensor& a);
 // approximate: "none" (the exact erf form) or "tanh", as F.gelu; anything else raises.
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 
-// Reductions.
+// Reductions. sum of a bool tensor counts its true values, as int64 ((pred == y).sum()).
 Tensor sum(const Tensor& a);
 Tensor sum(const Tensor& a, std::int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& a);
+Tensor min(const Tensor& a);
+// Whether any (all) element is non-zero: a 0-dim bool tensor, or one per slice along `dim`.
+Tensor any(const Tensor& a);
+Tensor all(const Tensor& a);
+Tensor any(const Tensor& a, std::int64_t dim, bool keepdim = false);
+Tensor all(const Tensor& a, std::int64_t dim, bool keepdim = false);
+// The indices of the non-zero elements, (count, a.dim()) int64, in row-major order. The count decides
+// the result's shape, so this waits for the device, as PyTorch's nonzero does.
+Tensor nonzero(const Tensor& a);
 std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim = false);  // values, indices
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& a, std::int64_t dim, bool keepdim = false);

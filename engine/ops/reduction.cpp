@@ -38,9 +38,14 @@ Tensor expandBack(const Tensor& g, const Shape& inShape, std::int64_t dim, bool 
 
 }  // namespace
 
+namespace {
+// A bool tensor sums as int64: the count of its true values.
+Tensor summable(const Tensor& a) { return a.dtype() == kBool ? a.to(kInt64) : a; }
+}  // namespace
+
 Tensor sum(const Tensor& a0) {
   const profiler::RecordScope record("aten::sum", {&a0});
-  const Tensor a = amp::autocast("sum", a0);
+  const Tensor a = summable(amp::autocast("sum", a0));
   Tensor x = a.contiguous();
   Tensor out = Tensor::empty({}, x.dtype(), x.device());
   detail::backendOf(x).reduce(ReduceOp::Sum, out, nullptr, x, 1, x.numel(), 1);
@@ -50,7 +55,7 @@ Tensor sum(const Tensor& a0) {
 
 Tensor sum(const Tensor& a0, std::int64_t dim, bool keepdim) {
   const profiler::RecordScope record("aten::sum", {&a0});
-  const Tensor a = amp::autocast("sum", a0);
+  const Tensor a = summable(amp::autocast("sum", a0));
   dim = wrapDim(dim, a.dim());
   if (a.dim() == 0) return sum(a);
   Tensor x = a.contiguous();
@@ -96,7 +101,7 @@ Tensor max(const Tensor& a) {
   return autograd::record(out, "MaxBackward1", {a}, [sa, so](const Tensor& g, const Needs&) {
     // Every position holding the maximum shares the gradient evenly; a NaN maximum is held by the
     // NaNs (NaN != NaN: x != x marks them), as PyTorch's evenly_distribute_backward does.
-    Tensor mask = eq(sa, so) + ne(sa, sa) * ne(so, so);
+    const Tensor mask = logical_or(eq(sa, so), logical_and(ne(sa, sa), ne(so, so))).to(g.dtype());
     return Grads{mask * (g / sum(mask))};
   });
 }
@@ -153,6 +158,60 @@ Tensor argmin(const Tensor& a, std::int64_t dim, bool keepdim) {
   const profiler::RecordScope record("aten::argmin", {&a});
   NoGradGuard noGrad;
   return max(orderReversed(a), dim, keepdim).second;
+}
+
+Tensor min(const Tensor& a) {
+  const profiler::RecordScope record("aten::min", {&a});
+  if (a.numel() == 0) {
+    throw Error("min(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+  }
+  // max of the order reversed, reversed back: exact, and autograd follows both reversals.
+  return a.dtype() == kInt64 ? rsub(max(orderReversed(a)), -1.0) : neg(max(neg(a)));
+}
+
+// any is a max over the values as 0/1, all a min (the max of their negation, negated).
+Tensor any(const Tensor& a) {
+  const profiler::RecordScope record("aten::any", {&a});
+  NoGradGuard noGrad;
+  if (a.numel() == 0) return zeros({}, {.dtype = kBool, .device = a.device()});
+  return max(a.to(kBool).to(kInt64)).to(kBool);
+}
+Tensor all(const Tensor& a) {
+  const profiler::RecordScope record("aten::all", {&a});
+  NoGradGuard noGrad;
+  return logical_not(any(logical_not(a)));
+}
+Tensor any(const Tensor& a, std::int64_t dim, bool keepdim) {
+  const profiler::RecordScope record("aten::any", {&a});
+  NoGradGuard noGrad;
+  if (a.dim() == 0) return any(a);
+  return max(a.to(kBool).to(kInt64), wrapDim(dim, a.dim()), keepdim).first.to(kBool);
+}
+Tensor all(const Tensor& a, std::int64_t dim, bool keepdim) {
+  const profiler::RecordScope record("aten::all", {&a});
+  NoGradGuard noGrad;
+  return logical_not(any(logical_not(a), dim, keepdim));
+}
+
+Tensor nonzero(const Tensor& a) {
+  const profiler::RecordScope record("aten::nonzero", {&a});
+  const std::vector<std::int64_t> flags = a.to(kBool).toVector<std::int64_t>();  // waits for the device
+  std::vector<std::int64_t> indices;
+  const Shape& sizes = a.sizes();
+  const std::int64_t rank = a.dim();
+  for (std::size_t i = 0; i < flags.size(); ++i) {
+    if (!flags[i]) continue;
+    // The flat index's coordinates, the last dim fastest.
+    std::int64_t rest = static_cast<std::int64_t>(i);
+    const std::size_t at = indices.size();
+    indices.resize(at + static_cast<std::size_t>(rank));
+    for (std::int64_t d = rank - 1; d >= 0; --d) {
+      indices[at + static_cast<std::size_t>(d)] = rest % sizes[static_cast<std::size_t>(d)];
+      rest /= sizes[static_cast<std::size_t>(d)];
+    }
+  }
+  const std::int64_t count = rank == 0 ? static_cast<std::int64_t>(flags.size() == 1 && flags[0]) : static_cast<std::int64_t>(indices.size()) / rank;
+  return tensor(indices, {count, rank}, {.dtype = kInt64}).to(a.device());
 }
 
 Tensor argmax(const Tensor& a) { return argAll("argmax", a, false); }

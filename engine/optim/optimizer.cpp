@@ -90,15 +90,48 @@ void Optimizer::followParam(Tensor& state, const Tensor& param) {
   if (state.dtype() != param.dtype()) state = state.to(param.dtype());
 }
 
+Tensor Optimizer::savedState(const ParamState& state, std::size_t index, const char* name, bool optional) const {
+  const Tensor& p = params_.at(index);
+  for (const auto& [key, value] : state) {
+    if (key != name) continue;
+    if (!value.defined()) {
+      if (optional) return Tensor();
+      break;
+    }
+    if (value.sizes() != p.sizes()) {
+      throw ValueError(std::string("loaded state dict's ") + name + " for parameter " + std::to_string(index) + " has shape " +
+                       shapeStr(value.sizes()) + ", but the parameter has shape " + shapeStr(p.sizes()));
+    }
+    NoGradGuard noGrad;
+    return value.detach().to(p.device()).to(p.dtype()).clone();
+  }
+  if (optional) return Tensor();
+  throw ValueError(std::string("loaded state dict has no ") + name + " for parameter " + std::to_string(index) + " of " + this->name());
+}
+
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& o) : Optimizer(std::move(params)), options_(o) {
   setLearningRate(o.lr);
   checkRange("momentum value", o.momentum, 0.0, 1e6);
   checkRange("weight_decay value", o.weight_decay, 0.0, 1e6);
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) throw ValueError("Nesterov momentum requires a momentum and zero dampening");
   momentum_.resize(params_.size());
+  stepped_.assign(params_.size(), false);
+}
+
+Optimizer::ParamState SGD::state(std::size_t i) const {
+  if (!stepped_.at(i)) return {};
+  return {{"momentum_buffer", momentum_[i]}};
+}
+
+void SGD::setState(std::size_t i, const ParamState& state) {
+  Tensor buffer = savedState(state, i, "momentum_buffer", /*optional=*/true);
+  if (options_.momentum != 0.0 && !buffer.defined()) savedState(state, i, "momentum_buffer");  // throws: momentum needs it
+  momentum_.at(i) = options_.momentum != 0.0 ? std::move(buffer) : Tensor();
+  stepped_[i] = true;
 }
 
 void SGD::update(std::size_t i, const Tensor& p, const Tensor& g) {
+  stepped_[i] = true;
   SgdHyper h{lr_, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov, false};
   Tensor* buf = nullptr;
   if (options_.momentum != 0.0) {
@@ -130,6 +163,36 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& o, bool decoupled, dou
                          " and " + p.device().str());
       }
     }
+  }
+}
+
+Optimizer::ParamState Adam::state(std::size_t i) const {
+  if (!expAvg_.at(i).defined()) return {};
+  // The step count as PyTorch keeps it: a float32 scalar, on the device with capturable (read there).
+  Tensor step = options_.capturable && stepCounts_.defined() ? stepCounts_.slice(0, static_cast<std::int64_t>(i), static_cast<std::int64_t>(i) + 1).reshape({}).clone()
+                                                              : full({}, static_cast<double>(steps_[i]), {.dtype = kFloat32});
+  ParamState out{{"step", step}, {"exp_avg", expAvg_[i]}, {"exp_avg_sq", expAvgSq_[i]}};
+  if (options_.amsgrad) out.emplace_back("max_exp_avg_sq", maxExpAvgSq_[i]);
+  return out;
+}
+
+void Adam::setState(std::size_t i, const ParamState& state) {
+  const Tensor& p = params_.at(i);
+  std::int64_t step = -1;
+  for (const auto& [key, value] : state) {
+    if (key == "step" && value.defined() && value.numel() == 1) step = static_cast<std::int64_t>(value.item());
+  }
+  if (step < 0) throw ValueError("loaded state dict has no step count for parameter " + std::to_string(i) + " of " + name());
+  Tensor expAvg = savedState(state, i, "exp_avg"), expAvgSq = savedState(state, i, "exp_avg_sq");
+  Tensor maxExpAvgSq = options_.amsgrad ? savedState(state, i, "max_exp_avg_sq") : Tensor();
+  expAvg_[i] = std::move(expAvg);
+  expAvgSq_[i] = std::move(expAvgSq);
+  maxExpAvgSq_[i] = std::move(maxExpAvgSq);
+  steps_[i] = step;
+  if (options_.capturable) {
+    NoGradGuard noGrad;
+    if (!stepCounts_.defined()) stepCounts_ = zeros({static_cast<std::int64_t>(params_.size())}, {.dtype = kFloat32, .device = p.device()});
+    stepCounts_.slice(0, static_cast<std::int64_t>(i), static_cast<std::int64_t>(i) + 1).fill_(static_cast<double>(step));
   }
 }
 

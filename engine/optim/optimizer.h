@@ -24,6 +24,16 @@ class Optimizer {
   void setLearningRate(double lr);
   double learningRate() const { return lr_; }
 
+  // torch.optim's per-parameter state under PyTorch's names and in its order -- SGD's
+  // momentum_buffer (undefined, Python's None, without momentum), Adam's step (a 0-dim float32
+  // tensor), exp_avg, exp_avg_sq and, with amsgrad, max_exp_avg_sq -- or nothing for a parameter not
+  // stepped yet (optimizer.state_dict()). The moments are the optimizer's own tensors; Adam's step is
+  // a snapshot of the count. setState puts saved state back (load_state_dict): tensors
+  // are copied to the parameter's device and dtype, and a missing name or a wrong shape throws.
+  using ParamState = std::vector<std::pair<std::string, Tensor>>;
+  virtual ParamState state(std::size_t index) const = 0;
+  virtual void setState(std::size_t index, const ParamState& state) = 0;
+
  protected:
   // One parameter's update; `grad` is contiguous and on the parameter's device.
   virtual void update(std::size_t index, const Tensor& param, const Tensor& grad) = 0;
@@ -38,6 +48,10 @@ class Optimizer {
   // State tensors follow their parameter if the model was moved or cast (module.to(device),
   // module.half()) after the optimizer was made: the fused kernels take one device and one dtype.
   static void followParam(Tensor& state, const Tensor& param);
+  // setState's reading of one saved tensor for parameter `index`: a copy of `name`, on the
+  // parameter's device and in its dtype, of the parameter's shape (undefined if `optional` and absent
+  // or None).
+  Tensor savedState(const ParamState& state, std::size_t index, const char* name, bool optional = false) const;
   std::vector<Tensor> params_;
   double lr_ = 0.0;
 };
@@ -51,11 +65,14 @@ class SGD final : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
   const char* name() const override { return "SGD"; }
+  ParamState state(std::size_t index) const override;
+  void setState(std::size_t index, const ParamState& state) override;
 
  private:
   void update(std::size_t index, const Tensor& param, const Tensor& grad) override;
   SGDOptions options_;
   std::vector<Tensor> momentum_;  // momentum_buffer per parameter, created on first step
+  std::vector<bool> stepped_;     // whether the parameter has state (PyTorch keeps None without momentum)
 };
 
 // Written with designated initializers ({.lr = 0.01}), so a field left out must still mean the
@@ -74,6 +91,8 @@ class Adam : public Optimizer {
  public:
   explicit Adam(std::vector<Tensor> params, const AdamOptions& options = {}) : Adam(std::move(params), options, false, 0.0) {}
   const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  ParamState state(std::size_t index) const override;
+  void setState(std::size_t index, const ParamState& state) override;
 
  protected:
   // AdamW's constructor: decoupled weight decay and its own default weight_decay.

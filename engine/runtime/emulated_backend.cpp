@@ -61,6 +61,9 @@ class EmulatedGpuBackend final : public Backend {
   void binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, double s, bool scalarFirst) override {
     submit([op, o = borrow(out), x = borrow(a), s, scalarFirst] { cpu().binaryScalar(op, o, x, s, scalarFirst); });
   }
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override {
+    submit([o = borrow(out), c = borrow(cond), x = borrow(a), y = borrow(b)] { cpu().where(o, c, x, y); });
+  }
   void reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in, std::int64_t outer,
               std::int64_t k, std::int64_t inner) override {
     submit([=, o = borrow(out), idx = borrow(indices), i = borrow(in)] { cpu().reduce(op, o, ptr(idx), i, outer, k, inner); });

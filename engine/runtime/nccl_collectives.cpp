@@ -192,7 +192,8 @@ ncclDataType_t ncclTypeOf(DType dtype) {
     case DType::Float64: return ncclFloat64;
     case DType::Float16: return ncclFloat16;
     case DType::BFloat16: return ncclBfloat16;
-    case DType::Int64: break;
+    case DType::Int64:
+    case DType::Bool: break;
   }
   throw NotImplementedError("NCCL collectives support float32, float64, float16 and bfloat16, not " + dtypeName(dtype));
 }

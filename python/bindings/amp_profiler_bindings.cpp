@@ -57,8 +57,9 @@ void bindAmpAndProfiler(py::module_& m) {
            }),
            py::arg("init_scale"), py::arg("growth_factor"), py::arg("backoff_factor"), py::arg("growth_interval"), py::arg("enabled"))
       .def("scale", &amp::GradScaler::scale, NoGil())
-      .def("unscale_", &amp::GradScaler::unscale_, NoGil())
-      .def("step", &amp::GradScaler::step, NoGil())
+      // An optimizer's engine optimizers, one per parameter group (gpulab/optim), as one optimizer.
+      .def("unscale_", [](amp::GradScaler& s, const std::vector<optim::Optimizer*>& groups) { s.unscale_(groups); }, NoGil())
+      .def("step", [](amp::GradScaler& s, const std::vector<optim::Optimizer*>& groups) { return s.step(groups); }, NoGil())
       .def("update", [](amp::GradScaler& s, std::optional<double> newScale) {
         if (newScale) s.update(*newScale);
         else s.update();

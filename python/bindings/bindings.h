@@ -41,6 +41,8 @@ py::object sizeObject(const Shape& shape);
 py::object dtypeObject(DType dtype);
 // A tensor from Python data (nested sequences of numbers, a number, a tensor).
 Tensor tensorFromData(py::handle data, std::optional<DType> dtype, std::optional<Device> device, bool requiresGrad);
+// torch.where(condition, input, other) where input and other may each be a tensor or a Python number.
+Tensor whereOf(const Tensor& condition, py::handle input, py::handle other);
 
 void bindTypes(py::module_& m);    // dtype, device helpers, Size registration, exceptions
 void bindTensor(py::module_& m);   // the Tensor class

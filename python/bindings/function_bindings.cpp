@@ -215,6 +215,14 @@ void bindFunctions(py::module_& m) {
   m.def("softmax", [](const Tensor& a, std::int64_t dim) { return softmax(a, dim); }, py::arg("input"), py::arg("dim"), NoGil());
   m.def("log_softmax", [](const Tensor& a, std::int64_t dim) { return log_softmax(a, dim); }, py::arg("input"), py::arg("dim"), NoGil());
 
+  m.def("sin", [](const Tensor& a) { return sin(a); }, NoGil());
+  m.def("cos", [](const Tensor& a) { return cos(a); }, NoGil());
+  m.def("where", [](const Tensor& condition, py::object input, py::object other) -> py::object {
+    if (input.is_none() && other.is_none()) return py::cast(condition).attr("nonzero")(py::arg("as_tuple") = true);
+    if (input.is_none() || other.is_none()) throw py::type_error("where() takes a condition alone, or a condition, input and other");
+    return py::cast(whereOf(condition, input, other));
+  }, py::arg("condition"), py::arg("input") = py::none(), py::arg("other") = py::none());
+
   m.def("cat", [](const std::vector<Tensor>& tensors, std::int64_t dim) { return cat(tensors, dim); }, py::arg("tensors"), py::arg("dim") = 0,
         NoGil());
   m.def("stack", [](const std::vector<Tensor>& tensors, std::int64_t dim) { return stack(tensors, dim); }, py::arg("tensors"),
@@ -224,7 +232,7 @@ void bindFunctions(py::module_& m) {
   // in torch.return_types' named tuples.
   m.def("_max", [](const Tensor& a) { return max(a); }, NoGil());
   m.def("_max_dim", [](const Tensor& a, std::int64_t dim, bool keepdim) { return max(a, dim, keepdim); }, NoGil());
-  m.def("_min", [](const Tensor& a) { return -max(-a); }, NoGil());
+  m.def("_min", [](const Tensor& a) { return min(a); }, NoGil());
   m.def("_min_dim", [](const Tensor& a, std::int64_t dim, bool keepdim) {
     auto [values, indices] = max(-a, dim, keepdim);
     return std::pair{-values, indices};
@@ -305,6 +313,40 @@ void bindFunctions(py::module_& m) {
         py::arg("target"), py::arg("reduction") = "mean", NoGil());
   m.def("cross_entropy", [](const Tensor& a, const Tensor& b, const std::string& r) { return cross_entropy(a, b, r); }, py::arg("input"),
         py::arg("target"), py::arg("reduction") = "mean", NoGil());
+}
+
+Tensor whereOf(const Tensor& condition, py::handle input, py::handle other) {
+  const bool inputTensor = py::isinstance<Tensor>(input), otherTensor = py::isinstance<Tensor>(other);
+  auto number = [](py::handle o) {
+    if (!py::isinstance<py::int_>(o) && !py::isinstance<py::float_>(o)) {
+      throw py::type_error("where(): argument 'input' and 'other' must be Tensors or numbers, not " +
+                           std::string(py::str(py::type::of(o).attr("__name__"))));
+    }
+    return o.cast<double>();
+  };
+  if (inputTensor && otherTensor) {
+    const Tensor a = input.cast<Tensor>(), b = other.cast<Tensor>();
+    py::gil_scoped_release release;
+    return where(condition, a, b);
+  }
+  if (inputTensor) {
+    const Tensor a = input.cast<Tensor>();
+    const double b = number(other);
+    py::gil_scoped_release release;
+    return where(condition, a, b);
+  }
+  if (otherTensor) {
+    const double a = number(input);
+    const Tensor b = other.cast<Tensor>();
+    py::gil_scoped_release release;
+    return where(condition, a, b);
+  }
+  // Two numbers: float32 if either has a fraction, else int64, on the condition's device.
+  const double a = number(input), b = number(other);
+  const bool floating = py::isinstance<py::float_>(input) || py::isinstance<py::float_>(other);
+  py::gil_scoped_release release;
+  const Tensor av = full({}, a, {.dtype = floating ? kFloat32 : kInt64, .device = condition.device()});
+  return where(condition, av, b);
 }
 
 }  // namespace gpulab::python

@@ -90,7 +90,7 @@ namespace {
 struct Flattened {
   Shape shape;
   std::vector<double> values;
-  bool anyFloat = false, anyBool = false;
+  bool anyFloat = false, anyInt = false, anyBool = false;
 };
 
 void flatten(py::handle data, std::size_t depth, Flattened& out) {
@@ -99,6 +99,8 @@ void flatten(py::handle data, std::size_t depth, Flattened& out) {
     if (t.numel() != 1 || t.dim() != 0) throw py::value_error("only one element tensors can be converted to Python scalars");
     out.values.push_back(t.item());
     out.anyFloat = out.anyFloat || isFloatingPoint(t.dtype());
+    out.anyInt = out.anyInt || t.dtype() == kInt64;
+    out.anyBool = out.anyBool || t.dtype() == kBool;
     if (depth != out.shape.size()) throw py::value_error("expected sequence of length " + std::to_string(out.shape[depth]) + " at dim " + std::to_string(depth));
     return;
   }
@@ -106,6 +108,7 @@ void flatten(py::handle data, std::size_t depth, Flattened& out) {
     out.anyBool = true;
     out.values.push_back(data.cast<bool>() ? 1.0 : 0.0);
   } else if (py::isinstance<py::int_>(data)) {
+    out.anyInt = true;
     out.values.push_back(static_cast<double>(data.cast<long long>()));
   } else if (py::isinstance<py::float_>(data)) {
     out.anyFloat = true;
@@ -133,11 +136,10 @@ void flatten(py::handle data, std::size_t depth, Flattened& out) {
 Tensor tensorFromData(py::handle data, std::optional<DType> dtype, std::optional<Device> device, bool requiresGrad) {
   Flattened flat;
   flatten(data, 0, flat);
-  if (flat.anyBool && !flat.anyFloat && !dtype) {
-    throw NotImplementedError("GPU Lab's torch has no torch.bool tensors yet: give numbers, or dtype=torch.int64");
-  }
-  // Floats, or no values at all (torch.tensor([]) is float32), give the default dtype; ints int64.
-  const DType type = dtype.value_or(flat.anyFloat || flat.values.empty() ? kFloat32 : kInt64);
+  // Floats, or no values at all (torch.tensor([]) is float32), give the default dtype; ints int64;
+  // Python bools alone bool.
+  const bool allBool = flat.anyBool && !flat.anyInt && !flat.anyFloat;
+  const DType type = dtype.value_or(flat.anyFloat || flat.values.empty() ? kFloat32 : allBool ? kBool : kInt64);
   Tensor out;
   {
     py::gil_scoped_release release;
@@ -191,7 +193,7 @@ void bindTypes(py::module_& m) {
       .def("__hash__", [](DType t) { return static_cast<int>(t); })
       .def_property_readonly("is_floating_point", [](DType t) { return isFloatingPoint(t); })
       .def_property_readonly("is_complex", [](DType) { return false; })
-      .def_property_readonly("is_signed", [](DType) { return true; })
+      .def_property_readonly("is_signed", [](DType t) { return t != kBool; })
       .def_property_readonly("itemsize", [](DType t) { return elementSize(t); });
   for (int i = 0; i <= static_cast<int>(kLastDType); ++i) {
     const auto t = static_cast<DType>(i);

@@ -13,7 +13,23 @@ void bindOptimizers(py::module_& m) {
       .def("step", &optim::Optimizer::step, NoGil())
       .def("zero_grad", &optim::Optimizer::zero_grad, py::arg("set_to_none") = true, NoGil())
       .def("set_lr", &optim::Optimizer::setLearningRate)
-      .def_property_readonly("lr", &optim::Optimizer::learningRate);
+      .def_property_readonly("lr", &optim::Optimizer::learningRate)
+      // One parameter's state as [(name, tensor or None)], in PyTorch's order; set_state takes the same.
+      .def("state", [](const optim::Optimizer& o, std::size_t index) {
+        py::list out;
+        for (const auto& [name, value] : o.state(index)) out.append(py::make_tuple(name, value.defined() ? py::cast(value) : py::none()));
+        return out;
+      })
+      .def("set_state", [](optim::Optimizer& o, std::size_t index, const py::list& items) {
+        optim::Optimizer::ParamState state;
+        for (py::handle item : items) {
+          const py::tuple pair = item.cast<py::tuple>();
+          const py::object value = pair[1];
+          state.emplace_back(pair[0].cast<std::string>(), value.is_none() ? Tensor() : value.cast<Tensor>());
+        }
+        py::gil_scoped_release release;
+        o.setState(index, state);
+      });
   m.def("_sgd", [](std::vector<Tensor> params, double lr, double momentum, double dampening, double weightDecay, bool nesterov) {
     return std::unique_ptr<optim::Optimizer>(std::make_unique<optim::SGD>(
         std::move(params), optim::SGDOptions{.lr = lr, .momentum = momentum, .dampening = dampening, .weight_decay = weightDecay, .nesterov = nesterov}));

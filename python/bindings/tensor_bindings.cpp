@@ -47,9 +47,17 @@ py::object binary(const Tensor& self, py::handle other, Op op) {
   return py::cast(std::move(out));
 }
 
-// The other operand of a comparison as a tensor: itself, or a number as a 0-dim tensor like `like`.
-const Tensor& asTensor(const Tensor&, const Tensor& other) { return other; }
-Tensor asTensor(const Tensor& like, double number) { return full({}, number, {.dtype = like.dtype(), .device = like.device()}); }
+// &, |, ^ and ~ are logical on bool tensors; a Python bool (or number) joins as a 0-dim bool tensor.
+Tensor logicalOperand(const Tensor& self, const Tensor& other, const char* op) {
+  if (self.dtype() != kBool || other.dtype() != kBool) {
+    throw NotImplementedError(std::string("GPU Lab's torch has ") + op + " for bool tensors only (no bitwise ops on " +
+                              dtypeName(self.dtype() != kBool ? self.dtype() : other.dtype()) + " yet)");
+  }
+  return other;
+}
+Tensor logicalOperand(const Tensor& self, double other, const char* op) {
+  return logicalOperand(self, full({}, other, {.dtype = kBool, .device = self.device()}), op);
+}
 
 // x.sum(), x.sum(1), x.sum(dim=(0, 1), keepdim=True): a reduction over no dim (all), one dim or several.
 template <class All, class OneDim>
@@ -66,7 +74,7 @@ Tensor reduce(const Tensor& self, py::object dim, bool keepdim, All all, OneDim 
 
 // Python's nested lists of a tensor's values (tolist()).
 py::object nestedList(const Tensor& t) {
-  const bool integral = !isFloatingPoint(t.dtype());
+  const bool integral = !isFloatingPoint(t.dtype()), boolean = t.dtype() == kBool;
   std::vector<double> values;
   std::vector<std::int64_t> ints;
   {
@@ -74,7 +82,10 @@ py::object nestedList(const Tensor& t) {
     if (integral) ints = t.toVector<std::int64_t>();
     else values = t.toVector<double>();
   }
-  auto value = [&](std::size_t i) -> py::object { return integral ? py::object(py::int_(ints[i])) : py::object(py::float_(values[i])); };
+  auto value = [&](std::size_t i) -> py::object {
+    if (boolean) return py::bool_(ints[i] != 0);
+    return integral ? py::object(py::int_(ints[i])) : py::object(py::float_(values[i]));
+  };
   if (t.dim() == 0) return value(0);
   std::size_t next = 0;
   std::function<py::list(std::size_t)> build = [&](std::size_t d) {
@@ -92,7 +103,7 @@ py::object nestedList(const Tensor& t) {
 // gradient flows back to each). A one-element index of dim 0 selects, as an int does.
 Tensor gathered(const Tensor& self, std::int64_t dim, const Tensor& index) {
   if (index.dtype() != kInt64) {
-    throw NotImplementedError("GPU Lab's torch indexes with int64 tensors only (no boolean masks yet: it has no torch.bool)");
+    throw IndexError("tensors used as indices must be long, int, byte or bool tensors");
   }
   if (index.dim() > 1) throw NotImplementedError("GPU Lab's torch indexes with 0-d or 1-d tensors of indices only yet");
   py::gil_scoped_release release;
@@ -109,8 +120,29 @@ Tensor gathered(const Tensor& self, std::int64_t dim, const Tensor& index) {
   return stack(rows, dim);
 }
 
+// x[mask] with a bool mask over the dims from `dim` on: those dims become one, holding the elements
+// (or slices) where the mask is true, in row-major order -- the positions come from nonzero, which
+// waits for the device, as in PyTorch.
+Tensor masked(const Tensor& self, std::int64_t dim, const Tensor& mask) {
+  const std::int64_t k = std::max<std::int64_t>(mask.dim(), 1);
+  for (std::int64_t d = 0; d < mask.dim(); ++d) {
+    if (dim + d >= self.dim() || mask.size(d) != self.size(dim + d)) {
+      throw IndexError("The shape of the mask " + shapeStr(mask.sizes()) + " at index " + std::to_string(d) +
+                       " does not match the shape of the indexed tensor " + shapeStr(self.sizes()) + " at index " + std::to_string(dim + d));
+    }
+  }
+  Tensor flat;
+  Tensor positions;
+  {
+    py::gil_scoped_release release;
+    flat = mask.dim() == 0 ? self.unsqueeze(dim) : self.flatten(dim, dim + k - 1);
+    positions = nonzero(mask.reshape({-1})).reshape({-1});
+  }
+  return gathered(flat, dim, positions.dim() == 0 ? positions.reshape({1}) : positions);
+}
+
 // x[...]: ints select, slices slice, None adds a dim, ... stands for the dims not named, an int64
-// tensor gathers.
+// tensor gathers, a bool tensor masks.
 Tensor indexed(const Tensor& self, py::handle index) {
   std::vector<py::handle> items;
   if (py::isinstance<py::tuple>(index)) {
@@ -144,6 +176,9 @@ Tensor indexed(const Tensor& self, py::handle index) {
       if (step <= 0) throw py::value_error("step must be greater than zero");
       const Py_ssize_t length = PySlice_AdjustIndices(static_cast<Py_ssize_t>(out.size(dim)), &start, &stop, step);
       out = out.slice(dim, start, start + length * step, step);
+      ++dim;
+    } else if (py::isinstance<Tensor>(item) && item.cast<const Tensor&>().dtype() == kBool) {
+      out = masked(out, dim, item.cast<const Tensor&>());
       ++dim;
     } else if (py::isinstance<Tensor>(item)) {
       out = gathered(out, dim, item.cast<const Tensor&>());
@@ -315,6 +350,7 @@ void bindTensor(py::module_& m) {
       .def("half", &Tensor::half, NoGil())
       .def("bfloat16", &Tensor::bfloat16, NoGil())
       .def("long", [](const Tensor& self) { return self.to(kInt64); }, NoGil())
+      .def("bool", [](const Tensor& self) { return self.to(kBool); }, NoGil())
       .def("pin_memory", &Tensor::pin_memory, NoGil())
       .def("record_stream", &Tensor::record_stream)
       .def("contiguous", [](const Tensor& self, py::kwargs) { return self.contiguous(); })
@@ -325,6 +361,7 @@ void bindTensor(py::module_& m) {
           py::gil_scoped_release release;
           v = self.item();
         }
+        if (self.dtype() == kBool) return py::bool_(v != 0.0);
         if (!isFloatingPoint(self.dtype())) return py::int_(static_cast<long long>(v));
         return py::float_(v);
       })
@@ -361,6 +398,19 @@ void bindTensor(py::module_& m) {
       .def("expand_as", [](const Tensor& self, const Tensor& other) { return self.expand(other.sizes()); })
       .def("__getitem__", &indexed)
       .def("__setitem__", [](Tensor& self, py::handle index, py::handle value) {
+        if (py::isinstance<Tensor>(index) && index.cast<const Tensor&>().dtype() == kBool) {
+          // x[mask] = v: v where the mask holds (the mask's dims lead; the rest broadcast).
+          Tensor mask = index.cast<Tensor>();
+          Shape shape = mask.sizes();
+          shape.resize(static_cast<std::size_t>(std::max(self.dim(), mask.dim())), 1);
+          Tensor filler;
+          if (isNumber(value)) filler = full({}, value.cast<double>(), {.dtype = self.dtype(), .device = self.device()});
+          else if (py::isinstance<Tensor>(value) && value.cast<const Tensor&>().numel() == 1) filler = value.cast<Tensor>().reshape({});
+          else throw NotImplementedError("GPU Lab's torch assigns a number or a one-element tensor through a bool mask (x[mask] = v), not several values yet");
+          py::gil_scoped_release release;
+          self.copy_(where(mask.reshape(shape), filler.to(self.dtype()), self));
+          return;
+        }
         Tensor target = indexed(self, index);
         if (isNumber(value)) {
           const double number = value.cast<double>();
@@ -387,7 +437,26 @@ void bindTensor(py::module_& m) {
       }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def("argmin", [](const Tensor& self, py::object dim, bool keepdim) {
         return dim.is_none() ? argmin(self) : argmin(self, dim.cast<std::int64_t>(), keepdim);
-      }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("any", [](const Tensor& self, py::object dim, bool keepdim) {
+        return reduce(self, dim, keepdim, [](const Tensor& a) { return any(a); }, [](const Tensor& a, std::int64_t d, bool k) { return any(a, d, k); });
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("all", [](const Tensor& self, py::object dim, bool keepdim) {
+        return reduce(self, dim, keepdim, [](const Tensor& a) { return all(a); }, [](const Tensor& a, std::int64_t d, bool k) { return all(a, d, k); });
+      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def("nonzero", [](const Tensor& self, bool asTuple) -> py::object {
+        Tensor indices;
+        {
+          py::gil_scoped_release release;
+          indices = nonzero(self);
+        }
+        if (!asTuple) return py::cast(indices);
+        py::tuple columns(static_cast<std::size_t>(std::max<std::int64_t>(self.dim(), 1)));
+        for (std::size_t d = 0; d < columns.size(); ++d) {
+          columns[d] = py::cast(self.dim() == 0 ? indices.reshape({-1}) : indices.select(1, static_cast<std::int64_t>(d)));
+        }
+        return columns;
+      }, py::kw_only(), py::arg("as_tuple") = false);
 
   // Elementwise math.
   t.def("relu", &Tensor::relu, NoGil())
@@ -404,7 +473,23 @@ void bindTensor(py::module_& m) {
       .def("matmul", &Tensor::matmul, NoGil())
       .def("mm", &Tensor::matmul, NoGil())
       .def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil())
-      .def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil());
+      .def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil())
+      .def("sin", [](const Tensor& self) { return sin(self); }, NoGil())
+      .def("cos", [](const Tensor& self) { return cos(self); }, NoGil())
+      .def("masked_fill", [](const Tensor& self, const Tensor& mask, double value) { return masked_fill(self, mask, value); },
+           py::arg("mask"), py::arg("value"), NoGil())
+      .def("where", [](py::handle self, const Tensor& condition, py::handle other) { return whereOf(condition, self, other); },
+           py::arg("condition"), py::arg("other"))
+      .def("logical_not", [](const Tensor& self) { return logical_not(self); }, NoGil())
+      .def("logical_and", [](const Tensor& a, const Tensor& b) { return logical_and(a, b); }, NoGil())
+      .def("logical_or", [](const Tensor& a, const Tensor& b) { return logical_or(a, b); }, NoGil())
+      .def("logical_xor", [](const Tensor& a, const Tensor& b) { return logical_xor(a, b); }, NoGil());
+  for (const char* name : {"clamp", "clip"}) {
+    t.def(name, [](const Tensor& self, std::optional<double> min, std::optional<double> max) { return clamp(self, min, max); },
+          py::arg("min") = py::none(), py::arg("max") = py::none(), NoGil());
+  }
+  t.def("clamp_min", [](const Tensor& self, double min) { return clamp(self, min, std::nullopt); }, NoGil())
+      .def("clamp_max", [](const Tensor& self, double max) { return clamp(self, std::nullopt, max); }, NoGil());
 
   // Operators: a tensor with a tensor or a Python number; NotImplemented for anything else. Each
   // operation serves the operator, its reflected and in-place forms and the named method.
@@ -421,6 +506,23 @@ void bindTensor(py::module_& m) {
   for (const char* name : {"__mul__", "__rmul__", "mul"}) def(name, times);
   for (const char* name : {"__truediv__", "div"}) def(name, over);
   def("__rtruediv__", into);
+  // Comparisons give bool tensors; Python reflects them itself (3 < x is x > 3).
+  for (const char* name : {"__eq__", "eq"}) def(name, [](const Tensor& x, const auto& y) { return eq(x, y); });
+  for (const char* name : {"__ne__", "ne"}) def(name, [](const Tensor& x, const auto& y) { return ne(x, y); });
+  for (const char* name : {"__lt__", "lt"}) def(name, [](const Tensor& x, const auto& y) { return lt(x, y); });
+  for (const char* name : {"__le__", "le"}) def(name, [](const Tensor& x, const auto& y) { return le(x, y); });
+  for (const char* name : {"__gt__", "gt"}) def(name, [](const Tensor& x, const auto& y) { return gt(x, y); });
+  for (const char* name : {"__ge__", "ge"}) def(name, [](const Tensor& x, const auto& y) { return ge(x, y); });
+  auto both = [](const Tensor& x, const auto& y) { return logical_and(x, logicalOperand(x, y, "&")); };
+  auto either = [](const Tensor& x, const auto& y) { return logical_or(x, logicalOperand(x, y, "|")); };
+  auto oneOf = [](const Tensor& x, const auto& y) { return logical_xor(x, logicalOperand(x, y, "^")); };
+  for (const char* name : {"__and__", "__rand__"}) def(name, both);
+  for (const char* name : {"__or__", "__ror__"}) def(name, either);
+  for (const char* name : {"__xor__", "__rxor__"}) def(name, oneOf);
+  t.def("__invert__", [](const Tensor& x) {
+    if (x.dtype() != kBool) throw NotImplementedError("GPU Lab's torch has ~ for bool tensors only (no bitwise not on " + dtypeName(x.dtype()) + " yet)");
+    return logical_not(x);
+  }, NoGil());
   t      .def("__matmul__", [](const Tensor& a, py::handle b) -> py::object {
         if (!py::isinstance<Tensor>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
         const Tensor& other = b.cast<const Tensor&>();
@@ -439,11 +541,6 @@ void bindTensor(py::module_& m) {
       .def("__neg__", [](const Tensor& a) { return -a; }, NoGil())
       .def("__pos__", [](const Tensor& a) { return a; })
       .def("__abs__", &Tensor::abs, NoGil())
-      // A number compares as a 0-dim tensor of the tensor's dtype, on its device.
-      .def("__eq__", [](const Tensor& a, py::handle b) { return binary(a, b, [](const Tensor& x, const auto& y) { return eq(x, asTensor(x, y)); }); })
-      .def("__ne__", [](const Tensor& a, py::handle b) { return binary(a, b, [](const Tensor& x, const auto& y) { return ne(x, asTensor(x, y)); }); })
-      .def("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, NoGil())
-      .def("ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, NoGil())
       // Tensors are compared by value, so they are not hashed by value: PyTorch hashes them by identity.
       .def("__hash__", [](const Tensor& self) { return reinterpret_cast<std::uintptr_t>(self.implPtr().get()); });
 
@@ -456,6 +553,15 @@ void bindTensor(py::module_& m) {
   for (const char* name : {"sub_", "__isub__"}) defInPlace(name, minus);
   for (const char* name : {"mul_", "__imul__"}) defInPlace(name, times);
   for (const char* name : {"div_", "__itruediv__"}) defInPlace(name, over);
+  defInPlace("__iand__", both);
+  defInPlace("__ior__", either);
+  defInPlace("__ixor__", oneOf);
+  t.def("masked_fill_", [](Tensor& self, const Tensor& mask, double value) -> Tensor& {
+     return self.copy_(masked_fill(self, mask, value));
+   }, py::arg("mask"), py::arg("value"), ref, NoGil())
+      .def("clamp_", [](Tensor& self, std::optional<double> min, std::optional<double> max) -> Tensor& {
+        return self.copy_(clamp(self, min, max));
+      }, py::arg("min") = py::none(), py::arg("max") = py::none(), ref, NoGil());
   t.def("zero_", &Tensor::zero_, ref, NoGil())
       .def("fill_", [](Tensor& self, double v) -> Tensor& { return self.fill_(v); }, ref, NoGil())
       .def("copy_", [](Tensor& self, const Tensor& src, bool) -> Tensor& {

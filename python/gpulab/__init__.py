@@ -10,6 +10,7 @@ unless the emulated GPU is asked for (GPULAB_EMULATED_GPU=1, ``gpulab-cli run --
 ``cuda:0`` is GPU Lab's emulated GPU -- its own memory, allocator, out-of-memory errors and
 asynchronous streams, computing on the CPU. No timing taken on it is a GPU's.
 """
+import builtins as _builtins
 import os as _os
 import sys as _sys
 import types as _types
@@ -20,11 +21,12 @@ _os.environ.setdefault("GPULAB_EMULATED_GPU", "0")
 
 from . import _C  # noqa: E402
 from ._C import (  # noqa: E402,F401
-    Tensor, dtype, float32, float64, float16, bfloat16, int64,
+    Tensor, dtype, float32, float64, float16, bfloat16, int64, bool,
     tensor, zeros, ones, empty, full, randn, rand, randint, arange,
     zeros_like, ones_like, empty_like, full_like, randn_like, rand_like,
     manual_seed, initial_seed, is_grad_enabled,
     cat, stack, matmul, mm, maximum, minimum, exp, log, sqrt, abs, relu, sigmoid, tanh, softmax, log_softmax,
+    sin, cos, where,
 )
 from ._size import Size  # noqa: E402
 from ._device import device  # noqa: E402
@@ -88,10 +90,10 @@ def from_numpy(array):
     import numpy
 
     dtypes = {numpy.dtype("float32"): float32, numpy.dtype("float64"): float64, numpy.dtype("float16"): float16,
-              numpy.dtype("int64"): int64}
+              numpy.dtype("int64"): int64, numpy.dtype("bool"): bool}
     if array.dtype not in dtypes:
         raise TypeError(f"can't convert np.ndarray of type numpy.{array.dtype}. GPU Lab's torch supports float64, float32, "
-                        "float16 and int64.")
+                        "float16, int64 and bool.")
     return tensor(array.tolist(), dtype=dtypes[array.dtype])
 
 
@@ -167,12 +169,21 @@ def pow(input, exponent):  # noqa: A001
     return input ** exponent
 
 
-def eq(input, other):
-    return input == other
+def _method_as_function(name):
+    """torch.name(input, ...) as input.name(...), for the functions that are a Tensor method too."""
+
+    def function(input, *args, **kwargs):  # noqa: A002
+        return getattr(input, name)(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    return function
 
 
-def ne(input, other):
-    return input != other
+for _name in ("equal", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or", "logical_xor", "any", "all",
+              "clamp", "clip", "clamp_min", "clamp_max", "nonzero", "masked_fill"):
+    globals()[_name] = _method_as_function(_name)
+del _name
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne  # noqa: F821 - PyTorch's aliases
 
 
 def detach(input):
@@ -190,7 +201,7 @@ def use_deterministic_algorithms(mode, *, warn_only=False):
     """Every op GPU Lab's engine has is deterministic on the CPU and the emulated GPU; on a real GPU the
     cuDNN convolutions follow torch.backends.cudnn.deterministic, which this sets too."""
     global _deterministic
-    _deterministic = bool(mode)
+    _deterministic = _builtins.bool(mode)
     _C._set_cudnn_deterministic(_deterministic)
 
 

@@ -77,6 +77,11 @@ _max = _extreme(max_result, _C.maximum, _C._max, _C._max_dim)
 _min = _extreme(min_result, _C.minimum, _C._min, _C._min_dim)
 
 
+def _equal(self, other):
+    """torch.equal: the same shape and the same values (NaN equals nothing, as in PyTorch)."""
+    return self.shape == other.shape and bool((self == other).all())
+
+
 def _numpy(self, *, force=False):
     import numpy
 
@@ -84,7 +89,8 @@ def _numpy(self, *, force=False):
         raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
     if self.is_cuda:
         raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
-    dtype = {_C.float32: numpy.float32, _C.float64: numpy.float64, _C.float16: numpy.float16, _C.int64: numpy.int64}.get(self.dtype)
+    dtype = {_C.float32: numpy.float32, _C.float64: numpy.float64, _C.float16: numpy.float16, _C.int64: numpy.int64,
+             _C.bool: numpy.bool_}.get(self.dtype)
     if dtype is None:
         raise TypeError(f"Got unsupported ScalarType {self.dtype}")
     return numpy.array(self.tolist(), dtype=dtype).reshape(tuple(self.shape))
@@ -97,7 +103,7 @@ def _array(self, dtype=None):
 
 def _type(self, dtype=None, non_blocking=False):
     names = {_C.float32: "FloatTensor", _C.float64: "DoubleTensor", _C.float16: "HalfTensor", _C.bfloat16: "BFloat16Tensor",
-             _C.int64: "LongTensor"}
+             _C.int64: "LongTensor", _C.bool: "BoolTensor"}
     if dtype is None:
         return ("torch.cuda." if self.is_cuda else "torch.") + names[self.dtype]
     return self.to(dtype, non_blocking=non_blocking)
@@ -164,6 +170,7 @@ Tensor.__index__ = _index
 Tensor.__array__ = _array
 Tensor.max = _max
 Tensor.min = _min
+Tensor.equal = _equal
 Tensor.numpy = _numpy
 Tensor.type = _type
 Tensor.new_zeros = _new_factory("zeros")

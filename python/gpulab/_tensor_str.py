@@ -6,7 +6,7 @@ with 3 at each edge):
   than a factor of 1000, above 1e8 or below 1e-4 print in scientific notation; others with four
   decimals. Every element is padded to the widest.
 - rows wrap at 80 columns; dims above the last are separated by blank lines (one per dim).
-- suffixes: the device when it is not the CPU, the dtype when it is not float32 or int64, the
+- suffixes: the device when it is not the CPU, the dtype when it is not float32, int64 or bool, the
   grad_fn or requires_grad=True; an empty tensor prints its size.
 """
 import math
@@ -179,7 +179,7 @@ def tensor_repr(tensor, prefix="tensor(", indent=None):
     device = tensor.device
     if device.type != "cpu":
         suffixes.append(f"device='{device}'")
-    default_dtype = tensor.dtype in (_C.float32, _C.int64)
+    default_dtype = tensor.dtype in (_C.float32, _C.int64, _C.bool)
     if tensor.numel() == 0:
         if tensor.dim() != 1:
             suffixes.append("size=" + str(tuple(tensor.shape)))

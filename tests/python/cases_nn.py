@@ -4,6 +4,9 @@ their printing. Weights are set from fixed values, so both sides compute the sam
 OPTIONS = {
     "load_state_dict_missing": {"message": True},
     "load_state_dict_shape": {"message": True},
+    # PyTorch 1.13 loads a moment of the wrong shape and fails at the next step, inside its kernel
+    # ("The size of tensor a (3) must match ..."); GPU Lab refuses it when loading, naming it.
+    "optimizer_load_wrong_shape": {"ours": ("error", "RuntimeError", "loaded state dict's exp_avg for parameter 0 has shape [2], but the parameter has shape [4, 3]")},
 }
 
 
@@ -99,6 +102,19 @@ def case_batch_norm_train_eval(torch):
     return [train_out, eval_out, bn.running_mean, bn.running_var, bn.num_batches_tracked]
 
 
+def _train_steps(torch, model, opt, steps):
+    x = torch.tensor([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]])
+    y = torch.tensor([1, 0])
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def case_sgd_momentum(torch):
     model = _fixed(torch, _mlp(torch))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
@@ -117,18 +133,9 @@ def case_sgd_momentum(torch):
 def case_adam_and_lr_change(torch):
     model = _fixed(torch, _mlp(torch))
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    x = torch.tensor([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]])
-    y = torch.tensor([1, 0])
-    losses = []
-    for step in range(6):
-        if step == 3:
-            opt.param_groups[0]["lr"] = 0.05
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    losses = _train_steps(torch, model, opt, 3)
+    opt.param_groups[0]["lr"] = 0.05
+    return losses + _train_steps(torch, model, opt, 3)
 
 
 def case_adamw_groups(torch):
@@ -140,6 +147,46 @@ def case_adamw_groups(torch):
         model(x).sum().backward()
         opt.step()
     return [model.hidden.bias, model.out.bias, [g["lr"] for g in opt.param_groups], opt.param_groups[0]["weight_decay"]]
+
+
+def case_optimizer_state_dict_resumes_training(torch):
+    """A checkpoint's optimizer state (Adam's moments and step, SGD's momentum) resumes training exactly
+    where it stopped, through torch.save and torch.load; a fresh optimizer has no state."""
+    import io
+
+    out = []
+    for make in (lambda p: torch.optim.Adam(p, lr=0.01, amsgrad=True), lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                 lambda p: torch.optim.SGD(p, lr=0.1)):
+        model = _fixed(torch, _mlp(torch))
+        opt = make(model.parameters())
+        out.append(opt.state_dict()["state"])
+        _train_steps(torch, model, opt, 3)
+        state = opt.state_dict()
+        out.append(sorted(state["state"].keys()))
+        out.append(list(state["state"][0].keys()))
+        out.append(len(opt.state))
+        buffer = io.BytesIO()
+        torch.save({"model": model.state_dict(), "optimizer": state}, buffer)
+        buffer.seek(0)
+        checkpoint = torch.load(buffer)
+        out.append(checkpoint["optimizer"]["state"][1])  # the saved copy (PyTorch's state_dict shares the live step)
+        resumed_model = _mlp(torch)
+        resumed_model.load_state_dict(checkpoint["model"])
+        resumed = make(resumed_model.parameters())
+        resumed.load_state_dict(checkpoint["optimizer"])
+        out.append([_train_steps(torch, model, opt, 3), _train_steps(torch, resumed_model, resumed, 3)])
+    return out
+
+
+def case_optimizer_load_wrong_shape(torch):
+    model = _fixed(torch, _mlp(torch))
+    opt = torch.optim.Adam(model.parameters())
+    _train_steps(torch, model, opt, 1)
+    state = opt.state_dict()
+    state["state"][0]["exp_avg"] = torch.zeros(2)
+    other = torch.optim.Adam(_mlp(torch).parameters())
+    other.load_state_dict(state)
+    return _train_steps(torch, model, other, 1)
 
 
 def case_step_lr(torch):

@@ -12,6 +12,8 @@ OPTIONS = {
     "bool_of_many": {"message": True},
     "index_out_of_range": {"message": True},
     "leaf_in_place": {"message": False},
+    # PyTorch's message for a mask of the wrong shape names the dims; the class is what code catches.
+    "mask_shape_mismatch": {"message": False},
     "backward_twice_needs_scalar": {"message": True},
 }
 
@@ -161,6 +163,70 @@ def case_comparisons(torch):
     x = torch.tensor([1.0, 2.0, 3.0])
     y = torch.tensor([1.0, 0.0, 3.0])
     return [(x == y).sum().item(), (x != y).sum().item(), (x == 2).sum().item()]
+
+
+def case_bool_comparisons_and_printing(torch):
+    x = torch.tensor([-1.5, 0.0, 2.0, float("nan")])
+    ints = torch.tensor([0, 1, 2])
+    return [repr(x > 0), repr(x <= 0), repr(x >= 0), repr(x != x), repr(0.5 < x), repr(ints > 0.5), repr(ints == 1.0),
+            repr(torch.tensor([[True, False], [False, True]])), repr(torch.tensor(True)), repr(torch.tensor([], dtype=torch.bool)),
+            (x > 0).dtype, (x > 0).tolist(), (x > 0)[2].item(), torch.lt(x, 1), torch.ge(ints, 1), repr(torch.zeros(2, dtype=torch.bool))]
+
+
+def case_bool_arithmetic_and_logic(torch):
+    m = torch.tensor([True, False, True])
+    n = torch.tensor([True, True, False])
+    return [m.sum(), m.sum().dtype, m * 2, (m * 2).dtype, m * 0.5, m + torch.tensor([1.0, 2.0, 3.0]), m.float(), m.long(),
+            m & n, m | n, m ^ n, ~m, m & True, m.any(), m.all(), torch.ones(2, 2, dtype=torch.bool).all(), m.logical_not(),
+            torch.logical_and(m, n), torch.logical_or(m, torch.tensor([0.0, 2.0, 0.0])), m + m, (m + m).dtype,
+            torch.tensor([[0, 3], [0, 0]]).any(dim=1), torch.tensor([[1, 3], [0, 2]]).all(0), torch.tensor([1, 3]) / torch.tensor([2, 2]),
+            (torch.tensor([1, 2, 3]) == torch.tensor([1, 0, 3])).float().mean(), torch.tensor([True, 2]).dtype,
+            torch.equal(m, m), torch.equal(m, n), torch.tensor([1.0]).equal(torch.tensor([1.0, 1.0])),
+            torch.equal(torch.tensor([float("nan")]), torch.tensor([float("nan")]))]
+
+
+def case_bool_negation(torch):
+    return -torch.tensor([True, False])
+
+
+def case_bool_masks(torch):
+    x = torch.arange(12.0).reshape(3, 4)
+    rows = torch.tensor([True, False, True])
+    masked = x.clone()
+    masked[masked > 8] = 0.0
+    masked[torch.tensor([False, True, False])] = -1
+    return [x[x > 5], x[rows], x[rows, 1:3], x[:, torch.tensor([True, False, False, True])], x[x > 100].shape, masked,
+            x.nonzero()[:3], torch.nonzero(torch.tensor([0, 4, 0, 5])), torch.where(torch.tensor([0, 1, 1]) > 0),
+            torch.tensor([1.0, 0.0, 2.0]).nonzero(as_tuple=True)]
+
+
+def case_mask_shape_mismatch(torch):
+    return torch.arange(6).reshape(2, 3)[torch.tensor([True, False, True])]
+
+
+def case_where_masked_fill_clamp(torch):
+    x = torch.tensor([1.0, -2.0, 3.0, float("nan")])
+    scores = torch.tensor([[0.5, 1.0], [2.0, -1.0]])
+    causal = torch.tensor([[False, True], [False, False]])
+    return [torch.where(x > 0, x, torch.zeros(4)), torch.where(x > 0, x, 0.0), torch.where(x > 0, 1.0, x), torch.where(x > 0, 2, 0),
+            x.where(x < 2, torch.tensor(9.0)), torch.where(x.half() > 0, x.half(), 0.0).dtype,
+            scores.masked_fill(causal, float("-inf")), torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1),
+            x.clamp(min=-1, max=1), x.clamp(0), torch.clamp(x, max=0.5), x.clip(-1.0, 1.0), x.clamp_min(0.0), x.clamp_max(0.0),
+            torch.tensor([-3, 5, 9]).clamp(0, 6), torch.sin(torch.tensor([0.0, 1.0, -2.0])), torch.tensor([0.0, 1.0]).cos(),
+            torch.tensor([3, 1, 2]).min(), x[:3].min(), x.min()]
+
+
+def case_where_needs_bool(torch):
+    x = torch.tensor([1.0, 2.0])
+    return torch.where(x, x, x)
+
+
+def case_where_and_clamp_gradients(torch):
+    x = torch.tensor([-2.0, -0.5, 0.0, 0.5, 2.0], requires_grad=True)
+    y = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0], requires_grad=True)
+    (torch.where(x > 0, x * 3, y * 2).sum() + x.clamp(-1.0, 0.5).sum() + torch.sin(x).sum() +
+     x.masked_fill(x < -1, 0.0).sum() + x.min()).backward()
+    return [x.grad, y.grad, torch.where(x > 0, x, y).grad_fn.name(), x.clamp(0, 1).grad_fn.name(), torch.sin(x).grad_fn.name()]
 
 
 def case_activations(torch):

@@ -1,5 +1,5 @@
 // Elementwise kernels on the CPU, the reference for elementwise/cuda.cu: fills, conversions (copy
-// between any two dtypes), unary and binary ops with broadcasting. Each element is loaded into the
+// between any two dtypes), unary and binary ops with broadcasting, where. Each element is loaded into the
 // math type (float for float16/bfloat16), computed by the functor (engine/kernels/functors.h) and
 // rounded once on store.
 #include <algorithm>
@@ -19,7 +19,7 @@ template <class D, class S>
 inline D convert(S v) {
   using M = OpMath<S>;
   if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-    return D(static_cast<M>(v));
+    return D(static_cast<float>(static_cast<M>(v)));
   } else {
     return fn::convertElement<D>(static_cast<M>(v));
   }
@@ -28,7 +28,7 @@ inline D convert(S v) {
 }  // namespace
 
 void CpuBackend::fill(const Tensor& out, double value) {
-  dispatchAll(out.dtype(), "fill_", [&](auto tag) {
+  dispatchWithBool(out.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::fill_n(out.data<T>(), out.numel(), static_cast<T>(value));
   });
@@ -43,9 +43,9 @@ void CpuBackend::arange(const Tensor& out, double start, double step) {
 }
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
-  dispatchAll(dst.dtype(), "copy_", [&](auto dtag) {
+  dispatchWithBool(dst.dtype(), "copy_", [&](auto dtag) {
     using D = typename decltype(dtag)::type;
-    dispatchAll(src.dtype(), "copy_", [&](auto stag) {
+    dispatchWithBool(src.dtype(), "copy_", [&](auto stag) {
       using S = typename decltype(stag)::type;
       D* d = dst.data<D>();
       const S* s = src.data<S>();
@@ -126,6 +126,17 @@ void CpuBackend::binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, d
         for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(static_cast<M>(x[i]), sv));
       }
     });
+  });
+}
+
+void CpuBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  dispatchWithBool(out.dtype(), "where", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const bool* c = cond.data<bool>();
+    const T* x = a.data<T>();
+    const T* y = b.data<T>();
+    T* o = out.data<T>();
+    for (std::int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = c[i] ? x[i] : y[i];
   });
 }
 

@@ -1,5 +1,5 @@
 // Elementwise kernels on the GPU (reference: elementwise/cpu.cpp): fills, conversions (copy between
-// any two dtypes), unary and binary ops with broadcasting. Each element is loaded into OpMath<T>
+// any two dtypes), unary and binary ops with broadcasting, where. Each element is loaded into OpMath<T>
 // (float for float16/bfloat16), computed by the functor of engine/kernels/functors.h -- the very code
 // the CPU runs -- and rounded once on store, so results match the CPU bit for bit except where CUDA's
 // transcendental functions differ from glibc's by an ulp or two.
@@ -32,7 +32,7 @@ struct Convert {
   __device__ __forceinline__ D operator()(S v) const {
     using M = OpMath<S>;
     if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-      return D(static_cast<M>(v));
+      return D(static_cast<float>(static_cast<M>(v)));
     } else {
       return fn::convertElement<D>(static_cast<M>(v));
     }
@@ -70,6 +70,11 @@ struct ScalarFn {
 template <class T>
 __global__ void fillKernel(T* out, std::int64_t n, T value) {
   GPULAB_GRID_STRIDE(i, n) out[i] = value;
+}
+
+template <class T>
+__global__ void whereKernel(T* out, const bool* cond, const T* a, const T* b, std::int64_t n) {
+  GPULAB_GRID_STRIDE(i, n) out[i] = cond[i] ? a[i] : b[i];
 }
 
 template <class T>
@@ -178,7 +183,7 @@ void CudaBackend::fill(const Tensor& out, double value) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
   auto& c = ctx();
-  dispatchAll(out.dtype(), "fill_", [&](auto tag) {
+  dispatchWithBool(out.dtype(), "fill_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     fillKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, static_cast<T>(value));
     GPULAB_CUDA_CHECK_LAUNCH();
@@ -206,9 +211,9 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
     return;
   }
   const OffsetCalc calc = contiguous ? OffsetCalc{} : makeOffsetCalc(dst.sizes(), dst.strides(), src.strides());
-  dispatchAll(dst.dtype(), "copy_", [&](auto dtag) {
+  dispatchWithBool(dst.dtype(), "copy_", [&](auto dtag) {
     using D = typename decltype(dtag)::type;
-    dispatchAll(src.dtype(), "copy_", [&](auto stag) {
+    dispatchWithBool(src.dtype(), "copy_", [&](auto stag) {
       using S = typename decltype(stag)::type;
       if (contiguous) {
         launchMap1(c, Convert<D, S>{}, dst.data<D>(), src.data<S>(), n);
@@ -261,6 +266,17 @@ void CudaBackend::binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, 
       using T = typename decltype(tag)::type;
       launchMap1(c, ScalarFn<T, decltype(f)>{f, static_cast<OpMath<T>>(s), scalarFirst}, out.data<T>(), a.data<T>(), n);
     });
+  });
+}
+
+void CudaBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  auto& c = ctx();
+  dispatchWithBool(out.dtype(), "where", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    whereKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), cond.data<bool>(), a.data<T>(), b.data<T>(), n);
+    GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
 

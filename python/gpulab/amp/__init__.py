@@ -41,8 +41,8 @@ class autocast:
 class GradScaler:
     """Scales the loss before backward so that float16 gradients do not underflow, unscales them before
     the optimizer's step, skips a step whose gradients hold inf or NaN and adapts the scale: the
-    engine's GradScaler. A GradScaler over an optimizer with one parameter group (GPU Lab's torch has
-    no GradScaler over several groups yet)."""
+    engine's GradScaler, which takes an optimizer's parameter groups (one engine optimizer each)
+    together."""
 
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000, enabled=True):
         if enabled and device == "cuda" and not _C._cuda_device_count():
@@ -59,16 +59,18 @@ class GradScaler:
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
 
     @staticmethod
-    def _engine_optimizer(optimizer):
-        if len(optimizer.param_groups) != 1:
-            raise NotImplementedError("GPU Lab's torch has no GradScaler over an optimizer with several parameter groups yet")
-        engine = optimizer._engine(0)
-        engine.set_lr(float(optimizer.param_groups[0]["lr"]))
-        return engine
+    def _engine_optimizers(optimizer):
+        """The optimizer's engine optimizers, one per parameter group, each with its group's current lr."""
+        engines = []
+        for index, group in enumerate(optimizer.param_groups):
+            engine = optimizer._engine(index)
+            engine.set_lr(float(group["lr"]))
+            engines.append(engine)
+        return engines
 
     def unscale_(self, optimizer):
         if self._enabled:
-            self._engine.unscale_(self._engine_optimizer(optimizer))
+            self._engine.unscale_(self._engine_optimizers(optimizer))
 
     def step(self, optimizer, *args, **kwargs):
         if not self._enabled:
@@ -76,7 +78,7 @@ class GradScaler:
         if args or kwargs:
             raise NotImplementedError("GPU Lab's torch has no GradScaler.step with a closure yet")
         try:
-            self._engine.step(self._engine_optimizer(optimizer))
+            self._engine.step(self._engine_optimizers(optimizer))
         except RuntimeError as e:
             if "No inf checks were recorded" in str(e):
                 raise AssertionError(str(e)) from None  # PyTorch's class for it: an assert in GradScaler.step

@@ -14,7 +14,6 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = defaults
-        self.state = {}
         self.param_groups = []
         self._engines = []  # per group: (engine optimizer, the fixed hyperparameters it was built with)
         if isinstance(params, Tensor):
@@ -80,6 +79,23 @@ class Optimizer:
                     with no_grad():
                         p.grad.zero_()
 
+    def _stepped(self):
+        """(global index, parameter, its state as a dict) for every parameter the engine optimizers keep
+        state for, the global index counting through the groups as state_dict numbers them."""
+        index = 0
+        for number, group in enumerate(self.param_groups):
+            entry = self._engines[number]
+            for local, p in enumerate(group["params"]):
+                state = entry[0].state(local) if entry is not None else []
+                if state:
+                    yield index + local, p, dict(state)
+            index += len(group["params"])
+
+    @property
+    def state(self):
+        """Per parameter its state (exp_avg, momentum_buffer, ...), the engine optimizers' own tensors."""
+        return {p: state for _, p, state in self._stepped()}
+
     def state_dict(self):
         groups = []
         index = 0
@@ -88,7 +104,7 @@ class Optimizer:
             packed["params"] = list(range(index, index + len(group["params"])))
             index += len(group["params"])
             groups.append(packed)
-        return {"state": {}, "param_groups": groups}
+        return {"state": {i: state for i, _, state in self._stepped()}, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
         groups = state_dict["param_groups"]
@@ -100,6 +116,17 @@ class Optimizer:
             for key, value in saved.items():
                 if key != "params":
                     mine[key] = value
+        # Each saved parameter's state into its group's engine optimizer, copied to the parameter's
+        # device and dtype there (a checkpoint saved on a GPU loads on the CPU).
+        where = {}
+        for number, (mine, saved) in enumerate(zip(self.param_groups, groups)):
+            for local, saved_index in enumerate(saved["params"]):
+                where[saved_index] = (number, local)
+        for saved_index, state in state_dict["state"].items():
+            if saved_index not in where:
+                raise ValueError(f"loaded state dict has state for parameter {saved_index}, which no parameter group names")
+            number, local = where[saved_index]
+            self._engine(number).set_state(local, list(state.items()))
 
     def __repr__(self):
         text = type(self).__name__ + " ("

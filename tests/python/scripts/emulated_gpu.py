@@ -53,4 +53,28 @@ else:
 y = torch.ones(8, device="cuda") * 2
 torch.cuda.synchronize()
 assert y.sum().item() == 16.0
+
+# A GradScaler over an optimizer with two parameter groups: an inf in one group skips both; a clean
+# step steps both; the moments it kept come back through state_dict.
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1)).cuda()
+opt = torch.optim.Adam([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 1e-2}], lr=1e-3)
+scaler = torch.cuda.amp.GradScaler()
+before = [p.detach().clone() for p in model.parameters()]
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = model(torch.randn(8, 4, device="cuda")).float().mean()
+scaler.scale(loss).backward()
+model[2].bias.grad.fill_(float("inf"))
+scaler.step(opt)
+scaler.update()
+assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before)), "a group stepped past an inf"
+assert scaler.get_scale() == 32768.0 and opt.state_dict()["state"] == {}
+opt.zero_grad()
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = model(torch.randn(8, 4, device="cuda")).float().mean()
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+assert all(not torch.equal(p, b) for p, b in zip(model.parameters(), before)), "a group did not step"
+assert sorted(opt.state_dict()["state"]) == [0, 1, 2, 3] and opt.state[model[0].weight]["exp_avg"].is_cuda
+print("grad scaler over two groups: ok")
 print("ok")
