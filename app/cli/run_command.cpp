@@ -3,8 +3,6 @@
 // place of this process: the interpreter then owns the terminal, Ctrl+C (a KeyboardInterrupt, exit
 // status 130), tracebacks and the exit status (1 on an uncaught exception), exactly as `python3
 // script.py` would.
-#include <QCoreApplication>
-#include <QDir>
 #include <QFileInfo>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "app/cli/cli_commands.h"
+#include "app/notebook/python_environment.h"
 
 namespace gpulab::cli {
 
@@ -26,13 +25,6 @@ const char* kRunUsage =
     "                   on a machine without a GPU\n"
     "The script's output, its traceback and its exit status are Python's (1 on an uncaught exception, 130\n"
     "when Ctrl+C stops it). GPULAB_PYTHON names another interpreter than /usr/bin/python3.\n";
-
-// Where the gpulab package is when gpulab-cli runs from a build tree: <build>/python beside <build>/bin.
-// Installed, the package is on Python's own path, and this finds nothing.
-QString buildTreePackageDir() {
-  const QString dir = QDir(QCoreApplication::applicationDirPath() + "/../python").canonicalPath();
-  return !dir.isEmpty() && QFileInfo::exists(dir + "/gpulab/__init__.py") ? dir : QString();
-}
 
 }  // namespace
 
@@ -58,11 +50,8 @@ int runScriptCommand(QStringList args, QTextStream& out, QTextStream& err) {
     err << "gpulab-cli run: no such file: " << args.first() << "\n";
     return kExitUsage;
   }
-  const QByteArray python = qEnvironmentVariableIsSet("GPULAB_PYTHON") ? qgetenv("GPULAB_PYTHON") : QByteArray("/usr/bin/python3");
-  if (const QString dir = buildTreePackageDir(); !dir.isEmpty()) {
-    const QByteArray existing = qgetenv("PYTHONPATH");
-    qputenv("PYTHONPATH", existing.isEmpty() ? dir.toLocal8Bit() : dir.toLocal8Bit() + ":" + existing);
-  }
+  const QByteArray python = notebook::pythonExecutable();
+  if (const QByteArray path = notebook::pythonPathWithPackage(qgetenv("PYTHONPATH")); !path.isEmpty()) qputenv("PYTHONPATH", path);
   qputenv("GPULAB_EMULATED_GPU", emulated ? "1" : "0");
 
   std::vector<QByteArray> words = {python, "-m", "gpulab"};

@@ -31,7 +31,7 @@ def install():
     if existing is not None and existing is not gpulab:
         raise RuntimeError("PyTorch is imported already in this process; GPU Lab's torch cannot take its name")
     for module in pkgutil.walk_packages(gpulab.__path__, "gpulab."):
-        if module.name not in ("gpulab.__main__", "gpulab.as_torch"):
+        if module.name not in ("gpulab.__main__", "gpulab.as_torch", "gpulab.kernel"):
             importlib.import_module(module.name)
     for name, module in list(sys.modules.items()):
         if name == "gpulab" or name.startswith("gpulab."):

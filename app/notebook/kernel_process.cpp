@@ -1,0 +1,136 @@
+#include "app/notebook/kernel_process.h"
+
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <csignal>
+#include <utility>
+#include <sys/types.h>
+
+#include "app/notebook/python_environment.h"
+
+namespace gpulab::notebook {
+
+namespace {
+
+CellResult::Status statusFrom(const QString& text) {
+  if (text == "ok") return CellResult::Status::Ok;
+  if (text == "interrupted") return CellResult::Status::Interrupted;
+  return CellResult::Status::Error;
+}
+
+}  // namespace
+
+KernelProcess::KernelProcess(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<gpulab::notebook::CellResult>();
+  process_.setProcessChannelMode(QProcess::SeparateChannels);
+  connect(&process_, &QProcess::readyReadStandardOutput, this, &KernelProcess::readEvents);
+  connect(&process_, &QProcess::readyReadStandardError, this,
+          [this] { emit rawOutput(QString::fromUtf8(process_.readAllStandardError())); });
+  connect(&process_, &QProcess::finished, this, &KernelProcess::onProcessFinished);
+  connect(&process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError error) {
+    if (error == QProcess::FailedToStart) {
+      emit kernelDied("cannot start " + QString::fromLocal8Bit(pythonExecutable()) + " (" + process_.errorString() +
+                      "): GPU Lab runs PyTorch code on Debian's Python 3 with its torch (apt-get install python3 python3-gpulab)");
+    }
+  });
+}
+
+KernelProcess::~KernelProcess() {
+  blockSignals(true);  // nothing is told of an end it did not ask for
+  shutdown();
+}
+
+void KernelProcess::start(bool emulatedGpu) {
+  shutdown();
+  stopping_ = false;
+  emulatedGpu_ = emulatedGpu;
+  pending_.clear();
+  busyCells_.clear();
+  process_.setProcessEnvironment(pythonEnvironment(emulatedGpu));
+  process_.start(QString::fromLocal8Bit(pythonExecutable()), {"-m", "gpulab.kernel"});
+}
+
+void KernelProcess::run(const QString& cellId, const QString& code) {
+  QJsonObject command{{"op", "run"}, {"cell", cellId}, {"code", code}};
+  busyCells_.append(cellId);
+  process_.write(QJsonDocument(command).toJson(QJsonDocument::Compact) + "\n");
+}
+
+void KernelProcess::stop() {
+  if (!busyCells_.isEmpty() && process_.processId() > 0) ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+}
+
+void KernelProcess::restart() { start(emulatedGpu_); }
+
+void KernelProcess::shutdown() {
+  if (process_.state() == QProcess::NotRunning) return;
+  stopping_ = true;
+  // A running cell would hold the kernel past the end of its input: interrupt it first.
+  stop();
+  busyCells_.clear();
+  process_.closeWriteChannel();
+  if (!process_.waitForFinished(1000)) {
+    process_.kill();
+    process_.waitForFinished(1000);
+  }
+}
+
+void KernelProcess::readEvents() {
+  pending_ += process_.readAllStandardOutput();
+  qsizetype end;
+  while ((end = pending_.indexOf('\n')) >= 0) {
+    const QByteArray line = pending_.left(end);
+    pending_.remove(0, end + 1);
+    if (!line.trimmed().isEmpty()) handleEvent(line);
+  }
+}
+
+void KernelProcess::handleEvent(const QByteArray& line) {
+  const QJsonObject e = QJsonDocument::fromJson(line).object();
+  const QString event = e.value("event").toString();
+  const QString cell = e.value("cell").toString();
+  if (event == "ready") {
+    emit ready(e.value("torch").toString(), e.value("cuda").toBool(), e.value("device").toString());
+  } else if (event == "started") {
+    emit started(cell);
+  } else if (event == "stream") {
+    emit output(cell, e.value("name").toString(), e.value("text").toString());
+  } else if (event == "log") {
+    QMap<QString, double> values;
+    const QJsonObject v = e.value("values").toObject();
+    for (auto it = v.begin(); it != v.end(); ++it) values.insert(it.key(), it.value().toDouble());
+    emit logged(cell, e.value("step").toInteger(), values);
+  } else if (event == "memory") {
+    emit memory(cell, e.value("t").toDouble(), e.value("allocated").toInteger(), e.value("reserved").toInteger());
+  } else if (event == "finished") {
+    busyCells_.removeOne(cell);
+    CellResult r;
+    r.status = statusFrom(e.value("status").toString());
+    r.seconds = e.value("seconds").toDouble();
+    const QJsonObject error = e.value("error").toObject();
+    r.errorType = error.value("type").toString();
+    r.message = error.value("message").toString();
+    r.traceback = error.value("traceback").toString();
+    r.kind = error.value("kind").toString();
+    emit finished(cell, r);
+  } else {
+    // protocol_error, or a line that is not the protocol's: shown as the kernel's own output.
+    emit rawOutput(QString::fromUtf8(line) + "\n");
+  }
+}
+
+void KernelProcess::onProcessFinished(int exitCode, QProcess::ExitStatus status) {
+  readEvents();
+  const QStringList unfinished = std::exchange(busyCells_, {});
+  for (qsizetype i = 0; i < unfinished.size(); ++i) {
+    CellResult r;
+    r.status = CellResult::Status::KernelDied;
+    r.message = i == 0 ? "the kernel ended while this cell ran" : "the kernel ended before this cell ran";
+    emit finished(unfinished[i], r);
+  }
+  if (stopping_) return;
+  emit kernelDied(status == QProcess::CrashExit ? "the kernel crashed (" + process_.errorString() + ")"
+                                                : "the kernel ended (exit status " + QString::number(exitCode) + ")");
+}
+
+}  // namespace gpulab::notebook

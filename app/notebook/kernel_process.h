@@ -1,0 +1,91 @@
+#pragma once
+// The notebook kernel behind a lesson's code cells: `python3 -m gpulab.kernel` (python/gpulab/kernel.py,
+// which documents the protocol) in a child process, one session per process. The cells the learner
+// runs share its namespace; what they print, raise and report (lab.log, the device's memory) comes
+// back as signals on the thread that owns this object.
+//
+// Why a child process and not an interpreter inside the window: Stop is SIGINT, which Python turns
+// into a KeyboardInterrupt wherever the cell is -- a loop, time.sleep, a blocking read -- and the
+// session goes on; a cell that crashes the interpreter or eats the machine's memory takes its own
+// process down, not the window; Restart is a new process, as clean as a notebook's. The interpreter
+// is the same Debian python3 with the same package as `gpulab-cli run`.
+#include <QByteArray>
+#include <QMap>
+#include <QObject>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+namespace gpulab::notebook {
+
+// How a cell ended, with its error when it raised.
+struct CellResult {
+  enum class Status { Ok, Error, Interrupted, KernelDied };
+  Status status = Status::Ok;
+  double seconds = 0.0;
+  QString errorType;   // "RuntimeError", "KeyboardInterrupt", ...
+  QString message;     // the exception's text
+  QString traceback;   // as Python prints it, from the cell's own frames on
+  // The lessons' errors, which the window shows as the labs show theirs: "device" (tensors on two
+  // devices), "oom" (torch.cuda.OutOfMemoryError), or empty.
+  QString kind;
+};
+
+class KernelProcess : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit KernelProcess(QObject* parent = nullptr);
+  // Ends the session: stdin closed (the kernel returns), then SIGKILL if it has not after a second.
+  ~KernelProcess() override;
+
+  // Starts a session; with emulatedGpu, cuda:0 is GPU Lab's emulated GPU where no real one is usable.
+  // ready() or kernelDied() follows.
+  void start(bool emulatedGpu);
+  bool isRunning() const { return process_.state() != QProcess::NotRunning; }
+  qint64 processId() const { return process_.processId(); }
+  bool emulatedGpu() const { return emulatedGpu_; }
+  // Queues a cell; cells run one after another in the order given.
+  void run(const QString& cellId, const QString& code);
+  // Interrupts the running cell (KeyboardInterrupt; finished() reports it as Interrupted), or the
+  // next queued one as it starts. Nothing happens when no cell is running or queued.
+  void stop();
+  // Cells sent and not finished yet, in the order they run.
+  const QStringList& busyCells() const { return busyCells_; }
+  // A fresh session (new process, empty namespace), on the same device choice.
+  void restart();
+  // Ends the session now, as the destructor does.
+  void shutdown();
+
+ signals:
+  // The session is up: GPU Lab's torch's version and cuda:0's name ("cpu" without a CUDA device).
+  void ready(const QString& torchVersion, bool cudaAvailable, const QString& deviceName);
+  void started(const QString& cellId);
+  // Text the cell printed: name is "stdout" or "stderr".
+  void output(const QString& cellId, const QString& name, const QString& text);
+  // lab.log(loss=...) from the cell: one point of each named series at `step`.
+  void logged(const QString& cellId, qint64 step, const QMap<QString, double>& values);
+  // cuda:0's allocator while the cell runs (every 0.1 s) and when it ends; `t` in seconds from its start.
+  void memory(const QString& cellId, double t, qint64 allocated, qint64 reserved);
+  void finished(const QString& cellId, const gpulab::notebook::CellResult& result);
+  // The process ended or could not start; every cell sent and not finished got finished(KernelDied)
+  // first.
+  void kernelDied(const QString& reason);
+  // Text the process wrote below Python (the engine's own std::cout/std::cerr), as it came.
+  void rawOutput(const QString& text);
+
+ private:
+  void readEvents();
+  void handleEvent(const QByteArray& line);
+  void onProcessFinished(int exitCode, QProcess::ExitStatus status);
+
+  QProcess process_;
+  QByteArray pending_;     // stdout bytes after the last complete line
+  QStringList busyCells_;  // run() calls not finished yet, the running one first
+  bool emulatedGpu_ = false;
+  bool stopping_ = false;  // shutdown() asked for the end: no kernelDied
+};
+
+}  // namespace gpulab::notebook
+
+Q_DECLARE_METATYPE(gpulab::notebook::CellResult)

@@ -1,0 +1,253 @@
+"""python3 -m gpulab.kernel [--emulated-gpu]: the notebook kernel behind a lesson's code cells.
+
+One process holds one session: the cells the learner runs share its namespace, as a notebook's cells
+do, with ``import torch`` giving GPU Lab's torch. GPU Lab's window (app/notebook/kernel_process.h)
+starts it, sends it cells and reads what happens as JSON lines; a restart is a new process.
+
+In, on stdin, one JSON object per line:
+    {"op": "run", "cell": "c1", "code": "x = torch.ones(3)\\nprint(x)"}
+Stop is SIGINT: Python raises KeyboardInterrupt in the running cell at its next bytecode, even inside
+time.sleep, and the session goes on.
+
+Out, on the stdout the process was given (the cells' own output is captured), one JSON object per line:
+    {"event": "ready", "torch": "1.13.0+gpulab...", "cuda": true, "device": "GPU Lab emulated GPU ..."}
+    {"event": "started", "cell": "c1"}
+    {"event": "stream", "cell": "c1", "name": "stdout", "text": "tensor([1., 1., 1.])\\n"}
+    {"event": "log", "cell": "c1", "step": 0, "values": {"loss": 0.52}}       (lab.log(loss=...))
+    {"event": "memory", "cell": "c1", "t": 0.25, "allocated": 4096, "reserved": 2097152}
+    {"event": "finished", "cell": "c1", "status": "ok" | "error" | "interrupted", "seconds": 0.01,
+     "error": {"type": "RuntimeError", "message": "...", "traceback": "...", "kind": "device" | "oom" | ""}}
+Text written below Python (the engine's own std::cout) goes to stderr, which the window shows as is.
+"""
+import ast
+import json
+import linecache
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+
+MEMORY_INTERVAL = 0.1  # seconds between memory samples while a cell runs
+
+
+class _Channel:
+    """The protocol's output: JSON lines on a private copy of the stdout the process was given. One
+    writer thread writes them all: a Stop (KeyboardInterrupt, raised only in the main thread) can then
+    never cut a line in half, and the memory sampler's events interleave whole."""
+
+    def __init__(self, fd):
+        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+        self._queue = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write, daemon=True, name="protocol writer")
+        self._writer.start()
+
+    def send(self, **event):
+        self._queue.put(json.dumps(event, allow_nan=True))
+
+    def _write(self):
+        while True:
+            line = self._queue.get()
+            if line is None:
+                return
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self):
+        self._queue.put(None)
+        self._writer.join()
+
+
+class _CellStream:
+    """sys.stdout / sys.stderr while cells run: each write is a stream event of the running cell."""
+
+    def __init__(self, kernel, name):
+        self._kernel = kernel
+        self.name = name
+        self.encoding = "utf-8"
+
+    def write(self, text):
+        if text:
+            self._kernel.channel.send(event="stream", cell=self._kernel.cell, name=self.name, text=text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+class Lab:
+    """``lab`` in the cells' namespace: what a cell reports for the live views.
+
+    lab.log(loss=loss.item(), accuracy=acc) adds one point to each named series; step= places it
+    (by default one step after the previous point of this cell)."""
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    def log(self, step=None, **values):
+        if not values:
+            raise TypeError("lab.log() takes the values as keywords: lab.log(loss=loss.item())")
+        numbers = {}
+        for name, value in values.items():
+            if hasattr(value, "item"):
+                value = value.item()
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"lab.log(): {name} must be a number (a Python number or a one-element tensor), "
+                                f"not {type(value).__name__}")
+            numbers[name] = float(value)
+        kernel = self._kernel
+        kernel.step = kernel.step + 1 if step is None else int(step)
+        kernel.channel.send(event="log", cell=kernel.cell, step=kernel.step, values=numbers)
+
+
+class Kernel:
+    def __init__(self, channel):
+        self.channel = channel
+        self.cell = None
+        self.step = -1
+        self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        self._running = threading.Event()
+
+    def start(self):
+        import torch
+
+        self.torch = torch
+        self.namespace["torch"] = torch
+        self.namespace["lab"] = Lab(self)
+        sys.stdout = _CellStream(self, "stdout")
+        sys.stderr = _CellStream(self, "stderr")
+        cuda = torch.cuda.is_available()
+        self.channel.send(event="ready", torch=torch.__version__, cuda=cuda,
+                          device=torch.cuda.get_device_name(0) if cuda else "cpu")
+        threading.Thread(target=self._sample_memory, daemon=True, name="memory sampler").start()
+
+    def _sample_memory(self):
+        """Allocated and reserved memory of cuda:0 every MEMORY_INTERVAL while a cell runs (the
+        allocator's counters: reading them waits for nothing)."""
+        cuda = self.torch.cuda
+        if not cuda.is_available():
+            return
+        while True:
+            self._running.wait()
+            cell, began = self.cell, self._began
+            while self._running.is_set() and self.cell == cell:
+                self._send_memory(cell, time.monotonic() - began)
+                time.sleep(MEMORY_INTERVAL)
+
+    def _send_memory(self, cell, t):
+        cuda = self.torch.cuda
+        if cuda.is_available():
+            self.channel.send(event="memory", cell=cell, t=round(t, 4), allocated=cuda.memory_allocated(),
+                              reserved=cuda.memory_reserved())
+
+    def run(self, cell, code):
+        """Runs one cell; SIGINT (Stop) is let in only while its code runs, so that a Stop can never
+        land in the kernel's own bookkeeping, and one that came while the cell was queued stops it as
+        it starts."""
+        self.cell, self.step = cell, -1
+        self.channel.send(event="started", cell=cell)
+        self._began = time.monotonic()
+        self._running.set()
+        status, error = "ok", None
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            self._execute(code, cell)
+        except KeyboardInterrupt as e:
+            status, error = "interrupted", self._describe(e, cell)
+        except BaseException as e:  # noqa: BLE001 - the cell's error is reported, the session goes on
+            status, error = "error", self._describe(e, cell)
+        finally:
+            _block_interrupts()
+            self._running.clear()
+        seconds = time.monotonic() - self._began
+        self._send_memory(cell, seconds)
+        event = {"event": "finished", "cell": cell, "status": status, "seconds": round(seconds, 4)}
+        if error is not None:
+            event["error"] = error
+        self.channel.send(**event)
+
+    def _execute(self, code, cell):
+        """As a notebook runs a cell: the statements in order, and the last one's value shown when it is
+        an expression that gives something other than None."""
+        filename = f"<cell {cell}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # tracebacks show the lines
+        tree = ast.parse(code, filename=filename)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, filename, "exec"), self.namespace)
+        if last is not None:
+            value = eval(compile(last, filename, "eval"), self.namespace)
+            if value is not None:
+                print(repr(value))
+
+    def _describe(self, error, cell):
+        """The error as the window shows it: the traceback from the cell's own frames on (this
+        kernel's frames cut), and which of the lessons' errors it is."""
+        tb = error.__traceback__
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell "):
+            tb = tb.tb_next
+        text = "".join(traceback.format_exception(type(error), error, tb))
+        message = str(error)
+        kind = ""
+        if isinstance(error, self.torch.cuda.OutOfMemoryError):
+            kind = "oom"
+        elif isinstance(error, RuntimeError) and "Expected all tensors to be on the same device" in message:
+            kind = "device"
+        return {"type": type(error).__name__, "message": message, "traceback": text, "kind": kind}
+
+
+def _block_interrupts():
+    """SIGINT held back from this thread (and the threads it starts), and one that came meanwhile
+    dropped: a Stop applies to the cell it was pressed for, never to the next one."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if signal.SIGINT in signal.sigpending():
+        signal.sigwait({signal.SIGINT})
+
+
+def main(argv):
+    if argv and argv[0] == "--emulated-gpu":
+        os.environ["GPULAB_EMULATED_GPU"] = "1"
+        argv = argv[1:]
+    if argv:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    # SIGINT is the Stop button: a KeyboardInterrupt in the running cell, never the kernel's end. It is
+    # held back outside the cells' code (Kernel.run lets it in), from here on, so that the threads
+    # started below inherit the mask and never take it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    # The protocol keeps the stdout we were given; fd 1 itself then points at stderr, so that text
+    # printed below Python cannot break a JSON line.
+    channel = _Channel(os.dup(1))
+    os.dup2(2, 1)
+    from gpulab import as_torch
+
+    as_torch.install()
+    kernel = Kernel(channel)
+    kernel.start()
+    while True:
+        try:
+            line = sys.stdin.readline()
+            if not line:
+                break  # the window closed our stdin: the session is over
+            command = json.loads(line)
+            if not isinstance(command, dict) or command.get("op") != "run" or "cell" not in command or "code" not in command:
+                channel.send(event="protocol_error", message=f"expected {{\"op\": \"run\", \"cell\": ..., \"code\": ...}}, got {line.strip()[:200]}")
+                continue
+            kernel.run(str(command["cell"]), str(command["code"]))
+        except json.JSONDecodeError as e:
+            channel.send(event="protocol_error", message=f"not a JSON line: {e}")
+        except KeyboardInterrupt:
+            pass  # a Stop that came between cells: nothing was running
+    channel.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
