@@ -25,4 +25,13 @@ std::shared_ptr<Storage> Storage::borrow(const Storage& owner, Device as) {
   return s;
 }
 
+std::shared_ptr<Storage> Storage::external(void* data, std::size_t bytes, std::shared_ptr<void> owner) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = data;
+  s->bytes_ = bytes;
+  s->device_ = kCPU;
+  s->external_ = std::move(owner);
+  return s;
+}
+
 }  // namespace gpulab

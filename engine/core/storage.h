@@ -22,6 +22,10 @@ class Storage {
   // the host's order of work (the host may already have freed and handed out a block again whose last
   // kernels are still queued).
   static std::shared_ptr<Storage> borrow(const Storage& owner, Device as);
+  // A Storage over host memory GPU Lab did not allocate (torch.from_numpy: a numpy array's buffer),
+  // shared, not copied: `owner` keeps that memory alive and is released when the last view of the
+  // storage dies.
+  static std::shared_ptr<Storage> external(void* data, std::size_t bytes, std::shared_ptr<void> owner);
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -37,6 +41,7 @@ class Storage {
   Device device_;
   bool pinned_ = false;
   CachingAllocator* allocator_ = nullptr;
+  std::shared_ptr<void> external_;  // what keeps external() memory alive
 };
 
 }  // namespace gpulab

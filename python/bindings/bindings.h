@@ -6,6 +6,8 @@
 // gpulab package's .py files over these bindings, as the design notes ask.
 #include <pybind11/pybind11.h>
 
+#include <optional>
+
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
 #include "engine/core/tensor.h"
@@ -41,6 +43,9 @@ py::object sizeObject(const Shape& shape);
 py::object dtypeObject(DType dtype);
 // A tensor from Python data (nested sequences of numbers, a number, a tensor).
 Tensor tensorFromData(py::handle data, std::optional<DType> dtype, std::optional<Device> device, bool requiresGrad);
+// A numpy array as a tensor over the same memory (torch.from_numpy); nothing when `object` is not an
+// ndarray. Never imports numpy itself.
+std::optional<Tensor> sharedFromNumpy(py::handle object);
 // torch.where(condition, input, other) where input and other may each be a tensor or a Python number.
 Tensor whereOf(const Tensor& condition, py::handle input, py::handle other);
 
@@ -52,5 +57,6 @@ void bindOptimizers(py::module_& m);  // the engine's SGD, Adam and AdamW under 
 void bindData(py::module_& m);        // the engine's DataLoader over (inputs, targets)
 void bindAmpAndProfiler(py::module_& m);  // autocast, GradScaler, the profiler, the backends' switches
 void bindStreams(py::module_& m);     // torch.cuda.Stream, Event, current_stream, stream contexts
+void bindNumpy(py::module_& m);       // Tensor.numpy() and torch.from_numpy, sharing memory
 
 }  // namespace gpulab::python

@@ -134,6 +134,17 @@ void flatten(py::handle data, std::size_t depth, Flattened& out) {
 }  // namespace
 
 Tensor tensorFromData(py::handle data, std::optional<DType> dtype, std::optional<Device> device, bool requiresGrad) {
+  if (std::optional<Tensor> shared = sharedFromNumpy(data)) {  // torch.tensor(ndarray): a copy, in the array's dtype
+    Tensor out;
+    {
+      py::gil_scoped_release release;
+      out = shared->clone();
+      if (dtype && *dtype != out.dtype()) out = out.to(*dtype);
+      if (device && *device != kCPU) out = out.to(*device);
+    }
+    if (requiresGrad) out.requires_grad_(true);
+    return out;
+  }
   Flattened flat;
   flatten(data, 0, flat);
   // Floats, or no values at all (torch.tensor([]) is float32), give the default dtype; ints int64;
@@ -218,4 +229,5 @@ PYBIND11_MODULE(_C, m) {
   gp::bindData(m);
   gp::bindAmpAndProfiler(m);
   gp::bindStreams(m);
+  gp::bindNumpy(m);
 }

@@ -81,20 +81,18 @@ def is_floating_point(input):  # noqa: A002
 
 
 def as_tensor(data, dtype=None, device=None):
+    """data itself when it already is what is asked (a tensor, or a numpy array: its memory is shared),
+    else a converted copy."""
+    if not isinstance(data, Tensor) and type(data).__module__ == "numpy" and type(data).__name__ == "ndarray":
+        data = from_numpy(data)
     if isinstance(data, Tensor):
         return data.to(device=device, dtype=dtype) if (device is not None or dtype is not None) else data
     return tensor(data, dtype=dtype, device=device)
 
 
 def from_numpy(array):
-    import numpy
-
-    dtypes = {numpy.dtype("float32"): float32, numpy.dtype("float64"): float64, numpy.dtype("float16"): float16,
-              numpy.dtype("int64"): int64, numpy.dtype("bool"): bool}
-    if array.dtype not in dtypes:
-        raise TypeError(f"can't convert np.ndarray of type numpy.{array.dtype}. GPU Lab's torch supports float64, float32, "
-                        "float16, int64 and bool.")
-    return tensor(array.tolist(), dtype=dtypes[array.dtype])
+    """A CPU tensor over the array's own memory: a change through one shows through the other."""
+    return _C._from_numpy(array)
 
 
 def sum(input, dim=None, keepdim=False):  # noqa: A001

@@ -83,17 +83,15 @@ def _equal(self, other):
 
 
 def _numpy(self, *, force=False):
-    import numpy
-
+    """An array over the tensor's own memory (a CPU tensor's), as PyTorch's: writes show through both.
+    force=True first detaches and copies to the CPU, as PyTorch's force does."""
+    if force:
+        self = self.detach().cpu()  # noqa: PLW0642
     if self.requires_grad:
         raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
     if self.is_cuda:
         raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
-    dtype = {_C.float32: numpy.float32, _C.float64: numpy.float64, _C.float16: numpy.float16, _C.int64: numpy.int64,
-             _C.bool: numpy.bool_}.get(self.dtype)
-    if dtype is None:
-        raise TypeError(f"Got unsupported ScalarType {self.dtype}")
-    return numpy.array(self.tolist(), dtype=dtype).reshape(tuple(self.shape))
+    return _C._to_numpy(self)
 
 
 def _array(self, dtype=None):

@@ -370,3 +370,41 @@ def case_index_with_tensor(torch):
 
 def case_index_tensor_out_of_range(torch):
     return torch.arange(3)[torch.tensor([5])]
+
+
+# ---- numpy -----------------------------------------------------------------------------------------
+
+def case_numpy_shares_memory(torch):
+    import numpy as np
+
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = torch.from_numpy(a)
+    a[0, 0] = 100.0  # seen by the tensor
+    t[1, 2] = -1.0   # seen by the array
+    back = t.numpy()
+    back[0, 1] = 7.0  # the tensor's numpy() is its own memory too
+    view = torch.from_numpy(a[:, 1])  # a strided view of the array
+    copied = torch.tensor(a)
+    a[1, 1] = 55.0
+    as_t = torch.as_tensor(a)
+    as_t[0, 2] = 9.0
+    return [t, a.tolist(), view, view.stride(), copied, a[0, 2], back.dtype, back.shape,
+            torch.from_numpy(np.array([1, 2], dtype=np.int64)), torch.from_numpy(np.array([True, False])),
+            torch.from_numpy(np.ones(2, dtype=np.float64)).dtype, torch.from_numpy(np.ones(2, dtype=np.float16)).dtype,
+            torch.tensor(np.ones(3)).dtype, torch.tensor(np.ones(3), dtype=torch.float32).dtype,
+            torch.ones(2, 2).half().numpy().dtype, torch.tensor([True]).numpy().dtype, torch.arange(3).numpy().tolist(),
+            torch.ones(3, 4).t().numpy().strides, np.asarray(torch.arange(4.0)).sum(), torch.tensor(np.float32(2.5))]
+
+
+def case_numpy_negative_strides(torch):
+    import numpy as np
+
+    return torch.from_numpy(np.arange(4.0)[::-1])
+
+
+def case_numpy_of_bfloat16(torch):
+    return torch.ones(2).bfloat16().numpy()
+
+
+def case_numpy_needs_detach(torch):
+    return torch.ones(2, requires_grad=True).numpy()
