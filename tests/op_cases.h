@@ -66,6 +66,8 @@ inline std::vector<OpCase> opCases() {
       {"where", {{3, 4}, {3, 4}}, [](V x) { return where(gt(x[0], 0.0), x[0], x[1]); }, OpCase::AwayFromZero},
       {"where_broadcast", {{3, 1}, {4}}, [](V x) { return where(gt(x[0], 0.0), x[0], x[1].exp()); }, OpCase::AwayFromZero},
       {"masked_fill", {{3, 4}}, [](V x) { return masked_fill(x[0], lt(x[0], 0.0), 0.5) * x[0]; }, OpCase::AwayFromZero},
+      {"index_select_repeats", {{4, 3}}, [](V x) { return index_select(x[0], 0, x[1]); }, OpCase::Any, {labels({2, 0, 2, 3})}},
+      {"index_select_middle_dim", {{2, 4, 3}}, [](V x) { return index_select(x[0], 1, x[1]); }, OpCase::Any, {labels({3, 3, 1})}},
       {"matmul", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul_transposed", {{4, 3}, {5, 4}}, [](V x) { return matmul(x[0].t(), x[1].t()); }},
       {"matmul_batched", {{2, 3, 4}, {2, 4, 5}}, [](V x) { return matmul(x[0], x[1]); }},

@@ -255,6 +255,15 @@ class TestTensor : public QObject {
     QVERIFY(std::isnan(clamp(tensor({std::nanf("")}, {1}), 0.0, 1.0).item()));  // NaN stays NaN
     QVERIFY_THROWS_EXCEPTION(Error, clamp(x, std::nullopt, std::nullopt));
     QCOMPARE(min(x).item(), -2.0);
+    // index_select: slices in the index's order, repeats allowed; an index outside the dim is refused
+    // before any memory is read.
+    const Tensor m = arange(0.0, 6.0).reshape({3, 2});
+    QCOMPARE(index_select(m, 0, tensor(std::vector<std::int64_t>{2, 2, 0}, {3})).toVector<float>(), (std::vector<float>{4, 5, 4, 5, 0, 1}));
+    QCOMPARE(index_select(m, 1, tensor(std::vector<std::int64_t>{1}, {1})).toVector<float>(), (std::vector<float>{1, 3, 5}));
+    QCOMPARE(index_select(gt(m, 2.0), 0, tensor(std::vector<std::int64_t>{1}, {1})).toVector<std::int64_t>(), (std::vector<std::int64_t>{0, 1}));
+    QVERIFY_THROWS_EXCEPTION(IndexError, index_select(m, 0, tensor(std::vector<std::int64_t>{3}, {1})));
+    QVERIFY_THROWS_EXCEPTION(IndexError, index_select(m, 0, tensor(std::vector<std::int64_t>{-1}, {1})));
+    QVERIFY_THROWS_EXCEPTION(IndexError, index_select(m, 0, tensor({1.0f}, {1})));
     QCOMPARE(min(tensor(std::vector<std::int64_t>{4, -9, 2}, {3})).item(), -9.0);
   }
 

@@ -5,7 +5,7 @@
 //
 // The implementations live by op family, the CPU reference beside the CUDA kernels:
 //   engine/kernels/<family>/cpu.cpp   engine/kernels/<family>/cuda.cu
-// (elementwise, reduce, softmax, loss, gemm, random, optim, amp), each dispatching dtypes through
+// (elementwise, index, reduce, softmax, loss, gemm, random, optim, amp), each dispatching dtypes through
 // engine/core/dispatch.h. Adding a kernel or a dtype touches one family (an op also needs its function,
 // and a differentiable one its backward, in engine/ops).
 //
@@ -40,6 +40,16 @@ class Backend {
   // and out of one dtype (bool included). The value not chosen is never read into the result, so an
   // inf or NaN there does not leak (a * mask + b * (1 - mask) would).
   virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+
+  // ---- index family (engine/kernels/index/): `in` (contiguous) viewed as (outer, dimSize, inner),
+  // `index` int64 (n) with every value in [0, dimSize) (the op checks), out (outer, n, inner):
+  // out[o, j, :] = in[o, index[j], :] (index_select; any dtype, bool included).
+  virtual void indexSelect(const Tensor& out, const Tensor& in, const Tensor& index, std::int64_t outer,
+                           std::int64_t dimSize, std::int64_t inner) = 0;
+  // Its backward: gradIn[o, index[j], :] += gradOut[o, j, :] (index_add_; repeated indices sum), into
+  // gradIn zeroed by the caller. float32 and float64 on every backend; the CPU takes any floating dtype.
+  virtual void indexAdd(const Tensor& gradIn, const Tensor& gradOut, const Tensor& index, std::int64_t outer,
+                        std::int64_t dimSize, std::int64_t inner) = 0;
 
   // Reduces the middle axis of `in` viewed as (outer, k, inner) into `out` (outer, inner); for Max,
   // `indices` (int64, optional) receives the argmax. Any dtype; sums of 16-bit types accumulate in float.

@@ -193,7 +193,6 @@ Tensor logical_not(const Tensor& a) {
 namespace {
 Tensor logical(BinaryOp op, const char* name, const char* profiled, const Tensor& a0, const Tensor& b0) {
   const profiler::RecordScope record(profiled, {&a0, &b0});
-  checkSameDevice(name, {{"self", a0}, {"other", b0}});
   auto [a, b] = prepareOperands(name, a0.to(kBool), b0.to(kBool));
   return computeBinary(op, a, b, kBool);
 }
@@ -208,8 +207,11 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
     throw Error("where expected condition to be a boolean tensor, but got a tensor with dtype " + scalarTypeName(cond.dtype()));
   }
   checkSameDevice("where", {{"condition", cond}, {"self", a0}, {"other", b0}});
-  auto [a, b] = prepareOperands("where", a0, b0);
-  const Device device = cond.dim() == 0 && cond.device().isCpu() ? a.device() : cond.device();
+  auto [a1, b1] = prepareOperands("where", a0, b0);
+  // The result lives where the dimensioned tensors do: a 0-dim CPU condition or pair of 0-dim CPU
+  // values joins a CUDA op, as in PyTorch.
+  const Device device = cond.dim() == 0 && cond.device().isCpu() ? a1.device() : cond.device();
+  const Tensor a = a1.to(device, /*non_blocking=*/true), b = b1.to(device, /*non_blocking=*/true);
   const Shape shape = detail::broadcastShapes(detail::broadcastShapes(cond.sizes(), a.sizes()), b.sizes());
   Tensor out = Tensor::empty(shape, a.dtype(), device);
   {

@@ -123,6 +123,10 @@ Tensor sum_to_size(const Tensor& a, const Shape& shape);
 // torch.cat: the tensors joined along an existing dim (same sizes elsewhere); torch.stack: along a
 // new dim (same sizes everywhere). One device, as every op; the result has the promoted dtype.
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
+// torch.index_select: the slices of `a` along `dim` at `index` (int64, 0-d or 1-d), in its order,
+// repeats allowed; the gradient sums back into each slice taken. An index outside the dim throws
+// IndexError (checked on the host: a CUDA index is read back, a synchronisation).
+Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index);
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
 
 // Linear algebra.

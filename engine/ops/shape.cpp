@@ -5,6 +5,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
+#include "engine/profiler/profiler.h"
 
 namespace gpulab {
 namespace detail {
@@ -256,6 +257,44 @@ Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     Grads grads;
     for (std::size_t i = 0; i < starts.size(); ++i) grads.push_back(g.slice(d, starts[i], starts[i] + lengths[i]).contiguous());
     return grads;
+  });
+}
+
+Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
+  const profiler::RecordScope record("aten::index_select", {&a, &index});
+  if (index.dtype() != kInt64) throw IndexError("index_select(): Expected dtype int64 for index");
+  if (index.dim() > 1) throw IndexError("index_select(): Index is supposed to be a vector");
+  checkSameDevice("index_select", {{"self", a}, {"index", index}});
+  const std::int64_t d = wrapDim(dim, std::max<std::int64_t>(a.dim(), 1));
+  const std::int64_t dimSize = a.dim() == 0 ? 1 : a.size(d);
+  const Tensor idx = index.reshape({-1}).contiguous();
+  // Every index inside the dim, checked here (on the host: a bad one would read outside the tensor).
+  if (idx.numel() > 0) {
+    NoGradGuard noGrad;
+    const double low = min(idx).item(), high = max(idx).item();
+    if (low < 0 || high >= static_cast<double>(dimSize)) {
+      throw IndexError("index out of range in self (index " + std::to_string(static_cast<std::int64_t>(low < 0 ? low : high)) +
+                       " for dimension " + std::to_string(d) + " of size " + std::to_string(dimSize) + ")");
+    }
+  }
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t i = 0; i < a.dim(); ++i) {
+    if (i < d) outer *= a.size(i);
+    if (i > d) inner *= a.size(i);
+  }
+  Shape shape = a.sizes();
+  if (a.dim() > 0) shape[static_cast<std::size_t>(d)] = idx.numel();
+  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  const Tensor x = a.contiguous();
+  detail::backendOf(x).indexSelect(out, x, idx, outer, dimSize, inner);
+  if (!autograd::anyRequiresGrad({a})) return out;
+  const Shape inShape = a.sizes();
+  return autograd::record(out, "IndexSelectBackward0", {a}, [idx, inShape, outer, dimSize, inner](const Tensor& g, const Needs&) {
+    // Summed in float32 for a 16-bit gradient: the GPU's atomic adds take float32 and float64.
+    const DType accumulate = isReducedPrecision(g.dtype()) ? kFloat32 : g.dtype();
+    Tensor grad = zeros(inShape, {.dtype = accumulate, .device = g.device()});
+    detail::backendOf(grad).indexAdd(grad, g.to(accumulate).contiguous(), idx, outer, dimSize, inner);
+    return Grads{grad.to(g.dtype())};
   });
 }
 

@@ -64,6 +64,14 @@ class EmulatedGpuBackend final : public Backend {
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override {
     submit([o = borrow(out), c = borrow(cond), x = borrow(a), y = borrow(b)] { cpu().where(o, c, x, y); });
   }
+  void indexSelect(const Tensor& out, const Tensor& in, const Tensor& index, std::int64_t outer, std::int64_t dimSize,
+                   std::int64_t inner) override {
+    submit([=, o = borrow(out), i = borrow(in), idx = borrow(index)] { cpu().indexSelect(o, i, idx, outer, dimSize, inner); });
+  }
+  void indexAdd(const Tensor& gradIn, const Tensor& gradOut, const Tensor& index, std::int64_t outer, std::int64_t dimSize,
+                std::int64_t inner) override {
+    submit([=, g = borrow(gradIn), go = borrow(gradOut), idx = borrow(index)] { cpu().indexAdd(g, go, idx, outer, dimSize, inner); });
+  }
   void reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in, std::int64_t outer,
               std::int64_t k, std::int64_t inner) override {
     submit([=, o = borrow(out), idx = borrow(indices), i = borrow(in)] { cpu().reduce(op, o, ptr(idx), i, outer, k, inner); });

@@ -99,25 +99,24 @@ py::object nestedList(const Tensor& t) {
   return build(0);
 }
 
-// x[idx] with an int64 tensor of indices along `dim`: the selected slices stacked in idx's order (a
-// gradient flows back to each). A one-element index of dim 0 selects, as an int does.
+// x[idx] with an int64 tensor of indices along `dim`: the selected slices in idx's order, one
+// index_select (a gradient flows back to each). Negative indices count from the end, as Python's; a
+// 0-d index selects, as an int does; a 1-d one keeps the dim.
 Tensor gathered(const Tensor& self, std::int64_t dim, const Tensor& index) {
-  if (index.dtype() != kInt64) {
-    throw IndexError("tensors used as indices must be long, int, byte or bool tensors");
-  }
+  if (index.dtype() != kInt64) throw IndexError("tensors used as indices must be long, int, byte or bool tensors");
   if (index.dim() > 1) throw NotImplementedError("GPU Lab's torch indexes with 0-d or 1-d tensors of indices only yet");
   py::gil_scoped_release release;
-  const std::vector<std::int64_t> positions = index.toVector<std::int64_t>();
-  if (index.dim() == 0) return self.select(dim, positions[0]);
-  std::vector<Tensor> rows;
-  rows.reserve(positions.size());
-  for (std::int64_t p : positions) rows.push_back(self.select(dim, p));
-  if (rows.empty()) {
-    Shape shape = self.sizes();
-    shape[static_cast<std::size_t>(dim)] = 0;
-    return Tensor::empty(shape, self.dtype(), self.device());
+  const std::int64_t size = self.size(dim);
+  std::vector<std::int64_t> positions = index.toVector<std::int64_t>();
+  for (std::int64_t& p : positions) {
+    if (p < -size || p >= size) {
+      throw IndexError("index " + std::to_string(p) + " is out of bounds for dimension " + std::to_string(dim) + " with size " + std::to_string(size));
+    }
+    if (p < 0) p += size;
   }
-  return stack(rows, dim);
+  const Tensor wrapped = tensor(positions, {static_cast<std::int64_t>(positions.size())}).to(self.device());
+  const Tensor out = index_select(self, dim, wrapped);
+  return index.dim() == 0 ? out.squeeze(dim) : out;
 }
 
 // x[mask] with a bool mask over the dims from `dim` on: those dims become one, holding the elements
@@ -474,6 +473,8 @@ void bindTensor(py::module_& m) {
       .def("mm", &Tensor::matmul, NoGil())
       .def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil())
       .def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil())
+      .def("index_select", [](const Tensor& self, std::int64_t dim, const Tensor& index) { return index_select(self, dim, index); },
+           py::arg("dim"), py::arg("index"), NoGil())
       .def("sin", [](const Tensor& self) { return sin(self); }, NoGil())
       .def("cos", [](const Tensor& self) { return cos(self); }, NoGil())
       .def("masked_fill", [](const Tensor& self, const Tensor& mask, double value) { return masked_fill(self, mask, value); },

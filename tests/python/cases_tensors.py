@@ -368,6 +368,14 @@ def case_index_with_tensor(torch):
     return [picked, x[:, torch.tensor([1])], x[torch.tensor(1)], x.grad, x.detach()[torch.tensor([], dtype=torch.int64)].shape]
 
 
+def case_index_with_negative_and_large_tensors(torch):
+    x = torch.arange(20000.0).reshape(10000, 2)
+    picked = x[torch.tensor([-1, 0, -10000])]
+    mask = x[:, 1] > 5000.0
+    return [picked, x[mask].shape, x[mask][-1], x[x > 19990.0], torch.index_select(x, 1, torch.tensor([1, 1]))[:2],
+            x.index_select(0, torch.tensor([5]))]
+
+
 def case_index_tensor_out_of_range(torch):
     return torch.arange(3)[torch.tensor([5])]
 

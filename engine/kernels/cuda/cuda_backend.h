@@ -25,6 +25,10 @@ class CudaBackend final : public Backend {
   void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
   void binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, double s, bool scalarFirst) override;
   void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+  void indexSelect(const Tensor& out, const Tensor& in, const Tensor& index, std::int64_t outer, std::int64_t dimSize,
+                   std::int64_t inner) override;
+  void indexAdd(const Tensor& gradIn, const Tensor& gradOut, const Tensor& index, std::int64_t outer, std::int64_t dimSize,
+                std::int64_t inner) override;
   // reduce/cuda.cu
   void reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in, std::int64_t outer,
               std::int64_t k, std::int64_t inner) override;

@@ -1,0 +1,45 @@
+// Indexing kernels on the CPU, the reference for index/cuda.cu: index_select gathers slices along a
+// dim, index_add scatters gradients back into them (index_select's backward). The op layer views
+// the tensors as (outer, dim, inner) and has checked every index against the dim's size.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/core/dispatch.h"
+#include "engine/kernels/cpu_backend.h"
+
+namespace gpulab {
+
+void CpuBackend::indexSelect(const Tensor& out, const Tensor& in, const Tensor& index, std::int64_t outer, std::int64_t dimSize,
+                             std::int64_t inner) {
+  const std::int64_t* idx = index.data<std::int64_t>();
+  const std::int64_t n = index.numel();
+  const std::size_t rowBytes = static_cast<std::size_t>(inner) * elementSize(in.dtype());
+  const auto* src = static_cast<const unsigned char*>(in.data_ptr());
+  auto* dst = static_cast<unsigned char*>(out.data_ptr());
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      std::memcpy(dst + static_cast<std::size_t>(o * n + j) * rowBytes, src + static_cast<std::size_t>(o * dimSize + idx[j]) * rowBytes,
+                  rowBytes);
+    }
+  }
+}
+
+void CpuBackend::indexAdd(const Tensor& gradIn, const Tensor& gradOut, const Tensor& index, std::int64_t outer, std::int64_t dimSize,
+                          std::int64_t inner) {
+  const std::int64_t* idx = index.data<std::int64_t>();
+  const std::int64_t n = index.numel();
+  dispatchAll(gradIn.dtype(), "index_add_", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* g = gradIn.data<T>();
+    const T* go = gradOut.data<T>();
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        T* row = g + (o * dimSize + idx[j]) * inner;
+        const T* from = go + (o * n + j) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) row[i] = static_cast<T>(static_cast<OpMath<T>>(row[i]) + static_cast<OpMath<T>>(from[i]));
+      }
+    }
+  });
+}
+
+}  // namespace gpulab
