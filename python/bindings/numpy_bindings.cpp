@@ -44,7 +44,7 @@ Tensor tensorSharing(const py::array& array) {
   const DType dtype = dtypeOf(array);
   const auto itemsize = static_cast<py::ssize_t>(elementSize(dtype));
   Shape sizes, strides;
-  std::int64_t lowest = 0, highest = 0;  // element offsets of the extreme elements, for the bytes spanned
+  std::int64_t highest = 0;  // the last element's offset (strides are not negative): the bytes spanned
   for (py::ssize_t d = 0; d < array.ndim(); ++d) {
     const py::ssize_t stride = array.strides(d);
     if (stride < 0) {
@@ -63,7 +63,7 @@ Tensor tensorSharing(const py::array& array) {
     py::gil_scoped_acquire gil;
     delete static_cast<py::object*>(p);
   });
-  const std::size_t bytes = array.size() == 0 ? 0 : static_cast<std::size_t>((highest - lowest + 1) * itemsize);
+  const std::size_t bytes = array.size() == 0 ? 0 : static_cast<std::size_t>((highest + 1) * itemsize);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = Storage::external(const_cast<void*>(array.data()), bytes, std::move(owner));
   impl->sizes = sizes;

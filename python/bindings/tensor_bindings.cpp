@@ -130,14 +130,9 @@ Tensor masked(const Tensor& self, std::int64_t dim, const Tensor& mask) {
                        " does not match the shape of the indexed tensor " + shapeStr(self.sizes()) + " at index " + std::to_string(dim + d));
     }
   }
-  Tensor flat;
-  Tensor positions;
-  {
-    py::gil_scoped_release release;
-    flat = mask.dim() == 0 ? self.unsqueeze(dim) : self.flatten(dim, dim + k - 1);
-    positions = nonzero(mask.reshape({-1})).reshape({-1});
-  }
-  return gathered(flat, dim, positions.dim() == 0 ? positions.reshape({1}) : positions);
+  py::gil_scoped_release release;
+  const Tensor flat = mask.dim() == 0 ? self.unsqueeze(dim) : self.flatten(dim, dim + k - 1);
+  return index_select(flat, dim, nonzero(mask.reshape({-1})).reshape({-1}).to(self.device()));  // a CPU mask may index a CUDA tensor
 }
 
 // x[...]: ints select, slices slice, None adds a dim, ... stands for the dims not named, an int64
