@@ -268,13 +268,15 @@ Tensor index_select(const Tensor& a, std::int64_t dim, const Tensor& index) {
   const std::int64_t d = wrapDim(dim, std::max<std::int64_t>(a.dim(), 1));
   const std::int64_t dimSize = a.dim() == 0 ? 1 : a.size(d);
   const Tensor idx = index.reshape({-1}).contiguous();
-  // Every index inside the dim, checked here (on the host: a bad one would read outside the tensor).
+  // Every index inside the dim, checked here (on the host, one read of the extremes: a bad index
+  // would read outside the tensor).
   if (idx.numel() > 0) {
     NoGradGuard noGrad;
-    const double low = min(idx).item(), high = max(idx).item();
-    if (low < 0 || high >= static_cast<double>(dimSize)) {
-      throw IndexError("index out of range in self (index " + std::to_string(static_cast<std::int64_t>(low < 0 ? low : high)) +
-                       " for dimension " + std::to_string(d) + " of size " + std::to_string(dimSize) + ")");
+    const std::vector<std::int64_t> range = stack({min(idx), max(idx)}).toVector<std::int64_t>();
+    const std::int64_t low = range[0], high = range[1];
+    if (low < 0 || high >= dimSize) {
+      throw IndexError("index out of range in self (index " + std::to_string(low < 0 ? low : high) + " for dimension " +
+                       std::to_string(d) + " of size " + std::to_string(dimSize) + ")");
     }
   }
   std::int64_t outer = 1, inner = 1;

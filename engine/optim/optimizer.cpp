@@ -124,8 +124,8 @@ Optimizer::ParamState SGD::state(std::size_t i) const {
 }
 
 void SGD::setState(std::size_t i, const ParamState& state) {
-  Tensor buffer = savedState(state, i, "momentum_buffer", /*optional=*/true);
-  if (options_.momentum != 0.0 && !buffer.defined()) savedState(state, i, "momentum_buffer");  // throws: momentum needs it
+  // With momentum the buffer must be there; without, a saved one is read (and checked) but not kept.
+  Tensor buffer = savedState(state, i, "momentum_buffer", /*optional=*/options_.momentum == 0.0);
   momentum_.at(i) = options_.momentum != 0.0 ? std::move(buffer) : Tensor();
   stepped_[i] = true;
 }

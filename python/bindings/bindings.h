@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 
 #include <optional>
+#include <string>
 
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
@@ -15,6 +16,11 @@
 namespace gpulab::python {
 
 namespace py = pybind11;
+
+// A Python object's type name, for error messages ("got str").
+inline std::string typeName(py::handle object) { return py::str(py::type::of(object).attr("__name__")); }
+// A Python number, as the engine's scalar operands take it (bool counts as a number, as in Python).
+inline bool isNumber(py::handle o) { return py::isinstance<py::int_>(o) || py::isinstance<py::float_>(o); }
 
 // Releases the GIL for the call: for bindings whose arguments are all C++ values.
 using NoGil = py::call_guard<py::gil_scoped_release>;

@@ -318,10 +318,7 @@ void bindFunctions(py::module_& m) {
 Tensor whereOf(const Tensor& condition, py::handle input, py::handle other) {
   const bool inputTensor = py::isinstance<Tensor>(input), otherTensor = py::isinstance<Tensor>(other);
   auto number = [](py::handle o) {
-    if (!py::isinstance<py::int_>(o) && !py::isinstance<py::float_>(o)) {
-      throw py::type_error("where(): argument 'input' and 'other' must be Tensors or numbers, not " +
-                           std::string(py::str(py::type::of(o).attr("__name__"))));
-    }
+    if (!isNumber(o)) throw py::type_error("where(): argument 'input' and 'other' must be Tensors or numbers, not " + typeName(o));
     return o.cast<double>();
   };
   if (inputTensor && otherTensor) {

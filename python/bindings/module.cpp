@@ -36,7 +36,7 @@ Device deviceFrom(py::handle object) {
     return Device(DeviceType::CUDA, index.is_none() ? executionContext().currentCudaDevice : index.cast<int>());
   }
   throw py::type_error("expected a device (a torch.device, a string such as 'cuda:0', or an int), but got " +
-                       std::string(py::str(py::type::of(object).attr("__name__"))));
+                       typeName(object));
 }
 
 Device cudaDeviceOrCurrent(py::handle device) {
@@ -56,7 +56,7 @@ Shape shapeFromSequence(py::handle sequence, const char* function) {
   for (py::handle item : sequence) {
     if (!py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item)) {
       throw py::type_error(std::string(function) + "(): argument 'size' must be a tuple of ints, but found element of type " +
-                           std::string(py::str(py::type::of(item).attr("__name__"))));
+                           typeName(item));
     }
     shape.push_back(item.cast<std::int64_t>());
   }
@@ -126,7 +126,7 @@ void flatten(py::handle data, std::size_t depth, Flattened& out) {
     for (py::handle item : seq) flatten(item, depth + 1, out);
     return;
   } else {
-    throw py::type_error("Could not infer dtype of " + std::string(py::str(py::type::of(data).attr("__name__"))));
+    throw py::type_error("Could not infer dtype of " + typeName(data));
   }
   if (depth != out.shape.size()) throw py::value_error("expected sequence of length " + std::to_string(out.shape[depth]) + " at dim " + std::to_string(depth) + " (got a number)");
 }

@@ -89,7 +89,7 @@ std::optional<Tensor> sharedFromNumpy(py::handle object) {
 void bindNumpy(py::module_& m) {
   m.def("_from_numpy", [](py::handle object) {
     std::optional<Tensor> shared = sharedFromNumpy(object);
-    if (!shared) throw py::type_error("expected np.ndarray (got " + std::string(py::str(py::type::of(object).attr("__name__"))) + ")");
+    if (!shared) throw py::type_error("expected np.ndarray (got " + typeName(object) + ")");
     return *shared;
   }, py::arg("array"));
 

@@ -19,11 +19,6 @@ namespace gpulab::python {
 
 namespace {
 
-std::string typeName(py::handle object) { return py::str(py::type::of(object).attr("__name__")); }
-
-// A Python number as the engine's scalar operand.
-bool isNumber(py::handle o) { return py::isinstance<py::int_>(o) || py::isinstance<py::float_>(o); }
-
 // The second operand of a binary operator: a tensor or a Python number (bool counts as a number).
 using Operand = std::variant<Tensor, double>;
 std::optional<Operand> operandOf(py::handle o) {
