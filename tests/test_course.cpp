@@ -587,6 +587,33 @@ class TestCourse : public QObject {
     QVERIFY(!l.markdown.contains("{\"lab\": \"train\"}"));
   }
 
+  // A ```python block at the margin is a code cell, a ```python setup block a setup cell; the text
+  // around them is cut into the stretches the page shows between the cells. Python in a list item, in
+  // another kind of block or in a ~~~ fence is an example, not a cell.
+  void pythonBlocksAreCodeCells() {
+    const QByteArray body = "Before.\n\n```python setup\nimport torch\n\nx = torch.ones(3)\n```\n\nBetween.\n\n"
+                            "```python\nprint(x)\n```\n"
+                            "- a list item\n  ```python\n  print('example')\n  ```\n"
+                            "~~~\n```python\nnot a cell\n```\n~~~\n\n"
+                            "```text\n```python\n```\n\n"
+                            "```run\n{\"lab\": \"train\"}\n```\nAfter.\n";
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "x/lesson.md");
+    QVERIFY2(l.ok(), qPrintable(l.error));
+    QCOMPARE(l.cells.size(), 2);
+    QCOMPARE(l.cells[0].code, QString("import torch\n\nx = torch.ones(3)"));
+    QVERIFY(l.cells[0].setup);
+    QCOMPARE(l.cells[0].line, 9);  // the header's 6 lines, "Before.", a blank line, then the fence
+    QCOMPARE(l.cells[1].code, QString("print(x)"));
+    QVERIFY(!l.cells[1].setup);
+    QCOMPARE(l.texts.size(), 3);
+    QCOMPARE(l.texts[0].trimmed(), QString("# Text\nBefore."));
+    QCOMPARE(l.texts[1].trimmed(), QString("Between."));
+    QVERIFY2(l.texts[2].contains("print('example')") && l.texts[2].contains("not a cell") && l.texts[2].contains("▶ Run 1") &&
+            l.texts[2].trimmed().endsWith("After."), qPrintable(l.texts[2]));
+    QCOMPARE(l.runs.size(), 1);
+    QVERIFY(l.markdown.contains("```python setup\nimport torch"));  // the whole text, cells included
+  }
+
   void nonUtf8LessonsAreRefused() {
     QTemporaryDir dir;
     gpulab::test::writeFile(dir.filePath("01-latin1/lesson.md"), QByteArray(kHeader) + "Caf\xe9 au lait\n");

@@ -43,6 +43,7 @@
 #include <limits>
 #include <thread>
 
+#include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
@@ -157,6 +158,15 @@ void copyFixtures(const QTemporaryDir& dir, const QStringList& lessonIds) {
 }
 
 // Clicks the link to `href` in a text browser, as a learner would; false when there is none.
+bool clickLink(QTextBrowser* view, const QString& href);
+
+// Clicks the link in whichever stretch of the lesson's text has it.
+bool clickLessonLink(MainWindow& w, const QString& href) {
+  for (QTextBrowser* view : w.lessonPage()->textViews())
+    if (clickLink(view, href)) return true;
+  return false;
+}
+
 bool clickLink(QTextBrowser* view, const QString& href) {
   for (QTextBlock b = view->document()->begin(); b.isValid(); b = b.next()) {
     for (auto it = b.begin(); !it.atEnd(); ++it) {
@@ -240,7 +250,7 @@ class TestGui : public QObject {
     for (const auto& lesson : w.course().lessons) {
       QVERIFY(w.selectLesson(lesson.id));
       QCOMPARE(w.currentLessonId(), lesson.id);
-      QVERIFY(w.lessonView()->toPlainText().contains(lesson.title));
+      QVERIFY(w.lessonPage()->plainText().contains(lesson.title));
       QVERIFY2(w.codeView()->toPlainText().contains("::run("), "the code panel shows the lab's source");
       QVERIFY(w.runPanel()->runButton()->isEnabled());
     }
@@ -326,8 +336,8 @@ class TestGui : public QObject {
     MainWindow w(lessons.path(), progressPath());
     QVERIFY(navigatorLabel(w, "bad").contains("broken"));
     QVERIFY(w.selectLesson("bad"));
-    QVERIFY(w.lessonView()->toPlainText().contains("could not be loaded"));
-    QVERIFY(w.lessonView()->toPlainText().contains("lesson.md:6: run block: invalid value '0' for parameter 'epochs'"));
+    QVERIFY(w.lessonPage()->plainText().contains("could not be loaded"));
+    QVERIFY(w.lessonPage()->plainText().contains("lesson.md:6: run block: invalid value '0' for parameter 'epochs'"));
     QVERIFY(!w.runPanel()->runButton()->isEnabled());
     QVERIFY(w.selectLesson("good"));
     QSignalSpy finished(&w, &MainWindow::runFinished);
@@ -555,20 +565,21 @@ class TestGui : public QObject {
     // Refused unread, so listed under its folder's name.
     QVERIFY2(navigatorLabel(w, "02-huge").contains("broken"), qPrintable(navigatorLabel(w, "02-huge")));
     QVERIFY(w.selectLesson("02-huge"));
-    QVERIFY2(w.lessonView()->toPlainText().contains("lessons may be at most 64 KiB"), qPrintable(w.lessonView()->toPlainText()));
+    QVERIFY2(w.lessonPage()->plainText().contains("lessons may be at most 64 KiB"), qPrintable(w.lessonPage()->plainText()));
     // The GUI thread is busy for at most about a frame budget; the text follows when it is ready.
     QSignalSpy shown(&w, &MainWindow::lessonTextShown);
     t.restart();
     QVERIFY(w.selectLesson("big"));
     const qint64 blocked = t.elapsed();
-    QTRY_VERIFY_WITH_TIMEOUT(w.lessonView()->toPlainText().contains("The end."), 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.lessonPage()->plainText().contains("The end."), 10000);
     QVERIFY(!w.lessonLoading());
     QCOMPARE(shown.size(), 1);
     QCOMPARE(shown.front().front().toString(), QString("big"));
     QElapsedTimer layout;
     layout.start();
-    w.lessonView()->verticalScrollBar()->setValue(w.lessonView()->verticalScrollBar()->maximum());
-    w.lessonView()->repaint();  // laid out and painted, not only parsed
+    QScrollBar* scroll = w.lessonPage()->scrollArea()->verticalScrollBar();
+    scroll->setValue(scroll->maximum());
+    w.lessonPage()->repaint();  // laid out and painted, not only parsed
     const qint64 laidOut = layout.elapsed();
     qInfo("the largest allowed lesson (%lld bytes): GUI thread busy %lld ms selecting it, %lld ms laying it out; on screen after %lld ms",
           static_cast<long long>(big.size()), static_cast<long long>(blocked), static_cast<long long>(laidOut), static_cast<long long>(t.elapsed()));
@@ -578,7 +589,7 @@ class TestGui : public QObject {
     QVERIFY(w.selectLesson("big"));
     QVERIFY(w.selectLesson("02-huge"));
     QTest::qWait(1500);
-    QVERIFY(w.lessonView()->toPlainText().contains("lessons may be at most 64 KiB"));
+    QVERIFY(w.lessonPage()->plainText().contains("lessons may be at most 64 KiB"));
   }
 
   // Issue 8, defect 7: a problem with the progress file is shown to the learner, with the path of
@@ -1626,7 +1637,7 @@ class TestGui : public QObject {
     QVERIFY(clickLink(w.welcomeView(), "gpulab-lesson:training-loop"));
     QCOMPARE(w.currentLessonId(), QString("training-loop"));
     QVERIFY(!w.welcomeShown());
-    QVERIFY(w.lessonView()->toPlainText().contains("GPU-aware training loop"));
+    QVERIFY(w.lessonPage()->plainText().contains("GPU-aware training loop"));
     w.courseMapAction()->trigger();
     QVERIFY(w.welcomeShown());
     QVERIFY(w.welcomeView()->toPlainText().contains("where you left off"));
@@ -1764,7 +1775,7 @@ class TestGui : public QObject {
 
   // Issue 10: a run marker in the lesson text is a link that selects its run block.
   void aRunLinkSelectsTheRun() {
-    QCOMPARE(MainWindow::linkRunMarkers("text\n> **▶ Run 2: Leak it** — use the Run button below.\nmore"),
+    QCOMPARE(gpulab::app::LessonPage::linkRunMarkers("text\n> **▶ Run 2: Leak it** — use the Run button below.\nmore"),
              QString("text\n> **[▶ Run 2: Leak it](gpulab-run:2)** — click to choose it in the run area, then press Run.\nmore"));
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
@@ -1772,23 +1783,25 @@ class TestGui : public QObject {
     QVERIFY(w.selectLesson("training-loop"));
     QTRY_VERIFY(!w.lessonLoading());
     QCOMPARE(w.runPanel()->currentRun(), 0);
-    QVERIFY(w.lessonView()->toPlainText().contains("▶ Run 2: "));
-    QVERIFY(clickLink(w.lessonView(), "gpulab-run:2"));
+    QVERIFY(w.lessonPage()->plainText().contains("▶ Run 2: "));
+    QVERIFY(clickLessonLink(w, "gpulab-run:2"));
     QCOMPARE(w.runPanel()->currentRun(), 1);
-    QVERIFY(clickLink(w.lessonView(), "gpulab-run:1"));
+    QVERIFY(clickLessonLink(w, "gpulab-run:1"));
     QCOMPARE(w.runPanel()->currentRun(), 0);
   }
 
   // Issue 10: code blocks wrap in the lesson view rather than being cut off.
   void codeBlocksWrap() {
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
-    QVERIFY(w.selectLesson("where-memory-goes"));
+    QVERIFY(w.selectLesson("out-of-memory"));
     QTRY_VERIFY(!w.lessonLoading());
     int code = 0;
-    for (QTextBlock b = w.lessonView()->document()->begin(); b.isValid(); b = b.next()) {
-      if (!b.blockFormat().hasProperty(QTextFormat::BlockCodeFence)) continue;
-      ++code;
-      QVERIFY(!b.blockFormat().nonBreakableLines());
+    for (QTextBrowser* view : w.lessonPage()->textViews()) {
+      for (QTextBlock b = view->document()->begin(); b.isValid(); b = b.next()) {
+        if (!b.blockFormat().hasProperty(QTextFormat::BlockCodeFence)) continue;
+        ++code;
+        QVERIFY(!b.blockFormat().nonBreakableLines());
+      }
     }
     QVERIFY(code > 0);
   }

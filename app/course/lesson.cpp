@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "engine/core/errors.h"
 #include "lessons/labs/labs.h"
@@ -435,11 +436,29 @@ Lesson parseLesson(const QString& text, const QString& path) {
       }
       if (isHeading(l)) paragraphChars = 0;  // a heading is one line
     };
+    // A code cell is a ```python fence at the margin (one inside a list item or a quote is an
+    // example of code, not a cell); its lines stay in the Markdown and leave the text segments.
+    std::optional<CodeBlock> cell;
+    QStringList segment, cellLines;
     for (++i; i < lines.size(); ++i) {
       if (code) {
-        if (closesFence(lines[i], *code)) code.reset();
-        else countLine(lines[i], i + 1, true);
+        if (closesFence(lines[i], *code)) {
+          code.reset();
+          if (cell) {
+            lesson.texts << segment.join('\n');
+            segment.clear();
+            cell->code = cellLines.join('\n');
+            cellLines.clear();
+            lesson.cells << *std::exchange(cell, std::nullopt);
+            body << lines[i];
+            continue;
+          }
+        } else {
+          countLine(lines[i], i + 1, true);
+          if (cell) cellLines << lines[i];
+        }
         body << lines[i];
+        if (!cell) segment << lines[i];
         continue;
       }
       const QString fence = lines[i].trimmed();
@@ -457,17 +476,29 @@ Lesson parseLesson(const QString& text, const QString& path) {
           lesson.quizzes << parseQuiz(o, start);
           body << QString("> **? Quiz question %1** — in the Quiz tab.").arg(lesson.quizzes.size());
         }
+        segment << body.back();
         continue;
       }
-      if ((code = openingFence(lines[i], i + 1))) paragraphChars = 0;
-      else countLine(lines[i], i + 1, false);
+      if ((code = openingFence(lines[i], i + 1))) {
+        paragraphChars = 0;
+        const QString info = lines[i].mid(code->length).simplified();
+        if (lines[i].startsWith(QString(code->length, code->ch)) && (info == "python" || info == "python setup")) {
+          cell = CodeBlock{.setup = info == "python setup", .line = i + 1};
+          body << lines[i];
+          continue;
+        }
+      } else {
+        countLine(lines[i], i + 1, false);
+      }
       body << lines[i];
+      segment << lines[i];
     }
     if (code) {
       throw LessonError{code->line, QString("code block is not closed by %1 (everything after it, run and quiz blocks included, would be code)")
                                         .arg(QString(code->length, code->ch))};
     }
     lesson.markdown = body.join('\n');
+    lesson.texts << segment.join('\n');
   } catch (const LessonError& e) {
     lesson.error = QString("%1:%2: %3").arg(path).arg(e.line).arg(e.what);
   }

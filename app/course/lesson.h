@@ -60,12 +60,25 @@ struct Quiz {
   int line = 0;
 };
 
+// A ```python block of the lesson: a code cell the learner edits and runs (a ```python setup block:
+// code the cells after it take as given -- the data, the model -- run by itself before the first cell
+// the learner runs in a session).
+struct CodeBlock {
+  QString code;
+  bool setup = false;
+  int line = 0;  // the line of its opening fence
+};
+
 struct Lesson {
   QString id;        // "device-setup"
   QString title;
   QString chapter;
   QString folder;    // where it was loaded from
   QString markdown;  // the text, directive blocks replaced by short markers
+  // The text around the code cells: texts[i] comes before cells[i], the last one after the last
+  // cell (texts.size() == cells.size() + 1). markdown is all of them with the cells' blocks.
+  QStringList texts;
+  QVector<CodeBlock> cells;
   QVector<RunBlock> runs;
   QVector<Quiz> quizzes;
   QString error;     // empty when the lesson loaded cleanly

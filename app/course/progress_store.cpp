@@ -94,10 +94,25 @@ void ProgressStore::setAnswer(const QString& lessonId, int quiz, int answerIndex
 void ProgressStore::setEntry(const char* section, const QString& lessonId, int index, const QJsonValue& value) {
   QJsonObject all = data_.value(section).toObject();
   QJsonObject mine = all.value(lessonId).toObject();
-  mine[QString::number(index)] = value;
+  if (value.isUndefined()) mine.remove(QString::number(index));
+  else mine[QString::number(index)] = value;
   all[lessonId] = mine;
   data_[section] = all;
   save();
+}
+
+std::optional<QString> ProgressStore::editedCode(const QString& lessonId, int cell, const QString& original) const {
+  const QJsonObject entry = data_.value("cells").toObject().value(lessonId).toObject().value(QString::number(cell)).toObject();
+  if (!entry.value("code").isString() || entry.value("original").toString() != original) return std::nullopt;
+  return entry.value("code").toString();
+}
+
+void ProgressStore::setEditedCode(const QString& lessonId, int cell, const QString& original, const QString& code) {
+  if (code == original) {
+    if (data_.value("cells").toObject().value(lessonId).toObject().contains(QString::number(cell))) setEntry("cells", lessonId, cell, QJsonValue::Undefined);
+    return;
+  }
+  setEntry("cells", lessonId, cell, QJsonObject{{"original", original}, {"code", code}});
 }
 
 bool ProgressStore::challengeMet(const QString& lessonId, int run) const {

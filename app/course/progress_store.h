@@ -7,6 +7,7 @@
 // loadProblem() says which, in words for the learner (the GUI shows it).
 #include <QJsonObject>
 #include <QString>
+#include <optional>
 
 namespace gpulab::course {
 
@@ -23,6 +24,12 @@ class ProgressStore {
   // Whether a run of block `run` (from 0) met its challenge; once met, it stays met.
   bool challengeMet(const QString& lessonId, int run) const;
   void setChallengeMet(const QString& lessonId, int run);
+  // The learner's code in code cell `cell` (from 0) of a lesson, kept when they edited the lesson's
+  // `original` code; nothing when they did not (or reset it). An edit of code the lesson has changed
+  // since is not offered for the new code, and stays in the file until the cell is edited again.
+  std::optional<QString> editedCode(const QString& lessonId, int cell, const QString& original) const;
+  // Keeps the learner's code (written at once, as every answer is); code == original forgets it.
+  void setEditedCode(const QString& lessonId, int cell, const QString& original, const QString& code);
   const QString& path() const { return path_; }
   // Why the last load or save failed (empty when it worked).
   const QString& lastError() const { return error_; }
@@ -37,7 +44,7 @@ class ProgressStore {
  private:
   void load();
   void save();
-  // data_[section][lessonId][index] = value, saved.
+  // data_[section][lessonId][index] = value, saved; an undefined value removes the entry.
   void setEntry(const char* section, const QString& lessonId, int index, const QJsonValue& value);
   QString path_;
   QJsonObject data_;

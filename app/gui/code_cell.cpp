@@ -8,6 +8,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QScrollBar>
 #include <QKeyEvent>
 #include <QTextBlock>
 #include <QVBoxLayout>
@@ -151,7 +152,10 @@ void CodeCell::fitEditorToCode() {
   // The whole cell shows without a scroll bar of its own, up to 30 lines.
   const int lines = std::clamp(editor_->document()->blockCount(), 2, 30);
   const QFontMetrics metrics(editor_->font());
-  editor_->setFixedHeight(lines * metrics.lineSpacing() + 2 * static_cast<int>(editor_->document()->documentMargin()) + 6);
+  // Room for the horizontal scroll bar too: a long line scrolls sideways, and the bar must not hide
+  // the last line.
+  editor_->setFixedHeight(lines * metrics.lineSpacing() + 2 * static_cast<int>(editor_->document()->documentMargin()) + 6 +
+                          editor_->horizontalScrollBar()->sizeHint().height());
 }
 
 void CodeCell::markQueued() {
@@ -213,22 +217,57 @@ NotebookSession::NotebookSession(QObject* parent) : QObject(parent) {
     if (CodeCell* c = cell(id)) c->markFinished(r);
   });
   connect(&kernel_, &notebook::KernelProcess::ready, this,
-          [this](const QString&, bool, const QString& device) { emit ready(device); });
+          [this](const QString&, bool, const QString& device, bool emulated) { emit ready(device, emulated); });
   connect(&kernel_, &notebook::KernelProcess::kernelDied, this, &NotebookSession::died);
 }
 
-void NotebookSession::addCell(CodeCell* c) {
+void NotebookSession::addCell(CodeCell* c, bool setup) {
   cells_.insert(c->id(), c);
-  connect(c, &CodeCell::runRequested, this, [this, c](const QString& id, const QString& code) {
-    if (!kernel_.isRunning()) kernel_.start(kernel_.emulatedGpu());
-    c->markQueued();
-    kernel_.run(id, code);
-  });
+  if (setup) setupCells_.append(c);
+  connect(c, &CodeCell::runRequested, this, [this, c] { run(c); });
   connect(c, &CodeCell::stopRequested, this, [this] { kernel_.stop(); });
 }
 
-void NotebookSession::start(bool emulatedGpu) { kernel_.start(emulatedGpu); }
-void NotebookSession::restart() { kernel_.restart(); }
+void NotebookSession::run(CodeCell* c) {
+  if (!kernel_.isRunning()) start();
+  if (!setupSent_) {
+    setupSent_ = true;
+    for (const QPointer<CodeCell>& setup : setupCells_) {
+      if (!setup || setup == c) continue;
+      setup->markQueued();
+      kernel_.run(setup->id(), setup->code());
+    }
+  }
+  c->markQueued();
+  kernel_.run(c->id(), c->code());
+}
+
+void NotebookSession::clear() {
+  kernel_.shutdown();
+  for (const QPointer<CodeCell>& c : std::as_const(cells_))
+    if (c) disconnect(c, nullptr, this, nullptr);
+  cells_.clear();
+  setupCells_.clear();
+  setupSent_ = false;
+}
+
+void NotebookSession::setEmulatedGpu(bool emulatedGpu) {
+  if (emulatedGpu == emulatedGpu_) return;
+  emulatedGpu_ = emulatedGpu;
+  if (kernel_.isRunning()) start();
+}
+
+void NotebookSession::start() {
+  setupSent_ = false;  // a new namespace: the setup runs again before the next cell
+  kernel_.start(emulatedGpu_);
+}
+
+void NotebookSession::start(bool emulatedGpu) {
+  emulatedGpu_ = emulatedGpu;
+  start();
+}
+
+void NotebookSession::restart() { start(); }
 
 CodeCell* NotebookSession::cell(const QString& id) const { return cells_.value(id).data(); }
 

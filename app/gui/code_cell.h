@@ -75,28 +75,42 @@ class CodeCell : public QWidget {
 };
 
 // One kernel for a lesson's cells: routes each cell's Run to the kernel and the kernel's events back
-// to the cell they belong to.
+// to the cell they belong to. The kernel starts at the first Run, not before: showing a lesson runs
+// nothing. A setup cell (```python setup) runs by itself before the first other cell the learner
+// runs in a session, as the code the cells take as given.
 class NotebookSession : public QObject {
   Q_OBJECT
 
  public:
   explicit NotebookSession(QObject* parent = nullptr);
-  void addCell(CodeCell* cell);
-  // Starts (or restarts) the kernel: this machine as it is, or with the emulated GPU as cuda:0.
+  void addCell(CodeCell* cell, bool setup = false);
+  // Forgets the cells and ends the session (another lesson).
+  void clear();
+  // Where the next session computes: this machine as it is, or with the emulated GPU as cuda:0. A
+  // running session restarts on the new choice.
+  void setEmulatedGpu(bool emulatedGpu);
+  bool emulatedGpu() const { return emulatedGpu_; }
+  // Starts (or restarts) the kernel on the current choice.
+  void start();
   void start(bool emulatedGpu);
   void restart();
+  bool busy() const { return !kernel_.busyCells().isEmpty(); }
   notebook::KernelProcess& kernel() { return kernel_; }
 
  signals:
-  // The session is up, on this device ("cpu", or cuda:0's name).
-  void ready(const QString& deviceName);
+  // The session is up, on this device ("cpu", or cuda:0's name, which may be the emulated GPU).
+  void ready(const QString& deviceName, bool emulated);
   void died(const QString& reason);
 
  private:
   CodeCell* cell(const QString& id) const;
+  void run(CodeCell* cell);
 
   notebook::KernelProcess kernel_;
   QMap<QString, QPointer<CodeCell>> cells_;
+  QList<QPointer<CodeCell>> setupCells_;  // in the lesson's order
+  bool emulatedGpu_ = false;
+  bool setupSent_ = false;  // this session has run (or queued) the setup cells
 };
 
 }  // namespace gpulab::app

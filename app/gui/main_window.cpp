@@ -34,6 +34,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "app/gui/lesson_page.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
 #include "app/gui/run_panel.h"
@@ -76,36 +77,12 @@ constexpr int kLessonIdRole = Qt::UserRole + 1;
 constexpr int kHomeRole = Qt::UserRole + 2;  // the navigator's "Course map" item
 
 // Links inside the lesson text and the welcome page.
-constexpr QLatin1String kRunScheme("gpulab-run");        // gpulab-run:2 selects run block 2
 constexpr QLatin1String kLessonScheme("gpulab-lesson");  // gpulab-lesson:device-setup opens the lesson
 
-// Qt's Markdown import makes a code block non-breaking lines: in a narrow lesson view a long line is
-// cut off, or the whole page scrolls sideways for it. Code blocks wrap instead, in a slightly smaller
-// font on a light band, a wrapped line's continuation indented, so that it still reads as code.
 // Whether the learner's answer to quiz `q` of `lesson` is a right one.
 bool answeredRight(const course::ProgressStore& progress, const course::Lesson& lesson, int q) {
   const int a = progress.answer(lesson.id, q);
   return a >= 0 && a < lesson.quizzes[q].answers.size() && lesson.quizzes[q].answers[a].correct;
-}
-
-constexpr double kCodeHangingIndent = 28;  // pixels
-void polishCodeBlocks(QTextDocument* doc) {
-  QTextCursor cursor(doc);
-  for (QTextBlock b = doc->begin(); b.isValid(); b = b.next()) {
-    QTextBlockFormat format = b.blockFormat();
-    if (!format.nonBreakableLines() && !format.hasProperty(QTextFormat::BlockCodeFence)) continue;
-    format.setNonBreakableLines(false);
-    // A hanging indent: a wrapped line's continuation starts further right than any line of code.
-    format.setLeftMargin(format.leftMargin() + kCodeHangingIndent);
-    format.setTextIndent(-kCodeHangingIndent);
-    format.setBackground(QColor(128, 128, 128, 28));  // light on a light palette, and on a dark one
-    cursor.setPosition(b.position());
-    cursor.setBlockFormat(format);
-    cursor.setPosition(b.position() + b.length() - 1, QTextCursor::KeepAnchor);
-    QTextCharFormat chars;
-    chars.setFontPointSize(std::max(7.0, doc->defaultFont().pointSizeF() * 0.9));
-    cursor.mergeCharFormat(chars);
-  }
 }
 
 // cuBLAS reports major*10000 + minor*100 + patch (as the engine stores it); cuDNN 9 does the same,
@@ -133,14 +110,13 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   navigator_->setMinimumWidth(230);
 
   pageTabs_ = new QTabWidget;
-  lessonView_ = new QTextBrowser;
-  lessonView_->setOpenLinks(false);  // openLink: run markers select a run, web links open outside
+  lesson_ = new LessonPage(progress_);
   codeView_ = new QPlainTextEdit;
   codeView_->setReadOnly(true);
   codeView_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   codeView_->setLineWrapMode(QPlainTextEdit::NoWrap);
   quiz_ = new QuizWidget(progress_);
-  pageTabs_->addTab(lessonView_, "Lesson");
+  pageTabs_->addTab(lesson_, "Lesson");
   pageTabs_->addTab(codeView_, "Engine code");
   pageTabs_->addTab(quiz_, "Quiz");
 
@@ -174,8 +150,8 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   progressBanner_->hide();
   connect(dismiss, &QToolButton::clicked, progressBanner_, &QWidget::hide);
   // The lesson: its tabs, then the way on (the course map, the next lesson).
-  lessonPage_ = new QWidget;
-  auto* lessonLayout = new QVBoxLayout(lessonPage_);
+  lessonScreen_ = new QWidget;
+  auto* lessonLayout = new QVBoxLayout(lessonScreen_);
   lessonLayout->setContentsMargins(0, 0, 0, 0);
   lessonLayout->setSpacing(4);
   lessonLayout->addWidget(pageTabs_, 1);
@@ -193,7 +169,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   welcome_->setOpenLinks(false);
   pages_ = new QStackedWidget;
   pages_->addWidget(welcome_);
-  pages_->addWidget(lessonPage_);
+  pages_->addWidget(lessonScreen_);
   auto* page = new QWidget;
   auto* pageLayout = new QVBoxLayout(page);
   pageLayout->setContentsMargins(0, 0, 0, 0);
@@ -261,7 +237,12 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
     if (item && item->data(0, kHomeRole).toBool()) showWelcome();
     else if (item && item->data(0, kLessonIdRole).isValid()) showLesson(course_.find(item->data(0, kLessonIdRole).toString()));
   });
-  connect(lessonView_, &QTextBrowser::anchorClicked, this, &MainWindow::openLink);
+  connect(lesson_, &LessonPage::linkActivated, this, &MainWindow::openLink);
+  connect(lesson_, &LessonPage::textShown, this, &MainWindow::lessonTextShown);
+  connect(lesson_, &LessonPage::externalCodeAcknowledged, this,
+          [this](const QString& folder) { session_->setValue("externalCode/" + QString::fromUtf8(folder.toUtf8().toBase64()), true); });
+  if (!root_.startsWith(":")) lesson_->setExternalFolder(root_, session_->value("externalCode/" + QString::fromUtf8(root_.toUtf8().toBase64())).toBool());
+  connectCellViews();
   connect(welcome_, &QTextBrowser::anchorClicked, this, &MainWindow::openLink);
   connect(runPanel_, &RunPanel::runClicked, this, &MainWindow::startRun);
   connect(runPanel_, &RunPanel::stopClicked, this, &MainWindow::stopRun);
@@ -346,11 +327,13 @@ QSize MainWindow::initialSize(const QSize& available) {
 }
 
 MainWindow::~MainWindow() {
-  for (const QPointer<QThread>& t : textThreads_)
-    if (t) t->wait();  // a parse is bounded by the lesson caps (course/lesson.h)
+  // Before progress_ goes: the lesson page, a child widget, outlives the members.
+  lesson_->saveEdits();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  lesson_->saveEdits();
+  lesson_->session().clear();  // a running cell is interrupted, the session ended
   runner_.stop();  // the runner's destructor joins the worker once the lab has stopped
   QMainWindow::closeEvent(event);
 }
@@ -432,25 +415,17 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
   if (!lesson) return;
   if (runner_.running()) {
     // A run keeps its lesson on screen; back from the course map to it is all that is allowed.
-    if (lesson->id == currentId_) pages_->setCurrentWidget(lessonPage_);
+    if (lesson->id == currentId_) pages_->setCurrentWidget(lessonScreen_);
     return;
   }
-  pages_->setCurrentWidget(lessonPage_);
+  pages_->setCurrentWidget(lessonScreen_);
   // Another lesson's views and measurements would read as this lesson's: they go with their lesson.
   if (lesson->id != viewsLesson_) plots_->clearViews();
   viewsLesson_ = lesson->id;
   currentId_ = lesson->id;
   session_->setValue("session/lesson", lesson->id);
   session_->setValue("session/run", 0);
-  ++textGeneration_;
-  lessonLoading_ = false;
-  if (lesson->ok()) {
-    showLessonText(*lesson);
-  } else {
-    lessonView_->setHtml("<h2>" + lesson->title.toHtmlEscaped() + "</h2><p style='color:#d62728'><b>This lesson could not be loaded:</b><br>" +
-                         lesson->error.toHtmlEscaped() + "</p><p>The other lessons work as usual.</p>");
-    emit lessonTextShown(lesson->id);
-  }
+  lesson_->setLesson(*lesson);
   runPanel_->setLesson(lesson->ok() ? lesson : nullptr);
   quiz_->setLesson(lesson->ok() ? lesson : nullptr);
   showRunSource();
@@ -460,55 +435,37 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
   pageTabs_->setCurrentIndex(0);
 }
 
-// Qt's Markdown import costs time that grows with the square of a paragraph's length (every piece it
-// inserts -- a soft line break, a `code` or **bold** span -- re-examines the paragraph so far), and
-// on the view's own document it would also lay the paragraph out again each time: a 256 KiB paragraph
-// took 14 s. So: lesson files are capped (course/lesson.h), the text is parsed into a document of its
-// own on a short-lived thread (QTextDocument is reentrant), and the GUI thread only lays it out. It
-// waits for the parse up to half a frame budget, so an ordinary lesson (a few KiB, a few ms) shows at
-// once; a larger one shows "Loading" until it is ready, with the window responsive meanwhile.
-void MainWindow::showLessonText(const course::Lesson& lesson) {
-  constexpr int kWaitMs = 50;  // half a frame budget: the layout that follows needs the rest
-  const int generation = textGeneration_;
-  auto result = std::make_shared<std::unique_ptr<QTextDocument>>();
-  QThread* gui = thread();
-  QThread* worker = QThread::create([result, markdown = linkRunMarkers(lesson.markdown), font = lessonView_->font(),
-                                     margin = lessonView_->document()->documentMargin(), gui] {
-    auto doc = std::make_unique<QTextDocument>();
-    doc->setDefaultFont(font);
-    doc->setDocumentMargin(margin);
-    doc->setMarkdown(markdown);
-    polishCodeBlocks(doc.get());
-    doc->moveToThread(gui);
-    *result = std::move(doc);
+bool MainWindow::lessonLoading() const { return lesson_->loading(); }
+
+void MainWindow::connectCellViews() {
+  notebook::KernelProcess& kernel = lesson_->session().kernel();
+  connect(&kernel, &notebook::KernelProcess::ready, this,
+          [this](const QString&, bool cuda, const QString& device, bool emulated) { cellViews_.setDevice(cuda ? device : "cpu", emulated); });
+  connect(&kernel, &notebook::KernelProcess::started, this, [this](const QString& cell) {
+    // A lab's run has the views while it goes on; a cell's run takes them only when none does.
+    cellRunShown_ = !runner_.running();
+    if (!cellRunShown_) return;
+    if (viewsLesson_ != currentId_) plots_->clearViews();
+    viewsLesson_ = currentId_;
+    plots_->beginRun({{"cell", cell.toStdString()}});
+    showCellUpdates(cellViews_.started());
   });
-  worker->setParent(this);
-  textThreads_.erase(std::remove_if(textThreads_.begin(), textThreads_.end(), [](const QPointer<QThread>& t) { return t.isNull(); }),
-                     textThreads_.end());
-  textThreads_.emplace_back(worker);
-  const QString id = lesson.id;
-  connect(worker, &QThread::finished, this, [this, worker, result, generation, id] {
-    worker->deleteLater();
-    if (*result && generation == textGeneration_) {
-      installLessonText(result->release());
-      emit lessonTextShown(id);
-    }
-    result->reset();  // a result nobody wants any more is deleted here, on the GUI thread
+  connect(&kernel, &notebook::KernelProcess::logged, this, [this](const QString&, qint64 step, const QMap<QString, double>& values) {
+    if (cellRunShown_) showCellUpdates(cellViews_.logged(step, values));
   });
-  worker->start();
-  if (worker->wait(QDeadlineTimer(kWaitMs)) && *result) {
-    installLessonText(result->release());
-    emit lessonTextShown(id);
-    return;
-  }
-  lessonLoading_ = true;
-  lessonView_->setHtml("<h2>" + lesson.title.toHtmlEscaped() + "</h2><p><i>Loading the lesson…</i></p>");
+  connect(&kernel, &notebook::KernelProcess::memory, this, [this](const QString&, double t, qint64 allocated, qint64 reserved) {
+    if (cellRunShown_) showCellUpdates(cellViews_.memory(t, allocated, reserved));
+  });
+  connect(&kernel, &notebook::KernelProcess::finished, this, [this](const QString&, const notebook::CellResult& result) {
+    if (!std::exchange(cellRunShown_, false)) return;
+    plots_->endRun(result.status == notebook::CellResult::Status::Ok ? QString() : result.errorType.isEmpty() ? "ended" : result.errorType);
+  });
 }
 
-void MainWindow::installLessonText(QTextDocument* doc) {
-  doc->setParent(lessonView_);  // the view deletes a document it parents when it is replaced
-  lessonView_->setDocument(doc);
-  lessonLoading_ = false;
+void MainWindow::showCellUpdates(const QVector<lab::Update>& updates) {
+  for (const lab::Update& u : updates)
+    if (const auto* d = std::get_if<lab::RunDevice>(&u)) runDevice_->setText("Cell on " + QString::fromStdString(d->label));
+  plots_->addBatch(MetricBatch{updates});
 }
 
 void MainWindow::setReferenceRunsRoot(const QString& root) {
@@ -553,6 +510,7 @@ void MainWindow::startRun() {
   const auto settings = runPanel_->settings();
   plots_->beginRun(settings);  // overlaid runs are named by the settings that differ
   runDevice_->clear();
+  cellRunShown_ = false;  // a cell still running draws no more into the views the run takes
   runLesson_ = lesson->id;
   runBlock_ = i;
   runMeasurements_.clear();
@@ -714,17 +672,8 @@ void MainWindow::restoreSession() {
   if (run > 0 && run < runPanel_->runCount()) runPanel_->selectRun(run);
 }
 
-QString MainWindow::linkRunMarkers(const QString& markdown) {
-  // lesson.cpp writes each run block as "> **▶ Run N: title** — use the Run button below."
-  const QRegularExpression marker(QStringLiteral("^> \\*\\*▶ Run (\\d+): (.*)\\*\\* — use the Run button below\\.$"),
-                                  QRegularExpression::MultilineOption);
-  QString out = markdown;
-  out.replace(marker, QString("> **[▶ Run \\1: \\2](%1:\\1)** — click to choose it in the run area, then press Run.").arg(kRunScheme));
-  return out;
-}
-
 void MainWindow::openLink(const QUrl& url) {
-  if (url.scheme() == kRunScheme) {
+  if (url.scheme() == kRunLinkScheme) {
     const int index = url.path().toInt() - 1;
     const course::Lesson* lesson = course_.find(currentId_);
     if (!lesson || index < 0 || index >= lesson->runs.size()) return;

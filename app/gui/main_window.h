@@ -1,6 +1,7 @@
 #pragma once
 // The lesson player: a navigator of chapters and lessons (with completion marks), the lesson page
-// (the text with its PyTorch code, the lab's real source, the quiz), the run area, and live plots.
+// (the text with its code cells, lesson_page.h; the lab's real source; the quiz), the run area, and
+// live plots -- of the lab's runs, and of the code cells' runs (what they log, cuda:0's memory).
 //
 // Completion: a lesson is complete when every quiz is answered correctly and every run block's
 // challenge has been met (a lesson with neither is never marked). A challenge is graded when a run of
@@ -29,6 +30,7 @@
 #include "app/course/course.h"
 #include "app/course/progress_store.h"
 #include "app/course/reference_runs.h"
+#include "app/gui/cell_views.h"
 #include "app/gui/lab_runner.h"
 
 class QTreeWidget;
@@ -46,6 +48,7 @@ class QAction;
 
 namespace gpulab::app {
 
+class LessonPage;
 class RunPanel;
 class PlotPanel;
 class QuizWidget;
@@ -62,12 +65,13 @@ class MainWindow final : public QMainWindow {
   bool selectLesson(const QString& id);
   QString currentLessonId() const { return currentId_; }
   // True while the selected lesson's text is still being prepared (a large lesson; see showLesson).
-  bool lessonLoading() const { return lessonLoading_; }
+  bool lessonLoading() const;
   const course::Course& course() const { return course_; }
   RunPanel* runPanel() const { return runPanel_; }
   PlotPanel* plotPanel() const { return plots_; }
   QuizWidget* quiz() const { return quiz_; }
-  QTextBrowser* lessonView() const { return lessonView_; }
+  // The lesson's text with its code cells.
+  LessonPage* lessonPage() const { return lesson_; }
   QPlainTextEdit* codeView() const { return codeView_; }
   QTreeWidget* navigator() const { return navigator_; }
   LabRunner& runner() { return runner_; }
@@ -97,8 +101,6 @@ class MainWindow final : public QMainWindow {
   bool exportMemoryHistory(const QString& path) const;
   // Where the last lesson and run block are remembered.
   QString sessionFile() const { return session_->fileName(); }
-  // The lesson's Markdown with each run marker a link that selects its run block.
-  static QString linkRunMarkers(const QString& markdown);
   // Help > About: GPU Lab's version and the versions of what it runs on (Qt, CUDA runtime and driver,
   // cuBLAS, cuDNN, as the engine reports them), or why there is no GPU. Non-modal; returns the dialog.
   QDialog* showAbout();
@@ -132,8 +134,9 @@ class MainWindow final : public QMainWindow {
   void loadCourse();
   void rebuildNavigator();
   void showLesson(const course::Lesson* lesson);
-  void showLessonText(const course::Lesson& lesson);
-  void installLessonText(QTextDocument* doc);
+  // The code cells' runs in the live views: what they log and the device's memory.
+  void connectCellViews();
+  void showCellUpdates(const QVector<lab::Update>& updates);
   void showRunSource();
   void stepLesson(int delta);
   void onAnswered();
@@ -156,7 +159,7 @@ class MainWindow final : public QMainWindow {
   QTabWidget* pageTabs_;
   QStackedWidget* pages_;  // the welcome page or the lesson
   QTextBrowser* welcome_;
-  QWidget* lessonPage_;
+  QWidget* lessonScreen_;  // the lesson's tabs and the way on
   QPushButton* nextButton_;
   QAction* nextAction_;
   QAction* homeAction_;
@@ -168,7 +171,9 @@ class MainWindow final : public QMainWindow {
   QString runLesson_;
   int runBlock_ = -1;
   std::vector<lab::Measurement> runMeasurements_;
-  QTextBrowser* lessonView_;
+  LessonPage* lesson_;
+  CellViews cellViews_;
+  bool cellRunShown_ = false;  // the running cell's run is the one the views show
   QPlainTextEdit* codeView_;
   QuizWidget* quiz_;
   RunPanel* runPanel_;
@@ -179,9 +184,6 @@ class MainWindow final : public QMainWindow {
   QFrame* progressBanner_;
   QLabel* progressNotice_;
   QDialog* about_ = nullptr;
-  std::vector<QPointer<QThread>> textThreads_;  // lesson texts being parsed; joined on destruction
-  int textGeneration_ = 0;                      // the newest request; older results are dropped
-  bool lessonLoading_ = false;
   LabRunner runner_;
   QFileSystemWatcher watcher_;
   QTimer reloadDelay_;

@@ -90,7 +90,7 @@ void KernelProcess::handleEvent(const QByteArray& line) {
   const QString event = e.value("event").toString();
   const QString cell = e.value("cell").toString();
   if (event == "ready") {
-    emit ready(e.value("torch").toString(), e.value("cuda").toBool(), e.value("device").toString());
+    emit ready(e.value("torch").toString(), e.value("cuda").toBool(), e.value("device").toString(), e.value("emulated").toBool());
   } else if (event == "started") {
     emit started(cell);
   } else if (event == "stream") {

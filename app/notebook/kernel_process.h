@@ -58,8 +58,9 @@ class KernelProcess : public QObject {
   void shutdown();
 
  signals:
-  // The session is up: GPU Lab's torch's version and cuda:0's name ("cpu" without a CUDA device).
-  void ready(const QString& torchVersion, bool cudaAvailable, const QString& deviceName);
+  // The session is up: GPU Lab's torch's version, cuda:0's name ("cpu" without a CUDA device) and
+  // whether it is GPU Lab's emulated GPU.
+  void ready(const QString& torchVersion, bool cudaAvailable, const QString& deviceName, bool emulated);
   void started(const QString& cellId);
   // Text the cell printed: name is "stdout" or "stderr".
   void output(const QString& cellId, const QString& name, const QString& text);

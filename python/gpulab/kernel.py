@@ -10,7 +10,7 @@ Stop is SIGINT: Python raises KeyboardInterrupt in the running cell at its next 
 time.sleep, and the session goes on.
 
 Out, on the stdout the process was given (the cells' own output is captured), one JSON object per line:
-    {"event": "ready", "torch": "1.13.0+gpulab...", "cuda": true, "device": "GPU Lab emulated GPU ..."}
+    {"event": "ready", "torch": "1.13.0+gpulab...", "cuda": true, "device": "GPU Lab emulated GPU ...", "emulated": true}
     {"event": "started", "cell": "c1"}
     {"event": "stream", "cell": "c1", "name": "stdout", "text": "tensor([1., 1., 1.])\\n"}
     {"event": "log", "cell": "c1", "step": 0, "values": {"loss": 0.52}}       (lab.log(loss=...))
@@ -123,7 +123,8 @@ class Kernel:
         sys.stderr = _CellStream(self, "stderr")
         cuda = torch.cuda.is_available()
         self.channel.send(event="ready", torch=torch.__version__, cuda=cuda,
-                          device=torch.cuda.get_device_name(0) if cuda else "cpu")
+                          device=torch.cuda.get_device_name(0) if cuda else "cpu",
+                          emulated=bool(cuda and torch.cuda.is_emulated(0)))
         threading.Thread(target=self._sample_memory, daemon=True, name="memory sampler").start()
 
     def _sample_memory(self):

@@ -100,16 +100,28 @@ CELL = re.compile(r"^# %% (?P<label>[^:]*): no-gpu=(?P<no_gpu>\S+) one-gpu=(?P<o
 
 
 def markdown_cells(path, expected):
-    """A lesson's ```python blocks, in order, with the outcomes `expected` gives them (default "ok")."""
+    """A lesson's ```python blocks with the outcomes `expected` gives them (default "ok"): its setup
+    blocks (```python setup) first, as the app runs them before the first cell, then the others in order.
+    Blocks are numbered in the file's order."""
     text = open(path, encoding="utf-8").read()
     lesson = os.path.basename(os.path.dirname(os.path.abspath(path)))
     given = expected.get(lesson, {}).get("cells", {})  # "why" beside each outcome is for the reader
     out = []
-    for i, code in enumerate(re.findall(r"```python\n(.*?)```", text, re.S)):
+    for i, match in enumerate(re.finditer(r"^```python( setup)?\n(.*?)^```", text, re.S | re.M)):
         outcome = given.get(str(i), {})
-        out.append({"label": f"block {i}", "no-gpu": outcome.get("no-gpu", "ok"), "one-gpu": outcome.get("one-gpu", "ok"),
-                    "code": code})
-    return lesson, out
+        out.append({"label": f"block {i}" + (" (setup)" if match[1] else ""), "setup": bool(match[1]),
+                    "no-gpu": outcome.get("no-gpu", "ok"), "one-gpu": outcome.get("one-gpu", "ok"), "code": match[2]})
+    return lesson, sorted(out, key=lambda cell: not cell["setup"])
+
+
+class Lab:
+    """The kernel's `lab` (python/gpulab/kernel.py) as far as the cells use it: lab.log(name=number)."""
+
+    def __init__(self):
+        self.logged = []
+
+    def log(self, step=None, **values):
+        self.logged.append({name: float(value) for name, value in values.items()})
 
 
 def cells(path):
@@ -164,7 +176,11 @@ def main():
         namespace = {"__name__": "__main__"}
         if path.endswith(".md"):
             lesson, found = markdown_cells(path, outcomes)
-            prelude = LESSON_PRELUDE + outcomes.get(lesson, {}).get("prelude", "")
+            # A lesson with a setup block says what its cells take as given: it runs as the app runs it,
+            # with only `torch` and `lab` given. The others still lean on the prelude.
+            self_contained = any(cell["setup"] for cell in found)
+            prelude = "import torch\n" if self_contained else LESSON_PRELUDE + outcomes.get(lesson, {}).get("prelude", "")
+            namespace["lab"] = Lab()
             path = lesson
         else:
             found, prelude = cells(path), PRELUDE

@@ -1,0 +1,389 @@
+#include "app/gui/lesson_page.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <QAbstractTextDocumentLayout>
+#include <QComboBox>
+#include <QDeadlineTimer>
+#include <QFrame>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QScrollBar>
+#include <QTextBlock>
+#include <QTextBrowser>
+#include <QTextCursor>
+#include <QTextDocument>
+#include <QThread>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "engine/runtime/cuda_runtime.h"
+
+namespace gpulab::app {
+
+namespace {
+
+// Qt's Markdown import makes a code block non-breaking lines: in a narrow lesson view a long line is
+// cut off, or the whole page scrolls sideways for it. Code blocks wrap instead, in a slightly smaller
+// font on a light band, a wrapped line's continuation indented, so that it still reads as code.
+constexpr double kCodeHangingIndent = 28;  // pixels
+void polishCodeBlocks(QTextDocument* doc) {
+  QTextCursor cursor(doc);
+  for (QTextBlock b = doc->begin(); b.isValid(); b = b.next()) {
+    QTextBlockFormat format = b.blockFormat();
+    if (!format.nonBreakableLines() && !format.hasProperty(QTextFormat::BlockCodeFence)) continue;
+    format.setNonBreakableLines(false);
+    // A hanging indent: a wrapped line's continuation starts further right than any line of code.
+    format.setLeftMargin(format.leftMargin() + kCodeHangingIndent);
+    format.setTextIndent(-kCodeHangingIndent);
+    format.setBackground(QColor(128, 128, 128, 28));  // light on a light palette, and on a dark one
+    cursor.setPosition(b.position());
+    cursor.setBlockFormat(format);
+    cursor.setPosition(b.position() + b.length() - 1, QTextCursor::KeepAnchor);
+    QTextCharFormat chars;
+    chars.setFontPointSize(std::max(7.0, doc->defaultFont().pointSizeF() * 0.9));
+    cursor.mergeCharFormat(chars);
+  }
+}
+
+// A stretch of the lesson's text: as tall as its text at the page's width, so that the page, not
+// each stretch, scrolls. A wheel turned over it scrolls the page (its own scroll bar has no range).
+class TextSegment final : public QTextBrowser {
+ public:
+  TextSegment() {
+    setOpenLinks(false);
+    setFrameShape(QFrame::NoFrame);
+    setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    setStyleSheet("QTextBrowser { background: transparent; }");
+    watchLayout();
+  }
+  void setContent(QTextDocument* doc) {
+    doc->setParent(this);  // the view deletes a document it parents when it is replaced
+    setDocument(doc);
+    watchLayout();
+    fit();
+  }
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override {
+    QTextBrowser::resizeEvent(event);
+    fit();
+  }
+
+ private:
+  void watchLayout() {
+    connect(document()->documentLayout(), &QAbstractTextDocumentLayout::documentSizeChanged, this, &TextSegment::fit,
+            Qt::UniqueConnection);
+  }
+  void fit() {
+    document()->setTextWidth(viewport()->width());
+    const int height = static_cast<int>(std::ceil(document()->size().height())) + 2 * frameWidth();
+    if (height != this->height()) setFixedHeight(height);
+  }
+};
+
+QString cellId(int index) { return QString::number(index + 1); }
+
+}  // namespace
+
+LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidget(parent), progress_(progress) {
+  setObjectName("lessonPage");
+  scroll_ = new QScrollArea;
+  scroll_->setWidgetResizable(true);
+  scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll_->setFrameShape(QFrame::NoFrame);
+  column_ = new QWidget;
+  column_->setObjectName("lessonColumn");
+  column_->setBackgroundRole(QPalette::Base);
+  column_->setAutoFillBackground(true);
+  auto* outer = new QVBoxLayout(column_);
+  outer->setContentsMargins(6, 4, 6, 4);
+  outer->setSpacing(4);
+
+  // Where the cells run: above the text, for a lesson with code cells; it stays while the text scrolls.
+  sessionBar_ = new QFrame;
+  sessionBar_->setObjectName("sessionBar");
+  device_ = new QComboBox;
+  device_->setObjectName("cellDevice");
+  device_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  device_->setMinimumContentsLength(12);
+  const bool gpu = cuda::availability().usable;
+  device_->addItem(gpu ? "this machine (cuda:0 is its GPU)" : "this machine as it is (CPU only)", false);
+  device_->addItem("the emulated GPU as cuda:0 (runs on your CPU)", true);
+  device_->setToolTip("Where the lesson's code cells run. The emulated GPU answers to cuda:0 with a small GPU's memory "
+                      "and PyTorch's errors; its speed is your CPU's.");
+  if (gpu) {
+    // A real GPU is cuda:0 in the session: the emulated one would not be used.
+    device_->setItemData(1, false, Qt::UserRole - 1);  // disabled item
+    device_->setItemData(1, "cuda:0 is this machine's GPU", Qt::ToolTipRole);
+  }
+  device_->setCurrentIndex(gpu ? 0 : 1);
+  session_.setEmulatedGpu(!gpu);
+  restart_ = new QPushButton("⟲ Restart");
+  restart_->setObjectName("sessionRestart");
+  restart_->setToolTip("A fresh Python session: every name the cells defined is forgotten, as a notebook's restart does");
+  state_ = new QLabel;
+  state_->setObjectName("sessionState");
+  state_->setWordWrap(true);
+  state_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  auto* bar = new QGridLayout(sessionBar_);
+  bar->setContentsMargins(6, 2, 6, 2);
+  bar->setVerticalSpacing(0);
+  // Two rows, so that the bar asks for no more width than the text below it.
+  bar->addWidget(new QLabel("Code runs on"), 0, 0);
+  bar->addWidget(device_, 0, 1);
+  bar->addWidget(restart_, 1, 0);
+  bar->addWidget(state_, 1, 1);
+  bar->setColumnStretch(1, 1);
+
+  external_ = new QFrame;
+  external_->setObjectName("externalCode");
+  external_->setStyleSheet("#externalCode { background: #fff4ce; border: 1px solid #e0b000; border-radius: 3px; }");
+  externalText_ = new QLabel;
+  externalText_->setWordWrap(true);
+  externalText_->setTextFormat(Qt::PlainText);
+  auto* understood = new QPushButton("Understood");
+  understood->setObjectName("externalCodeUnderstood");
+  auto* ext = new QHBoxLayout(external_);
+  ext->setContentsMargins(8, 4, 4, 4);
+  ext->addWidget(new QLabel("⚠"), 0, Qt::AlignTop);
+  ext->addWidget(externalText_, 1);
+  ext->addWidget(understood, 0, Qt::AlignTop);
+  external_->hide();
+
+  layout_ = new QVBoxLayout;
+  layout_->setContentsMargins(0, 0, 0, 0);
+  layout_->setSpacing(2);
+  outer->addLayout(layout_);
+  outer->addStretch(1);
+  scroll_->setWidget(column_);
+  auto* page = new QVBoxLayout(this);
+  page->setContentsMargins(0, 0, 0, 0);
+  page->setSpacing(2);
+  page->addWidget(sessionBar_);
+  page->addWidget(external_);
+  page->addWidget(scroll_, 1);
+
+  connect(device_, &QComboBox::currentIndexChanged, this, [this] {
+    session_.setEmulatedGpu(device_->currentData().toBool());
+    if (!session_.kernel().isRunning()) showSessionState("Python session: starts when you run a cell");
+  });
+  connect(restart_, &QPushButton::clicked, this, [this] {
+    session_.restart();
+    showSessionState("Python session: restarting…");
+  });
+  connect(&session_, &NotebookSession::ready, this, [this](const QString& device, bool emulated) {
+    showSessionState(device == "cpu" ? "Python session ready — CPU only (torch.cuda.is_available() is False)"
+                     : emulated      ? "Python session ready — cuda:0 is GPU Lab's emulated GPU (runs on your CPU)"
+                                     : "Python session ready — cuda:0 is " + device);
+  });
+  connect(&session_, &NotebookSession::died, this, [this](const QString& reason) {
+    showSessionState("Python session ended: " + reason + ". Run a cell to start a new one.");
+  });
+  connect(understood, &QPushButton::clicked, this, [this] {
+    external_->hide();
+    externalAcknowledged_ = true;
+    emit externalCodeAcknowledged(externalFolder_);
+  });
+  saveDelay_.setSingleShot(true);
+  saveDelay_.setInterval(700);  // after a pause in typing, not at every key
+  connect(&saveDelay_, &QTimer::timeout, this, &LessonPage::saveEdits);
+}
+
+LessonPage::~LessonPage() {
+  saveEdits();
+  for (const QPointer<QThread>& t : threads_)
+    if (t) t->wait();
+}
+
+void LessonPage::setExternalFolder(const QString& folder, bool acknowledged) {
+  externalFolder_ = folder;
+  externalAcknowledged_ = acknowledged;
+  externalText_->setText("These lessons come from a folder outside GPU Lab (" + folder +
+                         "). Their code cells run on this machine, with your permissions, when you press Run — only run code you trust.");
+  external_->setVisible(!folder.isEmpty() && !acknowledged && !cells_.isEmpty());
+}
+
+void LessonPage::showSessionState(const QString& text) { state_->setText(text); }
+
+void LessonPage::clearContent() {
+  saveEdits();
+  session_.clear();
+  ++generation_;
+  loading_ = false;
+  for (QTextBrowser* t : std::as_const(texts_)) delete t;
+  for (CodeCell* c : std::as_const(cells_)) delete c;
+  texts_.clear();
+  cells_.clear();
+  blocks_.clear();
+  showSessionState("Python session: starts when you run a cell");
+}
+
+QTextBrowser* LessonPage::addTextView() {
+  auto* view = new TextSegment;
+  view->setObjectName(QString("lessonText%1").arg(texts_.size()));
+  connect(view, &QTextBrowser::anchorClicked, this, [this](const QUrl& url) {
+    if (url.isRelative() && url.hasFragment()) {
+      // A link within the lesson: the page scrolls to its anchor, in whichever stretch it is.
+      for (QTextBrowser* t : std::as_const(texts_)) {
+        for (QTextBlock b = t->document()->begin(); b.isValid(); b = b.next()) {
+          for (auto it = b.begin(); !it.atEnd(); ++it) {
+            if (!it.fragment().charFormat().anchorNames().contains(url.fragment())) continue;
+            const QRect at = t->cursorRect(QTextCursor(b));
+            scroll_->ensureVisible(0, t->mapTo(column_, at.topLeft()).y(), 0, scroll_->height() / 2);
+            return;
+          }
+        }
+      }
+      return;
+    }
+    emit linkActivated(url);
+  });
+  layout_->addWidget(view);
+  texts_.append(view);
+  return view;
+}
+
+void LessonPage::showMessage(const QString& title, const QString& html) {
+  clearContent();
+  lessonId_.clear();
+  markdown_.clear();
+  sessionBar_->hide();
+  external_->hide();
+  addTextView()->setHtml("<h2>" + title.toHtmlEscaped() + "</h2>" + html);
+}
+
+// Qt's Markdown import costs time that grows with the square of a paragraph's length (every piece it
+// inserts -- a soft line break, a `code` or **bold** span -- re-examines the paragraph so far), and
+// on a view's own document it would also lay the paragraph out again each time: a 256 KiB paragraph
+// took 14 s. So: lesson files are capped (course/lesson.h), the texts are parsed into documents of
+// their own on a short-lived thread (QTextDocument is reentrant), and the GUI thread only lays them
+// out. It waits for the parse up to half a frame budget, so an ordinary lesson (a few KiB, a few ms)
+// shows at once; a larger one shows "Loading" until it is ready, with the window responsive meanwhile.
+void LessonPage::setLesson(const course::Lesson& lesson) {
+  // The same lesson again (back from the course map): its cells and session stay as they are.
+  if (lesson.ok() && lesson.id == lessonId_ && lesson.markdown == markdown_ && !texts_.isEmpty()) {
+    if (!loading_) emit textShown(lesson.id);
+    return;
+  }
+  clearContent();
+  lessonId_ = lesson.id;
+  markdown_ = lesson.ok() ? lesson.markdown : QString();
+  if (!lesson.ok()) {
+    showMessage(lesson.title, "<p style='color:#d62728'><b>This lesson could not be loaded:</b><br>" + lesson.error.toHtmlEscaped() +
+                                  "</p><p>The other lessons work as usual.</p>");
+    lessonId_ = lesson.id;
+    emit textShown(lesson.id);
+    return;
+  }
+  blocks_ = lesson.cells;
+  sessionBar_->setVisible(!blocks_.isEmpty());
+  // The text views and the cells, in the lesson's order; the texts fill in once parsed.
+  for (qsizetype i = 0; i < lesson.texts.size(); ++i) {
+    addTextView();
+    if (i >= blocks_.size()) break;
+    const course::CodeBlock& block = blocks_[i];
+    auto* cell = new CodeCell(cellId(static_cast<int>(i)), block.code);
+    if (block.setup) cell->setToolTip("Setup: what the cells below take as given. It runs by itself before the first cell you run.");
+    if (const auto edited = progress_.editedCode(lesson.id, static_cast<int>(i), block.code)) {
+      cell->setCode(*edited);
+      cell->editor()->document()->clearUndoRedoStacks();
+    }
+    connect(cell, &CodeCell::codeEdited, this, [this, i] {
+      if (!unsaved_.contains(static_cast<int>(i))) unsaved_.append(static_cast<int>(i));
+      saveDelay_.start();
+    });
+    layout_->addWidget(cell);
+    cells_.append(cell);
+    session_.addCell(cell, block.setup);
+  }
+  setExternalFolder(externalFolder_, externalAcknowledged_);
+  scroll_->verticalScrollBar()->setValue(0);
+
+  constexpr int kWaitMs = 50;  // half a frame budget: the layout that follows needs the rest
+  const int generation = generation_;
+  auto result = std::make_shared<std::vector<std::unique_ptr<QTextDocument>>>();
+  QStringList markdown;
+  for (const QString& text : lesson.texts) markdown << linkRunMarkers(text);
+  QThread* gui = thread();
+  const QFont font = texts_.front()->font();
+  const qreal margin = texts_.front()->document()->documentMargin();
+  QThread* worker = QThread::create([result, markdown, font, margin, gui] {
+    for (const QString& text : markdown) {
+      auto doc = std::make_unique<QTextDocument>();
+      doc->setDefaultFont(font);
+      doc->setDocumentMargin(margin);
+      doc->setMarkdown(text);
+      polishCodeBlocks(doc.get());
+      doc->moveToThread(gui);
+      result->push_back(std::move(doc));
+    }
+  });
+  worker->setParent(this);
+  threads_.erase(std::remove_if(threads_.begin(), threads_.end(), [](const QPointer<QThread>& t) { return t.isNull(); }), threads_.end());
+  threads_.emplace_back(worker);
+  const QString id = lesson.id;
+  connect(worker, &QThread::finished, this, [this, worker, result, generation, id] {
+    worker->deleteLater();
+    if (!result->empty() && generation == generation_) {
+      installTexts(std::move(*result));
+      emit textShown(id);
+    }
+    result->clear();  // documents nobody wants any more are deleted here, on the GUI thread
+  });
+  worker->start();
+  if (worker->wait(QDeadlineTimer(kWaitMs)) && !result->empty()) {
+    installTexts(std::move(*result));
+    result->clear();
+    emit textShown(id);
+    return;
+  }
+  loading_ = true;
+  texts_.front()->setHtml("<h2>" + lesson.title.toHtmlEscaped() + "</h2><p><i>Loading the lesson…</i></p>");
+}
+
+void LessonPage::installTexts(std::vector<std::unique_ptr<QTextDocument>> docs) {
+  for (std::size_t i = 0; i < docs.size() && i < static_cast<std::size_t>(texts_.size()); ++i) {
+    const bool empty = docs[i]->isEmpty();
+    static_cast<TextSegment*>(texts_[static_cast<qsizetype>(i)])->setContent(docs[i].release());
+    texts_[static_cast<qsizetype>(i)]->setVisible(!empty);  // a cell at the very start or end has no text there
+  }
+  loading_ = false;
+}
+
+void LessonPage::saveEdits() {
+  saveDelay_.stop();
+  for (int i : std::as_const(unsaved_))
+    if (i < cells_.size() && i < blocks_.size()) progress_.setEditedCode(lessonId_, i, blocks_[i].code, cells_[i]->code());
+  unsaved_.clear();
+}
+
+QString LessonPage::plainText() const {
+  QStringList parts;
+  for (qsizetype i = 0; i < texts_.size(); ++i) {
+    parts << texts_[i]->toPlainText();
+    if (i < cells_.size()) parts << cells_[i]->code();
+  }
+  return parts.join('\n');
+}
+
+QVector<QTextBrowser*> LessonPage::textViews() const { return texts_; }
+QVector<CodeCell*> LessonPage::cells() const { return cells_; }
+
+QString LessonPage::linkRunMarkers(const QString& markdown) {
+  // lesson.cpp writes each run block as "> **▶ Run N: title** — use the Run button below."
+  const QRegularExpression marker(QStringLiteral("^> \\*\\*▶ Run (\\d+): (.*)\\*\\* — use the Run button below\\.$"),
+                                  QRegularExpression::MultilineOption);
+  QString out = markdown;
+  out.replace(marker, QString("> **[▶ Run \\1: \\2](%1:\\1)** — click to choose it in the run area, then press Run.").arg(kRunLinkScheme));
+  return out;
+}
+
+}  // namespace gpulab::app

@@ -1,0 +1,114 @@
+#pragma once
+// The lesson page: the lesson's text with its code cells in place, as one column that scrolls under
+// a bar that says where the cells run. Each
+// stretch of Markdown between two ```python blocks is a text view as tall as its text; each block is a
+// CodeCell (code_cell.h) the learner edits and runs. The cells of the page share one Python session
+// (NotebookSession), started by the first Run, on the device chosen above the text: this machine as
+// it is, or with the emulated GPU as cuda:0 (the default without a usable GPU).
+//
+// The learner's edits are kept in the progress file (per lesson, per cell), written when they pause
+// typing and when the lesson changes; Reset brings back the lesson's code and forgets the edit.
+//
+// Lessons read from a folder outside the program (--lessons DIR) can carry code: a banner says that
+// their code runs on this machine, once per folder (dismissed for good with "Understood"). Nothing
+// runs before the learner presses Run.
+//
+// The text is parsed off the GUI thread (see MainWindow::showLesson): Qt's Markdown import of a large
+// paragraph is slow, and the page shows "Loading" meanwhile.
+#include <QPointer>
+#include <QScrollArea>
+#include <QString>
+#include <QTimer>
+#include <QUrl>
+#include <QVector>
+#include <memory>
+#include <vector>
+
+#include "app/course/lesson.h"
+#include "app/course/progress_store.h"
+#include "app/gui/code_cell.h"
+
+class QComboBox;
+class QFrame;
+class QLabel;
+class QPushButton;
+class QTextBrowser;
+class QTextDocument;
+class QThread;
+class QVBoxLayout;
+
+namespace gpulab::app {
+
+// Links in the lesson text: gpulab-run:2 selects run block 2.
+inline constexpr QLatin1String kRunLinkScheme("gpulab-run");
+
+class LessonPage final : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit LessonPage(course::ProgressStore& progress, QWidget* parent = nullptr);
+  ~LessonPage() override;
+
+  // Shows `lesson`, its text with `linkRunMarkers` applied; the previous lesson's session ends and
+  // its unsaved edits are saved. textShown() follows once the text is in place (at once for an
+  // ordinary lesson). A lesson that failed to load shows its error.
+  void setLesson(const course::Lesson& lesson);
+  // A page of its own: the lesson's title and a message (HTML), no cells.
+  void showMessage(const QString& title, const QString& html);
+  bool loading() const { return loading_; }
+  // Lessons from this folder carry code from outside the program (empty: the embedded lessons).
+  void setExternalFolder(const QString& folder, bool acknowledged);
+
+  // What the page shows, as plain text: the texts and the cells' code, in order.
+  QString plainText() const;
+  QVector<QTextBrowser*> textViews() const;
+  QVector<CodeCell*> cells() const;
+  NotebookSession& session() { return session_; }
+  QScrollArea* scrollArea() const { return scroll_; }
+  QFrame* sessionBar() const { return sessionBar_; }
+  QComboBox* deviceChoice() const { return device_; }
+  QLabel* sessionState() const { return state_; }
+  QFrame* externalCodeBanner() const { return external_; }
+  // Writes the edits typed since the last save (the page does it by itself after a pause).
+  void saveEdits();
+  // A lesson's Markdown with each run marker a link that selects its run block.
+  static QString linkRunMarkers(const QString& markdown);
+
+ signals:
+  void linkActivated(const QUrl& url);
+  void textShown(const QString& lessonId);
+  // "Understood" on the banner about this folder's code.
+  void externalCodeAcknowledged(const QString& folder);
+
+ private:
+  void clearContent();
+  void installTexts(std::vector<std::unique_ptr<QTextDocument>> docs);
+  QTextBrowser* addTextView();
+  void showSessionState(const QString& text);
+
+  course::ProgressStore& progress_;
+  QScrollArea* scroll_;
+  QWidget* column_;
+  QVBoxLayout* layout_;
+  QFrame* sessionBar_;
+  QComboBox* device_;
+  QPushButton* restart_;
+  QLabel* state_;
+  QFrame* external_;
+  QLabel* externalText_;
+  QString externalFolder_;
+  bool externalAcknowledged_ = false;
+  QVector<QTextBrowser*> texts_;
+  QVector<CodeCell*> cells_;
+  NotebookSession session_;
+  QString lessonId_;
+  QString markdown_;                   // the lesson shown, to know it again
+  QVector<course::CodeBlock> blocks_;  // the lesson's code, for Reset and for the saved edits
+  QTimer saveDelay_;
+  QVector<int> unsaved_;               // cells edited since the last save
+  std::vector<QPointer<QThread>> threads_;  // texts being parsed; joined on destruction
+  int generation_ = 0;                      // the newest request; older results are dropped
+  bool loading_ = false;
+};
+
+}  // namespace gpulab::app

@@ -1,0 +1,148 @@
+// The lesson page as a learner uses it (offscreen, the build tree's gpulab package): the lesson's
+// ```python blocks are code cells in the text; running one runs the lesson's setup first, prints under
+// it and feeds the live views (what it logs, cuda:0's memory); edits survive a restart of the app and
+// Reset forgets them; the device choice starts the session over; a lesson folder from outside the
+// program says once that its code runs on this machine.
+#include <QComboBox>
+#include <QFrame>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "app/gui/lesson_page.h"
+#include "app/gui/main_window.h"
+#include "app/gui/plot_panel.h"
+#include "app/notebook/python_environment.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "tests/test_util.h"
+
+using gpulab::app::CellViews;
+using gpulab::app::CodeCell;
+using gpulab::app::MainWindow;
+
+namespace {
+
+QPushButton* button(CodeCell* cell, const char* name) { return cell->findChild<QPushButton*>(name); }
+
+bool runAndWait(CodeCell* cell) {
+  button(cell, "cellRun")->click();
+  return QTest::qWaitFor([&] { return !cell->running(); }, 60000);
+}
+
+}  // namespace
+
+class TestLessonPage : public QObject {
+  Q_OBJECT
+
+  QTemporaryDir tmp_;
+  QString progressPath() const { return tmp_.filePath("progress.json"); }
+
+ private slots:
+  void initTestCase() {
+    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built beside this test");
+  }
+
+  void theCellsSitInTheText() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("training-loop"));
+    QTRY_VERIFY(!w.lessonLoading());
+    const auto cells = w.lessonPage()->cells();
+    QCOMPARE(cells.size(), 3);  // the setup, the loop, the evaluation
+    const QString text = w.lessonPage()->plainText();
+    // In the lesson's order: the text that introduces the loop, its code, then what follows it.
+    const qsizetype intro = text.indexOf("move **every batch**") >= 0 ? text.indexOf("move **every batch**") : text.indexOf("move every batch");
+    const qsizetype loop = text.indexOf("for epoch in range(num_epochs):");
+    const qsizetype after = text.indexOf("The first run trains exactly this model");
+    QVERIFY2(intro >= 0 && loop > intro && after > loop, qPrintable(text.left(600)));
+    QVERIFY(cells[0]->toolTip().startsWith("Setup"));
+    QVERIFY(!w.lessonPage()->sessionBar()->isHidden());
+    // Without a GPU the emulated one is cuda:0 by default; with one, this machine's GPU.
+    QCOMPARE(w.lessonPage()->deviceChoice()->currentData().toBool(), !gpulab::cuda::availability().usable);
+  }
+
+  void aCellRunsAfterTheSetupAndFeedsTheLiveViews() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("training-loop"));
+    QTRY_VERIFY(!w.lessonLoading());
+    const auto cells = w.lessonPage()->cells();
+    QVERIFY(runAndWait(cells[1]));  // the loop: the setup (X, y, num_epochs) runs by itself first
+    QCOMPARE(cells[0]->findChild<QLabel*>("cellStatus")->text(), QString("In [1]"));
+    QVERIFY2(cells[1]->outputText().startsWith("trained 10 epochs on cuda, last loss "), qPrintable(cells[1]->outputText()));
+    // lab.log(loss=...) once per epoch: ten points of the loss in the cell's view.
+    QCOMPARE(w.plotPanel()->pointCount(CellViews::kLogView), 10);
+    QVERIFY(w.plotPanel()->pointCount(CellViews::kMemoryView) >= 2);  // allocated and reserved at least at the end
+    QVERIFY2(w.runDeviceLabel()->text().contains("emulated GPU") || gpulab::cuda::availability().usable,
+             qPrintable(w.runDeviceLabel()->text()));
+    QVERIFY(runAndWait(cells[2]));  // the evaluation uses the model the loop trained
+    QVERIFY2(cells[2]->outputText().startsWith("test loss "), qPrintable(cells[2]->outputText()));
+  }
+
+  void theDeviceChoiceStartsTheSessionOver() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("device-setup"));
+    QTRY_VERIFY(!w.lessonLoading());
+    CodeCell* cell = w.lessonPage()->cells().front();
+    QVERIFY(runAndWait(cell));
+    const QString first = cell->outputText();
+    w.lessonPage()->deviceChoice()->setCurrentIndex(0);  // this machine as it is
+    QVERIFY(runAndWait(cell));
+    if (gpulab::cuda::availability().usable) QSKIP("this machine's GPU is cuda:0 either way");
+    QVERIFY2(first.startsWith("Using cuda"), qPrintable(first));
+    QVERIFY2(cell->outputText().startsWith("Using cpu"), qPrintable(cell->outputText()));
+    QVERIFY2(w.lessonPage()->sessionState()->text().contains("CPU"), qPrintable(w.lessonPage()->sessionState()->text()));
+  }
+
+  void editsSurviveARestartAndResetForgetsThem() {
+    const QString mine = "print('my own code')";
+    {
+      MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+      QVERIFY(w.selectLesson("device-setup"));
+      QTRY_VERIFY(!w.lessonLoading());
+      CodeCell* cell = w.lessonPage()->cells().front();
+      cell->editor()->selectAll();
+      QTest::keyClicks(cell->editor(), mine);
+    }  // closed right after typing: the pending edit is written as the window goes
+    {
+      MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+      QVERIFY(w.selectLesson("device-setup"));
+      CodeCell* cell = w.lessonPage()->cells().front();
+      QCOMPARE(cell->code(), mine);
+      QVERIFY(cell->edited());
+      button(cell, "cellReset")->click();
+      QVERIFY(!cell->edited());
+      QVERIFY(w.selectLesson("training-loop"));  // leaving the lesson saves too
+    }
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("device-setup"));
+    QVERIFY(!w.lessonPage()->cells().front()->edited());
+    QVERIFY(w.lessonPage()->cells().front()->code().startsWith("import torch"));
+  }
+
+  void aFolderFromOutsideSaysOnceThatItsCodeRuns() {
+    QTemporaryDir lessons;
+    gpulab::test::writeFile(lessons.filePath("01-mine/lesson.md"),
+                            "---\nid: mine\ntitle: Mine\nchapter: Mine\n---\nText\n\n```python\nprint(6 * 7)\n```\n");
+    gpulab::test::writeFile(lessons.filePath("02-text/lesson.md"), "---\nid: text\ntitle: Text only\nchapter: Mine\n---\nNo code here.\n");
+    {
+      MainWindow w(lessons.path(), progressPath());
+      QVERIFY(w.selectLesson("text"));
+      QVERIFY(w.lessonPage()->externalCodeBanner()->isHidden());  // no code, nothing to say
+      QVERIFY(w.lessonPage()->sessionBar()->isHidden());
+      QVERIFY(w.selectLesson("mine"));
+      QVERIFY(!w.lessonPage()->externalCodeBanner()->isHidden());
+      QVERIFY(w.lessonPage()->cells().front()->outputText().isEmpty());  // nothing ran
+      w.lessonPage()->externalCodeBanner()->findChild<QPushButton*>("externalCodeUnderstood")->click();
+      QVERIFY(w.lessonPage()->externalCodeBanner()->isHidden());
+      QVERIFY(runAndWait(w.lessonPage()->cells().front()));
+      QCOMPARE(w.lessonPage()->cells().front()->outputText(), QString("42\n"));
+    }
+    MainWindow w(lessons.path(), progressPath());
+    QVERIFY(w.selectLesson("mine"));
+    QVERIFY(w.lessonPage()->externalCodeBanner()->isHidden());  // said once
+  }
+};
+
+QTEST_MAIN(TestLessonPage)
+#include "test_lesson_page.moc"
