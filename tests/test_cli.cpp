@@ -1,5 +1,6 @@
 // gpulab-cli as a learner or a script uses it: JSON lines with the documented events and fields,
 // one-line errors with a non-zero exit, and the device report.
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -258,6 +259,38 @@ class TestCli : public QObject {
       if (e["event"] == "message") levels << e["level"].toString();
     QVERIFY(levels.contains("engine_error"));  // the device-mismatch error, shown on purpose
     QCOMPARE(cli({"lesson", "no-such-lesson"}).exitCode, 2);
+  }
+
+  // Issue 29: a lesson's code cells run headless before its run blocks, the setup first and a cell
+  // that raises on purpose reported as such; --check-exercises grades each exercise's starter (not
+  // met) and solution (met) on the CPU and on the emulated GPU, one event each.
+  void lessonCellsAndExercisesRunHeadless() {
+    if (!QFileInfo::exists(QString(GPULAB_CLI_PATH).section('/', 0, -3) + "/python/gpulab/kernel.py")) QSKIP("the gpulab package is not built");
+    Run lesson = cli({"lesson", "same-device-rule", "--quick", "--json"});
+    QCOMPARE(lesson.exitCode, 0);
+    QList<QJsonObject> cells;
+    for (const QJsonObject& e : lesson.events)
+      if (e["event"] == "cell") cells << e;
+    QVERIFY(cells.size() >= 3);
+    QVERIFY(cells[0]["setup"].toBool());  // the setup runs first, wherever it stands
+    QCOMPARE(cells[0]["status"].toString(), QString("ok"));
+    QCOMPARE(cells[1]["index"].toInt(), 1);  // the lesson's own error, raised on purpose
+    QCOMPARE(cells[1]["status"].toString(), QString("error"));
+    QCOMPARE(cells[2]["status"].toString(), QString("ok"));
+    QVERIFY2(cells[2]["output"].toString().startsWith("loss "), qPrintable(cells[2]["output"].toString()));
+
+    Run check = cli({"lesson", "same-device-rule", "--check-exercises", "--json"});
+    QCOMPARE(check.exitCode, 0);
+    QStringList devices;
+    for (const QJsonObject& e : check.events) {
+      QCOMPARE(e["event"].toString(), QString("exercise"));
+      QCOMPARE(e["id"].toInt(), 1);
+      QVERIFY2(!e["starter_met"].toBool() && e["solution_met"].toBool() && e["ok"].toBool(), qPrintable(QJsonDocument(e).toJson()));
+      devices << e["device"].toString();
+    }
+    // With a GPU, cuda:0 is that GPU in both sessions.
+    const QStringList expected = gpulab::test::cudaUsable() ? QStringList{"gpu", "gpu"} : QStringList{"cpu", "emulated-gpu"};
+    QCOMPARE(devices, expected);
   }
 
   // Every run of a lesson ends with a "done" event, the labs that send no totals of their own too: a

@@ -11,6 +11,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "app/course/progress_store.h"
+#include "app/gui/exercise_panel.h"
 #include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
@@ -49,7 +51,7 @@ class TestLessonPage : public QObject {
     QVERIFY(w.selectLesson("training-loop"));
     QTRY_VERIFY(!w.lessonLoading());
     const auto cells = w.lessonPage()->cells();
-    QCOMPARE(cells.size(), 3);  // the setup, the loop, the evaluation
+    QCOMPARE(cells.size(), 4);  // the setup, the loop, the evaluation, the exercise's starter
     const QString text = w.lessonPage()->plainText();
     // In the lesson's order: the text that introduces the loop, its code, then what follows it.
     const qsizetype intro = text.indexOf("move **every batch**") >= 0 ? text.indexOf("move **every batch**") : text.indexOf("move every batch");
@@ -118,6 +120,41 @@ class TestLessonPage : public QObject {
     QVERIFY(w.selectLesson("device-setup"));
     QVERIFY(!w.lessonPage()->cells().front()->edited());
     QVERIFY(w.lessonPage()->cells().front()->code().startsWith("import torch"));
+  }
+
+  // An exercise graded from the run: the starter (the lesson's mistake) does not meet it, the
+  // learner's fix does, and the lesson counts it; hints come one at a time, the solution after a try.
+  void anExerciseIsGradedFromTheRun() {
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("device-setup"));
+    QTRY_VERIFY(!w.lessonLoading());
+    const auto panels = w.lessonPage()->exercisePanels();
+    QCOMPARE(panels.size(), 1);
+    gpulab::app::ExercisePanel* panel = panels.front();
+    CodeCell* cell = nullptr;
+    for (CodeCell* c : w.lessonPage()->cells())
+      if (c->code().contains("def pick_device")) cell = c;
+    QVERIFY(cell);
+    QVERIFY(!panel->solutionButton()->isEnabled());  // not before a try
+    panel->hintButton()->click();
+    QVERIFY(panel->hints()->text().startsWith("Hint 1: torch.cuda.is_available()"));
+    QVERIFY(!panel->hints()->text().contains("Hint 2"));
+
+    QVERIFY(runAndWait(cell));
+    QVERIFY2(panel->result()->text().startsWith("✗ Not met yet."), qPrintable(panel->result()->text()));
+    QVERIFY2(panel->result()->text().contains("picks the CPU without a GPU: measured 0"), qPrintable(panel->result()->text()));
+    QVERIFY(panel->solutionButton()->isEnabled());
+    gpulab::course::ProgressStore progress(progressPath());
+    QVERIFY(!progress.exerciseMet("device-setup", 0));
+
+    cell->editor()->setPlainText("import torch\ndef pick_device():\n    return torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n");
+    QVERIFY(runAndWait(cell));
+    QVERIFY2(panel->result()->text().startsWith("✓ Exercise met."), qPrintable(panel->result()->text()));
+    QVERIFY(gpulab::course::ProgressStore(progressPath()).exerciseMet("device-setup", 0));
+    panel->solutionButton()->click();
+    QVERIFY(!panel->solution()->isHidden());
+    QCOMPARE(panel->solutionButton()->text(), QString("Hide the solution"));
+    QVERIFY(panel->solution()->toPlainText().contains("torch.cuda.is_available() else \"cpu\""));
   }
 
   void aFolderFromOutsideSaysOnceThatItsCodeRuns() {

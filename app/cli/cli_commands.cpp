@@ -23,6 +23,7 @@
 #include "app/course/course.h"
 #include "app/course/challenge.h"
 #include "app/course/lab_json.h"
+#include "app/cli/lesson_cells.h"
 #include "lessons/labs/labs.h"
 
 namespace gpulab::cli {
@@ -31,7 +32,6 @@ namespace {
 std::atomic<bool> gStopRequested{false};
 std::atomic<lab::StopToken*> gActiveStop{nullptr};  // read by the signal handler, on any thread
 
-QString line(const QJsonObject& o) { return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)); }
 
 QString versionStr(int v) { return QString::fromStdString(cuda::versionString(v)); }
 
@@ -69,7 +69,7 @@ class CliSink final : public lab::MetricSink {
     if (const auto* m = std::get_if<lab::Measurement>(&update)) measured.push_back(*m);
     if (const auto* r = std::get_if<lab::Record>(&update); r && r->event == "done") sawDone = true;
     if (json_) {
-      out_ << line(course::toJson(update)) << "\n";
+      out_ << jsonLine(course::toJson(update)) << "\n";
       out_.flush();
       return;
     }
@@ -145,7 +145,7 @@ class CliSink final : public lab::MetricSink {
 int fail(QTextStream& out, QTextStream& err, bool json, const std::exception& e) {
   const QString msg = QString::fromUtf8(e.what());
   if (json) {
-    out << line({{"event", "error"}, {"type", errorType(e)}, {"message", msg}}) << "\n";
+    out << jsonLine({{"event", "error"}, {"type", errorType(e)}, {"message", msg}}) << "\n";
     out.flush();
   }
   // One line on stderr: the first line of the message (the whole message is in the JSON event).
@@ -204,7 +204,7 @@ int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) 
                   {"cuda_visible_devices", QString::fromStdString(a.cuda_visible_devices)}, {"devices", devices},
                   {"cpu_blas", QString::fromStdString(blasKernelsSummary())}};
     if (!a.usable) o["reason"] = QString::fromStdString(a.reason);
-    out << line(o) << "\n";
+    out << jsonLine(o) << "\n";
     return kExitOk;
   }
   out << "cpu: available (" << QString::number(sysconf(_SC_NPROCESSORS_ONLN)) << " cores); matrix products: "
@@ -432,6 +432,8 @@ const Aliases kMemoryAliases{{"--oom-sweep", {"mode", "oom-sweep"}}, {"--report"
 
 }  // namespace
 
+QString jsonLine(const QJsonObject& o) { return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)); }
+
 int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
   if (wantsHelp(args)) {
     out << labHelp("train", "train", {});
@@ -493,7 +495,7 @@ int checkChallenges(const course::Lesson& lesson, bool json, QTextStream& out) {
     if (!run.challenge) continue;
     if (!run.challenge->examples) {
       allOk = false;
-      if (json) out << line({{"event", "challenge_check"}, {"index", i + 1}, {"ok", false}, {"error", "no examples"}}) << "\n";
+      if (json) out << jsonLine({{"event", "challenge_check"}, {"index", i + 1}, {"ok", false}, {"error", "no examples"}}) << "\n";
       else out << "Run " << i + 1 << ": its challenge has no examples (\"examples\": {\"fails\": ..., \"meets\": ...})\n";
       continue;
     }
@@ -534,7 +536,7 @@ int checkChallenges(const course::Lesson& lesson, bool json, QTextStream& out) {
       out.flush();
     }
     event["ok"] = ok;
-    if (json) out << line(event) << "\n";
+    if (json) out << jsonLine(event) << "\n";
     out.flush();
     allOk = allOk && ok;
   }
@@ -545,12 +547,17 @@ int checkChallenges(const course::Lesson& lesson, bool json, QTextStream& out) {
 
 int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
   if (wantsHelp(args)) {
-    out << "usage: gpulab-cli lesson ID [--quick | --check-challenges] [--json] [--lessons DIR]\n\n"
-           "Runs every run block of a lesson, as the player does (gpulab-cli lessons lists the ids).\n\n"
+    out << "usage: gpulab-cli lesson ID [--quick | --check-challenges | --check-exercises] [--json] [--lessons DIR]\n\n"
+           "Runs a lesson's code cells (in one Python session, its setup cells first; the emulated GPU is\n"
+           "cuda:0 where no GPU is usable) and then every run block, as the player does (gpulab-cli lessons\n"
+           "lists the ids). A cell that raises is shown and the next one runs, as in the player.\n\n"
            "  --quick         the short variants the lesson gives its runs\n"
            "  --check-challenges\n"
            "                  instead: runs each challenge's wrong answer (it must not meet the challenge)\n"
            "                  and its right answer (it must); exit 1 if either grades wrongly\n"
+           "  --check-exercises\n"
+           "                  instead: runs each exercise's starter (it must not meet its checks) and its\n"
+           "                  solution (it must), on the CPU and on the emulated GPU; exit 1 if one grades wrongly\n"
            "  --json          one JSON object per line (a 'run' event before each run)\n"
            "  --lessons DIR   lessons from this folder instead of the built-in ones\n"
            "  --help, -h      this help\n\n"
@@ -562,14 +569,20 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
     const course::Course c = courseFrom(args);
     const bool quick = args.removeAll("--quick") > 0;
     const bool challenges = args.removeAll("--check-challenges") > 0;
+    const bool exercises = args.removeAll("--check-exercises") > 0;
     args.removeAll("--json");
     for (const QString& a : args)
-      if (a.startsWith("-")) throw ValueError("unknown option '" + a.toStdString() + "' (lesson takes --quick, --check-challenges, --json and --lessons DIR)");
-    if (args.size() != 1) throw ValueError("usage: gpulab-cli lesson ID [--quick | --check-challenges] [--json] [--lessons DIR]");
+      if (a.startsWith("-")) {
+        throw ValueError("unknown option '" + a.toStdString() + "' (lesson takes --quick, --check-challenges, --check-exercises, --json and --lessons DIR)");
+      }
+    if (args.size() != 1) throw ValueError("usage: gpulab-cli lesson ID [--quick | --check-challenges | --check-exercises] [--json] [--lessons DIR]");
     const course::Lesson* lesson = c.find(args.first());
     if (!lesson) throw ValueError("no lesson with id '" + args.first().toStdString() + "' (gpulab-cli lessons lists them)");
     if (!lesson->ok()) throw Error("lesson '" + lesson->id.toStdString() + "' is broken: " + lesson->error.toStdString());
     if (challenges) return checkChallenges(*lesson, json, out);
+    if (exercises) return checkExercises(*lesson, json, out);
+    // The code cells, as a learner runs them top to bottom (the player's default device).
+    if (const int rc = runLessonCells(*lesson, /*emulatedGpu=*/true, json, out); rc != kExitOk) return rc;
     // Every run block, as the player runs them: the lab with the block's presets (and --quick's).
     for (int i = 0; i < lesson->runs.size(); ++i) {
       if (gStopRequested.load()) return kExitInterrupted;  // no further run block after Ctrl+C
@@ -581,7 +594,7 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
       for (const auto& [k, v] : settings) labArgs << "--" + QString::fromStdString(k) << QString::fromStdString(v);
       if (json) {
         labArgs << "--json";
-        out << line({{"event", "run"}, {"index", i + 1}, {"lab", run.lab}, {"title", run.title}}) << "\n";
+        out << jsonLine({{"event", "run"}, {"index", i + 1}, {"lab", run.lab}, {"title", run.title}}) << "\n";
       } else {
         out << "== Run " << i + 1 << ": " << run.title << " (" << run.lab << ")\n";
       }
@@ -601,7 +614,7 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
             if (c.check.atMost) o["at_most"] = *c.check.atMost;
             checks.append(o);
           }
-          out << line({{"event", "challenge"}, {"index", i + 1}, {"text", result.text}, {"met", result.met}, {"checks", checks}}) << "\n";
+          out << jsonLine({{"event", "challenge"}, {"index", i + 1}, {"text", result.text}, {"met", result.met}, {"checks", checks}}) << "\n";
         } else {
           out << result.report() << "\n";
         }

@@ -1,6 +1,7 @@
 #pragma once
 // The commands of gpulab-cli, callable from tests: each takes the arguments after the command name,
 // writes to the given streams and returns the process exit status (below). Each answers --help.
+#include <QJsonObject>
 #include <QStringList>
 #include <QTextStream>
 
@@ -15,6 +16,9 @@ enum ExitStatus : int {
   kExitInterrupted = 130,  // stopped by Ctrl+C (SIGINT) or SIGTERM before its end: 128 + SIGINT, as shells say
 };
 extern const char* const kExitStatusHelp;
+
+// One JSON object as one line: what --json prints.
+QString jsonLine(const QJsonObject& o);
 
 int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err);
 int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err);

@@ -28,7 +28,7 @@ const char* kUsage =
     "      --steps N   --accumulate true|false   --cap-mb N   --budget BYTES (CPU)   --fraction F (CUDA)\n"
     "      --device auto|cpu|cuda[:N]   --seed N\n"
     "  lessons [--lessons DIR]      the lessons, one a line: id, title, whether it loaded cleanly\n"
-    "  lesson ID [--quick | --check-challenges] [--json] [--lessons DIR]\n"
+    "  lesson ID [--quick | --check-challenges | --check-exercises] [--json] [--lessons DIR]\n"
     "                               runs every run block of a lesson (short variants with --quick)\n"
     "  run [--emulated-gpu] SCRIPT.py [ARGS...]\n"
     "                               runs a PyTorch script on GPU Lab's engine (`import torch` is GPU Lab's)\n"

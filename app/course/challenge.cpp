@@ -60,4 +60,12 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
   return out;
 }
 
+ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::Measurement>& measured,
+                              const QMap<QString, QString>& unmeasured) {
+  ChallengeResult result = grade(exercise.challenge, measured);
+  for (CheckResult& c : result.checks)
+    if (!c.measured && unmeasured.contains(c.check.measurement)) c.line += " (" + unmeasured.value(c.check.measurement) + ")";
+  return result;
+}
+
 }  // namespace gpulab::course

@@ -2,6 +2,7 @@
 // Grading a run block's challenge (lesson.h) from the measurements of the learner's run: each check
 // says what was measured against what was asked, so the learner sees why a run did or did not meet
 // it. A measurement the run did not take fails its check and says so.
+#include <QMap>
 #include <QString>
 #include <QVector>
 #include <optional>
@@ -31,6 +32,12 @@ struct ChallengeResult {
 
 // Grades `challenge` against `measured` (in arrival order; the last value of a name counts).
 ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured);
+
+// Grades an exercise from what a run of its starter cell measured (python/gpulab/kernel.py), as a
+// challenge is graded; a value the run could not measure says why in its check's line ("NameError:
+// name 'total' is not defined").
+ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::Measurement>& measured,
+                              const QMap<QString, QString>& unmeasured);
 
 // A measurement's value as people read it: bytes as "256.00 MiB", others with their unit, to `significant`
 // digits (17: all it has, the shortest text that reads back as the value).

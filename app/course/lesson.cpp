@@ -72,18 +72,12 @@ void checkKeys(const QJsonObject& o, const std::set<QString>& known, const QStri
     if (!known.count(k)) throw LessonError{line, QString("%1: unknown key \"%2\" (%3)").arg(what, k, list)};
 }
 
-Challenge parseChallenge(const QJsonValue& v, int line) {
-  const QString where = "run block: challenge";
-  if (!v.isObject()) throw LessonError{line, QString("%1 must be an object {\"text\": ..., \"checks\": [...]} (found %2)").arg(where, jsonType(v))};
-  const QJsonObject o = v.toObject();
-  checkKeys(o, {"text", "checks", "examples"}, where, "text, checks, examples", line);
-  Challenge c;
-  c.text = stringField(o, "text", where, line);
-  if (c.text.trimmed().isEmpty()) throw LessonError{line, where + ": missing \"text\" (what the learner is asked to do)"};
-  const QJsonValue checks = o.value("checks");
+// A challenge's or an exercise's "checks": [{"measurement": NAME, "at_least"/"at_most": NUMBER}, ...].
+QVector<ChallengeCheck> parseChecks(const QJsonValue& checks, const QString& where, int line) {
   if (!checks.isArray() || checks.toArray().isEmpty()) {
     throw LessonError{line, where + ": \"checks\" must be a non-empty list of {\"measurement\": NAME, \"at_least\"/\"at_most\": NUMBER}"};
   }
+  QVector<ChallengeCheck> out;
   for (const QJsonValue& cv : checks.toArray()) {
     if (!cv.isObject()) throw LessonError{line, QString("%1: each check must be an object (found %2)").arg(where, jsonType(cv))};
     const QJsonObject co = cv.toObject();
@@ -101,8 +95,20 @@ Challenge parseChallenge(const QJsonValue& v, int line) {
     if (check.atLeast && check.atMost && *check.atLeast > *check.atMost) {
       throw LessonError{line, where + ": check of '" + check.measurement + "' asks for at least more than at most: no run can meet it"};
     }
-    c.checks << check;
+    out << check;
   }
+  return out;
+}
+
+Challenge parseChallenge(const QJsonValue& v, int line) {
+  const QString where = "run block: challenge";
+  if (!v.isObject()) throw LessonError{line, QString("%1 must be an object {\"text\": ..., \"checks\": [...]} (found %2)").arg(where, jsonType(v))};
+  const QJsonObject o = v.toObject();
+  checkKeys(o, {"text", "checks", "examples"}, where, "text, checks, examples", line);
+  Challenge c;
+  c.text = stringField(o, "text", where, line);
+  if (c.text.trimmed().isEmpty()) throw LessonError{line, where + ": missing \"text\" (what the learner is asked to do)"};
+  c.checks = parseChecks(o.value("checks"), where, line);
   if (o.contains("examples")) {
     const QJsonValue ev = o.value("examples");
     if (!ev.isObject()) throw LessonError{line, QString("%1: \"examples\" must be an object {\"fails\": {...}, \"meets\": {...}} (found %2)").arg(where, jsonType(ev))};
@@ -243,6 +249,60 @@ Quiz parseQuiz(const QJsonObject& o, int line) {
   }
   if (correct != 1) throw LessonError{line, QString("quiz: exactly one answer must be \"correct\": true (found %1)").arg(correct)};
   return q;
+}
+
+// The measurements every exercise run gives (python/gpulab/kernel.py, Kernel.measure); "last NAME"
+// comes from lab.log, the rest from the exercise's "values".
+const std::set<QString>& exerciseMeasurements() {
+  static const std::set<QString> names{"errors", "device-mismatch errors", "out-of-memory errors", "seconds", "peak allocated"};
+  return names;
+}
+
+Exercise parseExercise(const QJsonObject& o, int line) {
+  const QString where = "exercise";
+  checkKeys(o, {"title", "text", "checks", "values", "hints", "needs"}, where, "title, text, checks, values, hints, needs", line);
+  Exercise e;
+  e.line = line;
+  e.title = stringField(o, "title", where, line);
+  e.challenge.text = stringField(o, "text", where, line);
+  if (e.title.trimmed().isEmpty() || e.challenge.text.trimmed().isEmpty()) {
+    throw LessonError{line, where + ": needs a \"title\" and a \"text\" (what the learner is asked to do)"};
+  }
+  const QJsonValue values = o.value("values");
+  if (!values.isUndefined() && !values.isObject()) {
+    throw LessonError{line, QString("%1: \"values\" must be an object {\"name\": \"python expression\"} (found %2)").arg(where, jsonType(values))};
+  }
+  const QJsonObject valueObject = values.toObject();
+  for (auto it = valueObject.begin(); it != valueObject.end(); ++it) {
+    if (!it.value().isString() || it.value().toString().trimmed().isEmpty()) {
+      throw LessonError{line, QString("%1: values: '%2' must be a Python expression in a string").arg(where, it.key())};
+    }
+    if (exerciseMeasurements().count(it.key()) || it.key().startsWith("last ")) {
+      throw LessonError{line, QString("%1: values: '%2' is the name of a measurement every run takes; name the value otherwise").arg(where, it.key())};
+    }
+    e.values[it.key()] = it.value().toString();
+  }
+  e.challenge.checks = parseChecks(o.value("checks"), where, line);
+  for (ChallengeCheck& check : e.challenge.checks) {
+    const QString& name = check.measurement;
+    if (!exerciseMeasurements().count(name) && !name.startsWith("last ") && !e.values.contains(name)) {
+      throw LessonError{line, QString("%1: a run gives no measurement '%2', so no run can meet the check (every run gives errors, "
+                                      "device-mismatch errors, out-of-memory errors, seconds, peak allocated and 'last NAME' for what "
+                                      "it logged; add '%2' to \"values\" to measure it)").arg(where, name)};
+    }
+    if (name == "peak allocated") check.unit = "bytes";
+    if (name == "seconds") check.unit = "s";
+  }
+  const QJsonValue hints = o.value("hints");
+  if (!hints.isUndefined() && !hints.isArray()) throw LessonError{line, QString("%1: \"hints\" must be a list of strings (found %2)").arg(where, jsonType(hints))};
+  for (const QJsonValue& h : hints.toArray()) {
+    if (!h.isString()) throw LessonError{line, QString("%1: hints: each hint must be a string (found %2)").arg(where, jsonType(h))};
+    e.hints << h.toString();
+  }
+  const QString needs = stringField(o, "needs", where, line);
+  if (!needs.isEmpty() && needs != "cuda") throw LessonError{line, QString("%1: \"needs\" can only be \"cuda\" (found \"%2\")").arg(where, needs)};
+  e.needsCuda = needs == "cuda";
+  return e;
 }
 
 QJsonObject parseJson(const QString& body, int line, const char* what) {
@@ -419,8 +479,8 @@ Lesson parseLesson(const QString& text, const QString& path) {
     if (lesson.id.isEmpty() || lesson.title.isEmpty() || lesson.chapter.isEmpty()) {
       throw LessonError{1, "front matter needs id, title and chapter"};
     }
-    // The body: Markdown, with ```run and ```quiz blocks taken out (but not from code blocks, where
-    // they are examples).
+    // The body: Markdown, with ```run, ```quiz and ```exercise blocks taken out (but not from code
+    // blocks, where they are examples).
     QStringList body;
     std::optional<CodeFence> code;
     int paragraphStart = 0, paragraphChars = 0;
@@ -437,44 +497,69 @@ Lesson parseLesson(const QString& text, const QString& path) {
       if (isHeading(l)) paragraphChars = 0;  // a heading is one line
     };
     // A code cell is a ```python fence at the margin (one inside a list item or a quote is an
-    // example of code, not a cell); its lines stay in the Markdown and leave the text segments.
+    // example of code, not a cell); its lines stay in the Markdown and leave the text segments. An
+    // exercise's solution (```python solution) leaves both: it shows only when the learner asks.
     std::optional<CodeBlock> cell;
+    bool solution = false;  // the open cell is an exercise's solution
     QStringList segment, cellLines;
+    int openExercise = -1;  // the exercise whose starter and solution follow its ```exercise block
+    auto exerciseComplete = [&] {
+      if (openExercise < 0) return;
+      const Exercise& e = lesson.exercises[openExercise];
+      if (e.cell < 0 || e.solution.isEmpty()) {
+        throw LessonError{e.line, QString("exercise '%1' needs a ```python exercise block (the starter) and a ```python solution block after it")
+                                      .arg(e.title)};
+      }
+    };
     for (++i; i < lines.size(); ++i) {
       if (code) {
-        if (closesFence(lines[i], *code)) {
-          code.reset();
-          if (cell) {
+        const bool closing = closesFence(lines[i], *code);
+        if (!closing) countLine(lines[i], i + 1, true);
+        if (closing) code.reset();
+        if (cell) {
+          if (!closing) cellLines << lines[i];
+          if (!solution) body << lines[i];
+          if (!closing) continue;
+          cell->code = cellLines.join('\n');
+          cellLines.clear();
+          if (solution) {
+            lesson.exercises[openExercise].solution = cell->code;
+          } else {
             lesson.texts << segment.join('\n');
             segment.clear();
-            cell->code = cellLines.join('\n');
-            cellLines.clear();
-            lesson.cells << *std::exchange(cell, std::nullopt);
-            body << lines[i];
-            continue;
+            if (cell->exercise >= 0) {
+              lesson.exercises[cell->exercise].starter = cell->code;
+              lesson.exercises[cell->exercise].cell = static_cast<int>(lesson.cells.size());
+            }
+            lesson.cells << *cell;
           }
-        } else {
-          countLine(lines[i], i + 1, true);
-          if (cell) cellLines << lines[i];
+          cell.reset();
+          continue;
         }
         body << lines[i];
-        if (!cell) segment << lines[i];
+        segment << lines[i];
         continue;
       }
       const QString fence = lines[i].trimmed();
-      if (fence == "```run" || fence == "```quiz") {
+      if (fence == "```run" || fence == "```quiz" || fence == "```exercise") {
         paragraphChars = 0;
         const int start = i + 1;
+        const QString kind = fence.mid(3);
         QStringList block;
         for (++i; i < lines.size() && lines[i].trimmed() != "```"; ++i) block << lines[i];
-        if (i >= lines.size()) throw LessonError{start, QString("%1 block is not closed by ```").arg(fence.mid(3))};
-        const QJsonObject o = parseJson(block.join('\n'), start, fence == "```run" ? "run" : "quiz");
-        if (fence == "```run") {
+        if (i >= lines.size()) throw LessonError{start, QString("%1 block is not closed by ```").arg(kind)};
+        const QJsonObject o = parseJson(block.join(QChar(10)), start, qPrintable(kind));
+        if (kind == "run") {
           lesson.runs << parseRun(o, start);
           body << QString("> **▶ Run %1: %2** — use the Run button below.").arg(lesson.runs.size()).arg(lesson.runs.back().title);
-        } else {
+        } else if (kind == "quiz") {
           lesson.quizzes << parseQuiz(o, start);
           body << QString("> **? Quiz question %1** — in the Quiz tab.").arg(lesson.quizzes.size());
+        } else {
+          exerciseComplete();
+          lesson.exercises << parseExercise(o, start);
+          openExercise = static_cast<int>(lesson.exercises.size()) - 1;
+          body << QString("**✎ Exercise %1: %2.** %3").arg(lesson.exercises.size()).arg(lesson.exercises.back().title, lesson.exercises.back().challenge.text);
         }
         segment << body.back();
         continue;
@@ -482,9 +567,19 @@ Lesson parseLesson(const QString& text, const QString& path) {
       if ((code = openingFence(lines[i], i + 1))) {
         paragraphChars = 0;
         const QString info = lines[i].mid(code->length).simplified();
-        if (lines[i].startsWith(QString(code->length, code->ch)) && (info == "python" || info == "python setup")) {
+        static const std::set<QString> cellKinds{"python", "python setup", "python exercise", "python solution"};
+        if (lines[i].startsWith(QString(code->length, code->ch)) && cellKinds.count(info)) {
           cell = CodeBlock{.setup = info == "python setup", .line = i + 1};
-          body << lines[i];
+          solution = info == "python solution";
+          if (info == "python exercise" || solution) {
+            if (openExercise < 0) throw LessonError{i + 1, QString("a ```%1 block must follow an ```exercise block").arg(info)};
+            const Exercise& e = lesson.exercises[openExercise];
+            if ((solution && !e.solution.isEmpty()) || (!solution && e.cell >= 0)) {
+              throw LessonError{i + 1, QString("exercise '%1' has a second ```%2 block").arg(e.title, info)};
+            }
+            if (!solution) cell->exercise = openExercise;
+          }
+          if (!solution) body << lines[i];
           continue;
         }
       } else {
@@ -493,6 +588,7 @@ Lesson parseLesson(const QString& text, const QString& path) {
       body << lines[i];
       segment << lines[i];
     }
+    exerciseComplete();
     if (code) {
       throw LessonError{code->line, QString("code block is not closed by %1 (everything after it, run and quiz blocks included, would be code)")
                                         .arg(QString(code->length, code->ch))};

@@ -4,6 +4,7 @@
 // lesson that fails validation keeps its error (file, line, what is wrong) and is shown as broken;
 // nothing in a lesson file can run code beyond those labs.
 #include <QByteArray>
+#include <QMap>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -62,11 +63,40 @@ struct Quiz {
 
 // A ```python block of the lesson: a code cell the learner edits and runs (a ```python setup block:
 // code the cells after it take as given -- the data, the model -- run by itself before the first cell
-// the learner runs in a session).
+// the learner runs in a session; a ```python exercise block: an exercise's starter code).
 struct CodeBlock {
   QString code;
   bool setup = false;
-  int line = 0;  // the line of its opening fence
+  int exercise = -1;  // the exercise whose starter it is (an index into Lesson::exercises), or -1
+  int line = 0;       // the line of its opening fence
+};
+
+// A code exercise (lessons/README.md): the lesson's mistake as starter code in a cell, graded from
+// what the learner's run of that cell measured -- never from the code's text:
+//   ```exercise
+//   {"title": "Move the batch too", "text": "Make the loop run: no error, final loss under 0.1",
+//    "checks": [{"measurement": "errors", "at_most": 0}, {"measurement": "last loss", "at_most": 0.1}],
+//    "values": {"loss is a number": "isinstance(total, float)"},
+//    "hints": ["Which tensors does the model's forward pass touch?"], "needs": "cuda"}
+//   ```
+//   ```python exercise         (the starter: a code cell, with the mistake)
+//   ```python solution         (the reference solution: hidden until the learner reveals it)
+// The measurements a run of the cell gives (python/gpulab/kernel.py): "errors", "device-mismatch
+// errors", "out-of-memory errors" (1 or 0), "seconds", "peak allocated" (bytes on cuda:0, with a CUDA
+// device), "last NAME" (the last value the cell logged with lab.log(NAME=...)), and each of "values":
+// a Python expression evaluated in the session after the run (a bool counts 1 or 0). `needs: "cuda"`:
+// the exercise is about a GPU's memory, graded only in a session with cuda:0 (the emulated GPU will
+// do). gpulab-cli lesson ID --check-exercises checks that the starter does not meet the checks and
+// the solution does.
+struct Exercise {
+  QString title;
+  Challenge challenge;  // the text and the checks
+  QMap<QString, QString> values;  // a measurement's name -> the expression that gives it
+  QStringList hints;
+  QString starter, solution;
+  int cell = -1;  // the starter's index in Lesson::cells
+  bool needsCuda = false;
+  int line = 0;
 };
 
 struct Lesson {
@@ -79,6 +109,7 @@ struct Lesson {
   // cell (texts.size() == cells.size() + 1). markdown is all of them with the cells' blocks.
   QStringList texts;
   QVector<CodeBlock> cells;
+  QVector<Exercise> exercises;
   QVector<RunBlock> runs;
   QVector<Quiz> quizzes;
   QString error;     // empty when the lesson loaded cleanly

@@ -101,6 +101,14 @@ void ProgressStore::setEntry(const char* section, const QString& lessonId, int i
   save();
 }
 
+bool ProgressStore::exerciseMet(const QString& lessonId, int exercise) const {
+  return data_.value("exercises").toObject().value(lessonId).toObject().value(QString::number(exercise)).toBool(false);
+}
+
+void ProgressStore::setExerciseMet(const QString& lessonId, int exercise) {
+  if (!exerciseMet(lessonId, exercise)) setEntry("exercises", lessonId, exercise, true);
+}
+
 std::optional<QString> ProgressStore::editedCode(const QString& lessonId, int cell, const QString& original) const {
   const QJsonObject entry = data_.value("cells").toObject().value(lessonId).toObject().value(QString::number(cell)).toObject();
   if (!entry.value("code").isString() || entry.value("original").toString() != original) return std::nullopt;

@@ -24,6 +24,9 @@ class ProgressStore {
   // Whether a run of block `run` (from 0) met its challenge; once met, it stays met.
   bool challengeMet(const QString& lessonId, int run) const;
   void setChallengeMet(const QString& lessonId, int run);
+  // Whether a run of exercise `exercise` (from 0) met its checks; once met, it stays met.
+  bool exerciseMet(const QString& lessonId, int exercise) const;
+  void setExerciseMet(const QString& lessonId, int exercise);
   // The learner's code in code cell `cell` (from 0) of a lesson, kept when they edited the lesson's
   // `original` code; nothing when they did not (or reset it). An edit of code the lesson has changed
   // since is not offered for the new code, and stays in the file until the cell is edited again.

@@ -21,7 +21,7 @@ QVector<lab::Update> CellViews::started() {
                                   .title = "cuda:0 memory",
                                   .kind = lab::ViewKind::Line,
                                   .x = {{"time in the cell", "s"}},
-                                  .y = {"memory", "bytes"},
+                                  .y = {"bytes", "bytes"},
                                   .yFromZero = true,
                                   .series = {{"allocated", "allocated (live tensors)"},
                                              {"reserved", "reserved (the caching allocator's segments)", lab::SeriesStyle::Dashed}},

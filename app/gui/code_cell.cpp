@@ -221,9 +221,10 @@ NotebookSession::NotebookSession(QObject* parent) : QObject(parent) {
   connect(&kernel_, &notebook::KernelProcess::kernelDied, this, &NotebookSession::died);
 }
 
-void NotebookSession::addCell(CodeCell* c, bool setup) {
+void NotebookSession::addCell(CodeCell* c, bool setup, const std::optional<QMap<QString, QString>>& measure) {
   cells_.insert(c->id(), c);
   if (setup) setupCells_.append(c);
+  if (measure) measured_.insert(c->id(), *measure);
   connect(c, &CodeCell::runRequested, this, [this, c] { run(c); });
   connect(c, &CodeCell::stopRequested, this, [this] { kernel_.stop(); });
 }
@@ -239,7 +240,8 @@ void NotebookSession::run(CodeCell* c) {
     }
   }
   c->markQueued();
-  kernel_.run(c->id(), c->code());
+  const auto measure = measured_.constFind(c->id());
+  kernel_.run(c->id(), c->code(), measure == measured_.constEnd() ? std::nullopt : std::optional(*measure));
 }
 
 void NotebookSession::clear() {
@@ -248,6 +250,7 @@ void NotebookSession::clear() {
     if (c) disconnect(c, nullptr, this, nullptr);
   cells_.clear();
   setupCells_.clear();
+  measured_.clear();
   setupSent_ = false;
 }
 

@@ -9,6 +9,7 @@
 #include <QString>
 #include <QSyntaxHighlighter>
 #include <QWidget>
+#include <optional>
 
 #include "app/notebook/kernel_process.h"
 
@@ -83,7 +84,9 @@ class NotebookSession : public QObject {
 
  public:
   explicit NotebookSession(QObject* parent = nullptr);
-  void addCell(CodeCell* cell, bool setup = false);
+  // `measure`: the cell is an exercise's, whose runs measure what it is graded on, these values among
+  // it (KernelProcess::run).
+  void addCell(CodeCell* cell, bool setup = false, const std::optional<QMap<QString, QString>>& measure = std::nullopt);
   // Forgets the cells and ends the session (another lesson).
   void clear();
   // Where the next session computes: this machine as it is, or with the emulated GPU as cuda:0. A
@@ -109,6 +112,7 @@ class NotebookSession : public QObject {
   notebook::KernelProcess kernel_;
   QMap<QString, QPointer<CodeCell>> cells_;
   QList<QPointer<CodeCell>> setupCells_;  // in the lesson's order
+  QMap<QString, QMap<QString, QString>> measured_;  // the exercises' cells, by id: their values
   bool emulatedGpu_ = false;
   bool setupSent_ = false;  // this session has run (or queued) the setup cells
 };

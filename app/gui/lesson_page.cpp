@@ -22,6 +22,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "app/gui/exercise_panel.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab::app {
@@ -179,7 +180,9 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
     session_.restart();
     showSessionState("Python session: restarting…");
   });
+  connect(&session_.kernel(), &notebook::KernelProcess::finished, this, &LessonPage::gradeExercise);
   connect(&session_, &NotebookSession::ready, this, [this](const QString& device, bool emulated) {
+    sessionHasCuda_ = device != "cpu";
     showSessionState(device == "cpu" ? "Python session ready — CPU only (torch.cuda.is_available() is False)"
                      : emulated      ? "Python session ready — cuda:0 is GPU Lab's emulated GPU (runs on your CPU)"
                                      : "Python session ready — cuda:0 is " + device);
@@ -220,9 +223,12 @@ void LessonPage::clearContent() {
   loading_ = false;
   for (QTextBrowser* t : std::as_const(texts_)) delete t;
   for (CodeCell* c : std::as_const(cells_)) delete c;
+  for (ExercisePanel* p : std::as_const(panels_)) delete p;
   texts_.clear();
   cells_.clear();
+  panels_.clear();
   blocks_.clear();
+  exercises_.clear();
   showSessionState("Python session: starts when you run a cell");
 }
 
@@ -302,8 +308,17 @@ void LessonPage::setLesson(const course::Lesson& lesson) {
     });
     layout_->addWidget(cell);
     cells_.append(cell);
-    session_.addCell(cell, block.setup);
+    if (block.exercise < 0) {
+      session_.addCell(cell, block.setup);
+      continue;
+    }
+    const course::Exercise& exercise = lesson.exercises[block.exercise];
+    session_.addCell(cell, false, exercise.values);
+    auto* panel = new ExercisePanel(exercise, block.exercise + 1, progress_.exerciseMet(lesson.id, block.exercise));
+    layout_->addWidget(panel);
+    panels_.append(panel);
   }
+  exercises_ = lesson.exercises;
   setExternalFolder(externalFolder_, externalAcknowledged_);
   scroll_->verticalScrollBar()->setValue(0);
 
@@ -356,6 +371,29 @@ void LessonPage::installTexts(std::vector<std::unique_ptr<QTextDocument>> docs) 
     texts_[static_cast<qsizetype>(i)]->setVisible(!empty);  // a cell at the very start or end has no text there
   }
   loading_ = false;
+}
+
+void LessonPage::gradeExercise(const QString& cellId, const notebook::CellResult& result) {
+  const int index = cellId.toInt() - 1;
+  if (index < 0 || index >= blocks_.size() || blocks_[index].exercise < 0 || !result.measured) return;
+  const int e = blocks_[index].exercise;
+  ExercisePanel* panel = panels_.value(e);
+  if (!panel) return;
+  using Status = notebook::CellResult::Status;
+  if (result.status == Status::Interrupted || result.status == Status::KernelDied) {
+    panel->showNotGraded(result.status == Status::Interrupted ? "the run was stopped before its end." : "the Python session ended under it.");
+    return;
+  }
+  if (exercises_[e].needsCuda && !sessionHasCuda_) {
+    panel->showNotGraded("this exercise is about a GPU's memory, and this session has no cuda:0. Choose the emulated GPU above and run it again.");
+    return;
+  }
+  const course::ChallengeResult graded = course::gradeExercise(exercises_[e], result.measurements, result.unmeasured);
+  panel->showResult(graded);
+  if (graded.met) {
+    progress_.setExerciseMet(lessonId_, e);
+    emit exerciseMet(lessonId_, e);
+  }
 }
 
 void LessonPage::saveEdits() {

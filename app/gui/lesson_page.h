@@ -39,6 +39,8 @@ class QVBoxLayout;
 
 namespace gpulab::app {
 
+class ExercisePanel;
+
 // Links in the lesson text: gpulab-run:2 selects run block 2.
 inline constexpr QLatin1String kRunLinkScheme("gpulab-run");
 
@@ -63,6 +65,8 @@ class LessonPage final : public QWidget {
   QString plainText() const;
   QVector<QTextBrowser*> textViews() const;
   QVector<CodeCell*> cells() const;
+  // The exercises' panels, in the lesson's order (under their cells).
+  QVector<ExercisePanel*> exercisePanels() const { return panels_; }
   NotebookSession& session() { return session_; }
   QScrollArea* scrollArea() const { return scroll_; }
   QFrame* sessionBar() const { return sessionBar_; }
@@ -79,12 +83,15 @@ class LessonPage final : public QWidget {
   void textShown(const QString& lessonId);
   // "Understood" on the banner about this folder's code.
   void externalCodeAcknowledged(const QString& folder);
+  // A run of exercise `exercise` (from 0) met it; the progress file already says so.
+  void exerciseMet(const QString& lessonId, int exercise);
 
  private:
   void clearContent();
   void installTexts(std::vector<std::unique_ptr<QTextDocument>> docs);
   QTextBrowser* addTextView();
   void showSessionState(const QString& text);
+  void gradeExercise(const QString& cellId, const notebook::CellResult& result);
 
   course::ProgressStore& progress_;
   QScrollArea* scroll_;
@@ -100,6 +107,9 @@ class LessonPage final : public QWidget {
   bool externalAcknowledged_ = false;
   QVector<QTextBrowser*> texts_;
   QVector<CodeCell*> cells_;
+  QVector<ExercisePanel*> panels_;
+  QVector<course::Exercise> exercises_;
+  bool sessionHasCuda_ = false;  // the running session's cuda:0 exists (real or emulated)
   NotebookSession session_;
   QString lessonId_;
   QString markdown_;                   // the lesson shown, to know it again

@@ -239,6 +239,10 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   });
   connect(lesson_, &LessonPage::linkActivated, this, &MainWindow::openLink);
   connect(lesson_, &LessonPage::textShown, this, &MainWindow::lessonTextShown);
+  connect(lesson_, &LessonPage::exerciseMet, this, [this](const QString& id) {
+    updateCompletion(id);
+    updateNextLesson();
+  });
   connect(lesson_, &LessonPage::externalCodeAcknowledged, this,
           [this](const QString& folder) { session_->setValue("externalCode/" + QString::fromUtf8(folder.toUtf8().toBase64()), true); });
   if (!root_.startsWith(":")) lesson_->setExternalFolder(root_, session_->value("externalCode/" + QString::fromUtf8(root_.toUtf8().toBase64())).toBool());
@@ -539,6 +543,10 @@ bool MainWindow::lessonComplete(const course::Lesson& lesson) const {
   for (int r = 0; r < lesson.runs.size(); ++r) {
     if (!lesson.runs[r].challenge) continue;
     if (!progress_.challengeMet(lesson.id, r)) return false;
+    anything = true;
+  }
+  for (int e = 0; e < lesson.exercises.size(); ++e) {
+    if (!progress_.exerciseMet(lesson.id, e)) return false;
     anything = true;
   }
   return anything;

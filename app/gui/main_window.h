@@ -3,8 +3,8 @@
 // (the text with its code cells, lesson_page.h; the lab's real source; the quiz), the run area, and
 // live plots -- of the lab's runs, and of the code cells' runs (what they log, cuda:0's memory).
 //
-// Completion: a lesson is complete when every quiz is answered correctly and every run block's
-// challenge has been met (a lesson with neither is never marked). A challenge is graded when a run of
+// Completion: a lesson is complete when every quiz is answered correctly, every run block's challenge
+// and every code exercise has been met (a lesson with none of them is never marked). A challenge is graded when a run of
 // its block ends normally -- a stopped or failed run is not graded; a run that shows an engine error
 // on purpose ends normally -- from the measurements of that run, in arrival order (course::grade).
 //
@@ -85,7 +85,7 @@ class MainWindow final : public QMainWindow {
   void showWelcome();
   bool welcomeShown() const;
   QTextBrowser* welcomeView() const { return welcome_; }
-  // Every quiz answered correctly and every run block's challenge met (see above).
+  // Every quiz answered correctly, every run block's challenge and every exercise met (see above).
   bool lessonComplete(const course::Lesson& lesson) const;
   // Go > Next lesson (Alt+Down), and its button under the lesson page: prominent once the lesson
   // is complete.

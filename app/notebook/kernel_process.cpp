@@ -1,5 +1,6 @@
 #include "app/notebook/kernel_process.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <csignal>
@@ -50,8 +51,13 @@ void KernelProcess::start(bool emulatedGpu) {
   process_.start(QString::fromLocal8Bit(pythonExecutable()), {"-m", "gpulab.kernel"});
 }
 
-void KernelProcess::run(const QString& cellId, const QString& code) {
+void KernelProcess::run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues) {
   QJsonObject command{{"op", "run"}, {"cell", cellId}, {"code", code}};
+  if (measureValues) {
+    QJsonObject values;
+    for (auto it = measureValues->begin(); it != measureValues->end(); ++it) values[it.key()] = it.value();
+    command["measure"] = QJsonObject{{"values", values}};
+  }
   busyCells_.append(cellId);
   process_.write(QJsonDocument(command).toJson(QJsonDocument::Compact) + "\n");
 }
@@ -112,6 +118,13 @@ void KernelProcess::handleEvent(const QByteArray& line) {
     r.message = error.value("message").toString();
     r.traceback = error.value("traceback").toString();
     r.kind = error.value("kind").toString();
+    r.measured = e.contains("measurements");
+    for (const QJsonValue& m : e.value("measurements").toArray()) {
+      const QJsonObject o = m.toObject();
+      r.measurements.push_back({o.value("name").toString().toStdString(), o.value("value").toDouble(), o.value("unit").toString().toStdString()});
+    }
+    const QJsonObject unmeasured = e.value("unmeasured").toObject();
+    for (auto it = unmeasured.begin(); it != unmeasured.end(); ++it) r.unmeasured.insert(it.key(), it.value().toString());
     emit finished(cell, r);
   } else {
     // protocol_error, or a line that is not the protocol's: shown as the kernel's own output.

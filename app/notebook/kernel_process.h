@@ -15,6 +15,10 @@
 #include <QProcess>
 #include <QString>
 #include <QStringList>
+#include <optional>
+#include <vector>
+
+#include "engine/lab/lab.h"  // lab::Measurement: a plain struct of the lab protocol, nothing to link
 
 namespace gpulab::notebook {
 
@@ -29,6 +33,11 @@ struct CellResult {
   // The lessons' errors, which the window shows as the labs show theirs: "device" (tensors on two
   // devices), "oom" (torch.cuda.OutOfMemoryError), or empty.
   QString kind;
+  // A run asked to measure (an exercise's): what it measured, as a lab's run reports its measurements
+  // ("errors", "last loss", "peak allocated" in bytes, ...), and the values it could not, with why.
+  bool measured = false;
+  std::vector<lab::Measurement> measurements;
+  QMap<QString, QString> unmeasured;
 };
 
 class KernelProcess : public QObject {
@@ -45,8 +54,10 @@ class KernelProcess : public QObject {
   bool isRunning() const { return process_.state() != QProcess::NotRunning; }
   qint64 processId() const { return process_.processId(); }
   bool emulatedGpu() const { return emulatedGpu_; }
-  // Queues a cell; cells run one after another in the order given.
-  void run(const QString& cellId, const QString& code);
+  // Queues a cell; cells run one after another in the order given. With `measureValues` (an
+  // exercise's run), its result carries what it measured, the values among it (name -> Python
+  // expression, evaluated after the run).
+  void run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues = std::nullopt);
   // Interrupts the running cell (KeyboardInterrupt; finished() reports it as Interrupted), or the
   // next queued one as it starts. Nothing happens when no cell is running or queued.
   void stop();

@@ -178,7 +178,7 @@ def _method_as_function(name):
 
 
 for _name in ("equal", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or", "logical_xor", "any", "all",
-              "clamp", "clip", "clamp_min", "clamp_max", "nonzero", "masked_fill", "index_select"):
+              "clamp", "clip", "clamp_min", "clamp_max", "nonzero", "masked_fill", "index_select", "split", "chunk"):
     globals()[_name] = _method_as_function(_name)
 del _name
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne  # noqa: F821 - PyTorch's aliases

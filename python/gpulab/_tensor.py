@@ -154,6 +154,48 @@ def _getattr(self, name):
     raise AttributeError(f"'Tensor' object has no attribute '{name}'")
 
 
+def _pieces(self, sizes, dim):
+    """Views of consecutive pieces of `sizes` along `dim` (basic slicing: they share memory, and
+    gradients flow back through them)."""
+    lead = (slice(None),) * dim
+    pieces, start = [], 0
+    for n in sizes:
+        pieces.append(self[lead + (slice(start, start + n),)])
+        start += n
+    return tuple(pieces)
+
+
+def _dim_of(self, dim):
+    if not -self.dim() <= dim < max(self.dim(), 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-self.dim()}, {self.dim() - 1}], but got {dim})")
+    return dim % self.dim()
+
+
+def _split(self, split_size_or_sections, dim=0):
+    """x.split(256): pieces of 256 along dim 0 (the last may be smaller); x.split([2, 3]): pieces of
+    those sizes, which must add up to the dim's size."""
+    dim = _dim_of(self, dim)
+    size = self.shape[dim]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0 and not (step == 0 and size == 0):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}")
+        sizes = [step] * (size // step) + ([size % step] if step and size % step else [])
+        return _pieces(self, sizes or [0], dim)
+    sizes = [int(s) for s in split_size_or_sections]
+    if any(s < 0 for s in sizes) or sum(sizes) != size:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size at dimension {dim}), "
+                           f"but got split_sizes={sizes}")
+    return _pieces(self, sizes, dim)
+
+
+def _chunk(self, chunks, dim=0):
+    """x.chunk(4): at most 4 pieces of equal size along dim (the last may be smaller), as PyTorch cuts them."""
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    return _split(self, -(-self.shape[_dim_of(self, dim)] // chunks), dim)
+
+
 Tensor.__getattr__ = _getattr
 Tensor.__reduce_ex__ = _reduce_ex
 Tensor.__repr__ = _repr
@@ -166,6 +208,8 @@ Tensor.__float__ = _float
 Tensor.__int__ = _int
 Tensor.__index__ = _index
 Tensor.__array__ = _array
+Tensor.split = _split
+Tensor.chunk = _chunk
 Tensor.max = _max
 Tensor.min = _min
 Tensor.equal = _equal

@@ -6,6 +6,12 @@ starts it, sends it cells and reads what happens as JSON lines; a restart is a n
 
 In, on stdin, one JSON object per line:
     {"op": "run", "cell": "c1", "code": "x = torch.ones(3)\\nprint(x)"}
+    {"op": "run", "cell": "c1", "code": "...", "measure": {"values": {"loss is a number": "isinstance(total, float)"}}}
+With "measure" (an exercise's run: lessons/README.md), the finished event carries what the run
+measured -- errors, device-mismatch errors, out-of-memory errors (1 or 0), seconds, peak allocated
+(bytes on cuda:0, with a CUDA device), "last NAME" for each name the cell logged, and each of the
+values, evaluated in the session after the run (a bool counts 1 or 0) -- and, for a value that could
+not be measured, why.
 Stop is SIGINT: Python raises KeyboardInterrupt in the running cell at its next bytecode, even inside
 time.sleep, and the session goes on.
 
@@ -16,7 +22,8 @@ Out, on the stdout the process was given (the cells' own output is captured), on
     {"event": "log", "cell": "c1", "step": 0, "values": {"loss": 0.52}}       (lab.log(loss=...))
     {"event": "memory", "cell": "c1", "t": 0.25, "allocated": 4096, "reserved": 2097152}
     {"event": "finished", "cell": "c1", "status": "ok" | "error" | "interrupted", "seconds": 0.01,
-     "error": {"type": "RuntimeError", "message": "...", "traceback": "...", "kind": "device" | "oom" | ""}}
+     "error": {"type": "RuntimeError", "message": "...", "traceback": "...", "kind": "device" | "oom" | ""},
+     "measurements": [{"name": "errors", "value": 0, "unit": ""}, ...], "unmeasured": {"name": "why"}}
 Text written below Python (the engine's own std::cout) goes to stderr, which the window shows as is.
 """
 import ast
@@ -89,6 +96,31 @@ class Lab:
     def __init__(self, kernel):
         self._kernel = kernel
 
+    # For the exercises' values (lessons/README.md): what a grader asks of the code the learner left.
+
+    def call_with_cuda_available(self, available, fn, *args, **kwargs):
+        """fn(*args) with torch.cuda.is_available() answering `available`: how a function that picks
+        the device would choose on a machine with (or without) a GPU."""
+        cuda = self._kernel.torch.cuda
+        original = cuda.is_available
+        cuda.is_available = lambda: available
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cuda.is_available = original
+
+    def fits(self, nbytes, device="cuda"):
+        """Whether a tensor of `nbytes` bytes can be allocated on `device` now (under a memory
+        fraction, say); what the attempt reserved is given back."""
+        torch = self._kernel.torch
+        try:
+            block = torch.empty((int(nbytes) + 3) // 4, dtype=torch.float32, device=device)
+        except torch.cuda.OutOfMemoryError:
+            return False
+        del block
+        torch.cuda.empty_cache()
+        return True
+
     def log(self, step=None, **values):
         if not values:
             raise TypeError("lab.log() takes the values as keywords: lab.log(loss=loss.item())")
@@ -102,6 +134,7 @@ class Lab:
             numbers[name] = float(value)
         kernel = self._kernel
         kernel.step = kernel.step + 1 if step is None else int(step)
+        kernel.logged.update(numbers)
         kernel.channel.send(event="log", cell=kernel.cell, step=kernel.step, values=numbers)
 
 
@@ -110,6 +143,7 @@ class Kernel:
         self.channel = channel
         self.cell = None
         self.step = -1
+        self.logged = {}  # the last value of each name the running cell logged
         self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         self._running = threading.Event()
 
@@ -146,11 +180,14 @@ class Kernel:
             self.channel.send(event="memory", cell=cell, t=round(t, 4), allocated=cuda.memory_allocated(),
                               reserved=cuda.memory_reserved())
 
-    def run(self, cell, code):
+    def run(self, cell, code, measure=None):
         """Runs one cell; SIGINT (Stop) is let in only while its code runs, so that a Stop can never
         land in the kernel's own bookkeeping, and one that came while the cell was queued stops it as
-        it starts."""
-        self.cell, self.step = cell, -1
+        it starts. `measure`: {"values": {name: expression}} for an exercise's run."""
+        self.cell, self.step, self.logged = cell, -1, {}
+        cuda = self.torch.cuda
+        if measure is not None and cuda.is_available():
+            cuda.reset_peak_memory_stats()
         self.channel.send(event="started", cell=cell)
         self._began = time.monotonic()
         self._running.set()
@@ -170,7 +207,33 @@ class Kernel:
         event = {"event": "finished", "cell": cell, "status": status, "seconds": round(seconds, 4)}
         if error is not None:
             event["error"] = error
+        if measure is not None:
+            event["measurements"], event["unmeasured"] = self._measure(measure, error, seconds)
         self.channel.send(**event)
+
+    def _measure(self, measure, error, seconds):
+        """What an exercise's run measured (the module's docstring lists it), and why a value could
+        not be measured. The values run in the session, as the learner's code left it."""
+        kind = error["kind"] if error else None
+        out = [{"name": "errors", "value": 0 if error is None else 1, "unit": ""},
+               {"name": "device-mismatch errors", "value": int(kind == "device"), "unit": ""},
+               {"name": "out-of-memory errors", "value": int(kind == "oom"), "unit": ""},
+               {"name": "seconds", "value": seconds, "unit": "s"}]
+        if self.torch.cuda.is_available():
+            out.append({"name": "peak allocated", "value": self.torch.cuda.max_memory_allocated(), "unit": "bytes"})
+        out += [{"name": "last " + name, "value": value, "unit": ""} for name, value in self.logged.items()]
+        unmeasured = {}
+        for name, expression in (measure.get("values") or {}).items():
+            try:
+                value = eval(compile(str(expression), f"<value {name}>", "eval"), self.namespace)
+                if hasattr(value, "item"):
+                    value = value.item()
+                if not isinstance(value, (bool, int, float)):
+                    raise TypeError(f"gave {type(value).__name__}, not a number or a bool")
+                out.append({"name": name, "value": float(value), "unit": ""})
+            except Exception as e:  # noqa: BLE001 - a value the run left no way to measure: said why
+                unmeasured[name] = f"{type(e).__name__}: {e}"
+        return out, unmeasured
 
     def _execute(self, code, cell):
         """As a notebook runs a cell: the statements in order, and the last one's value shown when it is
@@ -241,7 +304,8 @@ def main(argv):
             if not isinstance(command, dict) or command.get("op") != "run" or "cell" not in command or "code" not in command:
                 channel.send(event="protocol_error", message=f"expected {{\"op\": \"run\", \"cell\": ..., \"code\": ...}}, got {line.strip()[:200]}")
                 continue
-            kernel.run(str(command["cell"]), str(command["code"]))
+            measure = command.get("measure")
+            kernel.run(str(command["cell"]), str(command["code"]), measure if isinstance(measure, dict) else None)
         except json.JSONDecodeError as e:
             channel.send(event="protocol_error", message=f"not a JSON line: {e}")
         except KeyboardInterrupt:

@@ -416,3 +416,19 @@ def case_numpy_of_bfloat16(torch):
 
 def case_numpy_needs_detach(torch):
     return torch.ones(2, requires_grad=True).numpy()
+
+
+# ---- split and chunk (issue 29: an exercise splits a batch) ----------------------------------------
+
+def case_split_and_chunk(torch):
+    x = torch.arange(10.).reshape(5, 2)
+    y = torch.ones(6, requires_grad=True)
+    a, b = y.split(4)
+    (a * 2).sum().backward()
+    return [[p.tolist() for p in x.split(2)], [p.tolist() for p in x.split([1, 4])], [p.tolist() for p in torch.split(x, 1, dim=1)],
+            [p.tolist() for p in x.chunk(3)], [p.tolist() for p in torch.chunk(x, 2, dim=1)], [p.tolist() for p in x.chunk(10)],
+            y.grad.tolist()]
+
+
+def case_split_sizes_must_add_up(torch):
+    return torch.arange(5.).split([1, 1])

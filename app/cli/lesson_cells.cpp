@@ -1,0 +1,145 @@
+#include "app/cli/lesson_cells.h"
+
+#include <QJsonArray>
+#include <QJsonObject>
+
+#include "app/cli/cli_commands.h"
+#include "app/course/challenge.h"
+#include "app/notebook/headless_session.h"
+
+namespace gpulab::cli {
+
+namespace {
+
+using notebook::CellResult;
+using notebook::HeadlessSession;
+
+QString statusName(CellResult::Status s) {
+  switch (s) {
+    case CellResult::Status::Ok: return "ok";
+    case CellResult::Status::Error: return "error";
+    case CellResult::Status::Interrupted: return "interrupted";
+    case CellResult::Status::KernelDied: return "kernel_died";
+  }
+  return "error";
+}
+
+// The setup cells first, then the others, in the lesson's order: as the window runs them.
+QVector<int> cellOrder(const course::Lesson& lesson) {
+  QVector<int> order;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < lesson.cells.size(); ++i)
+      if (lesson.cells[i].setup == (pass == 0)) order << i;
+  return order;
+}
+
+QString cellId(int index) { return QString::number(index + 1); }
+
+// The lesson's setup cells in a session; an error names the one that failed.
+QString runSetup(HeadlessSession& session, const course::Lesson& lesson) {
+  for (int i = 0; i < lesson.cells.size(); ++i) {
+    if (!lesson.cells[i].setup) continue;
+    const CellResult r = session.run(cellId(i), lesson.cells[i].code);
+    if (r.status != CellResult::Status::Ok) {
+      return QString("setup cell %1 (line %2) raised %3: %4").arg(i + 1).arg(lesson.cells[i].line).arg(r.errorType, r.message);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int runLessonCells(const course::Lesson& lesson, bool emulatedGpu, bool json, QTextStream& out) {
+  if (lesson.cells.isEmpty()) return kExitOk;
+  HeadlessSession session(emulatedGpu);
+  if (!session.ok()) {
+    // Without GPU Lab's Python the run blocks still run: the cells are skipped, and it says why.
+    const QString why = "the code cells were not run: " + session.error().trimmed();
+    out << (json ? jsonLine({{"event", "message"}, {"level", "warning"}, {"text", why}}) : "gpulab-cli: " + why) << "\n";
+    return kExitOk;
+  }
+  for (int i : cellOrder(lesson)) {
+    const course::CodeBlock& cell = lesson.cells[i];
+    QString printed;
+    session.setOutputHandler([&](const QString&, const QString& text) {
+      if (json) printed += text;
+      else out << text;
+      out.flush();
+    });
+    if (!json) out << "== Cell " << i + 1 << (cell.setup ? " (setup)" : "") << ", line " << cell.line << "\n";
+    out.flush();
+    const CellResult r = session.run(cellId(i), cell.code);
+    if (json) {
+      QJsonObject event{{"event", "cell"}, {"index", i + 1}, {"line", cell.line}, {"setup", cell.setup}, {"status", statusName(r.status)},
+                        {"seconds", r.seconds}, {"output", printed}};
+      if (r.status != CellResult::Status::Ok) event["error"] = QJsonObject{{"type", r.errorType}, {"message", r.message}, {"kind", r.kind}};
+      out << jsonLine(event) << "\n";
+    } else if (r.status != CellResult::Status::Ok) {
+      if (r.kind == "device") out << "✗ Tensors on two devices: the same-device rule.\n";
+      if (r.kind == "oom") out << "✗ Out of GPU memory.\n";
+      out << (r.traceback.isEmpty() ? r.errorType + ": " + r.message + "\n" : r.traceback);
+    }
+    out.flush();
+    if (r.status == CellResult::Status::KernelDied) return kExitFailed;
+  }
+  return kExitOk;
+}
+
+int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
+  bool allOk = true;
+  for (int e = 0; e < lesson.exercises.size(); ++e) {
+    const course::Exercise& exercise = lesson.exercises[e];
+    for (const bool emulated : {false, true}) {
+      QJsonObject event{{"event", "exercise"}, {"id", e + 1}, {"title", exercise.title}};
+      if (!json) out << "Exercise " << e + 1 << " (" << exercise.title << "), ";
+      bool ok = true, skipped = false;
+      for (const bool solution : {false, true}) {
+        const QString which = solution ? "solution" : "starter";
+        HeadlessSession session(emulated);
+        QString problem = session.ok() ? QString() : session.error();
+        const QString device = !session.ok() ? "?" : session.cudaAvailable() ? (emulated ? "emulated-gpu" : "gpu") : "cpu";
+        event["device"] = device;
+        if (!solution && !json) out << "on " << device << ":\n";
+        if (problem.isEmpty() && exercise.needsCuda && !session.cudaAvailable()) {
+          skipped = true;
+          event["skipped"] = "needs a CUDA device (the emulated GPU will do); this session has none";
+          if (!json) out << "  skipped: it needs a CUDA device, and this session has none\n";
+          break;
+        }
+        if (problem.isEmpty()) problem = runSetup(session, lesson);
+        CellResult r;
+        if (problem.isEmpty()) {
+          r = session.run("exercise", solution ? exercise.solution : exercise.starter, exercise.values);
+          if (r.status == CellResult::Status::KernelDied || r.status == CellResult::Status::Interrupted) problem = "the run " + statusName(r.status) + ": " + r.message;
+        }
+        if (!problem.isEmpty()) {
+          ok = false;
+          event[which + "_error"] = problem;
+          if (!json) out << "  the " << which << " could not be graded: " << problem << "\n";
+          continue;
+        }
+        const course::ChallengeResult result = course::gradeExercise(exercise, r.measurements, r.unmeasured);
+        const bool right = solution ? result.met : !result.met;
+        ok = ok && right;
+        QJsonArray lines;
+        for (const course::CheckResult& c : result.checks) lines.append(c.line);
+        event[which + "_met"] = result.met;
+        event[which + "_checks"] = lines;
+        const QString raised = r.status == CellResult::Status::Error ? r.errorType + ": " + r.message : QString();
+        if (!raised.isEmpty()) event[which + "_raised"] = raised;
+        if (!json) {
+          out << "  the " << which << (result.met ? " meets" : " does not meet") << " the checks -- " << (right ? "as it should" : "WRONG") << "\n";
+          if (!raised.isEmpty()) out << "    (it raised " << raised.left(300) << ")\n";
+          for (const course::CheckResult& c : result.checks) out << "    " << c.line << "\n";
+        }
+      }
+      event["ok"] = ok;
+      if (json) out << jsonLine(event) << "\n";
+      out.flush();
+      allOk = allOk && (ok || skipped);
+    }
+  }
+  return allOk ? kExitOk : kExitFailed;
+}
+
+}  // namespace gpulab::cli

@@ -1,0 +1,107 @@
+#include "app/gui/exercise_panel.h"
+
+#include <QFontDatabase>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "app/gui/code_cell.h"
+
+namespace gpulab::app {
+
+namespace {
+
+QString checksAsked(const course::Challenge& challenge) {
+  QStringList asked;
+  for (const course::ChallengeCheck& c : challenge.checks) {
+    QStringList bounds;
+    if (c.atLeast) bounds << "at least " + course::formatMeasured(*c.atLeast, c.unit);
+    if (c.atMost) bounds << "at most " + course::formatMeasured(*c.atMost, c.unit);
+    asked << c.measurement + ": " + bounds.join(" and ");
+  }
+  return asked.join("; ");
+}
+
+}  // namespace
+
+ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool metBefore, QWidget* parent)
+    : QFrame(parent), hintTexts_(exercise.hints) {
+  setObjectName(QString("exercise%1").arg(number));
+  setFrameShape(QFrame::StyledPanel);
+  result_ = new QLabel;
+  result_->setObjectName("exerciseResult");
+  result_->setWordWrap(true);
+  result_->setTextFormat(Qt::PlainText);
+  result_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  result_->setText(QString("%1 Exercise %2 — run the cell to grade it. Graded from what the run measures: %3")
+                       .arg(metBefore ? "✓" : "✎").arg(number).arg(checksAsked(exercise.challenge)) +
+                   (metBefore ? "\nYou met it before; run it again to see its measurements." : "") +
+                   (exercise.needsCuda ? "\nIt needs cuda:0: run it on the emulated GPU (or a real one)." : ""));
+  hint_ = new QPushButton;
+  hint_->setObjectName("exerciseHint");
+  hints_ = new QLabel;
+  hints_->setObjectName("exerciseHints");
+  hints_->setWordWrap(true);
+  hints_->hide();
+  showSolution_ = new QPushButton("Show the solution");
+  showSolution_->setObjectName("exerciseShowSolution");
+  showSolution_->setEnabled(metBefore);
+  showSolution_->setToolTip("After you have run your own attempt: the lesson's solution, to compare with yours");
+  solution_ = new QPlainTextEdit(exercise.solution);
+  solution_->setObjectName("exerciseSolution");
+  solution_->setReadOnly(true);
+  solution_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  solution_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  new PythonHighlighter(solution_->document());
+  const int lines = std::min<int>(static_cast<int>(exercise.solution.count('\n')) + 1, 30);
+  solution_->setFixedHeight(lines * QFontMetrics(solution_->font()).lineSpacing() + 24);
+  solution_->hide();
+
+  auto* buttons = new QHBoxLayout;
+  buttons->setContentsMargins(0, 0, 0, 0);
+  buttons->addWidget(hint_);
+  buttons->addWidget(showSolution_);
+  buttons->addStretch();
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(6, 4, 6, 4);
+  layout->setSpacing(4);
+  layout->addWidget(result_);
+  layout->addLayout(buttons);
+  layout->addWidget(hints_);
+  layout->addWidget(solution_);
+  hint_->setVisible(!hintTexts_.isEmpty());
+  hint_->setText(QString("Hint (%1)").arg(hintTexts_.size()));
+  connect(hint_, &QPushButton::clicked, this, &ExercisePanel::showHint);
+  connect(showSolution_, &QPushButton::clicked, this, [this] {
+    solution_->setVisible(solution_->isHidden());
+    showSolution_->setText(solution_->isHidden() ? "Show the solution" : "Hide the solution");
+  });
+}
+
+void ExercisePanel::showHint() {
+  if (hintsShown_ >= hintTexts_.size()) return;
+  ++hintsShown_;
+  QStringList shown;
+  for (int i = 0; i < hintsShown_; ++i) shown << QString("Hint %1: %2").arg(i + 1).arg(hintTexts_[i]);
+  hints_->setText(shown.join('\n'));
+  hints_->show();
+  hint_->setEnabled(hintsShown_ < hintTexts_.size());
+  hint_->setText(hintsShown_ < hintTexts_.size() ? QString("Another hint (%1 more)").arg(hintTexts_.size() - hintsShown_) : "No more hints");
+}
+
+void ExercisePanel::showResult(const course::ChallengeResult& result) {
+  QStringList lines{result.met ? "✓ Exercise met." : "✗ Not met yet."};
+  for (const course::CheckResult& c : result.checks) lines << (c.met ? "  ✓ " : "  ✗ ") + c.line;
+  result_->setText(lines.join('\n'));
+  result_->setStyleSheet(result.met ? "color: #1a7f37;" : "color: #b35900;");
+  showSolution_->setEnabled(true);  // they tried
+}
+
+void ExercisePanel::showNotGraded(const QString& why) {
+  result_->setText("Not graded: " + why);
+  result_->setStyleSheet("");
+}
+
+}  // namespace gpulab::app

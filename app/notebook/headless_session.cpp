@@ -1,0 +1,57 @@
+#include "app/notebook/headless_session.h"
+
+#include <QEventLoop>
+#include <QTimer>
+
+namespace gpulab::notebook {
+
+HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs) {
+  QEventLoop loop;
+  bool ready = false;
+  QObject::connect(&kernel_, &KernelProcess::ready, &loop, [&](const QString&, bool cuda, const QString& device, bool) {
+    ready = true;
+    cuda_ = cuda;
+    device_ = device;
+    loop.quit();
+  });
+  QObject::connect(&kernel_, &KernelProcess::kernelDied, &loop, [&](const QString& reason) {
+    error_ = reason;
+    loop.quit();
+  });
+  QObject::connect(&kernel_, &KernelProcess::rawOutput, &loop, [&](const QString& text) { error_ += text; });
+  QTimer::singleShot(startTimeoutMs, &loop, &QEventLoop::quit);
+  kernel_.start(emulatedGpu);
+  loop.exec();
+  if (ready) error_.clear();
+  else if (error_.isEmpty()) error_ = QString("the Python session did not start within %1 s").arg(startTimeoutMs / 1000);
+  QObject::connect(&kernel_, &KernelProcess::output, &kernel_, [this](const QString&, const QString& name, const QString& text) {
+    if (onOutput_) onOutput_(name, text);
+  });
+  QObject::connect(&kernel_, &KernelProcess::rawOutput, &kernel_, [this](const QString& text) {
+    if (onOutput_) onOutput_("stderr", text);
+  });
+}
+
+CellResult HeadlessSession::run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues,
+                                int timeoutMs) {
+  CellResult result;
+  result.status = CellResult::Status::KernelDied;
+  result.message = error_;
+  if (!ok() || !kernel_.isRunning()) return result;
+  QEventLoop loop;
+  QObject::connect(&kernel_, &KernelProcess::finished, &loop, [&](const QString& id, const CellResult& r) {
+    if (id != cellId) return;
+    result = r;
+    loop.quit();
+  });
+  QTimer timeout;
+  timeout.setSingleShot(true);
+  QObject::connect(&timeout, &QTimer::timeout, &kernel_, &KernelProcess::stop);  // its finished() follows
+  timeout.start(timeoutMs);
+  kernel_.run(cellId, code, measureValues);
+  loop.exec();
+  if (result.status == CellResult::Status::KernelDied) error_ = result.message.isEmpty() ? "the Python session ended" : result.message;
+  return result;
+}
+
+}  // namespace gpulab::notebook

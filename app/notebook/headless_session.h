@@ -1,0 +1,38 @@
+#pragma once
+// A notebook session without a window: a kernel (kernel_process.h) whose cells run one at a time,
+// each call waiting for its cell to end. gpulab-cli runs a lesson's code cells and checks its
+// exercises with it, in the same kernel the window uses.
+#include <QString>
+#include <functional>
+#include <optional>
+
+#include "app/notebook/kernel_process.h"
+
+namespace gpulab::notebook {
+
+class HeadlessSession {
+ public:
+  // Starts a kernel (the emulated GPU as cuda:0 when asked) and waits until it is ready; ok() says
+  // whether it is, error() why not.
+  explicit HeadlessSession(bool emulatedGpu, int startTimeoutMs = 60000);
+  bool ok() const { return error_.isEmpty(); }
+  const QString& error() const { return error_; }
+  bool cudaAvailable() const { return cuda_; }
+  const QString& deviceName() const { return device_; }
+
+  // What the cell prints, as it comes ("stdout" or "stderr").
+  using OutputHandler = std::function<void(const QString& name, const QString& text)>;
+  void setOutputHandler(OutputHandler handler) { onOutput_ = std::move(handler); }
+  // Runs one cell and waits for its end (a cell past `timeoutMs` is interrupted, then reported as
+  // such); measureValues as KernelProcess::run.
+  CellResult run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues = std::nullopt,
+                 int timeoutMs = 600000);
+
+ private:
+  KernelProcess kernel_;
+  QString error_, device_;
+  bool cuda_ = false;
+  OutputHandler onOutput_;
+};
+
+}  // namespace gpulab::notebook
