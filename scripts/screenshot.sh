@@ -5,6 +5,7 @@
 #                                    to the run recorded on a real GPU)
 #   resources/screenshot-memory.png  where GPU memory goes: the live stacked timeline by category
 #   resources/screenshot-oom.png     out of memory: what memory held at the failed allocation
+#   resources/screenshot-cell.png    a code cell run on the emulated GPU: its output and memory by category
 # Needs xvfb and imagemagick (apt-get install xvfb imagemagick).
 #   scripts/screenshot.sh [BUILD_DIR] [OUTPUT_DIR]     (defaults: build, resources)
 set -euo pipefail
@@ -31,3 +32,4 @@ shot() {
 shot "$outdir/screenshot.png" "${GPULAB_SCREENSHOT_DELAY:-4}" --open training-loop --run-index 2 --run --compare
 shot "$outdir/screenshot-memory.png" 8 --open where-memory-goes --run --view memory
 shot "$outdir/screenshot-oom.png" 12 --open out-of-memory --run --view oom-memory
+shot "$outdir/screenshot-cell.png" 8 --open where-memory-goes --run-cell 3 --view cell-memory-categories

@@ -29,7 +29,8 @@ const char* kHeader = "---\nid: sample\ntitle: Sample\nchapter: Tests\n---\n# Te
 
 // A valid reference file for lesson "training-loop" is kRefHeader + kRefRun1 (+ kRefRun2).
 const char* kRefHeader =
-    R"({"event":"reference","lesson":"training-loop","gpu":"NVIDIA H100 80GB HBM3","date":"2026-11-23","command":"test"})" "\n";
+    R"({"event":"reference","lesson":"training-loop","gpu":"NVIDIA H100 80GB HBM3","date":"2026-11-23","command":"test"})" "\n"
+    R"({"event":"protocol","version":1})" "\n";
 const char* kRefRun1 =
     R"({"event":"run","index":1,"lab":"train","title":"t"})" "\n"
     R"({"event":"view","id":"loss","title":"Loss","kind":"line","x":[{"label":"step","unit":""}],"y":{"label":"loss","unit":""},"series":[{"id":"train","label":"train loss"}]})" "\n"
@@ -343,9 +344,9 @@ class TestCourse : public QObject {
     const QByteArray run2 = R"({"event":"run","index":2,"lab":"train","title":"t2"})" "\n";
     const QByteArray done = QByteArray(kRefRun1).split('\n')[3] + "\n";
     QTest::newRow("empty file") << QByteArray() << "1: empty file: expected the header";
-    QTest::newRow("bad JSON") << h + r1.left(40) + "\n" << "2: invalid JSON";
-    QTest::newRow("bad JSON later") << h + r1 + "{\"event\": \"run\",}\n" << "6: invalid JSON";
-    QTest::newRow("not an object") << h + "[1, 2]\n" + r1 << "2: expected a JSON object";
+    QTest::newRow("bad JSON") << h + r1.left(40) + "\n" << "3: invalid JSON";
+    QTest::newRow("bad JSON later") << h + r1 + "{\"event\": \"run\",}\n" << "7: invalid JSON";
+    QTest::newRow("not an object") << h + "[1, 2]\n" + r1 << "3: expected a JSON object";
     QTest::newRow("missing header") << r1 << "1: expected the header first";
     QTest::newRow("header without gpu")
         << QByteArray(R"({"event":"reference","lesson":"training-loop","date":"2026-11-23"})" "\n") + r1
@@ -356,50 +357,57 @@ class TestCourse : public QObject {
     QTest::newRow("header for another lesson")
         << QByteArray(R"({"event":"reference","lesson":"device-setup","gpu":"G","date":"2026-11-23"})" "\n") + r1
         << "1: \"reference\" event: recorded for lesson \"device-setup\", but this file is for lesson \"training-loop\"";
-    QTest::newRow("a second header") << h + r1 + h << "6: a second header";
-    QTest::newRow("event without a name") << h + "{\"step\": 1}\n" << "2: missing field \"event\"";
+    QTest::newRow("a second header") << h + r1 + h << "7: a second header";
+    QTest::newRow("event without a name") << h + "{\"step\": 1}\n" << "3: missing field \"event\"";
     QTest::newRow("point without y")
         << QByteArray(r1).replace(",\"y\":1.0", "").prepend(h)
-        << "4: \"point\" event: a point needs 'view', 'series' (strings), 'x' (a list of numbers) and 'y' (a number)";
+        << "5: \"point\" event: a point needs 'view', 'series' (strings), 'x' (a list of numbers) and 'y' (a number)";
     QTest::newRow("y is a string")
         << QByteArray(r1).replace("\"y\":1.0", "\"y\":\"1.0\"").prepend(h)
-        << "4: \"point\" event: a point needs";
+        << "5: \"point\" event: a point needs";
     QTest::newRow("point for an undeclared view")
         << QByteArray(r1).replace("\"view\":\"loss\",\"series\"", "\"view\":\"lost\",\"series\"").prepend(h)
-        << "4: \"point\" event: a point for view 'lost', which was not declared";
+        << "5: \"point\" event: a point for view 'lost', which was not declared";
     QTest::newRow("point with two x for one axis")
         << QByteArray(r1).replace("\"x\":[2]", "\"x\":[2,3]").prepend(h)
-        << "4: \"point\" event: a point for view 'loss' has 2 x value(s); the view has 1 x axes";
+        << "5: \"point\" event: a point for view 'loss' has 2 x value(s); the view has 1 x axes";
     QTest::newRow("a point at 0 on a logarithmic axis")
         << QByteArray(r1).replace("\"unit\":\"\"}],\"y\"", "\"unit\":\"\",\"log\":true}],\"y\"").replace("\"x\":[2]", "\"x\":[0]").prepend(h)
-        << "4: \"point\" event: a point for view 'loss' has x = 0 on the logarithmic axis 'step', which takes only values above 0";
+        << "5: \"point\" event: a point for view 'loss' has x = 0 on the logarithmic axis 'step', which takes only values above 0";
     QTest::newRow("log is not a boolean")
         << QByteArray(r1).replace("\"unit\":\"\"}],\"y\"", "\"unit\":\"\",\"log\":1}],\"y\"").prepend(h)
-        << "3: \"view\" event: a view's 'x' and 'columns' are lists of";
+        << "4: \"view\" event: a view's 'x' and 'columns' are lists of";
     QTest::newRow("unknown view kind")
         << QByteArray(r1).replace("\"kind\":\"line\"", "\"kind\":\"pie\"").prepend(h)
-        << "3: \"view\" event: unknown view kind 'pie'";
+        << "4: \"view\" event: unknown view kind 'pie'";
     QTest::newRow("measurement without unit")
         << h + r1.left(r1.lastIndexOf("{\"device\"")) + "{\"event\":\"measurement\",\"name\":\"x\",\"value\":1}\n" + done
-        << "5: \"measurement\" event: a measurement needs 'name', 'unit' (strings) and 'value' (a number)";
+        << "6: \"measurement\" event: a measurement needs 'name', 'unit' (strings) and 'value' (a number)";
     QTest::newRow("run index that does not exist")
         << h + QByteArray(r1).replace("\"index\":1", "\"index\":9")
-        << "2: \"run\" event: run index 9 does not exist (lesson \"training-loop\" has 3 run block(s))";
+        << "3: \"run\" event: run index 9 does not exist (lesson \"training-loop\" has 3 run block(s))";
     QTest::newRow("run index 0") << h + QByteArray(r1).replace("\"index\":1", "\"index\":0")
-                                 << "2: \"run\" event: field \"index\" must be a whole number >= 1";
+                                 << "3: \"run\" event: field \"index\" must be a whole number >= 1";
     QTest::newRow("another lab") << h + QByteArray(r1).replace("\"lab\":\"train\"", "\"lab\":\"devices\"")
-                                 << "2: \"run\" event: run 1 was recorded with lab \"devices\", but the lesson's run 1 uses lab \"train\"";
-    QTest::newRow("a run twice") << h + r1 + r1 << "6: \"run\" event: run 1 is recorded twice";
-    QTest::newRow("event before any run") << h + r1.mid(r1.indexOf('\n') + 1) << "2: a \"view\" event before the first \"run\" event";
-    QTest::newRow("event after done") << h + r1 + done << "6: a \"done\" event after run 1's \"done\" event";
+                                 << "3: \"run\" event: run 1 was recorded with lab \"devices\", but the lesson's run 1 uses lab \"train\"";
+    QTest::newRow("a run twice") << h + r1 + r1 << "7: \"run\" event: run 1 is recorded twice";
+    QTest::newRow("event before any run") << h + r1.mid(r1.indexOf('\n') + 1) << "3: a \"view\" event before the first \"run\" event";
+    QTest::newRow("event after done") << h + r1 + done << "7: a \"done\" event after run 1's \"done\" event";
     QTest::newRow("a record named like an update")
         << h + "{\"event\":\"run\",\"index\":1,\"lab\":\"train\",\"title\":\"t\"}\n{\"event\":\"point\",\"view\":\"v\",\"series\":\"s\",\"x\":[1],\"y\":1}\n"
-        << "3: \"point\" event: a point for view 'v', which was not declared";
+        << "4: \"point\" event: a point for view 'v', which was not declared";
     QTest::newRow("a failed run") << h + r1.left(r1.indexOf('\n') + 1) + "{\"event\":\"error\",\"type\":\"CudaError\",\"message\":\"boom\"}\n"
-                                  << "3: the recorded run failed (CudaError: boom)";
-    QTest::newRow("run without done") << h + r1.left(r1.lastIndexOf("{\"device\"")) << "4: run 1 has no \"done\" event (was the recording cut short?)";
-    QTest::newRow("next run before done") << h + r1.left(r1.lastIndexOf("{\"device\"")) + run2 << "5: run 1 has no \"done\" event before the next run starts";
-    QTest::newRow("no run") << h << "1: no run recorded";
+                                  << "4: the recorded run failed (CudaError: boom)";
+    QTest::newRow("run without done") << h + r1.left(r1.lastIndexOf("{\"device\"")) << "5: run 1 has no \"done\" event (was the recording cut short?)";
+    QTest::newRow("next run before done") << h + r1.left(r1.lastIndexOf("{\"device\"")) + run2 << "6: run 1 has no \"done\" event before the next run starts";
+    QTest::newRow("no run") << h << "2: no run recorded";
+    // The lab protocol's version: a file without one, or of another, is refused (record it again).
+    const QByteArray oldHeader = h.left(h.indexOf('\n') + 1);
+    QTest::newRow("no protocol version") << oldHeader + r1 << "2: no \"protocol\" event before the first run";
+    QTest::newRow("another protocol version") << oldHeader + R"({"event":"protocol","version":2})" "\n" + r1
+                                              << "2: recorded with version 2 of the lab protocol, and this GPU Lab reads version 1";
+    QTest::newRow("a protocol event after a run") << h + r1 + R"({"event":"protocol","version":1})" "\n"
+                                                  << "7: \"protocol\" event: it comes once, before the first run";
   }
 
   void referenceRunMistakesNameFileAndLine() {
@@ -424,7 +432,12 @@ class TestCourse : public QObject {
     QCOMPARE(refs.run(1)->updates.size(), 3);
     // Blank lines are skipped and line numbers still count them.
     const ReferenceRuns blank = parseReferenceRuns(QByteArray(kRefHeader) + "\n" + kRefRun1 + "\n{]\n", "x.jsonl");
-    QVERIFY2(blank.error.startsWith("x.jsonl:8: invalid JSON"), qPrintable(blank.error));
+    QVERIFY2(blank.error.startsWith("x.jsonl:9: invalid JSON"), qPrintable(blank.error));
+    // A code cell's events (gpulab-cli lesson --json prints them before the runs) are no lab's: skipped.
+    const QByteArray cell = R"({"event":"cell","index":1,"line":9,"setup":true,"status":"ok","seconds":0.1,"output":""})" "\n";
+    const ReferenceRuns withCells = parseReferenceRuns(QByteArray(kRefHeader) + cell + kRefRun1, "x.jsonl", c.find("training-loop"));
+    QVERIFY2(withCells.ok(), qPrintable(withCells.error));
+    QCOMPARE(withCells.run(1)->updates.size(), 3);
   }
 
   void gpuNamesAreShortenedGenerically_data() {

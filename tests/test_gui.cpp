@@ -699,7 +699,7 @@ class TestGui : public QObject {
       QVERIFY2(stdErr.contains("--lessons"), qPrintable(stdErr));  // with the usage
     }
     if (args == QStringList{"--help"}) {
-      for (const char* option : {"--open <ID>", "--run", "--run-index <N>", "--reference-runs <DIR>", "--compare", "--quit-when-shown", "--version"})
+      for (const char* option : {"--open <ID>", "--run", "--run-index <N>", "--reference-runs <DIR>", "--compare", "--quit-when-shown", "--view <ID>", "--run-cell <N>", "--version"})
         QVERIFY2(stdOut.contains(option), option);
       QVERIFY(!stdOut.contains("platformtheme"));  // Qt's own options are accepted, not listed
     }

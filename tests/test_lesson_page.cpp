@@ -4,6 +4,7 @@
 // Reset forgets them; the device choice starts the session over; a lesson folder from outside the
 // program says once that its code runs on this machine.
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QFrame>
 #include <QLabel>
 #include <QPlainTextEdit>
@@ -75,6 +76,7 @@ class TestLessonPage : public QObject {
     // lab.log(loss=...) once per epoch: ten points of the loss in the cell's view.
     QCOMPARE(w.plotPanel()->pointCount(CellViews::kLogView), 10);
     QVERIFY(w.plotPanel()->pointCount(CellViews::kMemoryView) >= 2);  // allocated and reserved at least at the end
+    QVERIFY(w.plotPanel()->pointCount(CellViews::kCategoryView) >= 8);  // seven categories and reserved, each sample
     QVERIFY2(w.runDeviceLabel()->text().contains("emulated GPU") || gpulab::cuda::availability().usable,
              qPrintable(w.runDeviceLabel()->text()));
     QVERIFY(runAndWait(cells[2]));  // the evaluation uses the model the loop trained
@@ -155,6 +157,38 @@ class TestLessonPage : public QObject {
     QVERIFY(!panel->solution()->isHidden());
     QCOMPARE(panel->solutionButton()->text(), QString("Hide the solution"));
     QVERIFY(panel->solution()->toPlainText().contains("torch.cuda.is_available() else \"cpu\""));
+  }
+
+  // A runaway cell cannot hold the window: the window answers while it runs, Stop ends it within
+  // 100 ms, and closing the window mid-run ends its session at once.
+  void aRunawayCellCannotHoldTheWindow() {
+    QTemporaryDir lessons;
+    gpulab::test::writeFile(lessons.filePath("01-loop/lesson.md"),
+                            "---\nid: loop\ntitle: Loop\nchapter: Mine\n---\nText\n\n```python\nn = 0\nwhile True:\n    n += 1\n```\n");
+    QElapsedTimer closing;
+    {
+      MainWindow w(lessons.path(), progressPath());
+      w.show();
+      QVERIFY(w.selectLesson("loop"));
+      CodeCell* cell = w.lessonPage()->cells().front();
+      QVERIFY(w.lessonPage()->runCell(0));
+      QVERIFY(QTest::qWaitFor([&] { return button(cell, "cellStop")->isEnabled(); }, 30000));
+      // The event loop turns while the cell runs: a timer fires on time.
+      QElapsedTimer turn;
+      turn.start();
+      QTest::qWait(100);
+      QVERIFY2(turn.elapsed() < 1000, qPrintable(QString::number(turn.elapsed())));
+      QElapsedTimer stop;
+      stop.start();
+      button(cell, "cellStop")->click();
+      QVERIFY(QTest::qWaitFor([&] { return !cell->running(); }, 5000));
+      QVERIFY2(stop.elapsed() < 100, qPrintable(QString("Stop took %1 ms").arg(stop.elapsed())));
+      QVERIFY(w.lessonPage()->runCell(0));  // again, and this time the window closes under it
+      QVERIFY(QTest::qWaitFor([&] { return button(cell, "cellStop")->isEnabled(); }, 30000));
+      w.close();
+      closing.start();
+    }
+    QVERIFY2(closing.elapsed() < 1500, qPrintable(QString("closing took %1 ms").arg(closing.elapsed())));
   }
 
   void aFolderFromOutsideSaysOnceThatItsCodeRuns() {

@@ -35,11 +35,13 @@ class Recorder : public QObject {
       steps.push_back(step);
       losses.push_back(values.value("loss"));
     });
-    connect(&k, &KernelProcess::memory, this, [this](const QString&, double, qint64 allocated, qint64 reserved) {
-      peakAllocated = std::max(peakAllocated, allocated);
-      peakReserved = std::max(peakReserved, reserved);
-      ++memoryEvents;
-    });
+    connect(&k, &KernelProcess::memory, this,
+            [this](const QString&, double, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories) {
+              peakAllocated = std::max(peakAllocated, allocated);
+              peakReserved = std::max(peakReserved, reserved);
+              lastCategories = categories;
+              ++memoryEvents;
+            });
     connect(&k, &KernelProcess::ready, this, [this](const QString&, bool cuda, const QString& device) {
       ready = true;
       cudaAvailable = cuda;
@@ -51,6 +53,7 @@ class Recorder : public QObject {
   QVector<double> losses;
   qint64 peakAllocated = 0, peakReserved = 0;
   int memoryEvents = 0;
+  QMap<QString, qint64> lastCategories;  // the last memory event's live bytes by category
   bool ready = false, cudaAvailable = false;
   QString deviceName;
 };
@@ -134,6 +137,22 @@ class TestNotebookKernel : public QObject {
     QVERIFY2(r.peakAllocated >= (qint64{4} << 20), qPrintable(QString::number(r.peakAllocated)));
     QVERIFY(r.peakReserved >= r.peakAllocated);
     QCOMPARE(runCell(k, r, "d", "lab.log(loss='low')").result.errorType, QString("TypeError"));
+    // Memory by category: a model moved to cuda:0 holds parameters, its backward gradients, Adam its
+    // two moments; a forward's output that the cell keeps is an activation.
+    const CellRun& e = runCell(k, r, "e",
+                               "import torch.nn as nn\n"
+                               "net = nn.Linear(512, 512).to('cuda')\n"  // 1 MiB of weights
+                               "opt = torch.optim.Adam(net.parameters())\n"
+                               "net(torch.ones(64, 512, device='cuda')).sum().backward()\n"
+                               "opt.step()\n"
+                               "kept = net(torch.ones(1024, 512, device='cuda'))\n");  // 2 MiB
+    QCOMPARE(e.result.status, CellResult::Status::Ok);
+    const QMap<QString, qint64>& bytes = r.lastCategories;
+    const qint64 weights = 512 * 512 * 4 + 512 * 4;
+    QVERIFY2(bytes.value("parameter") >= weights, qPrintable(QString::number(bytes.value("parameter"))));
+    QVERIFY2(bytes.value("gradient") >= weights, qPrintable(QString::number(bytes.value("gradient"))));
+    QVERIFY2(bytes.value("optimizer_state") >= 2 * weights, qPrintable(QString::number(bytes.value("optimizer_state"))));
+    QVERIFY2(bytes.value("activation") >= 1024 * 512 * 4, qPrintable(QString::number(bytes.value("activation"))));
   }
 
   // Stop lands within 100 ms in a busy Python loop and in a sleep, and the session keeps its state.

@@ -581,6 +581,8 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
     if (!lesson->ok()) throw Error("lesson '" + lesson->id.toStdString() + "' is broken: " + lesson->error.toStdString());
     if (challenges) return checkChallenges(*lesson, json, out);
     if (exercises) return checkExercises(*lesson, json, out);
+    // What the updates below follow: a recording of them (resources/reference-runs) says so.
+    if (json) out << jsonLine({{"event", "protocol"}, {"version", lab::kProtocolVersion}}) << "\n";
     // The code cells, as a learner runs them top to bottom (the player's default device).
     if (const int rc = runLessonCells(*lesson, /*emulatedGpu=*/true, json, out); rc != kExitOk) return rc;
     // Every run block, as the player runs them: the lab with the block's presets (and --quick's).

@@ -151,6 +151,7 @@ ReferenceRuns parseReferenceRuns(const QByteArray& text, const QString& path, co
   out.path = path;
   const QList<QByteArray> lines = text.split('\n');
   bool haveHeader = false;
+  std::optional<int> protocol;  // the lab protocol version the file says it follows
   ReferenceRun* current = nullptr;
   bool currentDone = false;
   lab::UpdateChecker checker;  // the current run's views
@@ -176,7 +177,21 @@ ReferenceRuns parseReferenceRuns(const QByteArray& text, const QString& path, co
       if (!ev.isString()) throw ReferenceError{lineNo, "missing field \"event\""};
       const QString event = ev.toString();
       if (event == "reference") throw ReferenceError{lineNo, "a second header: the header is line 1 only"};
+      if (event == "protocol") {
+        if (protocol || !out.runs.empty()) throw ReferenceError{lineNo, "\"protocol\" event: it comes once, before the first run"};
+        protocol = static_cast<int>(Fields(o, "protocol", lineNo).integer("version", 1));
+        if (*protocol != lab::kProtocolVersion) {
+          throw ReferenceError{lineNo, QString("recorded with version %1 of the lab protocol, and this GPU Lab reads version %2: record it again "
+                                               "(scripts/record-reference-runs.sh)").arg(*protocol).arg(lab::kProtocolVersion)};
+        }
+        continue;
+      }
+      if (event == "cell") continue;  // a code cell's output: the lesson's, not a lab's run
       if (event == "run") {
+        if (!protocol) {
+          throw ReferenceError{lineNo, QString("no \"protocol\" event before the first run: recorded before the lab protocol had versions; "
+                                               "record it again (this GPU Lab reads version %1)").arg(lab::kProtocolVersion)};
+        }
         if (current && !currentDone) {
           throw ReferenceError{lineNo, QString("run %1 has no \"done\" event before the next run starts").arg(current->index)};
         }

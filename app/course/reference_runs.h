@@ -7,10 +7,12 @@
 // ":/reference-runs/<lesson-id>.jsonl"), one JSON object per line:
 //   line 1  {"event":"reference","lesson":ID,"gpu":NAME,"date":"YYYY-MM-DD", optional "driver",
 //           "cuda","command","commit" (strings)}
-//   then exactly what `gpulab-cli lesson ID --json` prints: {"event":"run","index":N,"lab","title"}
-//   opens run block N, followed by the updates its lab sent (views, points, markers, rows,
-//   measurements, messages, records; the JSON form is app/course/lab_json.h) and ending with the
-//   lab's "done" record.
+//   then exactly what `gpulab-cli lesson ID --json` prints: {"event":"protocol","version":V} first,
+//   the version of the lab protocol the updates follow (lab::kProtocolVersion: a file of another
+//   version is refused, to be recorded again); the code cells' "cell" events, which are no lab's
+//   and are skipped; then {"event":"run","index":N,"lab","title"} opens run block N, followed by
+//   the updates its lab sent (views, points, markers, rows, measurements, messages, records; the
+//   JSON form is app/course/lab_json.h) and ending with the lab's "done" record.
 // Blank lines are skipped. A file that breaks any rule (malformed JSON, an update the protocol's
 // checker refuses, a run without "done") is refused as a whole with "<file>:<line>: <what is wrong>"
 // and never crashes the reader: a half-valid reference would be shown as if it were a real measurement.

@@ -2,6 +2,14 @@
 
 namespace gpulab::app {
 
+namespace {
+
+// The engine's memory categories (engine/memory/memory_events.h), stacked from the bottom: what the
+// model holds, then what each step adds, then the rest.
+constexpr const char* kCategories[] = {"parameter", "gradient", "optimizer_state", "activation", "input_batch", "workspace", "other"};
+
+}  // namespace
+
 void CellViews::setDevice(const QString& deviceName, bool emulated) {
   device_ = deviceName;
   emulated_ = emulated;
@@ -25,7 +33,22 @@ QVector<lab::Update> CellViews::started() {
                                   .yFromZero = true,
                                   .series = {{"allocated", "allocated (live tensors)"},
                                              {"reserved", "reserved (the caching allocator's segments)", lab::SeriesStyle::Dashed}},
-                                  .note = "torch.cuda.memory_allocated() and memory_reserved() every 0.1 s while the cell runs"});
+                                  .note = "torch.cuda.memory_allocated() and memory_reserved() every 20 ms while the cell runs"});
+  lab::ViewSpec byCategory{.id = kCategoryView,
+                           .title = "cuda:0 memory by category",
+                           .kind = lab::ViewKind::StackedArea,
+                           .x = {{"time in the cell", "s"}},
+                           .y = {"bytes", "bytes"},
+                           .yFromZero = true,
+                           .note = "Live tensors by what they are for, as the engine tags them (a module's forward: activations; "
+                                   "backward: gradients; optimizer.step(): its state; model.to(): parameters), followed since the "
+                                   "session started; every 20 ms while the cell runs"};
+  for (const char* name : kCategories) {
+    QString label = name;
+    byCategory.series.push_back({name, label.replace('_', ' ').toStdString()});
+  }
+  byCategory.series.push_back({"reserved", "reserved", lab::SeriesStyle::Dashed, true});
+  updates.push_back(byCategory);
   return updates;
 }
 
@@ -54,9 +77,14 @@ QVector<lab::Update> CellViews::logged(qint64 step, const QMap<QString, double>&
   return updates;
 }
 
-QVector<lab::Update> CellViews::memory(double seconds, qint64 allocated, qint64 reserved) const {
-  return {lab::Point{.view = kMemoryView, .series = "allocated", .x = {seconds}, .y = static_cast<double>(allocated)},
-          lab::Point{.view = kMemoryView, .series = "reserved", .x = {seconds}, .y = static_cast<double>(reserved)}};
+QVector<lab::Update> CellViews::memory(double seconds, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories) const {
+  QVector<lab::Update> updates{lab::Point{.view = kMemoryView, .series = "allocated", .x = {seconds}, .y = static_cast<double>(allocated)},
+                               lab::Point{.view = kMemoryView, .series = "reserved", .x = {seconds}, .y = static_cast<double>(reserved)}};
+  if (categories.isEmpty()) return updates;
+  for (const char* name : kCategories)
+    updates.push_back(lab::Point{.view = kCategoryView, .series = name, .x = {seconds}, .y = static_cast<double>(categories.value(name))});
+  updates.push_back(lab::Point{.view = kCategoryView, .series = "reserved", .x = {seconds}, .y = static_cast<double>(reserved)});
+  return updates;
 }
 
 }  // namespace gpulab::app

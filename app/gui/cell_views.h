@@ -16,15 +16,17 @@ class CellViews {
  public:
   // The session's device, as the kernel said when it was ready ("cpu" without a CUDA device).
   void setDevice(const QString& deviceName, bool emulated);
-  // A cell starts: the device it runs on and, with a CUDA device, the memory view.
+  // A cell starts: the device it runs on and, with a CUDA device, the memory views.
   QVector<lab::Update> started();
   // lab.log(step=..., loss=..., acc=...): one point per name; a name not seen before in this run adds
   // its series to the view.
   QVector<lab::Update> logged(qint64 step, const QMap<QString, double>& values);
-  QVector<lab::Update> memory(double seconds, qint64 allocated, qint64 reserved) const;
+  // A sample of cuda:0's allocator: allocated and reserved, and the live bytes by category (stacked).
+  QVector<lab::Update> memory(double seconds, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories) const;
 
   static constexpr const char* kLogView = "cell-log";
   static constexpr const char* kMemoryView = "cell-memory";
+  static constexpr const char* kCategoryView = "cell-memory-categories";
 
  private:
   lab::ViewSpec logView() const;

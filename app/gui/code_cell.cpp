@@ -109,7 +109,7 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   layout->addWidget(editor_);
   layout->addWidget(output_);
 
-  connect(run_, &QPushButton::clicked, this, [this] { emit runRequested(id_, code()); });
+  connect(run_, &QPushButton::clicked, this, &CodeCell::run);
   connect(stop_, &QPushButton::clicked, this, [this] { emit stopRequested(id_); });
   connect(reset_, &QPushButton::clicked, this, &CodeCell::reset);
   editor_->installEventFilter(this);  // Ctrl+Enter runs the cell
@@ -134,6 +134,10 @@ bool CodeCell::eventFilter(QObject* watched, QEvent* event) {
 }
 
 QString CodeCell::code() const { return editor_->toPlainText(); }
+
+void CodeCell::run() {
+  if (run_->isEnabled()) emit runRequested(id_, code());
+}
 
 void CodeCell::setCode(const QString& code) {
   if (code != this->code()) editor_->setPlainText(code);

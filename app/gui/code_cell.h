@@ -50,6 +50,8 @@ class CodeCell : public QWidget {
  public slots:
   // The lesson's code back (undoable, as any edit).
   void reset();
+  // What Run (and Ctrl+Enter) does: asks its session to run the code, unless it is running already.
+  void run();
   // The kernel's events for this cell.
   void markQueued();
   void markStarted();

@@ -403,6 +403,13 @@ void LessonPage::saveEdits() {
   unsaved_.clear();
 }
 
+bool LessonPage::runCell(int index) {
+  if (index < 0 || index >= cells_.size()) return false;
+  scroll_->ensureWidgetVisible(cells_[index]);
+  cells_[index]->run();
+  return true;
+}
+
 QString LessonPage::plainText() const {
   QStringList parts;
   for (qsizetype i = 0; i < texts_.size(); ++i) {

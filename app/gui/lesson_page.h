@@ -73,6 +73,8 @@ class LessonPage final : public QWidget {
   QComboBox* deviceChoice() const { return device_; }
   QLabel* sessionState() const { return state_; }
   QFrame* externalCodeBanner() const { return external_; }
+  // Runs cell `index` (from 0), as its Run button does, scrolled into view; false without such a cell.
+  bool runCell(int index);
   // Writes the edits typed since the last save (the page does it by itself after a pause).
   void saveEdits();
   // A lesson's Markdown with each run marker a link that selects its run block.

@@ -17,6 +17,7 @@
 #include <cstdio>
 
 #include "engine/runtime/blas_kernels.h"
+#include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/run_panel.h"
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
   QCommandLineOption compare("compare", "Check \"Compare with a real GPU\" (shown where a lesson's run has a reference run).");
   QCommandLineOption quitWhenShown("quit-when-shown", "Quit as soon as the first lesson is on screen (to time start-up).");
   QCommandLineOption view("view", "Show the run's view with this id (such as memory) as soon as the lab declares it.", "ID");
-  parser.addOptions({lessons, open, run, runIndex, referenceRuns, compare, quitWhenShown, view});
+  QCommandLineOption runCell("run-cell", "Run the lesson's code cell number N (1, 2, ...) at once, scrolled into view.", "N");
+  parser.addOptions({lessons, open, run, runIndex, referenceRuns, compare, quitWhenShown, view, runCell});
   // QApplication's own options (see QGuiApplication and QApplication): accepted, not listed.
   for (const auto& [name, takesValue] : std::initializer_list<std::pair<const char*, bool>>{
            {"platform", true}, {"platformpluginpath", true}, {"platformtheme", true}, {"plugin", true},
@@ -85,6 +87,13 @@ int main(int argc, char** argv) {
     if (!ok || runNumber < 1) return usageError("--run-index expects a run number 1, 2, ... (got '" + parser.value(runIndex) + "')");
   }
 
+  int cellNumber = 0;
+  if (parser.isSet(runCell)) {
+    bool ok = false;
+    cellNumber = parser.value(runCell).toInt(&ok);
+    if (!ok || cellNumber < 1) return usageError("--run-cell expects a cell number 1, 2, ... (got '" + parser.value(runCell) + "')");
+  }
+
   QApplication app(argc, argv);
   QApplication::setApplicationName("GPU Lab");
   QApplication::setApplicationVersion(GPULAB_VERSION);
@@ -106,6 +115,11 @@ int main(int argc, char** argv) {
   if (parser.isSet(compare)) window.plotPanel()->setShowReference(true);
   window.showInitially();
   if (parser.isSet(run)) QTimer::singleShot(0, &window, &gpulab::app::MainWindow::startRun);
+  if (cellNumber > 0) {
+    QTimer::singleShot(0, &window, [&window, cellNumber] {
+      if (!window.lessonPage()->runCell(cellNumber - 1)) print(stderr, "gpulab: the lesson has no code cell " + QString::number(cellNumber) + "\n");
+    });
+  }
   // A lab declares its views when it runs: look for the one asked for until it is there.
   QTimer viewPoll;
   if (parser.isSet(view)) {

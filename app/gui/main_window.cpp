@@ -457,9 +457,10 @@ void MainWindow::connectCellViews() {
   connect(&kernel, &notebook::KernelProcess::logged, this, [this](const QString&, qint64 step, const QMap<QString, double>& values) {
     if (cellRunShown_) showCellUpdates(cellViews_.logged(step, values));
   });
-  connect(&kernel, &notebook::KernelProcess::memory, this, [this](const QString&, double t, qint64 allocated, qint64 reserved) {
-    if (cellRunShown_) showCellUpdates(cellViews_.memory(t, allocated, reserved));
-  });
+  connect(&kernel, &notebook::KernelProcess::memory, this,
+          [this](const QString&, double t, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories) {
+            if (cellRunShown_) showCellUpdates(cellViews_.memory(t, allocated, reserved, categories));
+          });
   connect(&kernel, &notebook::KernelProcess::finished, this, [this](const QString&, const notebook::CellResult& result) {
     if (!std::exchange(cellRunShown_, false)) return;
     plots_->endRun(result.status == notebook::CellResult::Status::Ok ? QString() : result.errorType.isEmpty() ? "ended" : result.errorType);

@@ -107,7 +107,10 @@ void KernelProcess::handleEvent(const QByteArray& line) {
     for (auto it = v.begin(); it != v.end(); ++it) values.insert(it.key(), it.value().toDouble());
     emit logged(cell, e.value("step").toInteger(), values);
   } else if (event == "memory") {
-    emit memory(cell, e.value("t").toDouble(), e.value("allocated").toInteger(), e.value("reserved").toInteger());
+    QMap<QString, qint64> categories;
+    const QJsonObject c = e.value("categories").toObject();
+    for (auto it = c.begin(); it != c.end(); ++it) categories.insert(it.key(), it.value().toInteger());
+    emit memory(cell, e.value("t").toDouble(), e.value("allocated").toInteger(), e.value("reserved").toInteger(), categories);
   } else if (event == "finished") {
     busyCells_.removeOne(cell);
     CellResult r;

@@ -77,8 +77,10 @@ class KernelProcess : public QObject {
   void output(const QString& cellId, const QString& name, const QString& text);
   // lab.log(loss=...) from the cell: one point of each named series at `step`.
   void logged(const QString& cellId, qint64 step, const QMap<QString, double>& values);
-  // cuda:0's allocator while the cell runs (every 0.1 s) and when it ends; `t` in seconds from its start.
-  void memory(const QString& cellId, double t, qint64 allocated, qint64 reserved);
+  // cuda:0's allocator while the cell runs (every 20 ms) and when it ends; `t` in seconds from its start;
+  // `categories`: the live bytes by what they are for ("parameter", "activation", ..., "other"), as the
+  // engine tags its allocations, followed since the session started.
+  void memory(const QString& cellId, double t, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories);
   void finished(const QString& cellId, const gpulab::notebook::CellResult& result);
   // The process ended or could not start; every cell sent and not finished got finished(KernelDied)
   // first.

@@ -77,6 +77,11 @@ class Params {
 
 // ---- What a lab shows ------------------------------------------------------------------------
 //
+// The protocol's version. Raise it when an update's fields or their meaning change: a recorded run
+// (resources/reference-runs) says the version it was recorded with, and one of another version is
+// refused -- record it again -- rather than replayed into views that read its fields otherwise.
+inline constexpr int kProtocolVersion = 1;
+//
 // A lab describes what it shows with a small vocabulary that the GUI and gpulab-cli render without
 // knowing the lab. It first declares its views, then streams updates into them:
 //

@@ -2,11 +2,13 @@
 // has one), synchronisation and the caching allocator's memory calls.
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/live_bytes.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_snapshot.h"
 #include "engine/runtime/blas_kernels.h"
@@ -134,6 +136,40 @@ void bindRuntime(py::module_& m) {
         return py::bytes(bytes);
       })
       .def("write_snapshot", &MemoryHistory::writeSnapshot, NoGil());
+  // The lessons' code cells draw memory by category (python/gpulab/kernel.py): the live bytes of each
+  // category on one device, followed from the allocator's events since the object was made.
+  py::class_<LiveBytesByCategory>(m, "_LiveBytesByCategory")
+      .def(py::init([](py::object d) { return std::make_unique<LiveBytesByCategory>(cudaDeviceOf(d)); }), py::arg("device") = py::none())
+      .def("update", [](LiveBytesByCategory& live) {
+        const LiveBytesByCategory::Bytes bytes = live.update();
+        py::dict out;
+        for (int c = 0; c < kMemoryCategoryCount; ++c) out[memoryCategoryName(static_cast<MemoryCategory>(c))] = bytes[static_cast<std::size_t>(c)];
+        return out;
+      });
+  // What the allocations of this thread are for while the scope lives (nn.Module tags a forward's
+  // activations, .to() a model's parameters); with untagged_only, only where nothing tagged them yet
+  // (a module inside a checkpointed segment keeps its tag). Thread-local, as the engine's scopes are.
+  struct CategoryScope {
+    MemoryCategory category;
+    bool untaggedOnly;
+    std::optional<MemoryCategoryScope> scope;
+  };
+  py::class_<CategoryScope>(m, "_MemoryCategoryScope")
+      .def(py::init([](const std::string& name, bool untaggedOnly) {
+             for (int c = 0; c < kMemoryCategoryCount; ++c) {
+               if (name == memoryCategoryName(static_cast<MemoryCategory>(c))) {
+                 return std::unique_ptr<CategoryScope>(new CategoryScope{static_cast<MemoryCategory>(c), untaggedOnly, std::nullopt});
+               }
+             }
+             throw py::value_error("unknown memory category '" + name + "'");
+           }),
+           py::arg("name"), py::arg("untagged_only") = false)
+      .def("__enter__", [](CategoryScope& s) {
+        if (!s.untaggedOnly || MemoryCategoryScope::current() == MemoryCategory::Other) s.scope.emplace(s.category);
+      })
+      .def("__exit__", [](CategoryScope& s, py::args) { s.scope.reset(); });
+  // Whether anyone follows the allocator's events now: tagging costs nothing to skip otherwise.
+  m.def("_memory_events_wanted", &memoryEventsWanted);
   m.def("_mem_get_info", [](py::object d) { return mem_get_info(cudaDeviceOf(d)); }, py::arg("device") = py::none());
 }
 

@@ -20,7 +20,8 @@ Out, on the stdout the process was given (the cells' own output is captured), on
     {"event": "started", "cell": "c1"}
     {"event": "stream", "cell": "c1", "name": "stdout", "text": "tensor([1., 1., 1.])\\n"}
     {"event": "log", "cell": "c1", "step": 0, "values": {"loss": 0.52}}       (lab.log(loss=...))
-    {"event": "memory", "cell": "c1", "t": 0.25, "allocated": 4096, "reserved": 2097152}
+    {"event": "memory", "cell": "c1", "t": 0.25, "allocated": 4096, "reserved": 2097152,
+     "categories": {"parameter": 4096, "gradient": 0, "activation": 0, ...}}   (live bytes by what they are for)
     {"event": "finished", "cell": "c1", "status": "ok" | "error" | "interrupted", "seconds": 0.01,
      "error": {"type": "RuntimeError", "message": "...", "traceback": "...", "kind": "device" | "oom" | ""},
      "measurements": [{"name": "errors", "value": 0, "unit": ""}, ...], "unmeasured": {"name": "why"}}
@@ -37,7 +38,7 @@ import threading
 import time
 import traceback
 
-MEMORY_INTERVAL = 0.1  # seconds between memory samples while a cell runs
+MEMORY_INTERVAL = 0.02  # seconds between memory samples while a cell runs: a short cell still draws a curve
 
 
 class _Channel:
@@ -156,6 +157,8 @@ class Kernel:
         sys.stdout = _CellStream(self, "stdout")
         sys.stderr = _CellStream(self, "stderr")
         cuda = torch.cuda.is_available()
+        # cuda:0's live bytes by category, followed from the session's start (what the cells allocate).
+        self._live = torch._C._LiveBytesByCategory(0) if cuda else None
         self.channel.send(event="ready", torch=torch.__version__, cuda=cuda,
                           device=torch.cuda.get_device_name(0) if cuda else "cpu",
                           emulated=bool(cuda and torch.cuda.is_emulated(0)))
@@ -176,9 +179,9 @@ class Kernel:
 
     def _send_memory(self, cell, t):
         cuda = self.torch.cuda
-        if cuda.is_available():
+        if self._live is not None:
             self.channel.send(event="memory", cell=cell, t=round(t, 4), allocated=cuda.memory_allocated(),
-                              reserved=cuda.memory_reserved())
+                              reserved=cuda.memory_reserved(), categories=self._live.update())
 
     def run(self, cell, code, measure=None):
         """Runs one cell; SIGINT (Stop) is let in only while its code runs, so that a Stop can never

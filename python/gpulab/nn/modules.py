@@ -42,6 +42,11 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        # What the forward allocates is its activations, for the memory views (a recorder follows the
+        # allocator: the notebook's memory by category); nothing to tag when nobody listens.
+        if _C._memory_events_wanted():
+            with _C._MemoryCategoryScope("activation", untagged_only=True):
+                return self.forward(*args, **kwargs)
         return self.forward(*args, **kwargs)
 
     # ---- registration -----------------------------------------------------------------------------
@@ -221,7 +226,7 @@ class Module:
     def _apply(self, fn):
         for module in self.children():
             module._apply(fn)
-        with no_grad():
+        with no_grad(), _C._MemoryCategoryScope("parameter"):
             for p in self._parameters.values():
                 if p is None:
                     continue
