@@ -25,6 +25,13 @@ QString ChallengeResult::report() const {
   return lines.join('\n');
 }
 
+QString askedText(const ChallengeCheck& check, const std::string& unit) {
+  QStringList asked;
+  if (check.atLeast) asked << "at least " + formatMeasured(*check.atLeast, unit);
+  if (check.atMost) asked << "at most " + formatMeasured(*check.atMost, unit);
+  return asked.join(" and ");
+}
+
 ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured) {
   ChallengeResult out;
   out.text = challenge.text;
@@ -39,11 +46,9 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
         r.unit = m.unit;
       }
     }
-    QStringList asked;
-    if (check.atLeast) asked << "at least " + formatMeasured(*check.atLeast, r.unit);
-    if (check.atMost) asked << "at most " + formatMeasured(*check.atMost, r.unit);
+    const QString asked = askedText(check, r.unit);
     if (!r.measured) {
-      r.line = QString("%1: not measured in this run (asked %2) — not met").arg(check.measurement, asked.join(" and "));
+      r.line = QString("%1: not measured in this run (asked %2) — not met").arg(check.measurement, asked);
     } else {
       r.met = (!check.atLeast || *r.measured >= *check.atLeast) && (!check.atMost || *r.measured <= *check.atMost);
       // Rounded to the very number asked ("measured 0.8x, asked at least 0.8x — not met"), it would
@@ -52,7 +57,7 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
       if ((check.atLeast && shown == formatMeasured(*check.atLeast, r.unit)) || (check.atMost && shown == formatMeasured(*check.atMost, r.unit))) {
         shown = formatMeasured(*r.measured, r.unit, 17);
       }
-      r.line = QString("%1: measured %2, asked %3 — %4").arg(check.measurement, shown, asked.join(" and "), r.met ? "met" : "not met");
+      r.line = QString("%1: measured %2, asked %3 — %4").arg(check.measurement, shown, asked, r.met ? "met" : "not met");
     }
     out.met = out.met && r.met;
     out.checks << r;

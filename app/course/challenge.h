@@ -39,6 +39,10 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
 ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::Measurement>& measured,
                               const QMap<QString, QString>& unmeasured);
 
+// What a check asks, as the grade says it: "at least 4,096", "at most 256.00 MiB", or both joined
+// by "and"; numbers in `unit`.
+QString askedText(const ChallengeCheck& check, const std::string& unit);
+
 // A measurement's value as people read it: bytes as "256.00 MiB", others with their unit, to `significant`
 // digits (17: all it has, the shortest text that reads back as the value).
 QString formatMeasured(double value, const std::string& unit, int significant = 4);

@@ -228,7 +228,7 @@ NotebookSession::NotebookSession(QObject* parent) : QObject(parent) {
 void NotebookSession::addCell(CodeCell* c, bool setup, const std::optional<QMap<QString, QString>>& measure) {
   cells_.insert(c->id(), c);
   if (setup) setupCells_.append(c);
-  if (measure) measured_.insert(c->id(), *measure);
+  if (measure) exerciseValues_.insert(c->id(), *measure);
   connect(c, &CodeCell::runRequested, this, [this, c] { run(c); });
   connect(c, &CodeCell::stopRequested, this, [this] { kernel_.stop(); });
 }
@@ -244,8 +244,8 @@ void NotebookSession::run(CodeCell* c) {
     }
   }
   c->markQueued();
-  const auto measure = measured_.constFind(c->id());
-  kernel_.run(c->id(), c->code(), measure == measured_.constEnd() ? std::nullopt : std::optional(*measure));
+  const auto measure = exerciseValues_.constFind(c->id());
+  kernel_.run(c->id(), c->code(), measure == exerciseValues_.constEnd() ? std::nullopt : std::optional(*measure));
 }
 
 void NotebookSession::clear() {
@@ -254,7 +254,7 @@ void NotebookSession::clear() {
     if (c) disconnect(c, nullptr, this, nullptr);
   cells_.clear();
   setupCells_.clear();
-  measured_.clear();
+  exerciseValues_.clear();
   setupSent_ = false;
 }
 

@@ -114,7 +114,7 @@ class NotebookSession : public QObject {
   notebook::KernelProcess kernel_;
   QMap<QString, QPointer<CodeCell>> cells_;
   QList<QPointer<CodeCell>> setupCells_;  // in the lesson's order
-  QMap<QString, QMap<QString, QString>> measured_;  // the exercises' cells, by id: their values
+  QMap<QString, QMap<QString, QString>> exerciseValues_;  // the exercises' cells, by id: their values
   bool emulatedGpu_ = false;
   bool setupSent_ = false;  // this session has run (or queued) the setup cells
 };

@@ -15,12 +15,7 @@ namespace {
 
 QString checksAsked(const course::Challenge& challenge) {
   QStringList asked;
-  for (const course::ChallengeCheck& c : challenge.checks) {
-    QStringList bounds;
-    if (c.atLeast) bounds << "at least " + course::formatMeasured(*c.atLeast, c.unit);
-    if (c.atMost) bounds << "at most " + course::formatMeasured(*c.atMost, c.unit);
-    asked << c.measurement + ": " + bounds.join(" and ");
-  }
+  for (const course::ChallengeCheck& c : challenge.checks) asked << c.measurement + ": " + course::askedText(c, c.unit);
   return asked.join("; ");
 }
 

@@ -211,7 +211,11 @@ void LessonPage::setExternalFolder(const QString& folder, bool acknowledged) {
   externalAcknowledged_ = acknowledged;
   externalText_->setText("These lessons come from a folder outside GPU Lab (" + folder +
                          "). Their code cells run on this machine, with your permissions, when you press Run — only run code you trust.");
-  external_->setVisible(!folder.isEmpty() && !acknowledged && !cells_.isEmpty());
+  updateExternalBanner();
+}
+
+void LessonPage::updateExternalBanner() {
+  external_->setVisible(!externalFolder_.isEmpty() && !externalAcknowledged_ && !cells_.isEmpty());
 }
 
 void LessonPage::showSessionState(const QString& text) { state_->setText(text); }
@@ -227,8 +231,7 @@ void LessonPage::clearContent() {
   texts_.clear();
   cells_.clear();
   panels_.clear();
-  blocks_.clear();
-  exercises_.clear();
+  lesson_ = {};
   showSessionState("Python session: starts when you run a cell");
 }
 
@@ -257,15 +260,6 @@ QTextBrowser* LessonPage::addTextView() {
   return view;
 }
 
-void LessonPage::showMessage(const QString& title, const QString& html) {
-  clearContent();
-  lessonId_.clear();
-  markdown_.clear();
-  sessionBar_->hide();
-  external_->hide();
-  addTextView()->setHtml("<h2>" + title.toHtmlEscaped() + "</h2>" + html);
-}
-
 // Qt's Markdown import costs time that grows with the square of a paragraph's length (every piece it
 // inserts -- a soft line break, a `code` or **bold** span -- re-examines the paragraph so far), and
 // on a view's own document it would also lay the paragraph out again each time: a 256 KiB paragraph
@@ -275,27 +269,26 @@ void LessonPage::showMessage(const QString& title, const QString& html) {
 // shows at once; a larger one shows "Loading" until it is ready, with the window responsive meanwhile.
 void LessonPage::setLesson(const course::Lesson& lesson) {
   // The same lesson again (back from the course map): its cells and session stay as they are.
-  if (lesson.ok() && lesson.id == lessonId_ && lesson.markdown == markdown_ && !texts_.isEmpty()) {
+  if (lesson.ok() && lesson.id == lesson_.id && lesson.markdown == lesson_.markdown && !texts_.isEmpty()) {
     if (!loading_) emit textShown(lesson.id);
     return;
   }
   clearContent();
-  lessonId_ = lesson.id;
-  markdown_ = lesson.ok() ? lesson.markdown : QString();
   if (!lesson.ok()) {
-    showMessage(lesson.title, "<p style='color:#d62728'><b>This lesson could not be loaded:</b><br>" + lesson.error.toHtmlEscaped() +
-                                  "</p><p>The other lessons work as usual.</p>");
-    lessonId_ = lesson.id;
+    sessionBar_->hide();
+    external_->hide();
+    addTextView()->setHtml("<h2>" + lesson.title.toHtmlEscaped() + "</h2><p style='color:#d62728'><b>This lesson could not be loaded:</b><br>" +
+                           lesson.error.toHtmlEscaped() + "</p><p>The other lessons work as usual.</p>");
     emit textShown(lesson.id);
     return;
   }
-  blocks_ = lesson.cells;
-  sessionBar_->setVisible(!blocks_.isEmpty());
+  lesson_ = lesson;
+  sessionBar_->setVisible(!lesson.cells.isEmpty());
   // The text views and the cells, in the lesson's order; the texts fill in once parsed.
   for (qsizetype i = 0; i < lesson.texts.size(); ++i) {
     addTextView();
-    if (i >= blocks_.size()) break;
-    const course::CodeBlock& block = blocks_[i];
+    if (i >= lesson.cells.size()) break;
+    const course::CodeBlock& block = lesson.cells[i];
     auto* cell = new CodeCell(cellId(static_cast<int>(i)), block.code);
     if (block.setup) cell->setToolTip("Setup: what the cells below take as given. It runs by itself before the first cell you run.");
     if (const auto edited = progress_.editedCode(lesson.id, static_cast<int>(i), block.code)) {
@@ -318,8 +311,7 @@ void LessonPage::setLesson(const course::Lesson& lesson) {
     layout_->addWidget(panel);
     panels_.append(panel);
   }
-  exercises_ = lesson.exercises;
-  setExternalFolder(externalFolder_, externalAcknowledged_);
+  updateExternalBanner();
   scroll_->verticalScrollBar()->setValue(0);
 
   constexpr int kWaitMs = 50;  // half a frame budget: the layout that follows needs the rest
@@ -375,8 +367,8 @@ void LessonPage::installTexts(std::vector<std::unique_ptr<QTextDocument>> docs) 
 
 void LessonPage::gradeExercise(const QString& cellId, const notebook::CellResult& result) {
   const int index = cellId.toInt() - 1;
-  if (index < 0 || index >= blocks_.size() || blocks_[index].exercise < 0 || !result.measured) return;
-  const int e = blocks_[index].exercise;
+  if (index < 0 || index >= lesson_.cells.size() || lesson_.cells[index].exercise < 0 || !result.measured) return;
+  const int e = lesson_.cells[index].exercise;
   ExercisePanel* panel = panels_.value(e);
   if (!panel) return;
   using Status = notebook::CellResult::Status;
@@ -384,22 +376,22 @@ void LessonPage::gradeExercise(const QString& cellId, const notebook::CellResult
     panel->showNotGraded(result.status == Status::Interrupted ? "the run was stopped before its end." : "the Python session ended under it.");
     return;
   }
-  if (exercises_[e].needsCuda && !sessionHasCuda_) {
+  if (lesson_.exercises[e].needsCuda && !sessionHasCuda_) {
     panel->showNotGraded("this exercise is about a GPU's memory, and this session has no cuda:0. Choose the emulated GPU above and run it again.");
     return;
   }
-  const course::ChallengeResult graded = course::gradeExercise(exercises_[e], result.measurements, result.unmeasured);
+  const course::ChallengeResult graded = course::gradeExercise(lesson_.exercises[e], result.measurements, result.unmeasured);
   panel->showResult(graded);
   if (graded.met) {
-    progress_.setExerciseMet(lessonId_, e);
-    emit exerciseMet(lessonId_, e);
+    progress_.setExerciseMet(lesson_.id, e);
+    emit exerciseMet(lesson_.id, e);
   }
 }
 
 void LessonPage::saveEdits() {
   saveDelay_.stop();
   for (int i : std::as_const(unsaved_))
-    if (i < cells_.size() && i < blocks_.size()) progress_.setEditedCode(lessonId_, i, blocks_[i].code, cells_[i]->code());
+    if (i < cells_.size() && i < lesson_.cells.size()) progress_.setEditedCode(lesson_.id, i, lesson_.cells[i].code, cells_[i]->code());
   unsaved_.clear();
 }
 

@@ -55,8 +55,6 @@ class LessonPage final : public QWidget {
   // its unsaved edits are saved. textShown() follows once the text is in place (at once for an
   // ordinary lesson). A lesson that failed to load shows its error.
   void setLesson(const course::Lesson& lesson);
-  // A page of its own: the lesson's title and a message (HTML), no cells.
-  void showMessage(const QString& title, const QString& html);
   bool loading() const { return loading_; }
   // Lessons from this folder carry code from outside the program (empty: the embedded lessons).
   void setExternalFolder(const QString& folder, bool acknowledged);
@@ -93,6 +91,7 @@ class LessonPage final : public QWidget {
   void installTexts(std::vector<std::unique_ptr<QTextDocument>> docs);
   QTextBrowser* addTextView();
   void showSessionState(const QString& text);
+  void updateExternalBanner();  // shown for a lesson with cells from a folder not yet acknowledged
   void gradeExercise(const QString& cellId, const notebook::CellResult& result);
 
   course::ProgressStore& progress_;
@@ -110,12 +109,11 @@ class LessonPage final : public QWidget {
   QVector<QTextBrowser*> texts_;
   QVector<CodeCell*> cells_;
   QVector<ExercisePanel*> panels_;
-  QVector<course::Exercise> exercises_;
   bool sessionHasCuda_ = false;  // the running session's cuda:0 exists (real or emulated)
   NotebookSession session_;
-  QString lessonId_;
-  QString markdown_;                   // the lesson shown, to know it again
-  QVector<course::CodeBlock> blocks_;  // the lesson's code, for Reset and for the saved edits
+  // The lesson shown (none: an empty id): its code for the saved edits, its exercises for grading,
+  // its text to know it again.
+  course::Lesson lesson_;
   QTimer saveDelay_;
   QVector<int> unsaved_;               // cells edited since the last save
   std::vector<QPointer<QThread>> threads_;  // texts being parsed; joined on destruction

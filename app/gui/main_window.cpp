@@ -239,10 +239,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   });
   connect(lesson_, &LessonPage::linkActivated, this, &MainWindow::openLink);
   connect(lesson_, &LessonPage::textShown, this, &MainWindow::lessonTextShown);
-  connect(lesson_, &LessonPage::exerciseMet, this, [this](const QString& id) {
-    updateCompletion(id);
-    updateNextLesson();
-  });
+  connect(lesson_, &LessonPage::exerciseMet, this, &MainWindow::updateCompletion);
   connect(lesson_, &LessonPage::externalCodeAcknowledged, this,
           [this](const QString& folder) { session_->setValue("externalCode/" + QString::fromUtf8(folder.toUtf8().toBase64()), true); });
   if (!root_.startsWith(":")) lesson_->setExternalFolder(root_, session_->value("externalCode/" + QString::fromUtf8(root_.toUtf8().toBase64())).toBool());
