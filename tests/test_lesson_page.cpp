@@ -9,6 +9,7 @@
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -189,6 +190,32 @@ class TestLessonPage : public QObject {
       closing.start();
     }
     QVERIFY2(closing.elapsed() < 1500, qPrintable(QString("closing took %1 ms").arg(closing.elapsed())));
+  }
+
+  // A cell draws views of its own through the lab protocol, checked as a lab's updates are: a point
+  // for a view it never declared is said under the cell, and the rest of the run still draws.
+  void aCellDeclaresItsOwnViews() {
+    QTemporaryDir lessons;
+    gpulab::test::writeFile(lessons.filePath("01-views/lesson.md"),
+                            "---\nid: views\ntitle: Views\nchapter: Mine\n---\nText\n\n```python\n"
+                            "lab.view('speed', title='Speed by size', kind='bars', y=('rate', 'GFLOP/s'), series=['cpu', ('gpu', 'GPU')])\n"
+                            "lab.bar('speed', 'cpu', '512', 80.5)\n"
+                            "lab.bar('speed', 'gpu', '512', torch.tensor(900.0))\n"
+                            "lab.measurement('matmul rate', 80.5, 'GFLOP/s')\n"
+                            "lab.point('nope', 's', 1, 2)\n"
+                            "print('done')\n```\n");
+    MainWindow w(lessons.path(), progressPath());
+    QVERIFY(w.selectLesson("views"));
+    CodeCell* cell = w.lessonPage()->cells().front();
+    QVERIFY(runAndWait(cell));
+    QTRY_VERIFY(w.plotPanel()->viewIds().contains("speed"));
+    QVERIFY2(cell->outputText().contains("lab.point(): a point for view 'nope', which was not declared"), qPrintable(cell->outputText()));
+    QVERIFY2(cell->outputText().contains("done"), qPrintable(cell->outputText()));
+    const auto* table = w.plotPanel()->measurementTable();
+    bool measured = false;
+    for (int r = 0; r < table->rowCount(); ++r)
+      if (table->item(r, 1) && table->item(r, 1)->text() == "matmul rate") measured = true;
+    QVERIFY(measured);
   }
 
   void aFolderFromOutsideSaysOnceThatItsCodeRuns() {

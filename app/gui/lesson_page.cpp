@@ -395,6 +395,11 @@ void LessonPage::saveEdits() {
   unsaved_.clear();
 }
 
+void LessonPage::showCellProblem(const QString& cellId, const QString& text) {
+  for (CodeCell* c : std::as_const(cells_))
+    if (c->id() == cellId) c->appendOutput("stderr", text + "\n");
+}
+
 bool LessonPage::runCell(int index) {
   if (index < 0 || index >= cells_.size()) return false;
   scroll_->ensureWidgetVisible(cells_[index]);

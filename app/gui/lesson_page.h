@@ -71,6 +71,9 @@ class LessonPage final : public QWidget {
   QComboBox* deviceChoice() const { return device_; }
   QLabel* sessionState() const { return state_; }
   QFrame* externalCodeBanner() const { return external_; }
+  // A problem with what cell `cellId` sent (a lab protocol update the window refused), under the cell
+  // as its error output.
+  void showCellProblem(const QString& cellId, const QString& text);
   // Runs cell `index` (from 0), as its Run button does, scrolled into view; false without such a cell.
   bool runCell(int index);
   // Writes the edits typed since the last save (the page does it by itself after a pause).

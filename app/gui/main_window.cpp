@@ -34,6 +34,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "app/course/lab_json.h"
 #include "app/gui/lesson_page.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
@@ -448,8 +449,23 @@ void MainWindow::connectCellViews() {
     if (!cellRunShown_) return;
     if (viewsLesson_ != currentId_) plots_->clearViews();
     viewsLesson_ = currentId_;
+    cellChecker_ = lab::UpdateChecker();  // the cell declares its own views afresh
     plots_->beginRun({{"cell", cell.toStdString()}});
     showCellUpdates(cellViews_.started());
+  });
+  // lab.view(...), lab.point(...) from a cell: checked as a lab's updates are; a mistake is said
+  // under the cell, as its own error.
+  connect(&kernel, &notebook::KernelProcess::labUpdate, this, [this](const QString& cell, const QJsonObject& json) {
+    QString why;
+    std::optional<lab::Update> update = course::updateFromJson(json, &why);
+    try {
+      if (update) cellChecker_.check(*update);
+    } catch (const std::exception& e) {
+      update.reset();
+      why = QString::fromStdString(e.what());
+    }
+    if (!update) lesson_->showCellProblem(cell, "lab." + json.value("event").toString() + "(): " + why);
+    else if (cellRunShown_) showCellUpdates({*update});
   });
   connect(&kernel, &notebook::KernelProcess::logged, this, [this](const QString&, qint64 step, const QMap<QString, double>& values) {
     if (cellRunShown_) showCellUpdates(cellViews_.logged(step, values));

@@ -174,6 +174,7 @@ class MainWindow final : public QMainWindow {
   LessonPage* lesson_;
   CellViews cellViews_;
   bool cellRunShown_ = false;  // the running cell's run is the one the views show
+  lab::UpdateChecker cellChecker_;  // the running cell's own views (lab.view), as a lab's are checked
   QPlainTextEdit* codeView_;
   QuizWidget* quiz_;
   RunPanel* runPanel_;

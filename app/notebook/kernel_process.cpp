@@ -106,6 +106,8 @@ void KernelProcess::handleEvent(const QByteArray& line) {
     const QJsonObject v = e.value("values").toObject();
     for (auto it = v.begin(); it != v.end(); ++it) values.insert(it.key(), it.value().toDouble());
     emit logged(cell, e.value("step").toInteger(), values);
+  } else if (event == "lab") {
+    emit labUpdate(cell, e.value("update").toObject());
   } else if (event == "memory") {
     QMap<QString, qint64> categories;
     const QJsonObject c = e.value("categories").toObject();

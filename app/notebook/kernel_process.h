@@ -10,6 +10,7 @@
 // process down, not the window; Restart is a new process, as clean as a notebook's. The interpreter
 // is the same Debian python3 with the same package as `gpulab-cli run`.
 #include <QByteArray>
+#include <QJsonObject>
 #include <QMap>
 #include <QObject>
 #include <QProcess>
@@ -75,6 +76,9 @@ class KernelProcess : public QObject {
   void started(const QString& cellId);
   // Text the cell printed: name is "stdout" or "stderr".
   void output(const QString& cellId, const QString& name, const QString& text);
+  // An update of the lab protocol the cell sent (lab.view(...), lab.point(...), ...), in its JSON form
+  // (app/course/lab_json.h), not checked yet.
+  void labUpdate(const QString& cellId, const QJsonObject& update);
   // lab.log(loss=...) from the cell: one point of each named series at `step`.
   void logged(const QString& cellId, qint64 step, const QMap<QString, double>& values);
   // cuda:0's allocator while the cell runs (every 20 ms) and when it ends; `t` in seconds from its start;

@@ -20,6 +20,9 @@ Out, on the stdout the process was given (the cells' own output is captured), on
     {"event": "started", "cell": "c1"}
     {"event": "stream", "cell": "c1", "name": "stdout", "text": "tensor([1., 1., 1.])\\n"}
     {"event": "log", "cell": "c1", "step": 0, "values": {"loss": 0.52}}       (lab.log(loss=...))
+    {"event": "lab", "cell": "c1", "update": {"event": "point", "view": "v", ...}}
+                              (lab.view/point/marker/bar/row/measurement/message: the lab protocol's
+                               JSON form, app/course/lab_json.h, which the window checks as a lab's)
     {"event": "memory", "cell": "c1", "t": 0.25, "allocated": 4096, "reserved": 2097152,
      "categories": {"parameter": 4096, "gradient": 0, "activation": 0, ...}}   (live bytes by what they are for)
     {"event": "finished", "cell": "c1", "status": "ok" | "error" | "interrupted", "seconds": 0.01,
@@ -96,6 +99,63 @@ class Lab:
 
     def __init__(self, kernel):
         self._kernel = kernel
+
+    # ---- The lab protocol (engine/lab/lab.h; its JSON form is app/course/lab_json.h): a cell draws
+    # views of its own as a lab does. The window checks each update as it checks a lab's (a point for
+    # a view not declared, say) and says what is wrong under the cell.
+
+    def view(self, id, title=None, kind="line", x="step", y="", series=(), columns=(), note="", y_from_zero=False):  # noqa: A002
+        """Declares a view: kind "line", "stacked", "bars", "table" or "timeline"; x an axis or a list of
+        axes, y an axis (an axis: "label" or ("label", "unit")); series: ids, or (id, label), or
+        (id, label, style) with style "line", "dashed", "points" or "steps"; columns (a table's)."""
+        def axis(a):
+            label, unit = (a, "") if isinstance(a, str) else a
+            return {"label": str(label), "unit": str(unit)}
+
+        def one_series(s):
+            s = (s,) if isinstance(s, str) else tuple(s)
+            return {"id": str(s[0]), "label": str(s[1] if len(s) > 1 else s[0]), "style": str(s[2] if len(s) > 2 else "line")}
+
+        axes = [x] if isinstance(x, (str, tuple)) else list(x)
+        self._send({"event": "view", "id": str(id), "title": str(title if title is not None else id), "kind": str(kind),
+                    "x": [axis(a) for a in axes], "y": axis(y), "y_from_zero": bool(y_from_zero),
+                    "series": [one_series(s) for s in series], "columns": [axis(c) for c in columns], "note": str(note)})
+
+    def point(self, view, series, x, y):
+        """One point of `series` in `view`: x is a number, or one per x axis of the view."""
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+        self._send({"event": "point", "view": str(view), "series": str(series), "x": [self._number("x", v) for v in xs],
+                    "y": self._number("y", y)})
+
+    def marker(self, view, x, label, kind="event"):
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+        self._send({"event": "marker", "view": str(view), "x": [self._number("x", v) for v in xs], "label": str(label), "kind": str(kind)})
+
+    def bar(self, view, series, category, value):
+        self._send({"event": "bar", "view": str(view), "series": str(series), "category": str(category), "value": self._number("value", value)})
+
+    def row(self, view, *cells):
+        self._send({"event": "row", "view": str(view), "cells": [c if isinstance(c, (bool, int, float, str)) else self._number("cell", c)
+                                                                 for c in cells]})
+
+    def measurement(self, name, value, unit=""):
+        """A number the cell measured, in the Measurements table ("bytes" shows as MiB/GiB, "s" as time)."""
+        self._send({"event": "measurement", "name": str(name), "value": self._number("value", value), "unit": str(unit)})
+
+    def message(self, text, level="info"):
+        self._send({"event": "message", "level": str(level), "text": str(text)})
+
+    @staticmethod
+    def _number(name, value):
+        if hasattr(value, "item"):
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"lab: {name} must be a number (a Python number or a one-element tensor), not {type(value).__name__}")
+        return value
+
+    def _send(self, update):
+        kernel = self._kernel
+        kernel.channel.send(event="lab", cell=kernel.cell, update=update)
 
     # For the exercises' values (lessons/README.md): what a grader asks of the code the learner left.
 
