@@ -15,7 +15,8 @@ outdir=${2:-resources}
 command -v xvfb-run >/dev/null && command -v import >/dev/null || { echo "screenshot.sh: install xvfb and imagemagick"; exit 2; }
 export QT_QPA_PLATFORM=xcb
 XDG_CONFIG_HOME=$(mktemp -d)
-export XDG_CONFIG_HOME
+XDG_DATA_HOME=$XDG_CONFIG_HOME/data  # the progress file, edits of code cells included
+export XDG_CONFIG_HOME XDG_DATA_HOME
 trap 'rm -rf "$XDG_CONFIG_HOME"' EXIT
 
 # shot OUTPUT DELAY_S GPULAB_ARGS...

@@ -263,7 +263,8 @@ class TestCli : public QObject {
 
   // Issue 29: a lesson's code cells run headless before its run blocks, the setup first and a cell
   // that raises on purpose reported as such; --check-exercises grades each exercise's starter (not
-  // met) and solution (met) on the CPU and on the emulated GPU, one event each.
+  // met) and solution (met) on the CPU and on the emulated GPU, one event each; an exercise that
+  // needs two devices is skipped on the CPU, saying so.
   void lessonCellsAndExercisesRunHeadless() {
     if (!QFileInfo::exists(QString(GPULAB_CLI_PATH).section('/', 0, -3) + "/python/gpulab/kernel.py")) QSKIP("the gpulab package is not built");
     Run lesson = cli({"lesson", "same-device-rule", "--quick", "--json"});
@@ -279,7 +280,7 @@ class TestCli : public QObject {
     QCOMPARE(cells[2]["status"].toString(), QString("ok"));
     QVERIFY2(cells[2]["output"].toString().startsWith("loss "), qPrintable(cells[2]["output"].toString()));
 
-    Run check = cli({"lesson", "same-device-rule", "--check-exercises", "--json"});
+    Run check = cli({"lesson", "device-setup", "--check-exercises", "--json"});
     QCOMPARE(check.exitCode, 0);
     QStringList devices;
     for (const QJsonObject& e : check.events) {
@@ -291,6 +292,12 @@ class TestCli : public QObject {
     // With a GPU, cuda:0 is that GPU in both sessions.
     const QStringList expected = gpulab::test::cudaUsable() ? QStringList{"gpu", "gpu"} : QStringList{"cpu", "emulated-gpu"};
     QCOMPARE(devices, expected);
+    if (gpulab::test::cudaUsable()) return;
+    Run twoDevices = cli({"lesson", "same-device-rule", "--check-exercises", "--json"});
+    QCOMPARE(twoDevices.exitCode, 0);
+    QCOMPARE(twoDevices.events.size(), 2);
+    QVERIFY(twoDevices.events[0]["skipped"].toString().startsWith("needs a CUDA device"));
+    QVERIFY(!twoDevices.events[1]["starter_met"].toBool() && twoDevices.events[1]["solution_met"].toBool());
   }
 
   // Every run of a lesson ends with a "done" event, the labs that send no totals of their own too: a

@@ -48,11 +48,12 @@ class TestCodeCell : public QObject {
     QVERIFY(first.outputText().isEmpty());
     QVERIFY(runAndWait(second));
     QCOMPARE(second.outputText(), QString("42\n"));
-    QCOMPARE(second.findChild<QLabel*>("cellStatus")->text(), QString("In [1]"));
+    QCOMPARE(first.findChild<QLabel*>("cellStatus")->text(), QString("In [1]"));  // counted across the session, as a notebook does
+    QCOMPARE(second.findChild<QLabel*>("cellStatus")->text(), QString("In [2]"));
     // Ctrl+Enter runs the cell too.
     second.editor()->setFocus();
     QTest::keyClick(second.editor(), Qt::Key_Return, Qt::ControlModifier);
-    QVERIFY(QTest::qWaitFor([&] { return second.findChild<QLabel*>("cellStatus")->text() == "In [2]"; }, 30000));
+    QVERIFY(QTest::qWaitFor([&] { return second.findChild<QLabel*>("cellStatus")->text() == "In [3]"; }, 30000));
   }
 
   void anErrorShowsItsTraceback() {

@@ -58,7 +58,7 @@ class TestLessonPage : public QObject {
     // In the lesson's order: the text that introduces the loop, its code, then what follows it.
     const qsizetype intro = text.indexOf("move **every batch**") >= 0 ? text.indexOf("move **every batch**") : text.indexOf("move every batch");
     const qsizetype loop = text.indexOf("for epoch in range(num_epochs):");
-    const qsizetype after = text.indexOf("The first run trains exactly this model");
+    const qsizetype after = text.indexOf("The first run trains this model on the same kind of data");
     QVERIFY2(intro >= 0 && loop > intro && after > loop, qPrintable(text.left(600)));
     QVERIFY(cells[0]->toolTip().startsWith("Setup"));
     QVERIFY(!w.lessonPage()->sessionBar()->isHidden());
@@ -75,11 +75,13 @@ class TestLessonPage : public QObject {
     QCOMPARE(cells[0]->findChild<QLabel*>("cellStatus")->text(), QString("In [1]"));
     QVERIFY2(cells[1]->outputText().startsWith("trained 10 epochs on cuda, last loss "), qPrintable(cells[1]->outputText()));
     // lab.log(loss=...) once per epoch: ten points of the loss in the cell's view.
-    QCOMPARE(w.plotPanel()->pointCount(CellViews::kLogView), 10);
-    QVERIFY(w.plotPanel()->pointCount(CellViews::kMemoryView) >= 2);  // allocated and reserved at least at the end
-    QVERIFY(w.plotPanel()->pointCount(CellViews::kCategoryView) >= 8);  // seven categories and reserved, each sample
-    QVERIFY2(w.runDeviceLabel()->text().contains("emulated GPU") || gpulab::cuda::availability().usable,
-             qPrintable(w.runDeviceLabel()->text()));
+    QCOMPARE(w.cellPlotPanel()->pointCount(CellViews::kLogView), 10);
+    QVERIFY(w.cellPlotPanel()->pointCount(CellViews::kMemoryView) >= 2);  // allocated and reserved at least at the end
+    QVERIFY(w.cellPlotPanel()->pointCount(CellViews::kCategoryView) >= 8);  // seven categories and reserved, each sample
+    QVERIFY2(w.lessonPage()->sessionState()->text().contains("emulated GPU") || gpulab::cuda::availability().usable,
+             qPrintable(w.lessonPage()->sessionState()->text()));
+    QCOMPARE(w.viewPanels()->currentWidget(), w.cellPlotPanel());  // the cell's views in front
+    QVERIFY(w.plotPanel()->viewIds().isEmpty());                    // and the runs' views untouched
     QVERIFY(runAndWait(cells[2]));  // the evaluation uses the model the loop trained
     QVERIFY2(cells[2]->outputText().startsWith("test loss "), qPrintable(cells[2]->outputText()));
   }
@@ -208,10 +210,10 @@ class TestLessonPage : public QObject {
     QVERIFY(w.selectLesson("views"));
     CodeCell* cell = w.lessonPage()->cells().front();
     QVERIFY(runAndWait(cell));
-    QTRY_VERIFY(w.plotPanel()->viewIds().contains("speed"));
+    QTRY_VERIFY(w.cellPlotPanel()->viewIds().contains("speed"));
     QVERIFY2(cell->outputText().contains("lab.point(): a point for view 'nope', which was not declared"), qPrintable(cell->outputText()));
     QVERIFY2(cell->outputText().contains("done"), qPrintable(cell->outputText()));
-    const auto* table = w.plotPanel()->measurementTable();
+    const auto* table = w.cellPlotPanel()->measurementTable();
     bool measured = false;
     for (int r = 0; r < table->rowCount(); ++r)
       if (table->item(r, 1) && table->item(r, 1)->text() == "matmul rate") measured = true;

@@ -1,5 +1,6 @@
 #include "app/course/challenge.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/core/number_format.h"
@@ -68,8 +69,13 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
 ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::Measurement>& measured,
                               const QMap<QString, QString>& unmeasured) {
   ChallengeResult result = grade(exercise.challenge, measured);
-  for (CheckResult& c : result.checks)
-    if (!c.measured && unmeasured.contains(c.check.measurement)) c.line += " (" + unmeasured.value(c.check.measurement) + ")";
+  // A cell that raised usually stopped before it made what a value reads: that is the reason to give,
+  // not the NameError of reading it.
+  const bool raised = std::any_of(measured.begin(), measured.end(), [](const lab::Measurement& m) { return m.name == "errors" && m.value > 0; });
+  for (CheckResult& c : result.checks) {
+    if (c.measured || !unmeasured.contains(c.check.measurement)) continue;
+    c.line += raised ? " (the cell raised an error before it got there)" : " (" + unmeasured.value(c.check.measurement) + ")";
+  }
   return result;
 }
 

@@ -34,8 +34,8 @@ struct ChallengeResult {
 ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured);
 
 // Grades an exercise from what a run of its starter cell measured (python/gpulab/kernel.py), as a
-// challenge is graded; a value the run could not measure says why in its check's line ("NameError:
-// name 'total' is not defined").
+// challenge is graded; a value the run could not measure says why in its check's line: the cell raised
+// before it got there, or the expression's own error ("NameError: name 'total' is not defined").
 ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::Measurement>& measured,
                               const QMap<QString, QString>& unmeasured);
 

@@ -76,7 +76,7 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   output_->setObjectName("cellOutput");
   output_->setReadOnly(true);
   output_->setFont(mono);
-  output_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  output_->setLineWrapMode(QPlainTextEdit::WidgetWidth);  // an error's long line reads without scrolling sideways, as in a notebook
   output_->setMaximumHeight(220);
   output_->hide();
 
@@ -92,11 +92,17 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   reset_->setToolTip("Bring back the lesson's code (Ctrl+Z undoes it)");
   reset_->setEnabled(false);
   status_ = new QLabel("In [ ]");
+  status_->setToolTip("In [n]: the cell ran n-th in this Python session (a restart counts from 1 again)");
+  // Its place in the lesson, as tracebacks name it ("<cell 4>").
+  auto* name = new QLabel("cell " + id);
+  name->setObjectName("cellName");
+  name->setEnabled(false);
   status_->setObjectName("cellStatus");
   status_->setFont(mono);
 
   auto* bar = new QHBoxLayout;
   bar->setContentsMargins(0, 0, 0, 0);
+  bar->addWidget(name);
   bar->addWidget(status_);
   bar->addStretch();
   bar->addWidget(run_);
@@ -172,7 +178,8 @@ void CodeCell::markQueued() {
   stop_->setEnabled(false);
 }
 
-void CodeCell::markStarted() {
+void CodeCell::markStarted(int executionCount) {
+  executionCount_ = executionCount;
   status_->setText("In [*]");
   running_ = true;
   run_->setEnabled(false);
@@ -193,7 +200,7 @@ void CodeCell::markFinished(const notebook::CellResult& result) {
   running_ = false;
   run_->setEnabled(true);
   stop_->setEnabled(false);
-  status_->setText(QString("In [%1]").arg(++runs_));
+  status_->setText(QString("In [%1]").arg(executionCount_));
   if (result.status == Status::Ok) return;
   QTextCursor cursor(output_->document());
   cursor.movePosition(QTextCursor::End);
@@ -212,7 +219,7 @@ void CodeCell::markFinished(const notebook::CellResult& result) {
 
 NotebookSession::NotebookSession(QObject* parent) : QObject(parent) {
   connect(&kernel_, &notebook::KernelProcess::started, this, [this](const QString& id) {
-    if (CodeCell* c = cell(id)) c->markStarted();
+    if (CodeCell* c = cell(id)) c->markStarted(++executionCount_);
   });
   connect(&kernel_, &notebook::KernelProcess::output, this, [this](const QString& id, const QString& name, const QString& text) {
     if (CodeCell* c = cell(id)) c->appendOutput(name, text);
@@ -266,6 +273,7 @@ void NotebookSession::setEmulatedGpu(bool emulatedGpu) {
 
 void NotebookSession::start() {
   setupSent_ = false;  // a new namespace: the setup runs again before the next cell
+  executionCount_ = 0;
   kernel_.start(emulatedGpu_);
 }
 

@@ -54,7 +54,8 @@ class CodeCell : public QWidget {
   void run();
   // The kernel's events for this cell.
   void markQueued();
-  void markStarted();
+  // It runs as the session's `executionCount`-th cell ("In [n]", as a notebook counts).
+  void markStarted(int executionCount);
   void appendOutput(const QString& name, const QString& text);
   void markFinished(const gpulab::notebook::CellResult& result);
 
@@ -74,7 +75,7 @@ class CodeCell : public QWidget {
   QPushButton* stop_;
   QPushButton* reset_;
   bool running_ = false;
-  int runs_ = 0;  // "In [n]": how many times this cell ran in the session
+  int executionCount_ = 0;  // "In [n]": its last run was the session's n-th
 };
 
 // One kernel for a lesson's cells: routes each cell's Run to the kernel and the kernel's events back
@@ -117,6 +118,7 @@ class NotebookSession : public QObject {
   QMap<QString, QMap<QString, QString>> exerciseValues_;  // the exercises' cells, by id: their values
   bool emulatedGpu_ = false;
   bool setupSent_ = false;  // this session has run (or queued) the setup cells
+  int executionCount_ = 0;  // cells started in this session
 };
 
 }  // namespace gpulab::app

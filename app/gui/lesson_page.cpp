@@ -119,7 +119,8 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
   device_->addItem(gpu ? "this machine (cuda:0 is its GPU)" : "this machine as it is (CPU only)", false);
   device_->addItem("the emulated GPU as cuda:0 (runs on your CPU)", true);
   device_->setToolTip("Where the lesson's code cells run. The emulated GPU answers to cuda:0 with a small GPU's memory "
-                      "and PyTorch's errors; its speed is your CPU's.");
+                      "and PyTorch's errors; its speed is your CPU's. The run blocks have a device setting of their own, "
+                      "in the run area.");
   if (gpu) {
     // A real GPU is cuda:0 in the session: the emulated one would not be used.
     device_->setItemData(1, false, Qt::UserRole - 1);  // disabled item

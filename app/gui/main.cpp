@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   QCommandLineOption referenceRuns("reference-runs", "Read the reference runs (<lesson-id>.jsonl) from DIR instead of the embedded ones.", "DIR");
   QCommandLineOption compare("compare", "Check \"Compare with a real GPU\" (shown where a lesson's run has a reference run).");
   QCommandLineOption quitWhenShown("quit-when-shown", "Quit as soon as the first lesson is on screen (to time start-up).");
-  QCommandLineOption view("view", "Show the run's view with this id (such as memory) as soon as the lab declares it.", "ID");
+  QCommandLineOption view("view", "Show the view with this id (such as memory) as soon as a run or a code cell declares it.", "ID");
   QCommandLineOption runCell("run-cell", "Run the lesson's code cell number N (1, 2, ...) at once, scrolled into view.", "N");
   parser.addOptions({lessons, open, run, runIndex, referenceRuns, compare, quitWhenShown, view, runCell});
   // QApplication's own options (see QGuiApplication and QApplication): accepted, not listed.
@@ -124,9 +124,12 @@ int main(int argc, char** argv) {
   QTimer viewPoll;
   if (parser.isSet(view)) {
     QObject::connect(&viewPoll, &QTimer::timeout, &window, [&] {
-      if (!window.plotPanel()->viewIds().contains(parser.value(view))) return;
-      window.plotPanel()->showView(parser.value(view));
-      viewPoll.stop();
+      for (gpulab::app::PlotPanel* panel : {window.plotPanel(), window.cellPlotPanel()}) {
+        if (!panel->viewIds().contains(parser.value(view))) continue;
+        window.viewPanels()->setCurrentWidget(panel);
+        panel->showView(parser.value(view));
+        viewPoll.stop();
+      }
     });
     viewPoll.start(50);
   }

@@ -123,8 +123,19 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
 
   runPanel_ = new RunPanel;
   plots_ = new PlotPanel;
+  plots_->setObjectName("runViews");
+  // The code cells' views have a panel of their own: a cell run never wipes a lab run's curves, and
+  // the lab's views are not buried among the cells'. Each starts in front when its run starts.
+  cellPlots_ = new PlotPanel;
+  cellPlots_->setObjectName("cellViews");
+  viewPanels_ = new QTabWidget;
+  viewPanels_->setDocumentMode(true);
+  viewPanels_->addTab(plots_, "Run views");
+  viewPanels_->addTab(cellPlots_, "Code cell views");
+  viewPanels_->setTabToolTip(0, "The views of the lesson's runs (the run area below)");
+  viewPanels_->setTabToolTip(1, "The views of the lesson's code cells: what they log, cuda:0's memory, the views they declare");
   auto* right = new QSplitter(Qt::Vertical);
-  right->addWidget(plots_);
+  right->addWidget(viewPanels_);
   right->addWidget(runPanel_);
   // Half each: in a 1280x800 window the run panel then shows a run's parameters in full.
   right->setStretchFactor(0, 1);
@@ -422,7 +433,10 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
   }
   pages_->setCurrentWidget(lessonScreen_);
   // Another lesson's views and measurements would read as this lesson's: they go with their lesson.
-  if (lesson->id != viewsLesson_) plots_->clearViews();
+  if (lesson->id != viewsLesson_) {
+    plots_->clearViews();
+    cellPlots_->clearViews();  // the cells' session ends with their lesson too
+  }
   viewsLesson_ = lesson->id;
   currentId_ = lesson->id;
   session_->setValue("session/lesson", lesson->id);
@@ -444,13 +458,9 @@ void MainWindow::connectCellViews() {
   connect(&kernel, &notebook::KernelProcess::ready, this,
           [this](const QString&, bool cuda, const QString& device, bool emulated) { cellViews_.setDevice(cuda ? device : "cpu", emulated); });
   connect(&kernel, &notebook::KernelProcess::started, this, [this](const QString& cell) {
-    // A lab's run has the views while it goes on; a cell's run takes them only when none does.
-    cellRunShown_ = !runner_.running();
-    if (!cellRunShown_) return;
-    if (viewsLesson_ != currentId_) plots_->clearViews();
-    viewsLesson_ = currentId_;
     cellChecker_ = lab::UpdateChecker();  // the cell declares its own views afresh
-    plots_->beginRun({{"cell", cell.toStdString()}});
+    cellPlots_->beginRun({{"cell", cell.toStdString()}});
+    viewPanels_->setCurrentWidget(cellPlots_);
     showCellUpdates(cellViews_.started());
   });
   // lab.view(...), lab.point(...) from a cell: checked as a lab's updates are; a mistake is said
@@ -465,25 +475,22 @@ void MainWindow::connectCellViews() {
       why = QString::fromStdString(e.what());
     }
     if (!update) lesson_->showCellProblem(cell, "lab." + json.value("event").toString() + "(): " + why);
-    else if (cellRunShown_) showCellUpdates({*update});
+    else showCellUpdates({*update});
   });
   connect(&kernel, &notebook::KernelProcess::logged, this, [this](const QString&, qint64 step, const QMap<QString, double>& values) {
-    if (cellRunShown_) showCellUpdates(cellViews_.logged(step, values));
+    showCellUpdates(cellViews_.logged(step, values));
   });
   connect(&kernel, &notebook::KernelProcess::memory, this,
           [this](const QString&, double t, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories) {
-            if (cellRunShown_) showCellUpdates(cellViews_.memory(t, allocated, reserved, categories));
+            showCellUpdates(cellViews_.memory(t, allocated, reserved, categories));
           });
   connect(&kernel, &notebook::KernelProcess::finished, this, [this](const QString&, const notebook::CellResult& result) {
-    if (!std::exchange(cellRunShown_, false)) return;
-    plots_->endRun(result.status == notebook::CellResult::Status::Ok ? QString() : result.errorType.isEmpty() ? "ended" : result.errorType);
+    cellPlots_->endRun(result.status == notebook::CellResult::Status::Ok ? QString() : result.errorType.isEmpty() ? "ended" : result.errorType);
   });
 }
 
 void MainWindow::showCellUpdates(const QVector<lab::Update>& updates) {
-  for (const lab::Update& u : updates)
-    if (const auto* d = std::get_if<lab::RunDevice>(&u)) runDevice_->setText("Cell on " + QString::fromStdString(d->label));
-  plots_->addBatch(MetricBatch{updates});
+  cellPlots_->addBatch(MetricBatch{updates});
 }
 
 void MainWindow::setReferenceRunsRoot(const QString& root) {
@@ -528,7 +535,7 @@ void MainWindow::startRun() {
   const auto settings = runPanel_->settings();
   plots_->beginRun(settings);  // overlaid runs are named by the settings that differ
   runDevice_->clear();
-  cellRunShown_ = false;  // a cell still running draws no more into the views the run takes
+  viewPanels_->setCurrentWidget(plots_);
   runLesson_ = lesson->id;
   runBlock_ = i;
   runMeasurements_.clear();
@@ -628,6 +635,7 @@ void MainWindow::showWelcome() {
     plots_->setReference(nullptr, 0);
     plots_->clearViews();
     viewsLesson_.clear();
+    cellPlots_->clearViews();
   }
   rebuildNavigator();  // the "Course map" item is the current one
   updateNextLesson();

@@ -68,7 +68,9 @@ class MainWindow final : public QMainWindow {
   bool lessonLoading() const;
   const course::Course& course() const { return course_; }
   RunPanel* runPanel() const { return runPanel_; }
-  PlotPanel* plotPanel() const { return plots_; }
+  PlotPanel* plotPanel() const { return plots_; }  // the runs' views
+  PlotPanel* cellPlotPanel() const { return cellPlots_; }  // the code cells' views
+  QTabWidget* viewPanels() const { return viewPanels_; }   // the two, one in front
   QuizWidget* quiz() const { return quiz_; }
   // The lesson's text with its code cells.
   LessonPage* lessonPage() const { return lesson_; }
@@ -173,12 +175,13 @@ class MainWindow final : public QMainWindow {
   std::vector<lab::Measurement> runMeasurements_;
   LessonPage* lesson_;
   CellViews cellViews_;
-  bool cellRunShown_ = false;  // the running cell's run is the one the views show
   lab::UpdateChecker cellChecker_;  // the running cell's own views (lab.view), as a lab's are checked
   QPlainTextEdit* codeView_;
   QuizWidget* quiz_;
   RunPanel* runPanel_;
   PlotPanel* plots_;
+  PlotPanel* cellPlots_;
+  QTabWidget* viewPanels_;
   QLabel* runState_;
   QString viewsLesson_;  // the lesson whose runs the plots show (empty: none)
   QLabel* runDevice_;  // where the last run computes, as its lab says ("cuda:0 (emulated GPU — ...)")
