@@ -14,6 +14,7 @@
 #include <QtTest>
 
 #include "app/course/progress_store.h"
+#include "app/gui/cell_views.h"
 #include "app/gui/exercise_panel.h"
 #include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"

@@ -1,5 +1,10 @@
 #include "app/gui/cell_views.h"
 
+#include <optional>
+
+#include "app/course/lab_json.h"
+#include "app/gui/plot_panel.h"
+
 namespace gpulab::app {
 
 namespace {
@@ -10,9 +15,44 @@ constexpr const char* kCategories[] = {"parameter", "gradient", "optimizer_state
 
 }  // namespace
 
-void CellViews::setDevice(const QString& deviceName, bool emulated) {
-  device_ = deviceName;
-  emulated_ = emulated;
+CellViews::CellViews(notebook::KernelProcess& kernel, PlotPanel& plots, QObject* parent) : QObject(parent), plots_(plots) {
+  using notebook::KernelProcess;
+  connect(&kernel, &KernelProcess::ready, this, [this](const QString&, bool cuda, const QString& device, bool emulated) {
+    device_ = cuda ? device : "cpu";
+    emulated_ = emulated;
+  });
+  connect(&kernel, &KernelProcess::started, this, [this](const QString& cell) {
+    checker_ = lab::UpdateChecker();
+    plots_.beginRun({{"cell", cell.toStdString()}});
+    emit runStarted();
+    draw(started());
+  });
+  connect(&kernel, &KernelProcess::labUpdate, this, &CellViews::fromCell);
+  connect(&kernel, &KernelProcess::logged, this,
+          [this](const QString&, qint64 step, const QMap<QString, double>& values) { draw(logged(step, values)); });
+  connect(&kernel, &KernelProcess::memory, this,
+          [this](const QString&, double t, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories) {
+            draw(memory(t, allocated, reserved, categories));
+          });
+  connect(&kernel, &KernelProcess::finished, this, [this](const QString&, const notebook::CellResult& result) {
+    plots_.endRun(result.status == notebook::CellResult::Status::Ok ? QString() : result.errorType.isEmpty() ? "ended" : result.errorType);
+  });
+}
+
+void CellViews::draw(const QVector<lab::Update>& updates) { plots_.addBatch(MetricBatch{updates}); }
+
+// lab.view(...), lab.point(...) from a cell: decoded and checked as a lab's updates are.
+void CellViews::fromCell(const QString& cellId, const QJsonObject& json) {
+  QString why;
+  std::optional<lab::Update> update = course::updateFromJson(json, &why);
+  try {
+    if (update) checker_.check(*update);
+  } catch (const std::exception& e) {
+    update.reset();
+    why = QString::fromStdString(e.what());
+  }
+  if (update) draw({*update});
+  else emit refused(cellId, "lab." + json.value("event").toString() + "(): " + why);
 }
 
 QVector<lab::Update> CellViews::started() {

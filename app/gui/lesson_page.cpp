@@ -90,7 +90,9 @@ class TextSegment final : public QTextBrowser {
   }
 };
 
+// A cell's id in the session (and in its tracebacks, "<cell 4>"): its place in the lesson, from 1.
 QString cellId(int index) { return QString::number(index + 1); }
+int cellIndex(const QString& id) { return id.toInt() - 1; }
 
 }  // namespace
 
@@ -367,7 +369,7 @@ void LessonPage::installTexts(std::vector<std::unique_ptr<QTextDocument>> docs) 
 }
 
 void LessonPage::gradeExercise(const QString& cellId, const notebook::CellResult& result) {
-  const int index = cellId.toInt() - 1;
+  const int index = cellIndex(cellId);
   if (index < 0 || index >= lesson_.cells.size() || lesson_.cells[index].exercise < 0 || !result.measured) return;
   const int e = lesson_.cells[index].exercise;
   ExercisePanel* panel = panels_.value(e);

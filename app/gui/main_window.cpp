@@ -34,7 +34,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
-#include "app/course/lab_json.h"
+#include "app/gui/cell_views.h"
 #include "app/gui/lesson_page.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
@@ -255,7 +255,9 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   connect(lesson_, &LessonPage::externalCodeAcknowledged, this,
           [this](const QString& folder) { session_->setValue("externalCode/" + QString::fromUtf8(folder.toUtf8().toBase64()), true); });
   if (!root_.startsWith(":")) lesson_->setExternalFolder(root_, session_->value("externalCode/" + QString::fromUtf8(root_.toUtf8().toBase64())).toBool());
-  connectCellViews();
+  auto* cellViews = new CellViews(lesson_->session().kernel(), *cellPlots_, this);
+  connect(cellViews, &CellViews::runStarted, this, [this] { viewPanels_->setCurrentWidget(cellPlots_); });
+  connect(cellViews, &CellViews::refused, lesson_, &LessonPage::showCellProblem);
   connect(welcome_, &QTextBrowser::anchorClicked, this, &MainWindow::openLink);
   connect(runPanel_, &RunPanel::runClicked, this, &MainWindow::startRun);
   connect(runPanel_, &RunPanel::stopClicked, this, &MainWindow::stopRun);
@@ -452,46 +454,6 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
 }
 
 bool MainWindow::lessonLoading() const { return lesson_->loading(); }
-
-void MainWindow::connectCellViews() {
-  notebook::KernelProcess& kernel = lesson_->session().kernel();
-  connect(&kernel, &notebook::KernelProcess::ready, this,
-          [this](const QString&, bool cuda, const QString& device, bool emulated) { cellViews_.setDevice(cuda ? device : "cpu", emulated); });
-  connect(&kernel, &notebook::KernelProcess::started, this, [this](const QString& cell) {
-    cellChecker_ = lab::UpdateChecker();  // the cell declares its own views afresh
-    cellPlots_->beginRun({{"cell", cell.toStdString()}});
-    viewPanels_->setCurrentWidget(cellPlots_);
-    showCellUpdates(cellViews_.started());
-  });
-  // lab.view(...), lab.point(...) from a cell: checked as a lab's updates are; a mistake is said
-  // under the cell, as its own error.
-  connect(&kernel, &notebook::KernelProcess::labUpdate, this, [this](const QString& cell, const QJsonObject& json) {
-    QString why;
-    std::optional<lab::Update> update = course::updateFromJson(json, &why);
-    try {
-      if (update) cellChecker_.check(*update);
-    } catch (const std::exception& e) {
-      update.reset();
-      why = QString::fromStdString(e.what());
-    }
-    if (!update) lesson_->showCellProblem(cell, "lab." + json.value("event").toString() + "(): " + why);
-    else showCellUpdates({*update});
-  });
-  connect(&kernel, &notebook::KernelProcess::logged, this, [this](const QString&, qint64 step, const QMap<QString, double>& values) {
-    showCellUpdates(cellViews_.logged(step, values));
-  });
-  connect(&kernel, &notebook::KernelProcess::memory, this,
-          [this](const QString&, double t, qint64 allocated, qint64 reserved, const QMap<QString, qint64>& categories) {
-            showCellUpdates(cellViews_.memory(t, allocated, reserved, categories));
-          });
-  connect(&kernel, &notebook::KernelProcess::finished, this, [this](const QString&, const notebook::CellResult& result) {
-    cellPlots_->endRun(result.status == notebook::CellResult::Status::Ok ? QString() : result.errorType.isEmpty() ? "ended" : result.errorType);
-  });
-}
-
-void MainWindow::showCellUpdates(const QVector<lab::Update>& updates) {
-  cellPlots_->addBatch(MetricBatch{updates});
-}
 
 void MainWindow::setReferenceRunsRoot(const QString& root) {
   referenceRoot_ = root;

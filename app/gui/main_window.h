@@ -30,7 +30,6 @@
 #include "app/course/course.h"
 #include "app/course/progress_store.h"
 #include "app/course/reference_runs.h"
-#include "app/gui/cell_views.h"
 #include "app/gui/lab_runner.h"
 
 class QTreeWidget;
@@ -136,9 +135,6 @@ class MainWindow final : public QMainWindow {
   void loadCourse();
   void rebuildNavigator();
   void showLesson(const course::Lesson* lesson);
-  // The code cells' runs in the live views: what they log and the device's memory.
-  void connectCellViews();
-  void showCellUpdates(const QVector<lab::Update>& updates);
   void showRunSource();
   void stepLesson(int delta);
   void onAnswered();
@@ -174,8 +170,6 @@ class MainWindow final : public QMainWindow {
   int runBlock_ = -1;
   std::vector<lab::Measurement> runMeasurements_;
   LessonPage* lesson_;
-  CellViews cellViews_;
-  lab::UpdateChecker cellChecker_;  // the running cell's own views (lab.view), as a lab's are checked
   QPlainTextEdit* codeView_;
   QuizWidget* quiz_;
   RunPanel* runPanel_;
