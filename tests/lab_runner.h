@@ -1,5 +1,5 @@
 #pragma once
-// Runs a built-in lab with some parameters set, as the GUI and the CLI do, and records what it sends.
+// Runs a lab with some parameters set, as the GUI and the CLI do, and records what it sends.
 #include <QtGlobal>
 
 #include <algorithm>
@@ -111,19 +111,23 @@ class DeclaredMeasurements final : public lab::MetricSink {
 };
 
 // Runs the lab; throws when it sent a measurement its measurements() does not list with that unit.
-inline void runLab(const std::string& id, const std::map<std::string, std::string>& settings, lab::MetricSink& sink,
+inline void runLab(lab::Lab& theLab, const std::map<std::string, std::string>& settings, lab::MetricSink& sink,
                    const lab::StopToken* stop = nullptr) {
-  auto theLab = labs::makeLab(id);
-  lab::Params params = theLab->defaults();
+  lab::Params params = theLab.defaults();
   for (const auto& [name, value] : settings) params.set(name, value);
   lab::StopToken neverStops;
-  DeclaredMeasurements checked(*theLab, sink);
-  labs::runIsolated(*theLab, params, checked, stop ? *stop : neverStops);
+  DeclaredMeasurements checked(theLab, sink);
+  labs::runIsolated(theLab, params, checked, stop ? *stop : neverStops);
   if (!checked.undeclared.empty()) {
     std::string names;
     for (const std::string& n : checked.undeclared) names += (names.empty() ? "" : ", ") + n;
-    throw std::logic_error("the " + id + " lab sent measurements its measurements() does not list: " + names);
+    throw std::logic_error("the " + theLab.id() + " lab sent measurements its measurements() does not list: " + names);
   }
+}
+// The built-in lab with this id.
+inline void runLab(const std::string& id, const std::map<std::string, std::string>& settings, lab::MetricSink& sink,
+                   const lab::StopToken* stop = nullptr) {
+  runLab(*labs::makeLab(id), settings, sink, stop);
 }
 
 // A lab run on `device` (the settings' own "device" wins), its updates recorded.
@@ -138,7 +142,7 @@ inline RecordingSink runLabOn(const std::string& id, std::map<std::string, std::
 // returns the seconds from the press until the run returned (each loop must look at the stop token
 // every ~100 ms of work), or -1 when the run ended before the press (the test then tested nothing).
 // `sink` gets what the run sent; a run that throws is rethrown once the presser is done.
-inline double secondsToStop(const std::string& id, const std::map<std::string, std::string>& settings, int afterMs, RecordingSink& sink) {
+inline double secondsToStop(lab::Lab& theLab, const std::map<std::string, std::string>& settings, int afterMs, RecordingSink& sink) {
   lab::StopToken stop;
   std::atomic<bool> pressed{false};
   std::chrono::steady_clock::time_point asked{};
@@ -150,7 +154,7 @@ inline double secondsToStop(const std::string& id, const std::map<std::string, s
   });
   std::exception_ptr failed;
   try {
-    runLab(id, settings, sink, &stop);
+    runLab(theLab, settings, sink, &stop);
   } catch (...) {
     failed = std::current_exception();
   }
@@ -159,6 +163,10 @@ inline double secondsToStop(const std::string& id, const std::map<std::string, s
   presser.join();
   if (failed) std::rethrow_exception(failed);
   return pressedFirst ? std::chrono::duration<double>(returned - asked).count() : -1.0;
+}
+
+inline double secondsToStop(const std::string& id, const std::map<std::string, std::string>& settings, int afterMs, RecordingSink& sink) {
+  return secondsToStop(*labs::makeLab(id), settings, afterMs, sink);
 }
 
 // The value of a measurement the run sent; the test stops, naming it, when the run sent none.

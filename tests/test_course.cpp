@@ -129,7 +129,7 @@ class TestCourse : public QObject {
     QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision", "convolutions-and-cudnn", "profiler", "vectorise", "syncs-and-transfers", "feeding-the-gpu", "streams", "when-is-the-gpu-faster", "several-gpus", "cuda-graphs"}));
     // The code panel's source is the lab's real source file.
     QVERIFY(c.labSource("train").contains("void TrainLab::run("));
-    QVERIFY(c.labSource("device-rule").contains("DeviceRuleLab::run"));
+    QVERIFY(c.labSource("device-rule").contains("def run(device="));  // a Python lab, in its lesson's folder
     QVERIFY(!c.find("training-loop")->markdown.contains("```run"));  // directives are taken out of the text
   }
 
@@ -252,7 +252,7 @@ class TestCourse : public QObject {
 
   void aBrokenLessonLeavesTheOthersUsable() {
     QTemporaryDir dir;
-    gpulab::test::writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + "```run\n{\"lab\": \"devices\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + "```run\n{\"lab\": \"memory\"}\n```\n");
     gpulab::test::writeFile(dir.filePath("02-bad/lesson.md"), "---\nid: bad\ntitle: Bad\nchapter: Tests\n---\n```run\n{\"lab\": \"rm -rf\"}\n```\n");
     QDir().mkpath(dir.filePath("03-empty"));
     const Course c = loadCourse(dir.path());
@@ -376,10 +376,10 @@ class TestCourse : public QObject {
         << "5: \"point\" event: a point for view 'loss' has x = 0 on the logarithmic axis 'step', which takes only values above 0";
     QTest::newRow("log is not a boolean")
         << QByteArray(r1).replace("\"unit\":\"\"}],\"y\"", "\"unit\":\"\",\"log\":1}],\"y\"").prepend(h)
-        << "4: \"view\" event: a view's 'x' and 'columns' are lists of";
+        << "4: \"view\" event: a view's 'x' must be a list of axes {\"label\", \"unit\"} (and an optional \"log\": true)";
     QTest::newRow("unknown view kind")
         << QByteArray(r1).replace("\"kind\":\"line\"", "\"kind\":\"pie\"").prepend(h)
-        << "4: \"view\" event: unknown view kind 'pie'";
+        << "4: \"view\" event: a view with an unknown kind 'pie' (one of line, stacked, bars, table, timeline)";
     QTest::newRow("measurement without unit")
         << h + r1.left(r1.lastIndexOf("{\"device\"")) + "{\"event\":\"measurement\",\"name\":\"x\",\"value\":1}\n" + done
         << "6: \"measurement\" event: a measurement needs 'name', 'unit' (strings) and 'value' (a number)";
@@ -643,7 +643,7 @@ class TestCourse : public QObject {
     QTemporaryDir dir;
     const QByteArray header = "---\nid: shared\ntitle: T\nchapter: C\n---\n";
     gpulab::test::writeFile(dir.filePath("01-draft/lesson.md"), header + "```run\n{\"lab\": \"trian\"}\n```\n");
-    gpulab::test::writeFile(dir.filePath("02-real/lesson.md"), header + "```run\n{\"lab\": \"devices\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("02-real/lesson.md"), header + "```run\n{\"lab\": \"memory\"}\n```\n");
     gpulab::test::writeFile(dir.filePath("03-copy/lesson.md"), header + "Text\n");
     const Course c = loadCourse(dir.path());
     QCOMPARE(c.lessons.size(), 3);

@@ -45,6 +45,7 @@
 
 #include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
+#include "app/notebook/python_environment.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
 #include "app/gui/run_panel.h"
@@ -186,12 +187,15 @@ bool clickLink(QTextBrowser* view, const QString& href) {
 // A lessons folder: a lesson whose run block breaks the same-device rule (or not, with `fixed`) and
 // has a challenge on it, with one quiz; and a second lesson after it.
 void writeChallengeLessons(const QTemporaryDir& dir) {
+  const QByteArray lab = gpulab::test::copyShippedLab(dir.filePath("01-rule"), "02-same-device-rule");
   gpulab::test::writeFile(dir.filePath("01-rule/lesson.md"), R"md(---
 id: rule
 title: Rule lesson
 chapter: Tests
 ---
 # Rule
+
+)md" + lab + R"md(
 
 ```run
 {"lab": "device-rule", "title": "Break the rule", "params": {"device": "auto", "case": "model", "fixed": false},
@@ -251,7 +255,10 @@ class TestGui : public QObject {
       QVERIFY(w.selectLesson(lesson.id));
       QCOMPARE(w.currentLessonId(), lesson.id);
       QVERIFY(w.lessonPage()->plainText().contains(lesson.title));
-      QVERIFY2(w.codeView()->toPlainText().contains("::run("), "the code panel shows the lab's source");
+      // The code panel shows the lab's source: a Python lab's file, or a C++ lab's.
+      const bool python = std::any_of(lesson.labs.begin(), lesson.labs.end(), [&](const auto& l) { return l.id == lesson.runs.front().lab; });
+      QVERIFY2(w.codeView()->toPlainText().contains(python ? "def run(" : "::run("), qPrintable(lesson.id));
+      QCOMPARE(w.pageTabs()->tabText(w.pageTabs()->indexOf(w.codeView())), python ? QString("Lab code (Python)") : QString("Lab code (C++)"));
       QVERIFY(w.runPanel()->runButton()->isEnabled());
     }
   }
@@ -330,9 +337,11 @@ class TestGui : public QObject {
   }
 
   void aMalformedLessonShowsItsErrorAndTheOthersWork() {
+    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built: its lessons' Python labs cannot run");
     QTemporaryDir lessons;
+    const QByteArray lab = gpulab::test::copyShippedLab(lessons.filePath("01-good"), "01-device-setup");
     gpulab::test::writeFile(lessons.filePath("01-good/lesson.md"),
-              "---\nid: good\ntitle: Good lesson\nchapter: Tests\n---\n# Good\n```run\n{\"lab\": \"devices\", \"params\": {\"size\": 32, \"repeats\": 1}}\n```\n");
+              "---\nid: good\ntitle: Good lesson\nchapter: Tests\n---\n# Good\n" + lab + "\n```run\n{\"lab\": \"devices\", \"params\": {\"size\": 32, \"repeats\": 1}}\n```\n");
     gpulab::test::writeFile(lessons.filePath("02-bad/lesson.md"),
               "---\nid: bad\ntitle: Bad lesson\nchapter: Tests\n---\n```run\n{\"lab\": \"train\", \"params\": {\"epochs\": 0}}\n```\n");
     MainWindow w(lessons.path(), progressPath());
@@ -1542,6 +1551,7 @@ class TestGui : public QObject {
   // met with the rule broken (each check's line says why), met once fixed; a met challenge is kept.
   // The lesson completes only with the quiz right AND the challenge met.
   void aChallengeIsGradedMetAndNotMet() {
+    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built: its lessons' Python labs cannot run");
     QTemporaryDir lessons, data;
     writeChallengeLessons(lessons);
     const QString progress = data.filePath("progress.json");
@@ -1598,6 +1608,7 @@ class TestGui : public QObject {
 
   // Issue 10: a stopped run is not graded; a lesson without challenges completes on its quiz alone.
   void aStoppedRunIsNotGraded() {
+    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built: its lessons' Python labs cannot run");
     QTemporaryDir lessons, data;
     writeChallengeLessons(lessons);
     MainWindow w(lessons.path(), data.filePath("progress.json"));

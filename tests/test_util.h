@@ -52,6 +52,24 @@ inline void writeFile(const QString& path, const QByteArray& text) {
   QVERIFY(f.open(QIODevice::WriteOnly));
   f.write(text);
 }
+#ifdef GPULAB_SOURCE_DIR
+// A shipped Python lab in a test's lessons folder: the .py files of lessons/<shippedFolder> copied
+// into `lessonFolder`; returns the shipped lesson's ```lab block (fence included), to write into the
+// test's lesson. Empty (and a test failure) when there is none.
+inline QByteArray copyShippedLab(const QString& lessonFolder, const char* shippedFolder) {
+  const QDir shipped(QString(GPULAB_SOURCE_DIR "/lessons/") + shippedFolder);
+  QDir().mkpath(lessonFolder);
+  for (const QString& py : shipped.entryList({"*.py"}, QDir::Files)) QFile::copy(shipped.filePath(py), lessonFolder + "/" + py);
+  QFile lesson(shipped.filePath("lesson.md"));
+  if (!lesson.open(QIODevice::ReadOnly)) return {};
+  const QByteArray text = lesson.readAll();
+  const qsizetype start = text.indexOf("```lab\n");
+  const qsizetype end = start < 0 ? -1 : text.indexOf("\n```\n", start);
+  if (end < 0) return {};
+  return text.mid(start, end + 5 - start);
+}
+#endif
+
 inline Device cudaDevice() { return emulatedStandsIn() ? *cuda::emulatedDevice() : Device(DeviceType::CUDA, 0); }
 
 // A table of cases generated with PyTorch (tests/*_parity/cases.json): the file's JSON object, or a

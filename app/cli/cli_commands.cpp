@@ -280,7 +280,7 @@ using Aliases = std::map<QString, std::pair<std::string, std::string>>;
 
 // A lab command's --help, generated from the lab's parameters: what --help says is what set() checks.
 QString labHelp(const std::string& labId, const QString& command, const Aliases& aliases) {
-  auto theLab = labs::makeLab(labId);
+  const auto theLab = labs::makeLab(labId);
   QString text = "usage: gpulab-cli " + command + (aliases.empty() ? QString() : " [--" + QString::fromStdString(aliases.begin()->second.first) + " NAME]") +
                  " [--OPTION VALUE]... [--json]\n\n" + QString::fromStdString(theLab->title()) + " (the '" +
                  QString::fromStdString(labId) + "' lab, " + QString::fromStdString(theLab->sourcePath()) + ").\n\noptions:\n";
@@ -299,15 +299,14 @@ QString labHelp(const std::string& labId, const QString& command, const Aliases&
 // flag sets a bool, and `aliases` turn flags like --oom-sweep into settings (mode=oom-sweep).
 // Exit status: 2 when the arguments are wrong (checked before the run starts; `userArgs` also
 // requires the device to be usable here), 1 when the run throws.
-int labCommand(const std::string& labId, const QStringList& args, QTextStream& out, QTextStream& err,
+int labCommand(std::unique_ptr<lab::Lab> theLab, const QStringList& args, QTextStream& out, QTextStream& err,
                const Aliases& aliases = {}, bool userArgs = true, std::vector<lab::Measurement>* measured = nullptr) {
   const bool json = args.contains("--json");
-  std::unique_ptr<lab::Lab> theLab;
+  const std::string labId = theLab->id();
   std::optional<lab::Params> parsed;
   std::string snapshotPath;  // --memory-snapshot FILE
   // 1. The arguments.
   try {
-    theLab = labs::makeLab(labId);
     lab::Params params = theLab->defaults();
     // An option given again wins, as argparse's do (scripts append to a command line); but two
     // shorthands for one parameter ("--oom-sweep --report", or one with "--mode") contradict each
@@ -439,7 +438,7 @@ int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
     out << labHelp("train", "train", {});
     return kExitOk;
   }
-  return labCommand("train", args, out, err);
+  return labCommand(labs::makeLab("train"), args, out, err);
 }
 
 namespace {
@@ -514,7 +513,7 @@ int checkChallenges(const course::Lesson& lesson, bool json, QTextStream& out) {
       QString log;
       QTextStream quiet(&log);
       std::vector<lab::Measurement> measured;
-      const int rc = labCommand(run.lab.toStdString(), labArgs, quiet, quiet, {}, /*userArgs=*/false, &measured);
+      const int rc = labCommand(course::makeLab(lesson, run.lab), labArgs, quiet, quiet, {}, /*userArgs=*/false, &measured);
       if (rc == kExitInterrupted) return rc;
       const course::ChallengeResult result = course::grade(*run.challenge, measured);
       const bool meets = std::string(which) == "meets";
@@ -603,7 +602,7 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
       out.flush();
       // The device a lesson names is checked when it runs (a lesson that says cuda loads anywhere).
       std::vector<lab::Measurement> measured;
-      if (const int rc = labCommand(run.lab.toStdString(), labArgs, out, err, {}, /*userArgs=*/false, &measured); rc != kExitOk) return rc;
+      if (const int rc = labCommand(course::makeLab(*lesson, run.lab), labArgs, out, err, {}, /*userArgs=*/false, &measured); rc != kExitOk) return rc;
       // The run block's challenge, graded from what this run measured.
       if (run.challenge) {
         const course::ChallengeResult result = course::grade(*run.challenge, measured);
@@ -638,7 +637,7 @@ int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
     out << labHelp("memory", "memory", kMemoryAliases);
     return kExitOk;
   }
-  return labCommand("memory", args, out, err, kMemoryAliases);
+  return labCommand(labs::makeLab("memory"), args, out, err, kMemoryAliases);
 }
 
 }  // namespace gpulab::cli

@@ -18,18 +18,24 @@ const Lesson* Course::find(const QString& id) const {
 }
 
 QString Course::labSource(const QString& labId) const {
+  QString path;
+  for (const Lesson& l : lessons)
+    for (const PythonLabSpec& spec : l.labs)
+      if (spec.id == labId) path = spec.path;
   try {
-    QFile f(root + "/" + QString::fromStdString(labs::makeLab(labId.toStdString())->sourcePath()));
-    if (f.open(QIODevice::ReadOnly)) return QString::fromUtf8(f.readAll());
+    if (path.isEmpty()) path = root + "/" + QString::fromStdString(labs::makeLab(labId.toStdString())->sourcePath());
   } catch (const Error&) {
+    return {};
   }
-  return {};
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
 }
 
 Course loadCourse(const QString& root) {
   Course course;
   course.root = root;
   const QDir dir(root);
+  QVector<PythonLabSpec> declared;  // the Python labs of the lessons so far
   for (const QString& folder : dir.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
     if (folder == "labs") continue;
     const QString path = root + "/" + folder + "/lesson.md";
@@ -43,8 +49,9 @@ Course loadCourse(const QString& root) {
     } else {
       // Never more than the cap is read: a huge (or endless) file costs neither memory nor time.
       const QByteArray bytes = f.read(kMaxLessonBytes + 1);
-      lesson = parseLessonFile(bytes, path, std::max<qint64>(f.size(), bytes.size()));
+      lesson = parseLessonFile(bytes, path, std::max<qint64>(f.size(), bytes.size()), declared);
     }
+    if (lesson.labs.size() > declared.size()) declared = lesson.labs;  // with the labs it declares, for the lessons after it
     course.lessons << lesson;
   }
 

@@ -1,7 +1,9 @@
 #pragma once
 // The lab protocol (engine/lab/lab.h) as JSON: one object per update, one line each. It is what
-// `gpulab-cli --json` prints, what a reference run file stores, and what the GUI replays a reference
-// run from, so a recording is shown through exactly the views a live run uses.
+// `gpulab-cli --json` prints, what a reference run file stores, what the GUI replays a reference run
+// from (so a recording is shown through exactly the views a live run uses), and what a code cell or
+// a Python lab sends. Each update's fields come from its table in engine/lab/lab_schema.h; this file
+// only says how each kind of field is written.
 //
 //   {"event":"view","id":"loss","title":"Loss","kind":"line","x":[{"label":"step","unit":""}],
 //    "y":{"label":"loss","unit":""},"y_from_zero":false,"series":[{"id":"train","label":"train loss",
@@ -29,7 +31,7 @@ namespace gpulab::course {
 QJsonObject toJson(const lab::Update& update);
 
 // Parses one update. On a malformed object returns nothing and sets `error` to what is wrong
-// ("a point needs 'view', 'series', 'x' (numbers) and 'y'").
+// ("a point needs 'view', 'series' (strings), 'x' (a list of numbers) and 'y' (a number)").
 std::optional<lab::Update> updateFromJson(const QJsonObject& o, QString* error);
 
 }  // namespace gpulab::course

@@ -151,7 +151,35 @@ void checkAgainstLab(Challenge& c, const lab::Lab& theLab, int line) {
   }
 }
 
-RunBlock parseRun(const QJsonObject& o, int line) {
+// A ```lab block: a Python lab, whose id no other lab has.
+PythonLabSpec parseDeclaredLab(const QJsonObject& o, const Lesson& lesson, int line) {
+  PythonLabSpec spec;
+  try {
+    spec = parseLabDeclaration(o, lesson.folder);
+  } catch (const Error& e) {
+    throw LessonError{line, e.what()};
+  }
+  for (const PythonLabSpec& known : lesson.labs)
+    if (known.id == spec.id) throw LessonError{line, QString("lab block: a lab '%1' is already declared (by %2)").arg(spec.id, known.sourcePath)};
+  for (const auto& builtin : labs::makeBuiltinLabs())
+    if (builtin->id() == spec.id.toStdString()) throw LessonError{line, QString("lab block: '%1' is the id of a built-in lab").arg(spec.id)};
+  return spec;
+}
+
+std::unique_ptr<lab::Lab> findLab(const QVector<PythonLabSpec>& pythonLabs, const QString& id) {
+  for (const PythonLabSpec& spec : pythonLabs)
+    if (spec.id == id) return std::make_unique<PythonLab>(spec);
+  try {
+    return labs::makeLab(id.toStdString());
+  } catch (const ValueError& e) {
+    if (pythonLabs.isEmpty()) throw;
+    QStringList ids;
+    for (const PythonLabSpec& spec : pythonLabs) ids << spec.id;
+    throw ValueError(std::string(e.what()).insert(std::string(e.what()).find("known labs: ") + 12, ids.join(", ").toStdString() + ", "));
+  }
+}
+
+RunBlock parseRun(const QJsonObject& o, int line, const QVector<PythonLabSpec>& pythonLabs) {
   RunBlock r;
   r.line = line;
   r.lab = stringField(o, "lab", "run block", line);
@@ -159,7 +187,7 @@ RunBlock parseRun(const QJsonObject& o, int line) {
   if (r.lab.isEmpty()) throw LessonError{line, "run block: missing \"lab\""};
   std::unique_ptr<lab::Lab> theLab;
   try {
-    theLab = labs::makeLab(r.lab.toStdString());
+    theLab = findLab(pythonLabs, r.lab);
   } catch (const Error& e) {
     throw LessonError{line, QString("run block: %1").arg(e.what())};
   }
@@ -423,7 +451,9 @@ QString formatSize(qint64 bytes) {
   return QString("%1 bytes").arg(bytes);
 }
 
-Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 fileSize) {
+std::unique_ptr<lab::Lab> makeLab(const Lesson& lesson, const QString& id) { return findLab(lesson.labs, id); }
+
+Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 fileSize, const QVector<PythonLabSpec>& earlierLabs) {
   const qint64 size = fileSize >= 0 ? fileSize : bytes.size();
   const QString name = path.section('/', -1);
   auto refused = [&](const QString& error) {
@@ -444,12 +474,13 @@ Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 file
   }
   QString text = QString::fromUtf8(bytes);
   if (text.startsWith(QChar(0xFEFF))) text.remove(0, 1);  // a byte-order mark some editors write
-  return parseLesson(text, path);
+  return parseLesson(text, path, earlierLabs);
 }
 
-Lesson parseLesson(const QString& text, const QString& path) {
+Lesson parseLesson(const QString& text, const QString& path, const QVector<PythonLabSpec>& earlierLabs) {
   Lesson lesson;
   lesson.folder = path.section('/', 0, -2);
+  lesson.labs = earlierLabs;
   const QStringList lines = text.split('\n');
   try {
     if (const qsizetype nul = text.indexOf(QChar(0)); nul >= 0) {
@@ -541,7 +572,7 @@ Lesson parseLesson(const QString& text, const QString& path) {
         continue;
       }
       const QString fence = lines[i].trimmed();
-      if (fence == "```run" || fence == "```quiz" || fence == "```exercise") {
+      if (fence == "```run" || fence == "```quiz" || fence == "```exercise" || fence == "```lab") {
         paragraphChars = 0;
         const int start = i + 1;
         const QString kind = fence.mid(3);
@@ -549,8 +580,14 @@ Lesson parseLesson(const QString& text, const QString& path) {
         for (++i; i < lines.size() && lines[i].trimmed() != "```"; ++i) block << lines[i];
         if (i >= lines.size()) throw LessonError{start, QString("%1 block is not closed by ```").arg(kind)};
         const QJsonObject o = parseJson(block.join(QChar(10)), start, qPrintable(kind));
+        if (kind == "lab") {
+          // A Python lab, declared for this lesson's run blocks and the later lessons'; it shows as
+          // the code the run blocks run, not in the text.
+          lesson.labs << parseDeclaredLab(o, lesson, start);
+          continue;
+        }
         if (kind == "run") {
-          lesson.runs << parseRun(o, start);
+          lesson.runs << parseRun(o, start, lesson.labs);
           body << QString("> **▶ Run %1: %2** — use the Run button below.").arg(lesson.runs.size()).arg(lesson.runs.back().title);
         } else if (kind == "quiz") {
           lesson.quizzes << parseQuiz(o, start);

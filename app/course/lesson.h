@@ -9,8 +9,11 @@
 #include <QStringList>
 #include <QVector>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "app/course/python_lab.h"
 
 namespace gpulab::course {
 
@@ -40,7 +43,7 @@ struct Challenge {
 };
 
 struct RunBlock {
-  QString lab;      // a built-in lab id
+  QString lab;      // a lab's id: one declared in a ```lab block of this lesson or an earlier one, or a built-in
   QString title;
   std::map<std::string, std::string> params;  // preset values
   std::map<std::string, std::string> quick;   // overrides for gpulab-cli lesson --quick
@@ -111,6 +114,9 @@ struct Lesson {
   QVector<CodeBlock> cells;
   QVector<Exercise> exercises;
   QVector<RunBlock> runs;
+  // The Python labs this lesson can run: those its ```lab blocks declare, then those of the earlier
+  // lessons it was parsed after (a lab is declared in the first lesson that runs it).
+  QVector<PythonLabSpec> labs;
   QVector<Quiz> quizzes;
   QString error;     // empty when the lesson loaded cleanly
   int idLine = 0;    // the front-matter line of "id:" (0 when there is none)
@@ -132,12 +138,17 @@ inline constexpr int kMaxParagraphChars = 2048;
 bool isValidLessonId(const QString& id);
 
 // Parses and validates one lesson file's text; `path` names it in errors ("lessons/02-x/lesson.md").
-Lesson parseLesson(const QString& text, const QString& path);
+// `earlierLabs`: the Python labs declared by the lessons before it, which its run blocks may use too.
+Lesson parseLesson(const QString& text, const QString& path, const QVector<PythonLabSpec>& earlierLabs = {});
 
 // Parses a lesson file's bytes, as loadCourse reads them: refuses a file larger than kMaxLessonBytes
 // or one that is not UTF-8 (naming the line), then parseLesson. `fileSize`: the file's size when
 // `bytes` holds only its start (a file too large to read), else -1.
-Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 fileSize = -1);
+Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 fileSize = -1, const QVector<PythonLabSpec>& earlierLabs = {});
+
+// The lab a run block of `lesson` names: one of its Python labs, else a built-in one; throws
+// ValueError listing the ids it knows.
+std::unique_ptr<lab::Lab> makeLab(const Lesson& lesson, const QString& id);
 
 // "3.2 MiB", "64 KiB", "812 bytes": sizes in lesson errors.
 QString formatSize(qint64 bytes);

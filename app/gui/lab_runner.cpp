@@ -86,16 +86,7 @@ class BatchingSink final : public lab::MetricSink {
 
 }  // namespace
 
-void LabWorker::run(const QString& labId, const ParamMap& settings) {
-  std::unique_ptr<lab::Lab> theLab;
-  try {
-    theLab = labs::makeLab(labId.toStdString());
-  } catch (const std::exception& e) {
-    emit finished(QString::fromUtf8(e.what()));
-    return;
-  }
-  runLab(*theLab, settings);
-}
+void LabWorker::run(std::shared_ptr<lab::Lab> theLab, const ParamMap& settings) { runLab(*theLab, settings); }
 
 void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
   QString error;
@@ -138,6 +129,7 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
 LabRunner::LabRunner(QObject* parent) : QObject(parent) {
   qRegisterMetaType<gpulab::app::MetricBatch>();
   qRegisterMetaType<ParamMap>("std::map<std::string,std::string>");
+  qRegisterMetaType<std::shared_ptr<lab::Lab>>("std::shared_ptr<gpulab::lab::Lab>");
   worker_ = new LabWorker(control_);
   worker_->moveToThread(&thread_);
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -176,12 +168,12 @@ LabRunner::~LabRunner() {
   thread_.wait();
 }
 
-void LabRunner::start(const QString& labId, const ParamMap& params) {
+void LabRunner::start(std::shared_ptr<lab::Lab> theLab, const ParamMap& params) {
   if (running_) return;
   running_ = true;
   control_.stop.reset();
   control_.setPaused(false);
-  emit startRequested(labId, params);
+  emit startRequested(std::move(theLab), params);
 }
 
 void LabRunner::pause(bool paused) {

@@ -68,7 +68,8 @@ class LabWorker : public QObject {
   explicit LabWorker(RunControl& control) : control_(control) {}
 
  public slots:
-  void run(const QString& labId, const std::map<std::string, std::string>& params);
+  // Runs `lab` (one of a lesson's: course::makeLab) on the worker's thread.
+  void run(std::shared_ptr<gpulab::lab::Lab> lab, const std::map<std::string, std::string>& params);
 
  public:
   // Runs `lab` with these settings on the calling thread, as run() does a built-in lab on the
@@ -99,7 +100,7 @@ class LabRunner : public QObject {
   bool paused() const { return control_.paused(); }
   // Stop was asked for during the current (or last) run.
   bool stopRequested() const { return control_.stop.stopRequested(); }
-  void start(const QString& labId, const std::map<std::string, std::string>& params);
+  void start(std::shared_ptr<gpulab::lab::Lab> lab, const std::map<std::string, std::string>& params);
   void pause(bool paused);
   void setRecordMemoryHistory(bool record) { control_.setRecordMemoryHistory(record); }
   bool recordMemoryHistory() const { return control_.recordMemoryHistory(); }
@@ -109,7 +110,7 @@ class LabRunner : public QObject {
   void batchReady(const gpulab::app::MetricBatch& batch);
   void memoryHistoryReady(const QByteArray& pickle);  // the run's, just before finished()
   void finished(const QString& error);
-  void startRequested(const QString& labId, const std::map<std::string, std::string>& params);
+  void startRequested(std::shared_ptr<gpulab::lab::Lab> lab, const std::map<std::string, std::string>& params);
   // The worker handed batches over: a queued connection calls deliverBatches on the GUI thread. A
   // signal without arguments, emitted from the worker, so that nothing GPU Lab's (instrumented) code
   // builds crosses Qt's event queue -- a queued lambda (QMetaObject::invokeMethod) is a functor object

@@ -35,6 +35,7 @@
 #include <algorithm>
 
 #include "app/gui/cell_views.h"
+#include "app/gui/code_cell.h"
 #include "app/gui/lesson_page.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
@@ -118,7 +119,9 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   codeView_->setLineWrapMode(QPlainTextEdit::NoWrap);
   quiz_ = new QuizWidget(progress_);
   pageTabs_->addTab(lesson_, "Lesson");
-  pageTabs_->addTab(codeView_, "Engine code");
+  codeHighlighter_ = new PythonHighlighter(nullptr);  // on the code view's document when the lab is Python
+  codeHighlighter_->setParent(codeView_);
+  pageTabs_->addTab(codeView_, "Lab code");
   pageTabs_->addTab(quiz_, "Quiz");
 
   runPanel_ = new RunPanel;
@@ -486,14 +489,20 @@ void MainWindow::showRunSource() {
     codeView_->setPlainText("");
     return;
   }
-  const QString source = course_.labSource(lesson->runs[i].lab);
-  codeView_->setPlainText(source.isEmpty() ? "(the source of lab '" + lesson->runs[i].lab + "' is not available)" : source);
+  const QString& labId = lesson->runs[i].lab;
+  const QString source = course_.labSource(labId);
+  const bool python = std::any_of(lesson->labs.begin(), lesson->labs.end(), [&](const course::PythonLabSpec& l) { return l.id == labId; });
+  codeHighlighter_->setDocument(python ? codeView_->document() : nullptr);
+  pageTabs_->setTabText(pageTabs_->indexOf(codeView_), python ? "Lab code (Python)" : "Lab code (C++)");
+  codeView_->setPlainText(source.isEmpty() ? "(the source of lab '" + labId + "' is not available)" : source);
 }
 
 void MainWindow::startRun() {
   const course::Lesson* lesson = course_.find(currentId_);
   const int i = runPanel_->currentRun();
   if (!lesson || !lesson->ok() || i < 0 || i >= lesson->runs.size() || runner_.running()) return;
+  // A lesson that loaded names a lab it can make (its run blocks were checked against them).
+  std::shared_ptr<lab::Lab> theLab = course::makeLab(*lesson, lesson->runs[i].lab);
   const auto settings = runPanel_->settings();
   plots_->beginRun(settings);  // overlaid runs are named by the settings that differ
   runDevice_->clear();
@@ -506,7 +515,7 @@ void MainWindow::startRun() {
   runPanel_->beginRunOutput();
   runPanel_->appendInfo("▶ " + lesson->runs[i].title);
   runState_->setText("running");
-  runner_.start(lesson->runs[i].lab, settings);
+  runner_.start(std::move(theLab), settings);
 }
 
 void MainWindow::stopRun() { runner_.stop(); }

@@ -35,6 +35,7 @@
 class QTreeWidget;
 class QTextBrowser;
 class QPlainTextEdit;
+class QSyntaxHighlighter;
 class QTabWidget;
 class QLabel;
 class QDialog;
@@ -74,6 +75,7 @@ class MainWindow final : public QMainWindow {
   // The lesson's text with its code cells.
   LessonPage* lessonPage() const { return lesson_; }
   QPlainTextEdit* codeView() const { return codeView_; }
+  QTabWidget* pageTabs() const { return pageTabs_; }
   QTreeWidget* navigator() const { return navigator_; }
   LabRunner& runner() { return runner_; }
   // Where the lessons' reference runs (recorded on a real GPU) are read from: the embedded ones by
@@ -171,6 +173,7 @@ class MainWindow final : public QMainWindow {
   std::vector<lab::Measurement> runMeasurements_;
   LessonPage* lesson_;
   QPlainTextEdit* codeView_;
+  QSyntaxHighlighter* codeHighlighter_;
   QuizWidget* quiz_;
   RunPanel* runPanel_;
   PlotPanel* plots_;

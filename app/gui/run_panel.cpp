@@ -218,7 +218,7 @@ void RunPanel::rebuildControls() {
   const int i = runs_->currentIndex();
   if (!lesson_ || i < 0 || i >= lesson_->runs.size()) return;
   const course::RunBlock& run = lesson_->runs[i];
-  const auto theLab = labs::makeLab(run.lab.toStdString());
+  const auto theLab = course::makeLab(*lesson_, run.lab);
   lab::Params params = theLab->defaults();
   for (const auto& [k, v] : run.params) params.set(k, v);
   for (const QString& name : run.expose) {

@@ -30,6 +30,9 @@ HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs) {
   QObject::connect(&kernel_, &KernelProcess::rawOutput, &kernel_, [this](const QString& text) {
     if (onOutput_) onOutput_("stderr", text);
   });
+  QObject::connect(&kernel_, &KernelProcess::labUpdate, &kernel_, [this](const QString&, const QJsonObject& update) {
+    if (onLabUpdate_) onLabUpdate_(update);
+  });
 }
 
 CellResult HeadlessSession::run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues,
@@ -48,8 +51,30 @@ CellResult HeadlessSession::run(const QString& cellId, const QString& code, cons
   timeout.setSingleShot(true);
   QObject::connect(&timeout, &QTimer::timeout, &kernel_, &KernelProcess::stop);  // its finished() follows
   timeout.start(timeoutMs);
+  // Stop: an interrupt first; the process itself a second later if the cell has not ended by then.
+  QTimer stopPoll, kill;
+  kill.setSingleShot(true);
+  bool killed = false;
+  QObject::connect(&stopPoll, &QTimer::timeout, &loop, [&] {
+    if (!stopRequested_ || !stopRequested_()) return;
+    stopPoll.stop();
+    kernel_.stop();
+    kill.start(1000);
+  });
+  QObject::connect(&kill, &QTimer::timeout, &loop, [&] {
+    killed = true;
+    kernel_.kill();
+    loop.quit();
+  });
+  if (stopRequested_) stopPoll.start(10);
   kernel_.run(cellId, code, measureValues);
   loop.exec();
+  if (killed) {
+    result = CellResult{.status = CellResult::Status::Interrupted, .errorType = "KeyboardInterrupt",
+                        .message = "stopped inside an operation Python could not interrupt: the session was ended"};
+    error_ = "the session was ended by Stop";
+    return result;
+  }
   if (result.status == CellResult::Status::KernelDied) error_ = result.message.isEmpty() ? "the Python session ended" : result.message;
   return result;
 }

@@ -2,6 +2,7 @@
 // A notebook session without a window: a kernel (kernel_process.h) whose cells run one at a time,
 // each call waiting for its cell to end. gpulab-cli runs a lesson's code cells and checks its
 // exercises with it, in the same kernel the window uses.
+#include <QJsonObject>
 #include <QString>
 #include <functional>
 #include <optional>
@@ -23,6 +24,13 @@ class HeadlessSession {
   // What the cell prints, as it comes ("stdout" or "stderr").
   using OutputHandler = std::function<void(const QString& name, const QString& text)>;
   void setOutputHandler(OutputHandler handler) { onOutput_ = std::move(handler); }
+  // What the cell sends through the lab protocol (lab.view(...), lab.point(...), ...), in its JSON form.
+  using LabUpdateHandler = std::function<void(const QJsonObject& update)>;
+  void setLabUpdateHandler(LabUpdateHandler handler) { onLabUpdate_ = std::move(handler); }
+  // Asked every 10 ms while a cell runs: when it says true, the cell is interrupted (KeyboardInterrupt),
+  // and a cell still running a second later -- inside one long engine operation, which Python cannot
+  // interrupt -- ends with its session (the result says Interrupted; the session is then over).
+  void setStopRequested(std::function<bool()> stopRequested) { stopRequested_ = std::move(stopRequested); }
   // Runs one cell and waits for its end (a cell past `timeoutMs` is interrupted, then reported as
   // such); measureValues as KernelProcess::run.
   CellResult run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues = std::nullopt,
@@ -33,6 +41,8 @@ class HeadlessSession {
   QString error_, device_;
   bool cuda_ = false;
   OutputHandler onOutput_;
+  LabUpdateHandler onLabUpdate_;
+  std::function<bool()> stopRequested_;
 };
 
 }  // namespace gpulab::notebook

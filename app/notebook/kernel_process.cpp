@@ -81,6 +81,14 @@ void KernelProcess::shutdown() {
   }
 }
 
+void KernelProcess::kill() {
+  if (process_.state() == QProcess::NotRunning) return;
+  stopping_ = true;
+  busyCells_.clear();
+  process_.kill();
+  process_.waitForFinished(1000);
+}
+
 void KernelProcess::readEvents() {
   pending_ += process_.readAllStandardOutput();
   qsizetype end;

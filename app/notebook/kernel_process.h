@@ -68,6 +68,9 @@ class KernelProcess : public QObject {
   void restart();
   // Ends the session now, as the destructor does.
   void shutdown();
+  // Ends the session at once (SIGKILL), whatever it is doing: for a Stop that an interrupt did not
+  // end. No kernelDied follows.
+  void kill();
 
  signals:
   // The session is up: GPU Lab's torch's version, cuda:0's name ("cpu" without a CUDA device) and

@@ -1,4 +1,5 @@
 #include "engine/lab/lab.h"
+#include "engine/lab/lab_schema.h"
 
 #include <algorithm>
 #include <array>
@@ -215,12 +216,9 @@ bool hasSeries(const ViewSpec& v, const std::string& id) {
 }  // namespace
 
 bool isProtocolEvent(const std::string& event) {
-  static constexpr std::array<const char*, 11> kEvents{"view", "point", "marker", "level", "bar", "row", "span",
-                                                       "device", "message", "measurement", "progress"};
-  for (const char* e : kEvents) {
-    if (event == e) return true;
-  }
-  return false;
+  bool used = false;
+  schema::forEachUpdate([&](const auto& u) { used = used || event == schema::Fields<std::decay_t<decltype(u)>>::event; });
+  return used;
 }
 
 std::string toString(ViewKind v) { return nameOf(kViewKinds, v); }

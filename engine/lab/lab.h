@@ -109,6 +109,9 @@ inline constexpr int kProtocolVersion = 1;
 //
 // Units are plain strings; renderers know "bytes" (shown as KiB/MiB/GiB), "s" and "x"; others are
 // printed as they are ("samples/s", "GFLOP/s").
+//
+// Each update's fields -- their JSON names, which are required -- are listed once, in lab_schema.h: the
+// JSON codec and the Python side (a code cell's or a Python lab's lab.view(...), ...) follow it.
 using Value = ParamValue;
 
 enum class ViewKind { Line, StackedArea, Bars, Table, Timeline };

@@ -7,6 +7,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
+#include "engine/lab/lab_schema.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/live_bytes.h"
 #include "engine/memory/memory.h"
@@ -63,6 +64,29 @@ void bindRuntime(py::module_& m) {
   // generic one on this CPU ("" when its choice stands). gpulab's __main__ runs itself again with it.
   m.def("_better_blas_core", []() { return betterBlasCore(blasCoreName(), cpuFeatures()); });
   m.def("_blas_kernels", &blasKernelsSummary);
+
+  // The lab protocol's fields (engine/lab/lab_schema.h), which the notebook kernel's lab.view(...),
+  // lab.point(...), ... check a call against before sending it: {event: {"what": "a point", "fields":
+  // [{"name", "type", "required", "choices"}, ...]}}.
+  m.def("_lab_protocol", []() {
+    py::dict out;
+    for (const lab::schema::UpdateDescription& u : lab::schema::describe()) {
+      py::list fields;
+      for (const lab::schema::FieldDescription& f : u.fields) {
+        py::dict d;
+        d["name"] = f.name;
+        d["type"] = lab::schema::typeName(f.type);
+        d["required"] = f.presence == lab::schema::Presence::Required;
+        d["choices"] = f.choices;
+        fields.append(d);
+      }
+      py::dict entry;
+      entry["what"] = u.what;
+      entry["fields"] = fields;
+      out[py::str(u.event)] = entry;
+    }
+    return out;
+  });
 
   // torch.cuda.
   m.def("_cuda_compiled", &cuda::compiledWithCuda);

@@ -21,7 +21,8 @@ Out, on the stdout the process was given (the cells' own output is captured), on
     {"event": "stream", "cell": "c1", "name": "stdout", "text": "tensor([1., 1., 1.])\\n"}
     {"event": "log", "cell": "c1", "step": 0, "values": {"loss": 0.52}}       (lab.log(loss=...))
     {"event": "lab", "cell": "c1", "update": {"event": "point", "view": "v", ...}}
-                              (lab.view/point/marker/bar/row/measurement/message: the lab protocol's
+                              (lab.view/point/marker/level/bar/row/span/measurement/message/progress/
+                               device/record: the lab protocol's
                                JSON form, app/course/lab_json.h, which the window checks as a lab's)
     {"event": "memory", "cell": "c1", "t": 0.25, "allocated": 4096, "reserved": 2097152,
      "categories": {"parameter": 4096, "gradient": 0, "activation": 0, ...}}   (live bytes by what they are for)
@@ -99,15 +100,19 @@ class Lab:
 
     def __init__(self, kernel):
         self._kernel = kernel
+        self._protocol = None  # the protocol's fields, from the engine when first needed
 
     # ---- The lab protocol (engine/lab/lab.h; its JSON form is app/course/lab_json.h): a cell draws
     # views of its own as a lab does. The window checks each update as it checks a lab's (a point for
     # a view not declared, say) and says what is wrong under the cell.
 
-    def view(self, id, title=None, kind="line", x="step", y="", series=(), columns=(), note="", y_from_zero=False):  # noqa: A002
+    def view(self, id, title=None, kind="line", x=None, y="", series=(), columns=(), note="", y_from_zero=False):  # noqa: A002
         """Declares a view: kind "line", "stacked", "bars", "table" or "timeline"; x an axis or a list of
-        axes, y an axis (an axis: "label" or ("label", "unit")); series: ids, or (id, label), or
-        (id, label, style) with style "line", "dashed", "points" or "steps"; columns (a table's)."""
+        axes (a line's or a stack's; "step" by default), y an axis (an axis: "label" or ("label",
+        "unit")); series: ids, or (id, label), or (id, label, style) with style "line", "dashed",
+        "points" or "steps"; columns (a table's), axes too."""
+        if x is None:
+            x = "step" if kind in ("line", "stacked") else []
         def axis(a):
             label, unit = (a, "") if isinstance(a, str) else a
             return {"label": str(label), "unit": str(unit)}
@@ -143,7 +148,41 @@ class Lab:
         self._send({"event": "measurement", "name": str(name), "value": self._number("value", value), "unit": str(unit)})
 
     def message(self, text, level="info"):
+        """A line in the console: level "info", "warning" or "engine_error" (an error the run shows on purpose)."""
         self._send({"event": "message", "level": str(level), "text": str(text)})
+
+    def level(self, view, label, y):
+        """A labelled horizontal line at y on a plot (a device's capacity)."""
+        self._send({"event": "level", "view": str(view), "label": str(label), "y": self._number("y", y)})
+
+    def span(self, view, lane, label, start, end):
+        """A span [start, end) in seconds on a lane of a timeline view."""
+        self._send({"event": "span", "view": str(view), "lane": str(lane), "label": str(label),
+                    "start": self._number("start", start), "end": self._number("end", end)})
+
+    def progress(self, done, total=0, label=""):
+        """How far the run is: done of total (0: unknown), with a short label ("epoch 2/3")."""
+        self._send({"event": "progress", "done": self._number("done", done), "total": self._number("total", total), "label": str(label)})
+
+    def device(self, device):
+        """Where the run computes, labelled as everywhere in GPU Lab (an emulated GPU says so)."""
+        torch = self._kernel.torch
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        emulated = device.type == "cuda" and torch.cuda.is_emulated(device)
+        self._send({"event": "device", "device": str(device), "label": torch._C._device_label(device), "emulated": bool(emulated)})
+
+    def record(self, event, **fields):
+        """A named set of fields for scripts: `gpulab-cli --json` prints {"event": event, fields...}."""
+        values = {}
+        for name, value in fields.items():
+            if hasattr(value, "item"):
+                value = value.item()
+            if not isinstance(value, (bool, int, float, str)):
+                raise TypeError(f"lab.record(): {name} must be a number, a bool or a string, not {type(value).__name__}")
+            values[name] = value
+        self._send({"event": str(event), **values})
 
     @staticmethod
     def _number(name, value):
@@ -154,8 +193,77 @@ class Lab:
         return value
 
     def _send(self, update):
+        self._check(update)
         kernel = self._kernel
         kernel.channel.send(event="lab", cell=kernel.cell, update=update)
+
+    def _check(self, update):
+        """The update's fields against the protocol's (engine/lab/lab_schema.h, which the window's decoder
+        follows too): a call that leaves one out or gives one of the wrong kind raises here, at the
+        line that made it, rather than being refused later by the window."""
+        if self._protocol is None:
+            self._protocol = self._kernel.torch._C._lab_protocol()
+        spec = self._protocol.get(update["event"])
+        if spec is None:
+            return  # a record: free fields
+        call = f"lab.{update['event']}()"
+        known = {f["name"] for f in spec["fields"]} | {"event"}
+        for name in update:
+            if name not in known:
+                raise TypeError(f"{call}: {spec['what']} has no field '{name}'")
+        for f in spec["fields"]:
+            if f["name"] not in update:
+                if f["required"]:
+                    raise TypeError(f"{call}: {spec['what']} needs '{f['name']}'")
+                continue
+            problem = self._field_problem(f, update[f["name"]])
+            if problem:
+                # A name outside its choices is a wrong value (ValueError); anything else, a wrong type.
+                raise (ValueError if "must be one of" in problem else TypeError)(f"{call}: '{f['name']}' {problem}")
+
+    def _field_problem(self, field, value):
+        """What is wrong with `value` for a field of the protocol, or None."""
+        def number(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        def object_problem(kind, v):
+            spec = self._protocol[kind]
+            if not isinstance(v, dict):
+                return f"must be {spec['what']}"
+            for f in spec["fields"]:
+                if f["name"] in v:
+                    problem = self._field_problem(f, v[f["name"]])
+                    if problem:
+                        return f"has {spec['what']} whose '{f['name']}' {problem}"
+                elif f["required"]:
+                    return f"has {spec['what']} without '{f['name']}'"
+            return None
+
+        kind = field["type"]
+        if kind == "text":
+            return None if isinstance(value, str) else f"must be a string, not {type(value).__name__}"
+        if kind == "number":
+            return None if number(value) else f"must be a number, not {type(value).__name__}"
+        if kind == "bool":
+            return None if isinstance(value, bool) else f"must be True or False, not {type(value).__name__}"
+        if kind == "numbers":
+            return None if isinstance(value, list) and all(number(v) for v in value) else "must be a list of numbers"
+        if kind == "cells":
+            return None if isinstance(value, list) and all(isinstance(v, (bool, int, float, str)) for v in value) \
+                else "must be numbers, strings or booleans"
+        if kind == "name":
+            return None if value in field["choices"] else f"must be one of {', '.join(field['choices'])}, not {value!r}"
+        if kind == "axis":
+            return object_problem("axis", value)
+        if kind in ("axes", "series"):
+            if not isinstance(value, list):
+                return f"must be a list, not {type(value).__name__}"
+            for item in value:
+                problem = object_problem("axis" if kind == "axes" else "series", item)
+                if problem:
+                    return problem
+            return None
+        return None
 
     # For the exercises' values (lessons/README.md): what a grader asks of the code the learner left.
 

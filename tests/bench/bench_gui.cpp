@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     QElapsedTimer wall;
     wall.start();
     window.plotPanel()->beginRun(kSettings);  // as MainWindow::startRun does: fresh curves for the run
-    window.runner().start("train", kSettings);
+    window.runner().start(gpulab::labs::makeLab("train"), kSettings);
     finished.wait(600000);
     probe.stop();
     guiBusySeconds += threadCpuSeconds() - cpu0;

@@ -1,0 +1,75 @@
+"""What devices this machine has, which one the lesson's code uses and why -- and a measured reason to
+care: the same matrix product timed on the CPU and, where one is usable, on the GPU.
+
+GPU Lab runs this file as it is, in a Python session of its own, with `import torch` giving its
+engine. `lab` (GPU Lab's) draws the run's views: lab.view declares a table or a chart, lab.row and
+lab.bar fill it, lab.measurement reports a number a challenge can grade. Everything else is PyTorch.
+"""
+import os
+import time
+
+import torch
+
+
+def list_devices():
+    """Step 1: what torch.cuda reports, as a table -- or why there is no GPU."""
+    available = torch.cuda.is_available()
+    print(f"torch.cuda.is_available() -> {available}")
+    if not available:
+        print(f"No usable GPU: {torch._C._cuda_unavailable_reason()}. Everything runs on the CPU.")
+    print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(not set)')}")
+    lab.view("devices", "Devices", kind="table",
+             columns=["device", "name", "compute capability", "SMs", ("total memory", "bytes"), ("free memory", "bytes")])
+    for i in range(torch.cuda.device_count() if available else 0):
+        p = torch.cuda.get_device_properties(i)
+        free, total = torch.cuda.mem_get_info(i)
+        lab.row("devices", f"cuda:{i}", p.name, f"{p.major}.{p.minor}", p.multi_processor_count, total, free)
+    if not available:
+        print("GPU Lab's code cells can still use cuda:0: choose 'emulated GPU as cuda:0' above the lesson. Its tensors "
+              "live in memory of their own, computed by the CPU: the same-device rule and out-of-memory errors are "
+              "real there, its speed is not, so it is never timed.")
+
+
+def pick_device():
+    """Step 2: the line every script starts with."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    lab.device(device)
+    print(f"device = {device}")
+    return device
+
+
+def seconds_per_matmul(device, n, repeats):
+    """Step 3: one n x n product, a @ a, timed `repeats` times after a warm-up. A GPU runs its work
+    asynchronously, so the clock is read only after torch.cuda.synchronize()."""
+    a = torch.randn(n, n).to(device)
+    a @ a  # warm-up: the first product pays for threads, handles and the choice of kernel
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ a
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+def run(size=512, repeats=10, seed=0):
+    list_devices()
+    device = pick_device()
+    timed = ["cpu"] + ([device] if device.type == "cuda" else [])
+    lab.view("matmul", "Matrix product speed", kind="bars", y=("speed", "GFLOP/s"), series=[("gflops", "GFLOP/s")],
+             y_from_zero=True,
+             note="" if device.type == "cuda" else "Only the CPU is timed: there is no GPU here.")
+    flops = 2 * size**3
+    torch.manual_seed(seed)
+    seconds = {}
+    for i, d in enumerate(timed):
+        lab.progress(i, len(timed), f"timing matmul on {d}")
+        seconds[str(d)] = seconds_per_matmul(torch.device(d), size, repeats)
+        rate = flops / seconds[str(d)] / 1e9
+        lab.bar("matmul", "gflops", f"{d}, n = {size}", rate)  # each bar names its size: a reference run's may differ
+        lab.measurement(f"matmul on {d}", rate, "GFLOP/s")
+    if device.type == "cuda":
+        lab.measurement(f"speed-up of {device} over cpu", seconds["cpu"] / seconds[str(device)], "x")
+    lab.progress(1, 1)
+    lab.record("done", device=str(device))

@@ -1,0 +1,261 @@
+// The labs written in Python in their lessons' folders (app/course/python_lab.h): the shipped ones keep
+// the claims their C++ versions' tests asserted, and the mechanism -- a declaration checked when the
+// lesson loads, a run in a Python session of its own, Stop, errors -- holds for any lab a lessons
+// folder brings.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <chrono>
+#include <thread>
+
+#include "app/course/course.h"
+#include "app/notebook/python_environment.h"
+#include "engine/core/errors.h"
+#include "lab_runner.h"
+#include "test_util.h"
+
+using namespace gpulab;
+using test::RecordingSink;
+
+namespace {
+
+// A shipped lesson's Python lab, as its run blocks make it.
+std::unique_ptr<lab::Lab> shippedLab(const char* lessonId, const char* labId) {
+  static const course::Course shipped = course::loadCourse();
+  const course::Lesson* lesson = shipped.find(lessonId);
+  if (!lesson) qFatal("no lesson %s", lessonId);
+  return course::makeLab(*lesson, labId);
+}
+
+// A lesson folder with a Python lab of its own, "scratch": `code` in scratch_lab.py, one int
+// parameter `n` and the measurement "value".
+course::Course scratchCourse(const QTemporaryDir& dir, const QByteArray& code) {
+  test::writeFile(dir.filePath("01-scratch/scratch_lab.py"), code);
+  test::writeFile(dir.filePath("01-scratch/lesson.md"), R"md(---
+id: scratch
+title: Scratch
+chapter: Tests
+---
+```lab
+{"id": "scratch", "title": "Scratch", "code": "scratch_lab.py", "emulated_gpu": true,
+ "params": [{"name": "n", "type": "int", "default": 3, "min": 1, "max": 100, "description": "How many"}],
+ "measurements": [{"name": "value", "unit": ""}]}
+```
+
+```run
+{"lab": "scratch", "title": "Run it"}
+```
+)md");
+  return course::loadCourse(dir.path());
+}
+
+std::string errorOf(lab::Lab& theLab, const std::map<std::string, std::string>& settings = {}) {
+  RecordingSink sink;
+  try {
+    test::runLab(theLab, settings, sink);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+class PythonLabsTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    if (notebook::buildTreePackageDir().isEmpty()) QSKIP("GPU Lab's Python package is not built (GPULAB_PYTHON=OFF)");
+  }
+
+  void devicesLabMeasuresMatmul() {
+    RecordingSink sink;
+    test::runLab(*shippedLab("device-setup", "devices"), {{"size", "256"}, {"repeats", "3"}}, sink);
+    QVERIFY(test::measured(sink, "matmul on cpu") > 0.1);  // GFLOP/s
+    if (test::cudaUsable()) QVERIFY(test::measured(sink, "speed-up of cuda:0 over cpu") > 1.0);
+    QVERIFY(std::any_of(sink.messages.begin(), sink.messages.end(), [](const std::string& m) { return m.starts_with("device = "); }));
+    QVERIFY(std::any_of(sink.messages.begin(), sink.messages.end(), [](const std::string& m) { return m.starts_with("torch.cuda.is_available() -> "); }));
+    // Each bar names its size, so a reference run's bar of another n is not read as this one's.
+    const auto bars = sink.all<lab::Bar>();
+    QVERIFY(!bars.empty());
+    for (const lab::Bar& b : bars) QVERIFY2(b.category.ends_with(", n = 256"), b.category.c_str());
+    // It shows the machine as it is: without a GPU, nothing claims to be cuda.
+    const auto device = sink.all<lab::RunDevice>();
+    QCOMPARE(static_cast<int>(device.size()), 1);
+    QCOMPARE(QString::fromStdString(device.front().device), test::cudaUsable() ? QString("cuda:0") : QString("cpu"));
+    QCOMPARE(static_cast<int>(sink.rows("devices").size()), test::cudaUsable() ? static_cast<int>(cuda::availability().devices.size()) : 0);
+  }
+
+  // Stop ends the devices lab within 2 s, between products and within one product too large to run
+  // between two checks (8192 x 8192 takes ~10 s on a laptop's CPU): the interrupt, then the session.
+  void devicesLabStopsWithinTwoSeconds_data() {
+    QTest::addColumn<QString>("size");
+    QTest::addColumn<QString>("repeats");
+    QTest::newRow("many products") << "2048" << "100";
+    QTest::newRow("one huge product") << "8192" << "1";
+  }
+  void devicesLabStopsWithinTwoSeconds() {
+    QFETCH(QString, size);
+    QFETCH(QString, repeats);
+    RecordingSink sink;
+    auto devices = shippedLab("device-setup", "devices");
+    const double took = test::secondsToStop(*devices, {{"size", size.toStdString()}, {"repeats", repeats.toStdString()}}, 1500, sink);
+    qInfo("devices lab, size %s, repeats %s: returned %.3f s after Stop", qPrintable(size), qPrintable(repeats), took);
+    QVERIFY2(took >= 0, "the run ended before Stop");
+    QVERIFY2(took < 2.0, qPrintable(QString("Stop took %1 s").arg(took)));
+    QVERIFY(!sink.measured.count("matmul on cpu"));  // no number from a timing cut short
+  }
+
+  // The same-device lesson is done, not watched: on a real GPU or the emulated one, the broken code
+  // raises the engine's own error, and the fixed code runs.
+  void deviceRuleLabBreaksAndFixesTheRule_data() {
+    QTest::addColumn<QString>("which");
+    QTest::newRow("tensor + tensor") << "tensors";
+    QTest::newRow("model(input)") << "model";
+  }
+  void deviceRuleLabBreaksAndFixesTheRule() {
+    QFETCH(QString, which);
+    auto rule = shippedLab("same-device-rule", "device-rule");
+    RecordingSink broken, fixed;
+    test::runLab(*rule, {{"case", which.toStdString()}}, broken);
+    test::runLab(*rule, {{"case", which.toStdString()}, {"fixed", "true"}}, fixed);
+    QCOMPARE(static_cast<int>(broken.errors().size()), 1);
+    QVERIFY2(broken.errors().front().starts_with("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"),
+             broken.errors().front().c_str());
+    QCOMPARE(test::measured(broken, "device-mismatch errors"), 1.0);
+    QCOMPARE(test::measured(broken, "operations completed"), 1.0);  // the 0-dim scalar exception still runs
+    QVERIFY(fixed.errors().empty());
+    QCOMPARE(test::measured(fixed, "device-mismatch errors"), 0.0);
+    QCOMPARE(test::measured(fixed, "operations completed"), 2.0);
+    QCOMPARE(test::measured(fixed, "model forward passes completed"), which == "model" ? 1.0 : 0.0);
+    // Where it ran is labelled: an emulated device says so.
+    const auto device = broken.all<lab::RunDevice>();
+    QCOMPARE(static_cast<int>(device.size()), 1);
+    QCOMPARE(device.front().emulated, !test::cudaUsable());
+    QVERIFY2(device.front().label.find(device.front().emulated ? "emulated" : "cuda:0") != std::string::npos, device.front().label.c_str());
+  }
+
+  void deviceRuleLabRefusesTheCpuAsItsGpu() {
+    auto rule = shippedLab("same-device-rule", "device-rule");
+    RecordingSink sink;
+    QVERIFY_THROWS_EXCEPTION(ValueError, test::runLab(*rule, {{"device", "cpu"}}, sink));
+    const std::string e = errorOf(*rule, {{"device", "cpu"}});
+    QVERIFY2(e.starts_with("ValueError: the same-device rule needs a GPU to pair with the CPU; 'cpu' is not one"), e.c_str());
+  }
+
+  // The code panel shows the code that runs, and the form the parameters the file's run() takes.
+  void theDeclarationMatchesTheCode() {
+    const course::Course shipped = course::loadCourse();
+    for (const course::Lesson& lesson : shipped.lessons) {
+      for (const course::PythonLabSpec& spec : lesson.labs) {
+        const QString source = shipped.labSource(spec.id);
+        QVERIFY2(!source.isEmpty(), qPrintable(spec.id));
+        const QRegularExpressionMatch def = QRegularExpression("^def run\\(([^)]*)\\):", QRegularExpression::MultilineOption).match(source);
+        QVERIFY2(def.hasMatch(), qPrintable(spec.id + ": no def run(...):"));
+        QStringList names;
+        for (const QString& arg : def.captured(1).split(',')) names << arg.section('=', 0, 0).trimmed();
+        QStringList declared;
+        for (const lab::ParamSpec& p : spec.params) declared << QString::fromStdString(p.name);
+        QCOMPARE(names, declared);
+      }
+    }
+  }
+
+  // What a lessons folder's lab sends is checked as a C++ lab's is.
+  void aLabsUpdatesAreChecked() {
+    QTemporaryDir dir;
+    {
+      const course::Course c = scratchCourse(dir, "def run(n):\n    lab.point('nowhere', 'a', 1, 2)\n");
+      QVERIFY2(c.lessons[0].ok(), qPrintable(c.lessons[0].error));
+      const std::string e = errorOf(*course::makeLab(c.lessons[0], "scratch"));
+      QVERIFY2(e.find("nowhere") != std::string::npos, e.c_str());
+    }
+    {
+      const course::Course c = scratchCourse(dir, "def run(n):\n    lab.measurement('speed', n)\n");
+      const std::string e = errorOf(*course::makeLab(c.lessons[0], "scratch"));
+      QVERIFY2(e.find("the lab sent the measurement 'speed', which its ```lab block does not declare") != std::string::npos, e.c_str());
+    }
+    {
+      const course::Course c = scratchCourse(dir, "def run(n):\n    print('counted', n)\n    lab.measurement('value', n * 2)\n");
+      RecordingSink sink;
+      test::runLab(*course::makeLab(c.lessons[0], "scratch"), {{"n", "21"}}, sink);
+      QCOMPARE(test::measured(sink, "value"), 42.0);
+      QVERIFY(std::find(sink.messages.begin(), sink.messages.end(), "counted 21") != sink.messages.end());  // print() is the console
+    }
+  }
+
+  // A lab.* call is checked against the protocol's fields (engine/lab/lab_schema.h) where it is made,
+  // so the traceback points at the learner's line.
+  void aMalformedUpdateRaisesAtItsCall() {
+    QTemporaryDir dir;
+    const course::Course c = scratchCourse(dir, "def run(n):\n    lab.view('v', kind='pie', series=['a'])\n");
+    const std::string e = errorOf(*course::makeLab(c.lessons[0], "scratch"));
+    QVERIFY2(e.starts_with("ValueError: lab.view(): 'kind' must be one of line, stacked, bars, table, timeline, not 'pie'"), e.c_str());
+    QVERIFY2(e.find("scratch_lab.py>\", line 2, in run") != std::string::npos, e.c_str());
+    const course::Course c2 = scratchCourse(dir, "def run(n):\n    lab.view('v', series=[('a', 'A', 'wavy')])\n");
+    const std::string e2 = errorOf(*course::makeLab(c2.lessons[0], "scratch"));
+    QVERIFY2(e2.starts_with("ValueError: lab.view(): 'series' has a series whose 'style' must be one of line, dashed, points, steps"), e2.c_str());
+  }
+
+  void aLabThatRaisesFailsWithItsTraceback() {
+    QTemporaryDir dir;
+    const course::Course c = scratchCourse(dir, "def helper():\n    raise KeyError('oops')\n\ndef run(n):\n    helper()\n");
+    const std::string e = errorOf(*course::makeLab(c.lessons[0], "scratch"));
+    QVERIFY2(e.starts_with("KeyError: 'oops'"), e.c_str());
+    QVERIFY2(e.find("01-scratch/scratch_lab.py>\", line 2, in helper") != std::string::npos, e.c_str());
+  }
+
+  // A Python loop stops at once; Stop is never an error.
+  void aLabStopsWithinAFractionOfASecond() {
+    QTemporaryDir dir;
+    const course::Course c = scratchCourse(dir, "def run(n):\n    while True:\n        pass\n");
+    RecordingSink sink;
+    const double took = test::secondsToStop(*course::makeLab(c.lessons[0], "scratch"), {}, 800, sink);
+    qInfo("an endless loop returned %.3f s after Stop", took);
+    QVERIFY(took >= 0);
+    QVERIFY2(took < 0.3, qPrintable(QString::number(took)));
+  }
+
+  // The declaration is checked where the lesson loads, each mistake named with its line.
+  void aBadDeclarationIsALessonError_data() {
+    QTest::addColumn<QByteArray>("block");
+    QTest::addColumn<QString>("expected");
+    const QByteArray ok = R"({"id": "scratch", "title": "T", "code": "scratch_lab.py", "params": [], "measurements": []})";
+    QTest::newRow("a path") << QByteArray(ok).replace("scratch_lab.py", "../x.py") << "\"code\" must name a .py file in the lesson's folder";
+    QTest::newRow("missing file") << QByteArray(ok).replace("scratch_lab.py", "other.py") << "the lab's code other.py is not in the lesson's folder";
+    QTest::newRow("built-in id") << QByteArray(ok).replace("\"scratch\"", "\"train\"") << "'train' is the id of a built-in lab";
+    QTest::newRow("bad type") << QByteArray(ok).replace("[]", R"([{"name": "x", "type": "complex", "description": "d"}])")
+                              << "parameter 'x': unknown type 'complex'";
+    QTest::newRow("default out of range")
+        << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "x", "type": "int", "default": 0, "min": 1, "max": 2, "description": "d"}])")
+        << "invalid value '0' for parameter 'x'";
+    QTest::newRow("not a Python name")
+        << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "batch-size", "type": "bool", "default": true, "description": "d"}])")
+        << "parameter 'batch-size' is not a Python name";
+  }
+  void aBadDeclarationIsALessonError() {
+    QFETCH(QByteArray, block);
+    QFETCH(QString, expected);
+    QTemporaryDir dir;
+    test::writeFile(dir.filePath("01-scratch/scratch_lab.py"), "def run():\n    pass\n");
+    test::writeFile(dir.filePath("01-scratch/lesson.md"), "---\nid: scratch\ntitle: S\nchapter: C\n---\n```lab\n" + block + "\n```\n");
+    const course::Course c = course::loadCourse(dir.path());
+    QVERIFY2(c.lessons[0].error.contains("lesson.md:6: ") && c.lessons[0].error.contains(expected), qPrintable(c.lessons[0].error));
+  }
+
+  // A later lesson runs a lab an earlier one declared; an earlier one cannot run a later one's.
+  void aLabIsDeclaredByTheFirstLessonThatRunsIt() {
+    QTemporaryDir dir;
+    scratchCourse(dir, "def run(n):\n    pass\n");
+    test::writeFile(dir.filePath("00-before/lesson.md"), "---\nid: before\ntitle: B\nchapter: C\n---\n```run\n{\"lab\": \"scratch\"}\n```\n");
+    test::writeFile(dir.filePath("02-after/lesson.md"), "---\nid: after\ntitle: A\nchapter: C\n---\n```run\n{\"lab\": \"scratch\"}\n```\n");
+    const course::Course c = course::loadCourse(dir.path());
+    QVERIFY2(c.find("before")->error.contains("unknown lab 'scratch'"), qPrintable(c.find("before")->error));
+    QVERIFY2(c.find("after")->ok(), qPrintable(c.find("after")->error));
+    QVERIFY(c.labSource("scratch").contains("def run(n):"));
+  }
+};
+
+QTEST_GUILESS_MAIN(PythonLabsTest)
+#include "test_python_labs.moc"
