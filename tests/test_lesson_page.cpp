@@ -243,6 +243,31 @@ class TestLessonPage : public QObject {
     QVERIFY(w.selectLesson("mine"));
     QVERIFY(w.lessonPage()->externalCodeBanner()->isHidden());  // said once
   }
+
+  // A Python lab is the folder's code too, even in a lesson without cells.
+  void aFolderWhoseLabIsPythonSaysSo() {
+    QTemporaryDir lessons;
+    gpulab::test::writeFile(lessons.filePath("01-lab/probe_lab.py"), "def run():\n    print('ran')\n");
+    gpulab::test::writeFile(lessons.filePath("01-lab/lesson.md"), R"md(---
+id: lab
+title: Lab
+chapter: Mine
+---
+```lab
+{"id": "probe", "title": "Probe", "code": "probe_lab.py", "params": [], "measurements": []}
+```
+
+```run
+{"lab": "probe", "title": "Probe it"}
+```
+)md");
+    MainWindow w(lessons.path(), progressPath());
+    QVERIFY(w.selectLesson("lab"));
+    QVERIFY(w.lessonPage()->cells().isEmpty());
+    QVERIFY(!w.lessonPage()->externalCodeBanner()->isHidden());
+    QVERIFY2(w.lessonPage()->externalCodeBanner()->text()->text().contains("code cells and Python labs run on this machine"),
+             qPrintable(w.lessonPage()->externalCodeBanner()->text()->text()));
+  }
 };
 
 QTEST_MAIN(TestLessonPage)

@@ -23,6 +23,7 @@
 #include <QVBoxLayout>
 
 #include "app/gui/exercise_panel.h"
+#include "app/gui/warning_banner.h"
 #include "engine/runtime/cuda_runtime.h"
 
 namespace gpulab::app {
@@ -147,20 +148,9 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
   bar->addWidget(state_, 1, 1);
   bar->setColumnStretch(1, 1);
 
-  external_ = new QFrame;
-  external_->setObjectName("externalCode");
-  external_->setStyleSheet("#externalCode { background: #fff4ce; border: 1px solid #e0b000; border-radius: 3px; }");
-  externalText_ = new QLabel;
-  externalText_->setWordWrap(true);
-  externalText_->setTextFormat(Qt::PlainText);
   auto* understood = new QPushButton("Understood");
   understood->setObjectName("externalCodeUnderstood");
-  auto* ext = new QHBoxLayout(external_);
-  ext->setContentsMargins(8, 4, 4, 4);
-  ext->addWidget(new QLabel("⚠"), 0, Qt::AlignTop);
-  ext->addWidget(externalText_, 1);
-  ext->addWidget(understood, 0, Qt::AlignTop);
-  external_->hide();
+  external_ = new WarningBanner("externalCode", understood);
 
   layout_ = new QVBoxLayout;
   layout_->setContentsMargins(0, 0, 0, 0);
@@ -212,13 +202,18 @@ LessonPage::~LessonPage() {
 void LessonPage::setExternalFolder(const QString& folder, bool acknowledged) {
   externalFolder_ = folder;
   externalAcknowledged_ = acknowledged;
-  externalText_->setText("These lessons come from a folder outside GPU Lab (" + folder +
-                         "). Their code cells run on this machine, with your permissions, when you press Run — only run code you trust.");
+  external_->text()->setText("These lessons come from a folder outside GPU Lab (" + folder +
+                              "). Their code cells and Python labs run on this machine, with your permissions, when you press Run — "
+                              "only run code you trust.");
   updateExternalBanner();
 }
 
 void LessonPage::updateExternalBanner() {
-  external_->setVisible(!externalFolder_.isEmpty() && !externalAcknowledged_ && !cells_.isEmpty());
+  // Code of the folder's: a cell, or a Python lab one of the lesson's run blocks runs.
+  const bool runsCode = !cells_.isEmpty() || std::any_of(lesson_.runs.begin(), lesson_.runs.end(), [&](const course::RunBlock& r) {
+                          return std::any_of(lesson_.labs.begin(), lesson_.labs.end(), [&](const course::PythonLabSpec& l) { return l.id == r.lab; });
+                        });
+  external_->setVisible(!externalFolder_.isEmpty() && !externalAcknowledged_ && runsCode);
 }
 
 void LessonPage::showSessionState(const QString& text) { state_->setText(text); }

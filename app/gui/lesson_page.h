@@ -27,6 +27,7 @@
 #include "app/course/lesson.h"
 #include "app/course/progress_store.h"
 #include "app/gui/code_cell.h"
+#include "app/gui/warning_banner.h"
 
 class QComboBox;
 class QFrame;
@@ -70,7 +71,7 @@ class LessonPage final : public QWidget {
   QFrame* sessionBar() const { return sessionBar_; }
   QComboBox* deviceChoice() const { return device_; }
   QLabel* sessionState() const { return state_; }
-  QFrame* externalCodeBanner() const { return external_; }
+  WarningBanner* externalCodeBanner() const { return external_; }
   // A problem with what cell `cellId` sent (a lab protocol update the window refused), under the cell
   // as its error output.
   void showCellProblem(const QString& cellId, const QString& text);
@@ -105,8 +106,7 @@ class LessonPage final : public QWidget {
   QComboBox* device_;
   QPushButton* restart_;
   QLabel* state_;
-  QFrame* external_;
-  QLabel* externalText_;
+  WarningBanner* external_;
   QString externalFolder_;
   bool externalAcknowledged_ = false;
   QVector<QTextBrowser*> texts_;

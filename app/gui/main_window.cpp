@@ -40,6 +40,7 @@
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
 #include "app/gui/run_panel.h"
+#include "app/gui/warning_banner.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
@@ -145,24 +146,14 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   right->setStretchFactor(1, 1);
 
   // A banner above the lesson for problems with the progress file: the learner must see them.
-  progressBanner_ = new QFrame;
-  progressBanner_->setObjectName("progressBanner");
-  progressBanner_->setStyleSheet("#progressBanner { background: #fff4ce; border: 1px solid #e0b000; border-radius: 3px; }");
-  progressNotice_ = new QLabel;
-  progressNotice_->setObjectName("progressNotice");
-  progressNotice_->setWordWrap(true);
-  progressNotice_->setTextFormat(Qt::PlainText);
-  progressNotice_->setTextInteractionFlags(Qt::TextSelectableByMouse);  // the path can be copied
   auto* dismiss = new QToolButton;
   dismiss->setText("✕");
   dismiss->setToolTip("Hide this message");
   dismiss->setAutoRaise(true);
-  auto* bannerLayout = new QHBoxLayout(progressBanner_);
-  bannerLayout->setContentsMargins(8, 4, 4, 4);
-  bannerLayout->addWidget(new QLabel("⚠"), 0, Qt::AlignTop);
-  bannerLayout->addWidget(progressNotice_, 1);
-  bannerLayout->addWidget(dismiss, 0, Qt::AlignTop);
-  progressBanner_->hide();
+  progressBanner_ = new WarningBanner("progressBanner", dismiss);
+  progressNotice_ = progressBanner_->text();
+  progressNotice_->setObjectName("progressNotice");
+  progressNotice_->setTextInteractionFlags(Qt::TextSelectableByMouse);  // the path can be copied
   connect(dismiss, &QToolButton::clicked, progressBanner_, &QWidget::hide);
   // The lesson: its tabs, then the way on (the course map, the next lesson).
   lessonScreen_ = new QWidget;

@@ -31,6 +31,7 @@
 #include "app/course/progress_store.h"
 #include "app/course/reference_runs.h"
 #include "app/gui/lab_runner.h"
+#include "app/gui/warning_banner.h"
 
 class QTreeWidget;
 class QTextBrowser;
@@ -182,7 +183,7 @@ class MainWindow final : public QMainWindow {
   QLabel* runState_;
   QString viewsLesson_;  // the lesson whose runs the plots show (empty: none)
   QLabel* runDevice_;  // where the last run computes, as its lab says ("cuda:0 (emulated GPU — ...)")
-  QFrame* progressBanner_;
+  WarningBanner* progressBanner_;
   QLabel* progressNotice_;
   QDialog* about_ = nullptr;
   LabRunner runner_;
