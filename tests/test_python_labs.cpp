@@ -217,6 +217,31 @@ class PythonLabsTest : public QObject {
     QVERIFY2(took < 0.3, qPrintable(QString::number(took)));
   }
 
+  // Pause holds a lab at a progress update (the window's sink waits there, lab_runner.h): a Python
+  // lab's process is stopped meanwhile. The lab below spins for 1.2 s after its progress update while
+  // the sink holds that update 0.7 s: the process gets the CPU for about 0.5 s of it.
+  void aHeldProgressHoldsThePythonProcess() {
+    QTemporaryDir dir;
+    const course::Course c = scratchCourse(dir, R"py(import time
+def run(n):
+    w0, c0 = time.monotonic(), time.process_time()
+    lab.progress(1, 2, "held here")
+    while time.monotonic() - w0 < 1.2:
+        pass
+    lab.measurement("value", (time.process_time() - c0) / (time.monotonic() - w0))
+)py");
+    struct HoldingSink : RecordingSink {
+      void send(const lab::Update& u) override {
+        if (std::holds_alternative<lab::Progress>(u)) std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        RecordingSink::send(u);
+      }
+    } sink;
+    test::runLab(*course::makeLab(c.lessons[0], "scratch"), {}, sink);
+    const double share = test::measured(sink, "value");
+    qInfo("the lab's CPU share while its progress update was held 0.7 s of 1.2 s: %.2f", share);
+    QVERIFY2(share < 0.75, qPrintable(QString::number(share)));
+  }
+
   // The declaration is checked where the lesson loads, each mistake named with its line.
   void aBadDeclarationIsALessonError_data() {
     QTest::addColumn<QByteArray>("block");

@@ -216,6 +216,17 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
         throw ValueError("the lab sent the measurement '" + m->name + "', which its ```lab block does not declare");
       }
       printed.flush();  // what it printed before this update comes first
+      // At a progress update the window may hold the run (Pause, lab_runner.h): the lab's process is
+      // held meanwhile, as a C++ lab's thread waits there, and goes on when the sink returns.
+      const bool progress = std::holds_alternative<lab::Progress>(*update);
+      struct Held {
+        notebook::HeadlessSession& session;
+        bool on;
+        ~Held() {
+          if (on) session.suspend(false);
+        }
+      } held{session, progress};
+      if (progress) session.suspend(true);
       sink.sendOwned(std::move(*update));
     } catch (...) {
       refused = std::current_exception();

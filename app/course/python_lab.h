@@ -5,7 +5,8 @@
 // blocks and challenges are checked against when it loads, without starting Python -- and a run
 // calls the file's run(**settings) in a fresh notebook kernel (app/notebook), whose lab.view(...),
 // lab.point(...), ... updates and printed lines reach the MetricSink as a C++ lab's would. Stop
-// interrupts it (KeyboardInterrupt), and ends its process when one long engine operation holds it.
+// interrupts it (KeyboardInterrupt), and ends its process when one long engine operation holds it;
+// while the window holds it at a progress update (Pause), its process is stopped (SIGSTOP).
 #include <QJsonObject>
 #include <QString>
 #include <vector>

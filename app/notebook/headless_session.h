@@ -31,6 +31,8 @@ class HeadlessSession {
   // and a cell still running a second later -- inside one long engine operation, which Python cannot
   // interrupt -- ends with its session (the result says Interrupted; the session is then over).
   void setStopRequested(std::function<bool()> stopRequested) { stopRequested_ = std::move(stopRequested); }
+  // Holds the kernel's process where it is, or lets it go on (KernelProcess::suspend).
+  void suspend(bool suspended) { kernel_.suspend(suspended); }
   // Runs one cell and waits for its end (a cell past `timeoutMs` is interrupted, then reported as
   // such); measureValues as KernelProcess::run.
   CellResult run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues = std::nullopt,

@@ -66,6 +66,10 @@ void KernelProcess::stop() {
   if (!busyCells_.isEmpty() && process_.processId() > 0) ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
 }
 
+void KernelProcess::suspend(bool suspended) {
+  if (process_.processId() > 0) ::kill(static_cast<pid_t>(process_.processId()), suspended ? SIGSTOP : SIGCONT);
+}
+
 void KernelProcess::restart() { start(emulatedGpu_); }
 
 void KernelProcess::shutdown() {

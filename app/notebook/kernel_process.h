@@ -71,6 +71,9 @@ class KernelProcess : public QObject {
   // Ends the session at once (SIGKILL), whatever it is doing: for a Stop that an interrupt did not
   // end. No kernelDied follows.
   void kill();
+  // Holds the process where it is (SIGSTOP) or lets it go on (SIGCONT): a Python lab paused by the
+  // window stops computing, as a C++ lab's thread waits.
+  void suspend(bool suspended);
 
  signals:
   // The session is up: GPU Lab's torch's version, cuda:0's name ("cpu" without a CUDA device) and
