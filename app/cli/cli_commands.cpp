@@ -359,6 +359,9 @@ int labCommand(std::unique_ptr<lab::Lab> theLab, const QStringList& args, QTextS
     }
     theLab->check(params);
     if (userArgs) requireUsableDevice(params);
+    if (!snapshotPath.empty() && !theLab->runsInThisProcess()) {
+      throw ValueError("--memory-snapshot: the " + labId + " lab runs in a Python process of its own, whose memory this one cannot record");
+    }
     parsed.emplace(std::move(params));
   } catch (const std::exception& e) {
     fail(out, err, json, e);

@@ -47,6 +47,7 @@ class PythonLab final : public lab::Lab {
   // measurement its declaration does not list, or an update the protocol refuses, ends the run with
   // ValueError.
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
+  bool runsInThisProcess() const override { return false; }
 
   // The call a run makes, as Python: run(size=512, fixed=False, device="auto").
   static QString callFor(const lab::Params& params);

@@ -106,9 +106,13 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
   }
   {
     std::optional<MemoryHistory> history;  // recording starts here, on the thread that runs the lab
-    if (control_.recordMemoryHistory()) history.emplace();
+    if (control_.recordMemoryHistory() && theLab.runsInThisProcess()) history.emplace();
     BatchingSink sink(*this, control_, history ? &*history : nullptr);
     try {
+      if (control_.recordMemoryHistory() && !theLab.runsInThisProcess()) {
+        warnings.push_back("No memory history is recorded for this run: the lab runs in a Python process of its own. Its code can "
+                           "record one itself: torch.cuda.memory._record_memory_history(), then torch.cuda.memory._dump_snapshot(FILE).");
+      }
       for (const std::string& w : warnings) sink.warning(w);
       theLab.run(*params, sink, control_.stop);
     } catch (const std::exception& e) {

@@ -318,6 +318,9 @@ class Lab {
   virtual void check(const Params&) const {}
   // Runs to completion or until `stop` is requested; errors are thrown (the engine's exceptions).
   virtual void run(const Params& params, MetricSink& sink, const StopToken& stop) = 0;
+  // Whether its tensors live in this process. A lab that runs in a process of its own (a Python lab,
+  // app/course/python_lab.h) leaves nothing here for this process's memory history to record.
+  virtual bool runsInThisProcess() const { return true; }
 };
 
 }  // namespace gpulab::lab
