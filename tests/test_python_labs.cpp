@@ -85,6 +85,8 @@ class PythonLabsTest : public QObject {
     QCOMPARE(static_cast<int>(device.size()), 1);
     QCOMPARE(QString::fromStdString(device.front().device), test::cudaUsable() ? QString("cuda:0") : QString("cpu"));
     QCOMPARE(static_cast<int>(sink.rows("devices").size()), test::cudaUsable() ? static_cast<int>(cuda::availability().devices.size()) : 0);
+    // An empty table says why it is empty.
+    QCOMPARE(sink.checker.find("devices")->note.starts_with("No usable GPU: "), !test::cudaUsable());
   }
 
   // Stop ends the devices lab within 2 s, between products and within one product too large to run

@@ -15,11 +15,13 @@ def list_devices():
     """Step 1: what torch.cuda reports, as a table -- or why there is no GPU."""
     available = torch.cuda.is_available()
     print(f"torch.cuda.is_available() -> {available}")
-    if not available:
-        print(f"No usable GPU: {torch._C._cuda_unavailable_reason()}. Everything runs on the CPU.")
+    why = "" if available else f"No usable GPU: {torch._C._cuda_unavailable_reason()}. Everything runs on the CPU."
+    if why:
+        print(why)
     print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(not set)')}")
     lab.view("devices", "Devices", kind="table",
-             columns=["device", "name", "compute capability", "SMs", ("total memory", "bytes"), ("free memory", "bytes")])
+             columns=["device", "name", "compute capability", "SMs", ("total memory", "bytes"), ("free memory", "bytes")],
+             note=why)
     for i in range(torch.cuda.device_count() if available else 0):
         p = torch.cuda.get_device_properties(i)
         free, total = torch.cuda.mem_get_info(i)
