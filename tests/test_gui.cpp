@@ -256,7 +256,7 @@ class TestGui : public QObject {
       QCOMPARE(w.currentLessonId(), lesson.id);
       QVERIFY(w.lessonPage()->plainText().contains(lesson.title));
       // The code panel shows the lab's source: a Python lab's file, or a C++ lab's.
-      const bool python = std::any_of(lesson.labs.begin(), lesson.labs.end(), [&](const auto& l) { return l.id == lesson.runs.front().lab; });
+      const bool python = lesson.pythonLab(lesson.runs.front().lab) != nullptr;
       QVERIFY2(w.codeView()->toPlainText().contains(python ? "def run(" : "::run("), qPrintable(lesson.id));
       QCOMPARE(w.pageTabs()->tabText(w.pageTabs()->indexOf(w.codeView())), python ? QString("Lab code (Python)") : QString("Lab code (C++)"));
       QVERIFY(w.runPanel()->runButton()->isEnabled());

@@ -49,10 +49,13 @@ chapter: Tests
   return course::loadCourse(dir.path());
 }
 
+// What the run threw, "ValueError: " in front when it was one (the type a Python ValueError keeps).
 std::string errorOf(lab::Lab& theLab, const std::map<std::string, std::string>& settings = {}) {
   RecordingSink sink;
   try {
     test::runLab(theLab, settings, sink);
+  } catch (const ValueError& e) {
+    return std::string("ValueError: ") + e.what();
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -179,6 +182,24 @@ class PythonLabsTest : public QObject {
       QVERIFY2(e.find("the lab sent the measurement 'speed', which its ```lab block does not declare") != std::string::npos, e.c_str());
     }
     {
+      const course::Course c = scratchCourse(dir, "def run(n):\n    lab.measurement('value', n, 's')\n");
+      const std::string e = errorOf(*course::makeLab(c.lessons[0], "scratch"));
+      QVERIFY2(e.find("the lab sent the measurement 'value' in 's'; its ```lab block declares it in ''") != std::string::npos, e.c_str());
+    }
+    {
+      // A number no JSON line can carry is refused where it is given (it once dropped the whole line).
+      const course::Course c = scratchCourse(dir, "def run(n):\n    lab.measurement('value', float('nan'))\n");
+      const std::string e = errorOf(*course::makeLab(c.lessons[0], "scratch"));
+      QVERIFY2(e.starts_with("ValueError: lab: value is nan, which no view can show"), e.c_str());
+    }
+    {
+      // A record may take any name but the updates' own ("series" and "axis" are objects inside a view).
+      const course::Course c = scratchCourse(dir, "def run(n):\n    lab.record('series', n=n)\n");
+      RecordingSink sink;
+      test::runLab(*course::makeLab(c.lessons[0], "scratch"), {}, sink);
+      QCOMPARE(static_cast<int>(sink.records("series").size()), 1);
+    }
+    {
       const course::Course c = scratchCourse(dir, "def run(n):\n    print('counted', n)\n    lab.measurement('value', n * 2)\n");
       RecordingSink sink;
       test::runLab(*course::makeLab(c.lessons[0], "scratch"), {{"n", "21"}}, sink);
@@ -257,6 +278,9 @@ def run(n):
     QTest::newRow("default out of range")
         << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "x", "type": "int", "default": 0, "min": 1, "max": 2, "description": "d"}])")
         << "invalid value '0' for parameter 'x'";
+    QTest::newRow("a keyword")
+        << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "lambda", "type": "bool", "default": true, "description": "d"}])")
+        << "parameter 'lambda' is not a Python name";
     QTest::newRow("not a Python name")
         << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "batch-size", "type": "bool", "default": true, "description": "d"}])")
         << "parameter 'batch-size' is not a Python name";
@@ -281,6 +305,21 @@ def run(n):
     QVERIFY2(c.find("before")->error.contains("unknown lab 'scratch'"), qPrintable(c.find("before")->error));
     QVERIFY2(c.find("after")->ok(), qPrintable(c.find("after")->error));
     QVERIFY(c.labSource("scratch").contains("def run(n):"));
+  }
+
+  // A lesson that cannot be loaded passes none of its labs on: a broken copy of a lesson cannot take
+  // its lab's id from the lesson itself.
+  void aBrokenLessonPassesNoLabOn() {
+    QTemporaryDir dir;
+    scratchCourse(dir, "def run(n):\n    pass\n");
+    QDir().mkpath(dir.filePath("00-copy"));
+    QFile::copy(dir.filePath("01-scratch/scratch_lab.py"), dir.filePath("00-copy/scratch_lab.py"));
+    QFile original(dir.filePath("01-scratch/lesson.md"));
+    QVERIFY(original.open(QIODevice::ReadOnly));
+    test::writeFile(dir.filePath("00-copy/lesson.md"), original.readAll().replace("id: scratch", "id: copy") + "\n```run\n{\"lab\": \"nope\"}\n```\n");
+    const course::Course c = course::loadCourse(dir.path());
+    QVERIFY2(c.find("copy")->error.contains("unknown lab 'nope'"), qPrintable(c.find("copy")->error));
+    QVERIFY2(c.find("scratch")->ok(), qPrintable(c.find("scratch")->error));
   }
 };
 

@@ -55,7 +55,7 @@ inline void writeFile(const QString& path, const QByteArray& text) {
 #ifdef GPULAB_SOURCE_DIR
 // A shipped Python lab in a test's lessons folder: the .py files of lessons/<shippedFolder> copied
 // into `lessonFolder`; returns the shipped lesson's ```lab block (fence included), to write into the
-// test's lesson. Empty (and a test failure) when there is none.
+// test's lesson; empty when there is none (the lesson written with it then fails to load).
 inline QByteArray copyShippedLab(const QString& lessonFolder, const char* shippedFolder) {
   const QDir shipped(QString(GPULAB_SOURCE_DIR "/lessons/") + shippedFolder);
   QDir().mkpath(lessonFolder);

@@ -20,8 +20,7 @@ const Lesson* Course::find(const QString& id) const {
 QString Course::labSource(const QString& labId) const {
   QString path;
   for (const Lesson& l : lessons)
-    for (const PythonLabSpec& spec : l.labs)
-      if (spec.id == labId) path = spec.path;
+    if (const PythonLabSpec* spec = l.pythonLab(labId)) path = spec->path;
   try {
     if (path.isEmpty()) path = root + "/" + QString::fromStdString(labs::makeLab(labId.toStdString())->sourcePath());
   } catch (const Error&) {
@@ -51,7 +50,9 @@ Course loadCourse(const QString& root) {
       const QByteArray bytes = f.read(kMaxLessonBytes + 1);
       lesson = parseLessonFile(bytes, path, std::max<qint64>(f.size(), bytes.size()), declared);
     }
-    if (lesson.labs.size() > declared.size()) declared = lesson.labs;  // with the labs it declares, for the lessons after it
+    // With the labs it declares, for the lessons after it -- unless it is broken: a draft or a copy
+    // must not take a lab's id away from the lesson that declares it.
+    if (lesson.ok()) declared = lesson.labs;
     course.lessons << lesson;
   }
 

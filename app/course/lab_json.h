@@ -30,7 +30,9 @@ namespace gpulab::course {
 
 QJsonObject toJson(const lab::Update& update);
 
-// Parses one update. On a malformed object returns nothing and sets `error` to what is wrong
+// Parses one update, strictly: a field of the wrong type is refused, not read as its default (a
+// recording or a kernel that writes one is broken, and says so). On a malformed object returns
+// nothing and sets `error` to what is wrong
 // ("a point needs 'view', 'series' (strings), 'x' (a list of numbers) and 'y' (a number)").
 std::optional<lab::Update> updateFromJson(const QJsonObject& o, QString* error);
 

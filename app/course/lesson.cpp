@@ -167,16 +167,16 @@ PythonLabSpec parseDeclaredLab(const QJsonObject& o, const Lesson& lesson, int l
 }
 
 std::unique_ptr<lab::Lab> findLab(const QVector<PythonLabSpec>& pythonLabs, const QString& id) {
-  for (const PythonLabSpec& spec : pythonLabs)
+  QStringList known;
+  for (const PythonLabSpec& spec : pythonLabs) {
     if (spec.id == id) return std::make_unique<PythonLab>(spec);
-  try {
-    return labs::makeLab(id.toStdString());
-  } catch (const ValueError& e) {
-    if (pythonLabs.isEmpty()) throw;
-    QStringList ids;
-    for (const PythonLabSpec& spec : pythonLabs) ids << spec.id;
-    throw ValueError(std::string(e.what()).insert(std::string(e.what()).find("known labs: ") + 12, ids.join(", ").toStdString() + ", "));
+    known << spec.id;
   }
+  for (auto& builtin : labs::makeBuiltinLabs()) {
+    if (builtin->id() == id.toStdString()) return std::move(builtin);
+    known << QString::fromStdString(builtin->id());
+  }
+  throw ValueError("unknown lab '" + id.toStdString() + "' (known labs: " + known.join(", ").toStdString() + ")");
 }
 
 RunBlock parseRun(const QJsonObject& o, int line, const QVector<PythonLabSpec>& pythonLabs) {
@@ -452,6 +452,12 @@ QString formatSize(qint64 bytes) {
 }
 
 std::unique_ptr<lab::Lab> makeLab(const Lesson& lesson, const QString& id) { return findLab(lesson.labs, id); }
+
+const PythonLabSpec* Lesson::pythonLab(const QString& labId) const {
+  for (const PythonLabSpec& spec : labs)
+    if (spec.id == labId) return &spec;
+  return nullptr;
+}
 
 Lesson parseLessonFile(const QByteArray& bytes, const QString& path, qint64 fileSize, const QVector<PythonLabSpec>& earlierLabs) {
   const qint64 size = fileSize >= 0 ? fileSize : bytes.size();

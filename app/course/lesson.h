@@ -114,13 +114,15 @@ struct Lesson {
   QVector<CodeBlock> cells;
   QVector<Exercise> exercises;
   QVector<RunBlock> runs;
-  // The Python labs this lesson can run: those its ```lab blocks declare, then those of the earlier
-  // lessons it was parsed after (a lab is declared in the first lesson that runs it).
+  // The Python labs this lesson can run: those of the earlier lessons (a lab is declared in the first
+  // lesson that runs it; only a lesson that loads cleanly passes its labs on), then its own.
   QVector<PythonLabSpec> labs;
   QVector<Quiz> quizzes;
   QString error;     // empty when the lesson loaded cleanly
   int idLine = 0;    // the front-matter line of "id:" (0 when there is none)
   bool ok() const { return error.isEmpty(); }
+  // The Python lab with this id among `labs`, or nullptr (a built-in lab, or none).
+  const PythonLabSpec* pythonLab(const QString& labId) const;
 };
 
 // Limits on a lesson file. Qt's Markdown import (QTextDocument::setMarkdown, Qt 6.4) costs time

@@ -55,8 +55,12 @@ lab::ParamSpec paramFrom(const QJsonValue& v) {
   const QJsonObject o = v.toObject();
   const QString name = text(o, "name", "lab block: a parameter");
   // The name is a keyword argument of the lab's run(): a Python identifier.
-  static const QRegularExpression identifier("^[A-Za-z_][A-Za-z0-9_]*$");
-  if (!identifier.match(name).hasMatch()) throw ValueError("lab block: parameter '" + str(name) + "' is not a Python name");
+  static const QRegularExpression identifier(QRegularExpression::anchoredPattern("[A-Za-z_][A-Za-z0-9_]*"));
+  static const std::set<QString> keywords{"False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+                                          "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
+                                          "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return",
+                                          "try", "while", "with", "yield"};
+  if (!identifier.match(name).hasMatch() || keywords.count(name)) throw ValueError("lab block: parameter '" + str(name) + "' is not a Python name");
   const std::string what = "lab block: parameter '" + str(name) + "'";
   const QString type = text(o, "type", what);
   const std::string description = str(text(o, "description", what));
@@ -144,7 +148,7 @@ PythonLabSpec parseLabDeclaration(const QJsonObject& o, const QString& lessonFol
   spec.id = text(o, "id", "lab block");
   spec.title = text(o, "title", "lab block");
   const QString code = text(o, "code", "lab block");
-  static const QRegularExpression fileName("^[A-Za-z0-9_]+\\.py$");
+  static const QRegularExpression fileName(QRegularExpression::anchoredPattern("[A-Za-z0-9_]+\\.py"));
   if (!fileName.match(code).hasMatch()) {
     throw ValueError("lab block: \"code\" must name a .py file in the lesson's folder, like \"device_rule_lab.py\" (found \"" + str(code) + "\")");
   }
@@ -192,65 +196,80 @@ QString PythonLab::callFor(const lab::Params& params) {
   return "run(" + args.join(", ") + ")";
 }
 
+namespace {
+
+// A Python exception as the engine's exception of the same kind (what the CLI names and --json
+// reports): its own line first, what a one-line report shows, then where it came from.
+[[noreturn]] void rethrowPythonError(const notebook::CellResult& r) {
+  const std::string where = r.traceback.isEmpty() ? std::string() : "\n\n" + str(r.traceback.trimmed());
+  const std::string message = str(r.message) + where;
+  if (r.errorType == "ValueError") throw ValueError(message);  // settings the lab refuses, as a C++ lab's
+  if (r.errorType == "IndexError") throw IndexError(message);
+  if (r.errorType == "NotImplementedError") throw NotImplementedError(message);
+  if (r.errorType == "OutOfMemoryError") throw OutOfMemoryError(message);
+  if (r.errorType == "OSError" || r.errorType == "FileNotFoundError") throw IOError(message);
+  throw Error(str(r.errorType) + ": " + message);  // RuntimeError's message, or another type named
+}
+
+}  // namespace
+
 void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) {
   QFile file(spec_.path);
   if (!file.open(QIODevice::ReadOnly)) throw Error("cannot read the " + id() + " lab's code, " + str(spec_.path));
   const QString source = QString::fromUtf8(file.readAll());
-  notebook::HeadlessSession session(spec_.emulatedGpu);
+  notebook::HeadlessSession session(spec_.emulatedGpu, 60000, [&] { return stop.stopRequested(); });
+  if (stop.stopRequested()) return;  // stopped while Python started
   if (!session.ok()) throw Error("the " + id() + " lab runs in Python, which did not start: " + str(session.error()));
+  session.holdAtProgress();
 
   // An update the sink refuses (the protocol's checker, an undeclared measurement) ends the run with
-  // its error; nothing the lab sends after it is passed on.
+  // its error; nothing the lab sends after it is passed on. Nothing thrown may cross the session's
+  // event loop: it is kept, and thrown once the run has ended.
   std::exception_ptr refused;
   PrintedLines printed(sink);
-  session.setOutputHandler([&](const QString& stream, const QString& text) {
-    if (!refused) printed.add(stream, text);
-  });
-  session.setLabUpdateHandler([&](const QJsonObject& o) {
+  auto guarded = [&](auto&& deliver) {
     if (refused) return;
     try {
-      QString error;
-      std::optional<lab::Update> update = updateFromJson(o, &error);
-      if (!update) throw ValueError("the lab sent an update the protocol does not know: " + str(error));
-      if (const auto* m = std::get_if<lab::Measurement>(&*update); m && !lab::findMeasurement(spec_.measurements, m->name)) {
-        throw ValueError("the lab sent the measurement '" + m->name + "', which its ```lab block does not declare");
-      }
-      printed.flush();  // what it printed before this update comes first
-      // At a progress update the window may hold the run (Pause, lab_runner.h): the lab's process is
-      // held meanwhile, as a C++ lab's thread waits there, and goes on when the sink returns.
-      const bool progress = std::holds_alternative<lab::Progress>(*update);
-      struct Held {
-        notebook::HeadlessSession& session;
-        bool on;
-        ~Held() {
-          if (on) session.suspend(false);
-        }
-      } held{session, progress};
-      if (progress) session.suspend(true);
-      sink.sendOwned(std::move(*update));
+      deliver();
     } catch (...) {
       refused = std::current_exception();
     }
+  };
+  session.setOutputHandler([&](const QString& stream, const QString& text) { guarded([&] { printed.add(stream, text); }); });
+  session.setLabUpdateHandler([&](const QJsonObject& o) {
+    guarded([&] {
+      QString error;
+      std::optional<lab::Update> update = updateFromJson(o, &error);
+      if (!update) throw ValueError("the lab sent an update the protocol does not know: " + str(error));
+      if (const auto* m = std::get_if<lab::Measurement>(&*update)) {
+        const lab::MeasurementSpec* spec = lab::findMeasurement(spec_.measurements, m->name);
+        if (!spec) throw ValueError("the lab sent the measurement '" + m->name + "', which its ```lab block does not declare");
+        if (spec->unit != m->unit) {
+          throw ValueError("the lab sent the measurement '" + m->name + "' in '" + m->unit + "'; its ```lab block declares it in '" +
+                           spec->unit + "'");
+        }
+      }
+      printed.flush();  // what it printed before this update comes first
+      const bool progress = std::holds_alternative<lab::Progress>(*update);
+      // At a progress update the window may hold the run (Pause, lab_runner.h): the lab waits in its
+      // lab.progress() call until the sink returns, as a C++ lab's thread waits there.
+      sink.sendOwned(std::move(*update));
+      if (progress) session.goOn();
+    });
   });
   session.setStopRequested([&] { return stop.stopRequested() || refused; });
 
   notebook::CellResult result = session.run(spec_.sourcePath, source, std::nullopt, INT_MAX);
   if (result.status == notebook::CellResult::Status::Ok) result = session.run("run", callFor(params), std::nullopt, INT_MAX);
-  if (!refused) printed.flush();
+  guarded([&] { printed.flush(); });
   if (refused) std::rethrow_exception(refused);
   switch (result.status) {
     case notebook::CellResult::Status::Ok: return;
     case notebook::CellResult::Status::Interrupted:
       if (stop.stopRequested()) return;  // Stop: the run ends where it was, as a C++ lab's does
       [[fallthrough]];
-    case notebook::CellResult::Status::Error: {
-      // The Python error's own line first (what a one-line report shows), then where it came from.
-      const std::string what = str(result.errorType + ": " + result.message + (result.traceback.isEmpty() ? "" : "\n\n" + result.traceback.trimmed()));
-      if (result.errorType == "ValueError") throw ValueError(what);  // settings the lab refuses, as a C++ lab's
-      throw Error(what);
-    }
-    case notebook::CellResult::Status::KernelDied:
-      throw Error("the " + id() + " lab's Python session ended: " + str(result.message));
+    case notebook::CellResult::Status::Error: rethrowPythonError(result);
+    case notebook::CellResult::Status::KernelDied: throw Error("the " + id() + " lab's Python session ended: " + str(result.message));
   }
 }
 

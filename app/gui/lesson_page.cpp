@@ -211,7 +211,7 @@ void LessonPage::setExternalFolder(const QString& folder, bool acknowledged) {
 void LessonPage::updateExternalBanner() {
   // Code of the folder's: a cell, or a Python lab one of the lesson's run blocks runs.
   const bool runsCode = !cells_.isEmpty() || std::any_of(lesson_.runs.begin(), lesson_.runs.end(), [&](const course::RunBlock& r) {
-                          return std::any_of(lesson_.labs.begin(), lesson_.labs.end(), [&](const course::PythonLabSpec& l) { return l.id == r.lab; });
+                          return lesson_.pythonLab(r.lab) != nullptr;
                         });
   external_->setVisible(!externalFolder_.isEmpty() && !externalAcknowledged_ && runsCode);
 }

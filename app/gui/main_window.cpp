@@ -482,7 +482,7 @@ void MainWindow::showRunSource() {
   }
   const QString& labId = lesson->runs[i].lab;
   const QString source = course_.labSource(labId);
-  const bool python = std::any_of(lesson->labs.begin(), lesson->labs.end(), [&](const course::PythonLabSpec& l) { return l.id == labId; });
+  const bool python = lesson->pythonLab(labId) != nullptr;
   codeHighlighter_->setDocument(python ? codeView_->document() : nullptr);
   pageTabs_->setTabText(pageTabs_->indexOf(codeView_), python ? "Lab code (Python)" : "Lab code (C++)");
   codeView_->setPlainText(source.isEmpty() ? "(the source of lab '" + labId + "' is not available)" : source);

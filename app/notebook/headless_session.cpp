@@ -5,7 +5,7 @@
 
 namespace gpulab::notebook {
 
-HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs) {
+HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs, const std::function<bool()>& stopRequested) {
   QEventLoop loop;
   bool ready = false;
   QObject::connect(&kernel_, &KernelProcess::ready, &loop, [&](const QString&, bool cuda, const QString& device, bool) {
@@ -20,8 +20,21 @@ HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs) {
   });
   QObject::connect(&kernel_, &KernelProcess::rawOutput, &loop, [&](const QString& text) { error_ += text; });
   QTimer::singleShot(startTimeoutMs, &loop, &QEventLoop::quit);
+  QTimer stopPoll;
+  bool stopped = false;
+  QObject::connect(&stopPoll, &QTimer::timeout, &loop, [&] {
+    if (!stopRequested()) return;
+    stopped = true;
+    loop.quit();
+  });
+  if (stopRequested) stopPoll.start(10);
   kernel_.start(emulatedGpu);
   loop.exec();
+  if (stopped && !ready) {
+    kernel_.kill();
+    error_ = "stopped while starting";
+    return;
+  }
   if (ready) error_.clear();
   else if (error_.isEmpty()) error_ = QString("the Python session did not start within %1 s").arg(startTimeoutMs / 1000);
   QObject::connect(&kernel_, &KernelProcess::output, &kernel_, [this](const QString&, const QString& name, const QString& text) {

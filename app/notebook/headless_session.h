@@ -14,8 +14,9 @@ namespace gpulab::notebook {
 class HeadlessSession {
  public:
   // Starts a kernel (the emulated GPU as cuda:0 when asked) and waits until it is ready; ok() says
-  // whether it is, error() why not.
-  explicit HeadlessSession(bool emulatedGpu, int startTimeoutMs = 60000);
+  // whether it is, error() why not. `stopRequested`, asked every 10 ms meanwhile, gives up the wait
+  // (the session is then not ok: "stopped while starting").
+  explicit HeadlessSession(bool emulatedGpu, int startTimeoutMs = 60000, const std::function<bool()>& stopRequested = {});
   bool ok() const { return error_.isEmpty(); }
   const QString& error() const { return error_; }
   bool cudaAvailable() const { return cuda_; }
@@ -31,8 +32,9 @@ class HeadlessSession {
   // and a cell still running a second later -- inside one long engine operation, which Python cannot
   // interrupt -- ends with its session (the result says Interrupted; the session is then over).
   void setStopRequested(std::function<bool()> stopRequested) { stopRequested_ = std::move(stopRequested); }
-  // Holds the kernel's process where it is, or lets it go on (KernelProcess::suspend).
-  void suspend(bool suspended) { kernel_.suspend(suspended); }
+  // Each lab.progress() waits for goOn() (KernelProcess::holdAtProgress).
+  void holdAtProgress() { kernel_.holdAtProgress(); }
+  void goOn() { kernel_.goOn(); }
   // Runs one cell and waits for its end (a cell past `timeoutMs` is interrupted, then reported as
   // such); measureValues as KernelProcess::run.
   CellResult run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues = std::nullopt,

@@ -66,9 +66,9 @@ void KernelProcess::stop() {
   if (!busyCells_.isEmpty() && process_.processId() > 0) ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
 }
 
-void KernelProcess::suspend(bool suspended) {
-  if (process_.processId() > 0) ::kill(static_cast<pid_t>(process_.processId()), suspended ? SIGSTOP : SIGCONT);
-}
+void KernelProcess::holdAtProgress() { process_.write(R"({"op": "hold_at_progress", "on": true})" "\n"); }
+
+void KernelProcess::goOn() { process_.write(R"({"op": "go_on"})" "\n"); }
 
 void KernelProcess::restart() { start(emulatedGpu_); }
 

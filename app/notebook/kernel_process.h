@@ -71,9 +71,10 @@ class KernelProcess : public QObject {
   // Ends the session at once (SIGKILL), whatever it is doing: for a Stop that an interrupt did not
   // end. No kernelDied follows.
   void kill();
-  // Holds the process where it is (SIGSTOP) or lets it go on (SIGCONT): a Python lab paused by the
-  // window stops computing, as a C++ lab's thread waits.
-  void suspend(bool suspended);
+  // A lab's session: each lab.progress() waits, from now on, until goOn() -- so that a lab the window
+  // holds at a progress update (Pause) waits there, as a C++ lab's thread does.
+  void holdAtProgress();
+  void goOn();
 
  signals:
   // The session is up: GPU Lab's torch's version, cuda:0's name ("cpu" without a CUDA device) and

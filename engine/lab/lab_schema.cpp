@@ -71,9 +71,11 @@ std::vector<UpdateDescription> describe() {
     using U = std::decay_t<decltype(u)>;
     out.push_back({Fields<U>::event, Fields<U>::what, fieldsOf<U>()});
   });
-  out.push_back({"axis", Fields<Axis>::what, fieldsOf<Axis>()});
-  out.push_back({"series", Fields<SeriesSpec>::what, fieldsOf<SeriesSpec>()});
   return out;
+}
+
+std::vector<UpdateDescription> describeObjects() {
+  return {{"axis", Fields<Axis>::what, fieldsOf<Axis>()}, {"series", Fields<SeriesSpec>::what, fieldsOf<SeriesSpec>()}};
 }
 
 }  // namespace gpulab::lab::schema

@@ -5,7 +5,8 @@
 // what `gpulab-cli --json` prints, what recordings store and replay, what the notebook kernel
 // sends) with its error messages, and the description the Python binding gives the notebook kernel
 // (`torch._C._lab_protocol()`), which checks each lab.view(...), lab.point(...), ... call against it
-// before sending. A new field is one line here. (Record, a named set of free fields, has no table.)
+// before sending. A new field is one line here (and, for a code cell or a Python lab to send it, an
+// argument of its lab.* method in kernel.py). Record, a named set of free fields, has no table.
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -183,9 +184,10 @@ struct UpdateDescription {
   std::string event, what;
   std::vector<FieldDescription> fields;
 };
-// Every update but Record, in the order of lab::Update; then an axis and a series (event "axis",
-// "series": the objects inside a view).
+// Every update but Record, in the order of lab::Update.
 std::vector<UpdateDescription> describe();
+// The objects inside a view: an axis and a series (their `event` is "axis" and "series").
+std::vector<UpdateDescription> describeObjects();
 // "text", "number", "numbers", "bool", "axis", "axes", "series", "cells", or "name" (an enum's): the
 // short names the description gives the Python binding.
 const char* typeName(FieldType type);

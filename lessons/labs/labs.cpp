@@ -77,6 +77,7 @@ std::vector<DeviceLeftovers> cleanDevices(std::vector<std::string>* problems) {
 
 std::vector<std::string> prepareRun(const lab::Lab& theLab, const lab::Params& params) {
   theLab.check(params);  // before anything is cleaned or run
+  if (!theLab.runsInThisProcess()) return {};  // it starts in a fresh process: nothing here can change what it measures
   std::vector<std::string> problems, warnings;
   const std::vector<DeviceLeftovers> left = cleanDevices(&problems);
   for (const std::string& p : problems) warnings.push_back("before the run, cleaning the devices met an error: " + p);

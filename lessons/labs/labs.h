@@ -37,7 +37,8 @@ std::vector<DeviceLeftovers> cleanDevices(std::vector<std::string>* problems = n
 // contradict one another), then cleanDevices(), so that what an earlier run left -- cached segments a
 // smaller fraction would then serve without asking, a peak, a cap -- cannot change what this run
 // measures. Returns the warnings to show before the run: memory a GPU still holds (an earlier run
-// leaked it), a device that failed to clean.
+// leaked it), a device that failed to clean. A lab that runs in a process of its own (a Python lab)
+// starts clean by itself: only its check is made.
 std::vector<std::string> prepareRun(const lab::Lab& lab, const lab::Params& params);
 
 // prepareRun, its warnings sent to the sink, then the run.

@@ -66,25 +66,32 @@ void bindRuntime(py::module_& m) {
   m.def("_blas_kernels", &blasKernelsSummary);
 
   // The lab protocol's fields (engine/lab/lab_schema.h), which the notebook kernel's lab.view(...),
-  // lab.point(...), ... check a call against before sending it: {event: {"what": "a point", "fields":
-  // [{"name", "type", "required", "choices"}, ...]}}.
+  // lab.point(...), ... check a call against before sending it: {"updates": {event: {"what": "a
+  // point", "fields": [{"name", "type", "required", "choices"}, ...]}}, "objects": {"axis": ...,
+  // "series": ...}}.
   m.def("_lab_protocol", []() {
-    py::dict out;
-    for (const lab::schema::UpdateDescription& u : lab::schema::describe()) {
-      py::list fields;
-      for (const lab::schema::FieldDescription& f : u.fields) {
-        py::dict d;
-        d["name"] = f.name;
-        d["type"] = lab::schema::typeName(f.type);
-        d["required"] = f.presence == lab::schema::Presence::Required;
-        d["choices"] = f.choices;
-        fields.append(d);
+    auto table = [](const std::vector<lab::schema::UpdateDescription>& descriptions) {
+      py::dict out;
+      for (const lab::schema::UpdateDescription& u : descriptions) {
+        py::list fields;
+        for (const lab::schema::FieldDescription& f : u.fields) {
+          py::dict d;
+          d["name"] = f.name;
+          d["type"] = lab::schema::typeName(f.type);
+          d["required"] = f.presence == lab::schema::Presence::Required;
+          d["choices"] = f.choices;
+          fields.append(d);
+        }
+        py::dict entry;
+        entry["what"] = u.what;
+        entry["fields"] = fields;
+        out[py::str(u.event)] = entry;
       }
-      py::dict entry;
-      entry["what"] = u.what;
-      entry["fields"] = fields;
-      out[py::str(u.event)] = entry;
-    }
+      return out;
+    };
+    py::dict out;
+    out["updates"] = table(lab::schema::describe());
+    out["objects"] = table(lab::schema::describeObjects());
     return out;
   });
 

@@ -6,6 +6,8 @@ starts it, sends it cells and reads what happens as JSON lines; a restart is a n
 
 In, on stdin, one JSON object per line:
     {"op": "run", "cell": "c1", "code": "x = torch.ones(3)\\nprint(x)"}
+    {"op": "hold_at_progress", "on": true}     (a lab's session: each lab.progress() then waits for
+    {"op": "go_on"}                              this line, which the window sends once it may go on)
     {"op": "run", "cell": "c1", "code": "...", "measure": {"values": {"loss is a number": "isinstance(total, float)"}}}
 With "measure" (an exercise's run: lessons/README.md), the finished event carries what the run
 measured -- errors, device-mismatch errors, out-of-memory errors (1 or 0), seconds, peak allocated
@@ -34,6 +36,7 @@ Text written below Python (the engine's own std::cout) goes to stderr, which the
 import ast
 import json
 import linecache
+import math
 import os
 import queue
 import signal
@@ -57,7 +60,9 @@ class _Channel:
         self._writer.start()
 
     def send(self, **event):
-        self._queue.put(json.dumps(event, allow_nan=True))
+        # No NaN or Infinity: the window's JSON reader refuses them, and would drop the whole line (the
+        # lab.* methods refuse such numbers where they are given).
+        self._queue.put(json.dumps(event, allow_nan=False))
 
     def _write(self):
         while True:
@@ -161,8 +166,11 @@ class Lab:
                     "start": self._number("start", start), "end": self._number("end", end)})
 
     def progress(self, done, total=0, label=""):
-        """How far the run is: done of total (0: unknown), with a short label ("epoch 2/3")."""
+        """How far the run is: done of total (0: unknown), with a short label ("epoch 2/3"). In a lab's
+        run the window may hold the run here (Pause): the call returns when it goes on."""
         self._send({"event": "progress", "done": self._number("done", done), "total": self._number("total", total), "label": str(label)})
+        if self._kernel.hold_at_progress:
+            self._kernel.wait_to_go_on()
 
     def device(self, device):
         """Where the run computes, labelled as everywhere in GPU Lab (an emulated GPU says so)."""
@@ -190,6 +198,8 @@ class Lab:
             value = value.item()
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"lab: {name} must be a number (a Python number or a one-element tensor), not {type(value).__name__}")
+        if not math.isfinite(value):
+            raise ValueError(f"lab: {name} is {value}, which no view can show (a loss that diverged?)")
         return value
 
     def _send(self, update):
@@ -203,7 +213,7 @@ class Lab:
         line that made it, rather than being refused later by the window."""
         if self._protocol is None:
             self._protocol = self._kernel.torch._C._lab_protocol()
-        spec = self._protocol.get(update["event"])
+        spec = self._protocol["updates"].get(update["event"])
         if spec is None:
             return  # a record: free fields
         call = f"lab.{update['event']}()"
@@ -227,7 +237,7 @@ class Lab:
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
         def object_problem(kind, v):
-            spec = self._protocol[kind]
+            spec = self._protocol["objects"][kind]
             if not isinstance(v, dict):
                 return f"must be {spec['what']}"
             for f in spec["fields"]:
@@ -300,6 +310,8 @@ class Lab:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"lab.log(): {name} must be a number (a Python number or a one-element tensor), "
                                 f"not {type(value).__name__}")
+            if not math.isfinite(value):
+                raise ValueError(f"lab.log(): {name} is {value}, which no plot can show: did the training diverge?")
             numbers[name] = float(value)
         kernel = self._kernel
         kernel.step = kernel.step + 1 if step is None else int(step)
@@ -315,6 +327,15 @@ class Kernel:
         self.logged = {}  # the last value of each name the running cell logged
         self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         self._running = threading.Event()
+        # A lab's session: lab.progress() waits for {"op": "go_on"} (the window has shown it, or held
+        # it while paused), so that a paused lab stops where a C++ lab stops and its timers see no pause.
+        self.hold_at_progress = False
+
+    def wait_to_go_on(self):
+        line = sys.stdin.readline()  # a Stop (KeyboardInterrupt) ends the wait
+        command = json.loads(line) if line.strip() else None
+        if not isinstance(command, dict) or command.get("op") != "go_on":
+            raise RuntimeError(f"the lab waited at lab.progress() for {{\"op\": \"go_on\"}}, and got {line.strip()[:200]!r}")
 
     def start(self):
         import torch
@@ -401,6 +422,8 @@ class Kernel:
                     value = value.item()
                 if not isinstance(value, (bool, int, float)):
                     raise TypeError(f"gave {type(value).__name__}, not a number or a bool")
+                if not math.isfinite(value):
+                    raise ValueError(f"gave {value}")
                 out.append({"name": name, "value": float(value), "unit": ""})
             except Exception as e:  # noqa: BLE001 - a value the run left no way to measure: said why
                 unmeasured[name] = f"{type(e).__name__}: {e}"
@@ -472,6 +495,9 @@ def main(argv):
             if not line:
                 break  # the window closed our stdin: the session is over
             command = json.loads(line)
+            if isinstance(command, dict) and command.get("op") == "hold_at_progress":
+                kernel.hold_at_progress = bool(command.get("on"))
+                continue
             if not isinstance(command, dict) or command.get("op") != "run" or "cell" not in command or "code" not in command:
                 channel.send(event="protocol_error", message=f"expected {{\"op\": \"run\", \"cell\": ..., \"code\": ...}}, got {line.strip()[:200]}")
                 continue
