@@ -241,9 +241,9 @@ class PythonLabsTest : public QObject {
   }
 
   // Pause holds a lab at a progress update (the window's sink waits there, lab_runner.h): a Python
-  // lab's process is stopped meanwhile. The lab below spins for 1.2 s after its progress update while
-  // the sink holds that update 0.7 s: the process gets the CPU for about 0.5 s of it.
-  void aHeldProgressHoldsThePythonProcess() {
+  // lab waits in its lab.progress() call meanwhile. The lab below spins until 1.2 s after it started,
+  // its progress update held 0.7 s: it gets the CPU for about 0.5 s of it.
+  void aHeldProgressHoldsThePythonLab() {
     QTemporaryDir dir;
     const course::Course c = scratchCourse(dir, R"py(import time
 def run(n):

@@ -6,7 +6,7 @@
 // calls the file's run(**settings) in a fresh notebook kernel (app/notebook), whose lab.view(...),
 // lab.point(...), ... updates and printed lines reach the MetricSink as a C++ lab's would. Stop
 // interrupts it (KeyboardInterrupt), and ends its process when one long engine operation holds it;
-// while the window holds it at a progress update (Pause), its process is stopped (SIGSTOP).
+// while the window holds it at a progress update (Pause), it waits in that lab.progress() call.
 #include <QJsonObject>
 #include <QString>
 #include <vector>
