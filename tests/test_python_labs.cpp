@@ -263,6 +263,21 @@ def run(n):
     const double share = test::measured(sink, "value");
     qInfo("the lab's CPU share while its progress update was held 0.7 s of 1.2 s: %.2f", share);
     QVERIFY2(share < 0.75, qPrintable(QString::number(share)));
+
+    // And the hold stays out of what the lab times after the update: 0.3 s of spinning measures 0.3 s.
+    const course::Course timed = scratchCourse(dir, R"py(import time
+def run(n):
+    lab.progress(1, 2, "held here")
+    start = time.monotonic()
+    while time.monotonic() - start < 0.3:
+        pass
+    lab.measurement("value", time.monotonic() - start)
+)py");
+    HoldingSink held;
+    test::runLab(*course::makeLab(timed.lessons[0], "scratch"), {}, held);
+    const double seconds = test::measured(held, "value");
+    qInfo("0.3 s timed right after a progress update held 0.7 s: %.3f s", seconds);
+    QVERIFY2(seconds < 0.6, qPrintable(QString::number(seconds)));
   }
 
   // The declaration is checked where the lesson loads, each mistake named with its line.
