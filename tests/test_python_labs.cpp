@@ -88,8 +88,33 @@ class PythonLabsTest : public QObject {
     QCOMPARE(static_cast<int>(device.size()), 1);
     QCOMPARE(QString::fromStdString(device.front().device), test::cudaUsable() ? QString("cuda:0") : QString("cpu"));
     QCOMPARE(static_cast<int>(sink.rows("devices").size()), test::cudaUsable() ? static_cast<int>(cuda::availability().devices.size()) : 0);
+    // Each timing is repeated, its spread shown: the median between the slowest and fastest round.
+    const auto rounds = sink.rows("rounds");
+    QCOMPARE(static_cast<int>(rounds.size()), test::cudaUsable() ? 2 : 1);
+    for (const lab::Row& r : rounds) {
+      const double median = std::get<double>(r.cells[2]), slowest = std::get<double>(r.cells[3]), fastest = std::get<double>(r.cells[4]);
+      QVERIFY2(slowest <= median && median <= fastest, qPrintable(QString("%1 %2 %3").arg(slowest).arg(median).arg(fastest)));
+    }
+    QCOMPARE(std::get<double>(rounds.front().cells[2]), test::measured(sink, "matmul on cpu"));
     // An empty table says why it is empty.
     QCOMPARE(sink.checker.find("devices")->note.starts_with("No usable GPU: "), !test::cudaUsable());
+  }
+
+  // The devices lab calls a device faster only when its slowest round beats the other's fastest.
+  void devicesLabClaimsASpeedUpOnlyBeyondTheSpread() {
+    const course::Course shipped = course::loadCourse();
+    QTemporaryDir dir;
+    const course::Course c = scratchCourse(dir, shipped.labSource("devices").toUtf8() + R"py(
+
+def run(n):  # the verdict on rounds of seconds per product: the CPU's, then the GPU's
+    said = [verdict([2.0, 3.0], [0.5, 1.0], "cuda:0"), verdict([1.0, 2.0], [1.5, 2.5], "cuda:0"), verdict([0.5, 1.0], [2.0, 3.0], "cuda:0")]
+    print(" / ".join(said))
+    ok = said[0].startswith("cuda:0 is faster") and said[1].startswith("No clear difference") and said[2].startswith("The CPU is faster")
+    lab.measurement("value", int(ok))
+)py");
+    RecordingSink sink;
+    test::runLab(*course::makeLab(c.lessons[0], "scratch"), {}, sink);
+    QCOMPARE(test::measured(sink, "value"), 1.0);
   }
 
   // Stop ends the devices lab within 2 s, between products and within one product too large to run

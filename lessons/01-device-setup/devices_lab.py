@@ -40,19 +40,35 @@ def pick_device():
     return device
 
 
+ROUNDS = 5  # a timing is repeated: one round can be slowed by whatever else the machine does
+
+
 def seconds_per_matmul(device, n, repeats):
-    """Step 3: one n x n product, a @ a, timed `repeats` times after a warm-up. A GPU runs its work
-    asynchronously, so the clock is read only after torch.cuda.synchronize()."""
+    """Step 3: one n x n product, a @ a, timed after a warm-up: ROUNDS rounds of `repeats` products,
+    seconds per product in each round. A GPU runs its work asynchronously, so the clock is read only
+    after torch.cuda.synchronize()."""
     a = torch.randn(n, n).to(device)
     a @ a  # warm-up: the first product pays for threads, handles and the choice of kernel
     if device.type == "cuda":
         torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ a
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats
+    rounds = []
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ a
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        rounds.append((time.perf_counter() - start) / repeats)
+    return sorted(rounds)
+
+
+def verdict(cpu, gpu, device):
+    """Step 4: a speed-up is claimed only when the spreads do not overlap."""
+    if max(gpu) < min(cpu):
+        return f"{device} is faster: its slowest round beat the CPU's fastest."
+    if max(cpu) < min(gpu):
+        return f"The CPU is faster at this size: its slowest round beat {device}'s fastest."
+    return "No clear difference: the rounds' spreads overlap."
 
 
 def run(size=512, repeats=10, seed=0):
@@ -62,16 +78,21 @@ def run(size=512, repeats=10, seed=0):
     lab.view("matmul", "Matrix product speed", kind="bars", y=("speed", "GFLOP/s"), series=[("gflops", "GFLOP/s")],
              y_from_zero=True,
              note="" if device.type == "cuda" else "Only the CPU is timed: there is no GPU here.")
+    lab.view("rounds", "Each timing's rounds", kind="table",
+             columns=["device", "n", ("median", "GFLOP/s"), ("slowest round", "GFLOP/s"), ("fastest round", "GFLOP/s")])
     flops = 2 * size**3
     torch.manual_seed(seed)
     seconds = {}
     for i, d in enumerate(timed):
         lab.progress(i, len(timed), f"timing matmul on {d}")
-        seconds[str(d)] = seconds_per_matmul(torch.device(d), size, repeats)
-        rate = flops / seconds[str(d)] / 1e9
+        seconds[str(d)] = rounds = seconds_per_matmul(torch.device(d), size, repeats)
+        rate = flops / rounds[len(rounds) // 2] / 1e9  # the median round
         lab.bar("matmul", "gflops", f"{d}, n = {size}", rate)  # each bar names its size: a reference run's may differ
+        lab.row("rounds", str(d), size, rate, flops / rounds[-1] / 1e9, flops / rounds[0] / 1e9)
         lab.measurement(f"matmul on {d}", rate, "GFLOP/s")
     if device.type == "cuda":
-        lab.measurement(f"speed-up of {device} over cpu", seconds["cpu"] / seconds[str(device)], "x")
+        cpu, gpu = seconds["cpu"], seconds[str(device)]
+        lab.measurement(f"speed-up of {device} over cpu", cpu[len(cpu) // 2] / gpu[len(gpu) // 2], "x")
+        print(verdict(cpu, gpu, device))
     lab.progress(1, 1)
     lab.record("done", device=str(device))
