@@ -1,11 +1,14 @@
 #include "app/course/lesson.h"
 
+#include <QFile>
 #include <QLocale>
+#include <QRegularExpression>
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -13,6 +16,7 @@
 
 #include "engine/core/errors.h"
 #include "lessons/labs/labs.h"
+#include "lessons/labs/training.h"
 
 namespace gpulab::course {
 namespace {
@@ -151,18 +155,134 @@ void checkAgainstLab(Challenge& c, const lab::Lab& theLab, int line) {
   }
 }
 
-// A ```lab block: a Python lab, whose id no other lab has.
-PythonLabSpec parseDeclaredLab(const QJsonObject& o, const Lesson& lesson, int line) {
-  PythonLabSpec spec;
-  try {
-    spec = parseLabDeclaration(o, lesson.folder);
-  } catch (const Error& e) {
-    throw LessonError{line, e.what()};
+// A number at `key` (required), or a whole number.
+double numberField(const QJsonObject& o, const char* key, const QString& what, int line) {
+  const QJsonValue v = o.value(key);
+  if (!v.isDouble()) throw LessonError{line, QString("%1: \"%2\" must be a number (found %3)").arg(what, key, jsonType(v))};
+  return v.toDouble();
+}
+std::int64_t integerField(const QJsonObject& o, const char* key, const QString& what, int line) {
+  const double d = numberField(o, key, what, line);
+  if (d != std::floor(d) || std::fabs(d) > 9007199254740992.0) throw LessonError{line, QString("%1: \"%2\" must be a whole number").arg(what, key)};
+  return static_cast<std::int64_t>(d);
+}
+
+// One of a ```lab block's "params": {"name", "type", "description", "default", ...} (lessons/README.md).
+lab::ParamSpec parseLabParam(const QJsonValue& v, int line) {
+  if (!v.isObject()) throw LessonError{line, QString("lab block: each of \"params\" must be an object {\"name\": ..., \"type\": ..., ...} (found %1)").arg(jsonType(v))};
+  const QJsonObject o = v.toObject();
+  const QString name = stringField(o, "name", "lab block: a parameter", line);
+  // The name is a keyword argument of the lab's run(): a Python identifier.
+  static const QRegularExpression identifier(QRegularExpression::anchoredPattern("[A-Za-z_][A-Za-z0-9_]*"));
+  static const std::set<QString> keywords{"False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+                                          "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
+                                          "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return",
+                                          "try", "while", "with", "yield"};
+  if (!identifier.match(name).hasMatch() || keywords.count(name)) throw LessonError{line, QString("lab block: parameter '%1' is not a Python name").arg(name)};
+  const QString what = QString("lab block: parameter '%1'").arg(name);
+  const QString type = stringField(o, "type", what, line);
+  const std::string n = name.toStdString(), description = stringField(o, "description", what, line).toStdString();
+  auto keys = [&](std::set<QString> known) {
+    known.insert({"name", "type", "description"});
+    checkKeys(o, known, what, QStringList(known.begin(), known.end()).join(", "), line);
+  };
+  if (type == "int") {
+    keys({"default", "min", "max"});
+    return lab::intParam(n, integerField(o, "default", what, line), integerField(o, "min", what, line), integerField(o, "max", what, line), description);
   }
+  if (type == "float") {
+    keys({"default", "min", "max"});
+    return lab::floatParam(n, numberField(o, "default", what, line), numberField(o, "min", what, line), numberField(o, "max", what, line), description);
+  }
+  if (type == "bool") {
+    keys({"default"});
+    if (!o.value("default").isBool()) throw LessonError{line, what + ": \"default\" must be true or false"};
+    return lab::boolParam(n, o.value("default").toBool(), description);
+  }
+  if (type == "choice") {
+    keys({"default", "choices"});
+    std::vector<std::string> choices;
+    for (const QJsonValue& c : o.value("choices").toArray()) {
+      if (!c.isString()) throw LessonError{line, what + ": \"choices\" must be a list of strings"};
+      choices.push_back(c.toString().toStdString());
+    }
+    if (choices.empty()) throw LessonError{line, what + ": \"choices\" must be a non-empty list of strings"};
+    return lab::choiceParam(n, stringField(o, "default", what, line).toStdString(), choices, description);
+  }
+  if (type == "text") {
+    keys({"default"});
+    return lab::textParam(n, stringField(o, "default", what, line).toStdString(), description);
+  }
+  if (type == "device") {
+    keys({"gpu_only"});
+    lab::ParamSpec spec = labs::deviceParam(n, description);
+    // gpu_only: a lab about the GPU side (the CPU is the other side of the same-device rule). The form
+    // offers no cpu, and auto means the GPU -- the emulated one without a real one, as the lab runs
+    // with emulated_gpu; the lab itself refuses cpu when it is typed.
+    const QJsonValue gpuOnly = o.value("gpu_only");
+    if (!gpuOnly.isUndefined() && !gpuOnly.isBool()) throw LessonError{line, what + ": \"gpu_only\" must be true or false"};
+    if (gpuOnly.toBool()) {
+      spec.suggestionLabels.front() = "auto (the GPU; without one, the emulated GPU)";
+      for (std::size_t i = spec.suggestions.size(); i-- > 0;) {
+        if (spec.suggestions[i] != "cpu") continue;
+        spec.suggestions.erase(spec.suggestions.begin() + static_cast<std::ptrdiff_t>(i));
+        spec.suggestionLabels.erase(spec.suggestionLabels.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    return spec;
+  }
+  throw LessonError{line, QString("%1: unknown type '%2' (int, float, bool, choice, text, device)").arg(what, type)};
+}
+
+// A ```lab block: a Python lab in the lesson's folder (python_lab.h), whose id no other lab has:
+//   {"id": "device-rule", "title": "The same-device rule", "code": "device_rule_lab.py", "emulated_gpu": true,
+//    "params": [{"name": "fixed", "type": "bool", "default": false, "description": "..."}, ...],
+//    "measurements": [{"name": "device-mismatch errors", "unit": ""}, ...]}
+PythonLabSpec parseLab(const QJsonObject& o, const Lesson& lesson, int line) {
+  const QString what = "lab block";
+  checkKeys(o, {"id", "title", "code", "emulated_gpu", "params", "measurements"}, what, "id, title, code, emulated_gpu, params, measurements", line);
+  PythonLabSpec spec;
+  spec.id = stringField(o, "id", what, line);
+  spec.title = stringField(o, "title", what, line, spec.id);
+  if (spec.id.isEmpty()) throw LessonError{line, what + ": missing \"id\""};
   for (const PythonLabSpec& known : lesson.labs)
     if (known.id == spec.id) throw LessonError{line, QString("lab block: a lab '%1' is already declared (by %2)").arg(spec.id, known.sourcePath)};
   for (const auto& builtin : labs::makeBuiltinLabs())
     if (builtin->id() == spec.id.toStdString()) throw LessonError{line, QString("lab block: '%1' is the id of a built-in lab").arg(spec.id)};
+  const QString code = stringField(o, "code", what, line);
+  static const QRegularExpression fileName(QRegularExpression::anchoredPattern("[A-Za-z0-9_]+\\.py"));
+  if (!fileName.match(code).hasMatch()) {
+    throw LessonError{line, QString("lab block: \"code\" must name a .py file in the lesson's folder, like \"device_rule_lab.py\" (found \"%1\")").arg(code)};
+  }
+  spec.sourcePath = lesson.folder.section('/', -1) + "/" + code;
+  spec.path = lesson.folder + "/" + code;
+  if (!QFile::exists(spec.path)) throw LessonError{line, QString("lab block: the lab's code %1 is not in the lesson's folder").arg(code)};
+  if (const QJsonValue e = o.value("emulated_gpu"); !e.isUndefined()) {
+    if (!e.isBool()) throw LessonError{line, what + ": \"emulated_gpu\" must be true or false"};
+    spec.emulatedGpu = e.toBool();
+  }
+  if (!o.value("params").isArray()) throw LessonError{line, what + ": \"params\" must be a list of parameters"};
+  std::set<std::string> names;
+  for (const QJsonValue& v : o.value("params").toArray()) {
+    spec.params.push_back(parseLabParam(v, line));
+    if (!names.insert(spec.params.back().name).second) {
+      throw LessonError{line, QString("lab block: parameter '%1' is declared twice").arg(QString::fromStdString(spec.params.back().name))};
+    }
+  }
+  try {
+    lab::Params defaults(spec.params);  // each default must be an allowed value
+    for (const lab::ParamSpec& p : spec.params) defaults.setValue(p.name, p.defaultValue);
+  } catch (const Error& e) {
+    throw LessonError{line, QString("lab block: %1").arg(e.what())};
+  }
+  if (!o.value("measurements").isArray()) throw LessonError{line, what + ": \"measurements\" must be a list of {\"name\": ..., \"unit\": ...}"};
+  for (const QJsonValue& v : o.value("measurements").toArray()) {
+    const QJsonObject m = v.toObject();
+    checkKeys(m, {"name", "unit"}, "lab block: a measurement", "name, unit", line);
+    const QString name = stringField(m, "name", "lab block: a measurement", line);
+    if (name.isEmpty()) throw LessonError{line, "lab block: a measurement without \"name\""};
+    spec.measurements.push_back({name.toStdString(), stringField(m, "unit", "lab block: a measurement", line).toStdString()});
+  }
   return spec;
 }
 
@@ -589,7 +709,7 @@ Lesson parseLesson(const QString& text, const QString& path, const QVector<Pytho
         if (kind == "lab") {
           // A Python lab, declared for this lesson's run blocks and the later lessons'; it shows as
           // the code the run blocks run, not in the text.
-          lesson.labs << parseDeclaredLab(o, lesson, start);
+          lesson.labs << parseLab(o, lesson, start);
           continue;
         }
         if (kind == "run") {

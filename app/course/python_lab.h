@@ -7,14 +7,16 @@
 // lab.point(...), ... updates and printed lines reach the MetricSink as a C++ lab's would. Stop
 // interrupts it (KeyboardInterrupt), and ends its process when one long engine operation holds it;
 // while the window holds it at a progress update (Pause), it waits in that lab.progress() call.
-#include <QJsonObject>
 #include <QString>
+#include <utility>
 #include <vector>
 
 #include "engine/lab/lab.h"
 
 namespace gpulab::course {
 
+// A Python lab as a lesson's ```lab block declares it (parsed in lesson.cpp; its format is in
+// lessons/README.md).
 struct PythonLabSpec {
   QString id, title;
   QString sourcePath;  // relative to the lessons' root: "02-same-device-rule/device_rule_lab.py"
@@ -25,15 +27,6 @@ struct PythonLabSpec {
   std::vector<lab::ParamSpec> params;
   std::vector<lab::MeasurementSpec> measurements;
 };
-
-// Parses a ```lab block of the lesson in `lessonFolder` (":/lessons/02-same-device-rule"):
-//   {"id": "device-rule", "title": "The same-device rule", "code": "device_rule_lab.py", "emulated_gpu": true,
-//    "params": [{"name": "fixed", "type": "bool", "default": false, "description": "..."}, ...],
-//    "measurements": [{"name": "device-mismatch errors", "unit": ""}, ...]}
-// A parameter's type is int or float (with min and max), bool, choice (with choices), text, or device
-// (auto, cpu, cuda or cuda:N, offered as this machine's devices; with "gpu_only": true, cpu is not
-// offered and auto reads as the GPU). Throws ValueError saying what is wrong.
-PythonLabSpec parseLabDeclaration(const QJsonObject& o, const QString& lessonFolder);
 
 class PythonLab final : public lab::Lab {
  public:

@@ -5,7 +5,8 @@
 
 namespace gpulab::notebook {
 
-HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs, const std::function<bool()>& stopRequested) {
+HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs, std::function<bool()> stopRequested)
+    : stopRequested_(std::move(stopRequested)) {
   QEventLoop loop;
   bool ready = false;
   QObject::connect(&kernel_, &KernelProcess::ready, &loop, [&](const QString&, bool cuda, const QString& device, bool) {
@@ -23,11 +24,11 @@ HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs, const std
   QTimer stopPoll;
   bool stopped = false;
   QObject::connect(&stopPoll, &QTimer::timeout, &loop, [&] {
-    if (!stopRequested()) return;
+    if (!stopRequested_()) return;
     stopped = true;
     loop.quit();
   });
-  if (stopRequested) stopPoll.start(10);
+  if (stopRequested_) stopPoll.start(10);
   kernel_.start(emulatedGpu);
   loop.exec();
   if (stopped && !ready) {

@@ -14,9 +14,12 @@ namespace gpulab::notebook {
 class HeadlessSession {
  public:
   // Starts a kernel (the emulated GPU as cuda:0 when asked) and waits until it is ready; ok() says
-  // whether it is, error() why not. `stopRequested`, asked every 10 ms meanwhile, gives up the wait
-  // (the session is then not ok: "stopped while starting").
-  explicit HeadlessSession(bool emulatedGpu, int startTimeoutMs = 60000, const std::function<bool()>& stopRequested = {});
+  // whether it is, error() why not. `stopRequested`, when given, is asked every 10 ms while the kernel
+  // starts and while a cell runs: when it says true, the start is given up (the session is then not
+  // ok: "stopped while starting"), or the cell is interrupted (KeyboardInterrupt) -- and a cell still
+  // running a second later, inside one long engine operation, which Python cannot interrupt, ends
+  // with its session (the result says Interrupted; the session is then over).
+  explicit HeadlessSession(bool emulatedGpu, int startTimeoutMs = 60000, std::function<bool()> stopRequested = {});
   bool ok() const { return error_.isEmpty(); }
   const QString& error() const { return error_; }
   bool cudaAvailable() const { return cuda_; }
@@ -28,10 +31,6 @@ class HeadlessSession {
   // What the cell sends through the lab protocol (lab.view(...), lab.point(...), ...), in its JSON form.
   using LabUpdateHandler = std::function<void(const QJsonObject& update)>;
   void setLabUpdateHandler(LabUpdateHandler handler) { onLabUpdate_ = std::move(handler); }
-  // Asked every 10 ms while a cell runs: when it says true, the cell is interrupted (KeyboardInterrupt),
-  // and a cell still running a second later -- inside one long engine operation, which Python cannot
-  // interrupt -- ends with its session (the result says Interrupted; the session is then over).
-  void setStopRequested(std::function<bool()> stopRequested) { stopRequested_ = std::move(stopRequested); }
   // Each lab.progress() waits for goOn() (KernelProcess::holdAtProgress).
   void holdAtProgress() { kernel_.holdAtProgress(); }
   void goOn() { kernel_.goOn(); }
