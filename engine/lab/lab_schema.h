@@ -200,18 +200,26 @@ std::vector<std::string> choices(FieldType type);
 
 namespace gpulab::lab::schema {
 
+namespace detail {
+
+template <class U, class F>
+void visitUpdate(F& f) {
+  if constexpr (!std::is_same_v<U, Record>) f(U{});
+}
+
+template <class F, std::size_t... I>
+void visitUpdates(F& f, std::index_sequence<I...>) {
+  (visitUpdate<std::variant_alternative_t<I, Update>>(f), ...);
+}
+
+}  // namespace detail
+
 // Calls f(U{}) -- a value-initialised update -- for each update of lab::Update that has a table (all but
-// Record), in the variant's order.
+// Record), in the variant's order. (Plain function templates: clang 14 crashes on a templated lambda
+// doing the same.)
 template <class F>
 void forEachUpdate(F&& f) {
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (
-        [&] {
-          using U = std::variant_alternative_t<I, Update>;
-          if constexpr (!std::is_same_v<U, Record>) f(U{});
-        }(),
-        ...);
-  }(std::make_index_sequence<std::variant_size_v<Update>>{});
+  detail::visitUpdates(f, std::make_index_sequence<std::variant_size_v<Update>>{});
 }
 
 }  // namespace gpulab::lab::schema
