@@ -252,7 +252,7 @@ class TestCourse : public QObject {
 
   void aBrokenLessonLeavesTheOthersUsable() {
     QTemporaryDir dir;
-    gpulab::test::writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + "```run\n{\"lab\": \"memory\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + "```run\n{\"lab\": \"amp\"}\n```\n");
     gpulab::test::writeFile(dir.filePath("02-bad/lesson.md"), "---\nid: bad\ntitle: Bad\nchapter: Tests\n---\n```run\n{\"lab\": \"rm -rf\"}\n```\n");
     QDir().mkpath(dir.filePath("03-empty"));
     const Course c = loadCourse(dir.path());
@@ -643,7 +643,7 @@ class TestCourse : public QObject {
     QTemporaryDir dir;
     const QByteArray header = "---\nid: shared\ntitle: T\nchapter: C\n---\n";
     gpulab::test::writeFile(dir.filePath("01-draft/lesson.md"), header + "```run\n{\"lab\": \"trian\"}\n```\n");
-    gpulab::test::writeFile(dir.filePath("02-real/lesson.md"), header + "```run\n{\"lab\": \"memory\"}\n```\n");
+    gpulab::test::writeFile(dir.filePath("02-real/lesson.md"), header + "```run\n{\"lab\": \"amp\"}\n```\n");
     gpulab::test::writeFile(dir.filePath("03-copy/lesson.md"), header + "Text\n");
     const Course c = loadCourse(dir.path());
     QCOMPARE(c.lessons.size(), 3);

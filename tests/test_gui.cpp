@@ -1842,11 +1842,11 @@ class TestGui : public QObject {
   // turned on (File > Record memory history; off by default, as torch.cuda.memory._record_memory_history).
   void theMemoryHistoryExportsAsAPickle() {
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
-    QVERIFY(w.selectLesson("where-memory-goes"));  // a C++ lab: its tensors live in this process
+    QVERIFY(w.selectLesson("training-loop"));  // a C++ lab: its tensors live in this process
     QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());  // until a run has ended
     QVERIFY(!w.recordMemoryHistoryAction()->isChecked());
     QSignalSpy finished(&w, &MainWindow::runFinished);
-    QVERIFY(w.runPanel()->setParameter("start_batch", "256"));
+    QVERIFY(w.runPanel()->setParameter("epochs", "2"));
     w.startRun();
     QVERIFY(finished.wait(60000));
     QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());  // nothing was recorded
@@ -1860,8 +1860,8 @@ class TestGui : public QObject {
       QVERIFY2(w.runPanel()->consoleText().contains("No memory history is recorded for this run: the lab runs in a Python process"),
                qPrintable(w.runPanel()->consoleText()));
       QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());
-      QVERIFY(w.selectLesson("where-memory-goes"));
-      QVERIFY(w.runPanel()->setParameter("start_batch", "256"));
+      QVERIFY(w.selectLesson("training-loop"));
+      QVERIFY(w.runPanel()->setParameter("epochs", "2"));
     }
     w.startRun();
     QVERIFY(finished.wait(60000));

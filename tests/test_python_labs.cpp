@@ -11,6 +11,7 @@
 #include "app/course/course.h"
 #include "app/notebook/python_environment.h"
 #include "engine/core/errors.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "lab_runner.h"
 #include "test_util.h"
 
@@ -60,6 +61,14 @@ std::string errorOf(lab::Lab& theLab, const std::map<std::string, std::string>& 
     return e.what();
   }
   return {};
+}
+
+// Time -> the live bytes of all categories together, from the memory lab's stacked view.
+std::map<double, double> stackedMemory(const RecordingSink& sink) {
+  std::map<double, double> stacked;
+  for (const char* c : {"parameter", "gradient", "optimizer_state", "activation", "input_batch", "workspace", "other"})
+    for (const lab::Point& p : sink.points("memory", c)) stacked[p.x[0]] += p.y;
+  return stacked;
 }
 
 }  // namespace
@@ -183,8 +192,8 @@ def run(n):  # the verdict on rounds of seconds per product: the CPU's, then the
         QVERIFY2(!source.isEmpty(), qPrintable(spec.id));
         const QRegularExpressionMatch def = QRegularExpression("^def run\\(([^)]*)\\):", QRegularExpression::MultilineOption).match(source);
         QVERIFY2(def.hasMatch(), qPrintable(spec.id + ": no def run(...):"));
-        QStringList names;
-        for (const QString& arg : def.captured(1).split(',')) names << arg.section('=', 0, 0).trimmed();
+        QStringList names;  // each parameter has a default: "name=" (a default may hold commas: "256,128")
+        for (auto it = QRegularExpression("(\\w+)\\s*=").globalMatch(def.captured(1)); it.hasNext();) names << it.next().captured(1);
         QStringList declared;
         for (const lab::ParamSpec& p : spec.params) declared << QString::fromStdString(p.name);
         QCOMPARE(names, declared);
@@ -360,6 +369,180 @@ def run(n):
     const course::Course c = course::loadCourse(dir.path());
     QVERIFY2(c.find("copy")->error.contains("unknown lab 'nope'"), qPrintable(c.find("copy")->error));
     QVERIFY2(c.find("scratch")->ok(), qPrintable(c.find("scratch")->error));
+  }
+
+  // ---- The memory lab (lessons 04-06, lessons/04-where-memory-goes/memory_lab.py), on cuda: the
+  // GPU, or the emulated GPU its session has where there is none.
+
+  void memoryLabSweepHitsTheLimitAndRecovers() {
+    RecordingSink sink;
+    test::runLab(*shippedLab("where-memory-goes", "memory"), {{"dataset", "regression"}, {"cap_mb", "4"}}, sink);
+    const auto ooms = sink.records("oom"), recoveries = sink.records("recovered");
+    QVERIFY(!ooms.empty());
+    const lab::Record& oom = ooms.front();
+    const std::string text = std::get<std::string>(*oom.find("message"));
+    QVERIFY2(text.starts_with("CUDA out of memory."), text.c_str());
+    QCOMPARE(oom.number("allocated_after_bytes"), oom.number("baseline_bytes"));  // the failed step's tensors are all gone
+    QCOMPARE(static_cast<int>(recoveries.size()), 1);
+    const lab::Record& rec = recoveries.front();
+    QCOMPARE(rec.number("effective_batch"), ooms.back().number("batch_size") * ooms.back().number("accumulate"));
+    QVERIFY(rec.number("accumulate") >= 2);
+    QVERIFY(std::isfinite(rec.number("loss")));
+    QCOMPARE(sink.measured["largest batch that fits"] * 2, ooms.front().number("batch_size"));
+    QCOMPARE(sink.measured["effective batch after recovery"], rec.number("effective_batch"));
+    // The error is shown as the engine raised it, marked on the timeline, and each attempt has a row.
+    QVERIFY(!sink.errors().empty() && sink.errors().front() == text);
+    const auto markers = sink.all<lab::Marker>();
+    QVERIFY(std::any_of(markers.begin(), markers.end(), [](const lab::Marker& m) { return m.kind == lab::MarkerKind::OutOfMemory; }));
+    std::map<std::string, std::size_t> results;  // the attempts table's "result" column
+    for (const lab::Row& row : sink.rows("attempts")) ++results[std::get<std::string>(row.cells[row.cells.size() - 2])];
+    QCOMPARE(results["out of memory"], ooms.size());
+    QCOMPARE(results["recovered"], std::size_t{1});
+    QVERIFY(results["fits"] >= 1);
+    // What memory held at the failure, by category, beside the request that failed.
+    QVERIFY(!sink.rows("oom-tensors").empty() && !sink.rows("oom-fixes").empty());
+    // Per-step records attribute memory to categories, and the stacked view shows them live.
+    const lab::Record first = sink.records("memory").front();
+    for (const char* c : {"parameter", "activation", "gradient", "optimizer_state", "input_batch"}) {
+      QVERIFY2(first.number(std::string("allocated_by_category.") + c) > 0, c);
+      const auto live = sink.points("memory", c);
+      QVERIFY2(!live.empty() && std::any_of(live.begin(), live.end(), [](const lab::Point& p) { return p.y > 0; }), c);
+    }
+    // Within a step, activations rise and fall again: the timeline is live, not one sample a step.
+    const auto activations = sink.points("memory", "activation");
+    double highest = 0;
+    for (const auto& p : activations) highest = std::max(highest, p.y);
+    QVERIFY(highest > 0 && activations.back().y < highest);
+  }
+
+  // Each step's peak dot sits on the step's spike -- where the stacked live bytes are near the peak --
+  // not at the step's end beside the next step's rise.
+  void memoryLabStepPeakSitsOnItsSpike() {
+    RecordingSink sink;
+    test::runLab(*shippedLab("where-memory-goes", "memory"),
+                 {{"dataset", "regression"}, {"mode", "report"}, {"hidden", "512,512"}, {"start_batch", "2048"}, {"steps", "3"}}, sink);
+    const std::map<double, double> stacked = stackedMemory(sink);
+    const auto peaks = sink.points("memory", "peak");
+    QCOMPARE(static_cast<int>(peaks.size()), 3);
+    for (const lab::Point& p : peaks) {
+      QVERIFY(stacked.count(p.x[0]) == 1);
+      QVERIFY2(stacked.at(p.x[0]) >= 0.8 * p.y,
+               qPrintable(QString("at %1 s: %2 bytes live under a %3-byte peak").arg(p.x[0]).arg(stacked.at(p.x[0])).arg(p.y)));
+    }
+  }
+
+  // The lesson says the stacked view shows del and empty_cache(): its markers are there, and after
+  // them the live bytes and the reserved line fall to 0; the bars and the record say the same.
+  void memoryLabReportShowsDelAndEmptyCache() {
+    RecordingSink sink;
+    // Weights of 16 MiB get segments of their own, which empty_cache() returns once they are freed.
+    test::runLab(*shippedLab("where-memory-goes", "memory"),
+                 {{"dataset", "regression"}, {"mode", "report"}, {"hidden", "2048,2048"}, {"start_batch", "512"}, {"steps", "2"}}, sink);
+    std::map<std::string, double> markers;
+    for (const lab::Marker& m : sink.all<lab::Marker>())
+      if (m.view == "memory") markers[m.label] = m.x[0];
+    QVERIFY(markers.count("del model, optimizer") && markers.count("empty_cache()"));
+    QVERIFY(markers.at("del model, optimizer") <= markers.at("empty_cache()"));
+    const auto reserved = sink.points("memory", "reserved");
+    QVERIFY(!reserved.empty());
+    QCOMPARE(reserved.back().y, 0.0);  // everything the run made is gone, its segments too
+    QVERIFY(reserved.back().x[0] >= markers.at("empty_cache()"));
+    QCOMPARE(test::measured(sink, "reserved after empty_cache()"), 0.0);
+    QVERIFY(test::measured(sink, "released by empty_cache()") > 0);
+    QCOMPARE(test::measured(sink, "released by empty_cache()"), test::measured(sink, "reserved after del"));
+    QCOMPARE(sink.points("memory", "parameter").back().y, 0.0);
+
+    const auto reports = sink.records("report");
+    QCOMPARE(static_cast<int>(reports.size()), 1);
+    const lab::Record& r = reports.front();
+    QCOMPARE(r.number("after.allocated_bytes"), r.number("before.allocated_bytes"));  // empty_cache frees no live tensor
+    QCOMPARE(r.number("after.reserved_bytes"), r.number("before.reserved_bytes") - r.number("released_bytes"));
+    QCOMPARE(r.find("driver_note") != nullptr, !test::cudaUsable());  // no driver view on the emulated GPU
+    // The same numbers as bars: del frees allocated memory but the cache keeps it reserved; then
+    // reserved falls by what empty_cache() released, and allocated stays.
+    std::map<std::string, double> bars;
+    for (const lab::Bar& b : sink.all<lab::Bar>()) bars[b.series + "/" + b.category] = b.value;
+    QVERIFY(bars["allocated/after training"] > bars["allocated/after del model, optimizer"]);
+    QCOMPARE(bars["reserved/after training"], bars["reserved/after del model, optimizer"]);
+    QCOMPARE(test::measured(sink, "freed by del (allocated)"), bars["allocated/after training"] - bars["allocated/after del model, optimizer"]);
+    QCOMPARE(bars["reserved/after del model, optimizer"] - bars["reserved/after empty_cache()"], r.number("released_bytes"));
+    QCOMPARE(bars["allocated/after del model, optimizer"], bars["allocated/after empty_cache()"]);
+    QCOMPARE(sink.checker.find("report")->note.empty(), test::cudaUsable());
+    QCOMPARE(sink.checker.find("nvidia-smi")->note.empty(), test::cudaUsable());
+  }
+
+  // The OOM marker sits at the failed allocation, on the step's peak -- not after the unwinding freed
+  // the step's tensors, where the plot would read ~0 beside a console that gives the allocated bytes.
+  void memoryLabOomMarkerSitsOnThePeak() {
+    RecordingSink sink;
+    test::runLab(*shippedLab("where-memory-goes", "memory"),
+                 {{"mode", "oom-sweep"}, {"dataset", "regression"}, {"hidden", "256,256"}, {"start_batch", "256"}, {"cap_mb", "24"}, {"steps", "2"}},
+                 sink);
+    double at = -1;
+    for (const lab::Marker& m : sink.all<lab::Marker>())
+      if (m.view == "memory" && m.kind == lab::MarkerKind::OutOfMemory && at < 0) at = m.x[0];
+    QVERIFY(at >= 0);
+    double highest = 0, atMarker = 0, lowestAfter = 1e300;
+    for (const auto& [t, bytes] : stackedMemory(sink)) {
+      if (t <= at) {
+        highest = std::max(highest, bytes);
+        atMarker = bytes;
+      } else {
+        lowestAfter = std::min(lowestAfter, bytes);  // once the failed step's tensors were freed
+      }
+    }
+    qInfo("live bytes at the OOM marker %.2f MiB; the highest before it %.2f MiB; the lowest after it %.2f MiB", atMarker / (1 << 20),
+          highest / (1 << 20), lowestAfter / (1 << 20));
+    QVERIFY(highest > 0);
+    QVERIFY(atMarker >= 0.6 * highest);
+    QVERIFY(atMarker >= 1.5 * lowestAfter);
+  }
+
+  // set_per_process_memory_fraction caps what the allocator reserves, and reserves nothing itself.
+  void memoryLabFractionCapsReservedMemoryAndReservesNothing() {
+    RecordingSink sink;
+    test::runLab(*shippedLab("memory-fraction", "memory"), {{"mode", "fraction"}, {"fraction", "0.02"}}, sink);
+    const double cap = test::measured(sink, "the cap"), allocated = test::measured(sink, "allocated when the allocator refused");
+    const double reserved = test::measured(sink, "reserved when the allocator refused");
+    qInfo("fraction 0.02: cap %.0f, allocated %.0f, reserved %.0f when refused", cap, allocated, reserved);
+    if (!test::cudaUsable()) QCOMPARE(cap, std::floor(0.02 * static_cast<double>(cuda::emulatedGpuBudget())));
+    QVERIFY(reserved <= cap && reserved > cap - (32 << 20));  // refused near the cap, counted in reserved memory
+    QVERIFY(allocated <= reserved && allocated > 0);
+    QCOMPARE(test::measured(sink, "free memory after the fraction"), test::measured(sink, "free memory before the fraction"));
+    QCOMPARE(sink.errors().size(), std::size_t{1});
+    QVERIFY(sink.errors().front().starts_with("CUDA out of memory."));
+  }
+
+  // A first batch larger than the data set is refused by name; a doubling past the set tries the
+  // whole set once, and says so.
+  void memoryLabSweepKeepsToTheDataSet() {
+    const std::string e = errorOf(*shippedLab("out-of-memory", "memory"), {{"dataset", "regression"}, {"start_batch", "70000"}});
+    QVERIFY2(e.starts_with("ValueError: ") && e.find("start_batch 70000 is larger than the regression training set (65536 examples)") != std::string::npos,
+             e.c_str());
+    RecordingSink whole;
+    test::runLab(*shippedLab("out-of-memory", "memory"), {{"dataset", "regression"}, {"start_batch", "40000"}, {"cap_mb", "4096"}, {"hidden", "8"}},
+                 whole);
+    std::vector<std::int64_t> batches;
+    for (const lab::Row& row : whole.rows("attempts")) batches.push_back(std::get<std::int64_t>(row.cells[0]));
+    QCOMPARE(batches, (std::vector<std::int64_t>{40000, 65536}));
+    bool said = false;
+    for (const auto& [kind, text] : whole.kinds) said = said || text.find("No out-of-memory error up to batch 65536") != std::string::npos;
+    QVERIFY(said);
+  }
+
+  // The lesson's claim: checkpointing lowers a training step's peak memory (measured, both ways).
+  void memoryLabCheckpointingLowersThePeak() {
+    RecordingSink sink;
+    test::runLab(*shippedLab("out-of-memory", "memory"),
+                 {{"mode", "checkpoint"}, {"dataset", "regression"}, {"hidden", "512,512,512,512,512,512,512,512"}, {"start_batch", "2048"},
+                  {"steps", "2"}, {"segments", "3"}},
+                 sink);
+    const double stored = test::measured(sink, "peak allocated, activations stored");
+    const double recomputed = test::measured(sink, "peak allocated, activations recomputed");
+    qInfo("peak of a step: %.0f bytes stored, %.0f checkpointed", stored, recomputed);
+    QVERIFY(stored > 0 && recomputed > 0);
+    QVERIFY(recomputed < 0.8 * stored);
+    QCOMPARE(sink.all<lab::Bar>().size(), std::size_t{4});  // memory and time, stored and recomputed
   }
 };
 

@@ -23,6 +23,7 @@
 #include "app/course/course.h"
 #include "app/course/challenge.h"
 #include "app/course/lab_json.h"
+#include "app/course/python_lab.h"
 #include "app/cli/lesson_cells.h"
 #include "lessons/labs/labs.h"
 
@@ -279,15 +280,15 @@ QString optionHelp(const lab::ParamSpec& s) {
 using Aliases = std::map<QString, std::pair<std::string, std::string>>;
 
 // A lab command's --help, generated from the lab's parameters: what --help says is what set() checks.
-QString labHelp(const std::string& labId, const QString& command, const Aliases& aliases) {
-  const auto theLab = labs::makeLab(labId);
+QString labHelp(const lab::Lab& theLab, const QString& command, const Aliases& aliases) {
+  const std::string labId = theLab.id();
   QString text = "usage: gpulab-cli " + command + (aliases.empty() ? QString() : " [--" + QString::fromStdString(aliases.begin()->second.first) + " NAME]") +
-                 " [--OPTION VALUE]... [--json]\n\n" + QString::fromStdString(theLab->title()) + " (the '" +
-                 QString::fromStdString(labId) + "' lab, " + QString::fromStdString(theLab->sourcePath()) + ").\n\noptions:\n";
+                 " [--OPTION VALUE]... [--json]\n\n" + QString::fromStdString(theLab.title()) + " (the '" +
+                 QString::fromStdString(labId) + "' lab, " + QString::fromStdString(theLab.sourcePath()) + ").\n\noptions:\n";
   for (const auto& [flag, setting] : aliases) {
     text += QString("  %1  same as --%2 %3\n").arg(flag, -26).arg(QString::fromStdString(setting.first).replace('_', '-'), QString::fromStdString(setting.second));
   }
-  for (const lab::ParamSpec& s : theLab->params()) text += optionHelp(s);
+  for (const lab::ParamSpec& s : theLab.params()) text += optionHelp(s);
   text += QString("  %1  one JSON object per line (the lab's views and updates, and its records: step, epoch, memory, done, error, ...)\n").arg("--json", -26);
   text += QString("  %1  record the run's memory history and write it to FILE at the end (also when the run fails),\n"
                   "      in the format of PyTorch's torch.cuda.memory._snapshot(): open it at https://pytorch.org/memory_viz\n").arg("--memory-snapshot FILE", -26);
@@ -359,9 +360,6 @@ int labCommand(std::unique_ptr<lab::Lab> theLab, const QStringList& args, QTextS
     }
     theLab->check(params);
     if (userArgs) requireUsableDevice(params);
-    if (!snapshotPath.empty() && !theLab->runsInThisProcess()) {
-      throw ValueError("--memory-snapshot: the " + labId + " lab runs in a Python process of its own, whose memory this one cannot record");
-    }
     parsed.emplace(std::move(params));
   } catch (const std::exception& e) {
     fail(out, err, json, e);
@@ -377,12 +375,15 @@ int labCommand(std::unique_ptr<lab::Lab> theLab, const QStringList& args, QTextS
     fail(out, err, json, e);
     return kExitFailed;
   }
+  // A Python lab's memory is in its own process: its session records the history and writes the file.
+  auto* pythonLab = dynamic_cast<course::PythonLab*>(theLab.get());
   std::optional<MemoryHistory> history;
-  if (!snapshotPath.empty()) history.emplace();
+  if (!snapshotPath.empty() && pythonLab) pythonLab->recordMemorySnapshot(QString::fromStdString(snapshotPath));
+  else if (!snapshotPath.empty()) history.emplace();
   auto writeSnapshot = [&]() -> bool {
-    if (!history) return true;
+    if (snapshotPath.empty() || (pythonLab && !pythonLab->memorySnapshotWritten())) return true;  // (its error is the run's)
     try {
-      history->writeSnapshot(snapshotPath);
+      if (history) history->writeSnapshot(snapshotPath);
       err << "gpulab-cli: memory snapshot written to " << QString::fromStdString(snapshotPath) << " (open it at https://pytorch.org/memory_viz)\n";
       err.flush();
       return true;
@@ -438,7 +439,7 @@ QString jsonLine(const QJsonObject& o) { return QString::fromUtf8(QJsonDocument(
 
 int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
   if (wantsHelp(args)) {
-    out << labHelp("train", "train", {});
+    out << labHelp(*labs::makeLab("train"), "train", {});
     return kExitOk;
   }
   return labCommand(labs::makeLab("train"), args, out, err);
@@ -635,12 +636,14 @@ int lessonCommand(QStringList args, QTextStream& out, QTextStream& err) {
   }
 }
 
+// The memory lab is Python, in the memory lessons' folder (lessons/04-where-memory-goes/memory_lab.py).
 int memoryCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
+  auto theLab = course::loadCourse().makeLab("memory");
   if (wantsHelp(args)) {
-    out << labHelp("memory", "memory", kMemoryAliases);
+    out << labHelp(*theLab, "memory", kMemoryAliases);
     return kExitOk;
   }
-  return labCommand(labs::makeLab("memory"), args, out, err, kMemoryAliases);
+  return labCommand(std::move(theLab), args, out, err, kMemoryAliases);
 }
 
 }  // namespace gpulab::cli

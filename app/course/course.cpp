@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "app/course/python_lab.h"
 #include "engine/core/errors.h"
 #include "lessons/labs/labs.h"
 
@@ -15,6 +16,12 @@ const Lesson* Course::find(const QString& id) const {
   for (const Lesson& l : lessons)
     if (l.id == id) return &l;
   return nullptr;
+}
+
+std::unique_ptr<lab::Lab> Course::makeLab(const QString& labId) const {
+  for (const Lesson& l : lessons)
+    if (const PythonLabSpec* spec = l.pythonLab(labId)) return std::make_unique<PythonLab>(*spec);
+  return course::makeLab(lessons.isEmpty() ? Lesson{} : lessons.back(), labId);  // built-in, or the error listing the known ids
 }
 
 QString Course::labSource(const QString& labId) const {

@@ -3,6 +3,7 @@
 // or, for authors, read from a folder given with --lessons DIR.
 #include <QString>
 #include <QVector>
+#include <memory>
 
 #include "app/course/lesson.h"
 
@@ -14,6 +15,9 @@ struct Course {
   QString root;
   QVector<Lesson> lessons;  // in folder order
   const Lesson* find(const QString& id) const;
+  // The lab with this id: a Python lab some lesson declares, else a built-in one; throws ValueError
+  // listing the ids it knows (what `gpulab-cli memory` runs outside a lesson).
+  std::unique_ptr<lab::Lab> makeLab(const QString& labId) const;
   // The source of a built-in lab (what the code panel shows); empty if the file is not there.
   QString labSource(const QString& labId) const;
 };

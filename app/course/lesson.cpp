@@ -213,6 +213,16 @@ lab::ParamSpec parseLabParam(const QJsonValue& v, int line) {
     keys({"default"});
     return lab::textParam(n, stringField(o, "default", what, line).toStdString(), description);
   }
+  if (type == "widths") {  // hidden layer widths, "256,128,100": checked when set, as the C++ labs' are
+    keys({"default"});
+    const std::string widths = stringField(o, "default", what, line).toStdString();
+    try {
+      labs::checkHiddenWidths(widths);
+    } catch (const std::exception& e) {
+      throw LessonError{line, what + ": \"default\": " + QString::fromStdString(e.what())};
+    }
+    return lab::textParam(n, widths, description, labs::checkHiddenWidths);
+  }
   if (type == "device") {
     keys({"gpu_only"});
     lab::ParamSpec spec = labs::deviceParam(n, description);
@@ -231,7 +241,7 @@ lab::ParamSpec parseLabParam(const QJsonValue& v, int line) {
     }
     return spec;
   }
-  throw LessonError{line, QString("%1: unknown type '%2' (int, float, bool, choice, text, device)").arg(what, type)};
+  throw LessonError{line, QString("%1: unknown type '%2' (int, float, bool, choice, text, widths, device)").arg(what, type)};
 }
 
 // A ```lab block: a Python lab in the lesson's folder (python_lab.h), whose id no other lab has:

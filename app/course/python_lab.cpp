@@ -127,8 +127,22 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
     });
   });
 
-  notebook::CellResult result = session.run(spec_.sourcePath, source, std::nullopt, INT_MAX);
+  snapshotWritten_ = false;
+  const bool recording = !snapshotPath_.isEmpty();
+  notebook::CellResult result;
+  if (recording) result = session.run("memory history", "import torch\ntorch.cuda.memory._record_memory_history()", std::nullopt, INT_MAX);
+  if (result.status == notebook::CellResult::Status::Ok) result = session.run(spec_.sourcePath, source, std::nullopt, INT_MAX);
   if (result.status == notebook::CellResult::Status::Ok) result = session.run("run", callFor(params), std::nullopt, INT_MAX);
+  if (recording && result.status != notebook::CellResult::Status::KernelDied) {
+    // Written however the run ended (a failed run's history is the one worth reading); a file that
+    // cannot be written is the error the run ends with when it had none of its own.
+    const QString dump = "import torch\ntorch.cuda.memory._dump_snapshot(" + pythonString(snapshotPath_.toStdString()) + ")";
+    const notebook::CellResult dumped = session.run("memory snapshot", dump, std::nullopt, INT_MAX);
+    snapshotWritten_ = dumped.status == notebook::CellResult::Status::Ok;
+    if (!snapshotWritten_ && result.status == notebook::CellResult::Status::Ok) {
+      throw IOError("cannot write the memory snapshot " + str(snapshotPath_) + ": " + str(dumped.message));
+    }
+  }
   guarded([&] { printed.flush(); });
   if (refused) std::rethrow_exception(refused);
   switch (result.status) {

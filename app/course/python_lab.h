@@ -41,12 +41,20 @@ class PythonLab final : public lab::Lab {
   // ValueError.
   void run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) override;
   bool runsInThisProcess() const override { return false; }
+  // Records the run's memory history in its Python session (torch.cuda.memory._record_memory_history)
+  // and writes it to `path` when the run ends, failed or stopped (_dump_snapshot): what
+  // `gpulab-cli --memory-snapshot` records in its own process for a C++ lab. A snapshot that cannot
+  // be written fails the run with IOError.
+  void recordMemorySnapshot(const QString& path) { snapshotPath_ = path; }
+  bool memorySnapshotWritten() const { return snapshotWritten_; }
 
   // The call a run makes, as Python: run(size=512, fixed=False, device="auto").
   static QString callFor(const lab::Params& params);
 
  private:
   PythonLabSpec spec_;
+  QString snapshotPath_;
+  bool snapshotWritten_ = false;
 };
 
 }  // namespace gpulab::course

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "engine/data/dataloader.h"
+#include "engine/data/dataset.h"
 #include "python/bindings/bindings.h"
 
 namespace gpulab::python {
@@ -20,6 +21,16 @@ struct EpochIterator {
 }  // namespace
 
 void bindData(py::module_& m) {
+  // Fashion-MNIST from Debian's dataset-fashion-mnist (engine/data/dataset.h): (images, labels), the
+  // images (N, 1, 28, 28) normalised, for lab.fashion_mnist() -- torchvision's data set, as tensors.
+  m.def("_fashion_mnist", [](bool train) {
+    std::shared_ptr<data::TensorDataset> ds;
+    {
+      py::gil_scoped_release release;
+      ds = data::loadFashionMnist(train);
+    }
+    return py::make_tuple(ds->inputs(), ds->targets());
+  }, py::arg("train") = true);
   py::class_<EpochIterator>(m, "_TensorLoaderIterator")
       .def("__iter__", [](EpochIterator& self) -> EpochIterator& { return self; }, py::return_value_policy::reference_internal)
       .def("__next__", [](EpochIterator& self) {

@@ -202,6 +202,25 @@ void bindRuntime(py::module_& m) {
   // Whether anyone follows the allocator's events now: tagging costs nothing to skip otherwise.
   m.def("_memory_events_wanted", &memoryEventsWanted);
   m.def("_mem_get_info", [](py::object d) { return mem_get_info(cudaDeviceOf(d)); }, py::arg("device") = py::none());
+  // What nvidia-smi shows (NVML): torch.cuda.utilization, temperature, power_draw, list_gpu_processes.
+  // Without NVML -- the emulated GPU, a driver without it -- RuntimeError with the reason, where
+  // PyTorch raises for a missing pynvml.
+  m.def("_device_telemetry", [](py::object d) {
+    const DeviceTelemetry t = device_telemetry(cudaDeviceOf(d));
+    if (!t.available) throw std::runtime_error("no NVML reading (what nvidia-smi shows): " + t.reason);
+    auto optional = [](const auto& v) { return v ? py::cast(*v) : py::none(); };
+    py::list processes;
+    for (const DeviceTelemetry::Process& p : t.processes) processes.append(py::make_tuple(p.pid, p.name, p.used_bytes, p.self));
+    py::dict out;
+    out["memory_used"] = t.memory_used;
+    out["memory_total"] = t.memory_total;
+    out["gpu_utilization"] = optional(t.gpu_utilization);
+    out["temperature_c"] = optional(t.temperature_c);
+    out["power_w"] = optional(t.power_w);
+    out["processes"] = processes;
+    out["processes_reason"] = t.processes_reason;
+    return out;
+  }, py::arg("device") = py::none());
 }
 
 }  // namespace gpulab::python

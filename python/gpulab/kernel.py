@@ -300,6 +300,21 @@ class Lab:
         torch.cuda.empty_cache()
         return True
 
+    def memory_category(self, name):
+        """A context manager: what this thread allocates inside it is drawn as `name` in the memory
+        views ("input_batch", "activation", ...; nn.Module and .to() tag the others themselves)."""
+        return self._kernel.torch._C._MemoryCategoryScope(str(name))
+
+    # Data the lessons train on.
+
+    def fashion_mnist(self, train=True):
+        """Fashion-MNIST (Debian's dataset-fashion-mnist) as a TensorDataset: images (N, 1, 28, 28),
+        normalised, and labels 0-9 -- torchvision.datasets.FashionMNIST's data with ToTensor() and
+        Normalize((0.2860,), (0.3530,)), already as tensors. OSError names the package when it is missing."""
+        torch = self._kernel.torch
+        images, labels = torch._C._fashion_mnist(bool(train))
+        return torch.utils.data.TensorDataset(images, labels)
+
     def log(self, step=None, **values):
         if not values:
             raise TypeError("lab.log() takes the values as keywords: lab.log(loss=loss.item())")

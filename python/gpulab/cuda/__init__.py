@@ -162,6 +162,46 @@ def mem_get_info(device=None):
     return tuple(_C._mem_get_info(_index(device)))
 
 
+# What nvidia-smi shows, through NVML as PyTorch reads it through pynvml. Without NVML (the emulated
+# GPU, a driver without it) these raise RuntimeError saying why, where PyTorch raises for a missing
+# pynvml -- except list_gpu_processes, which returns the reason as its text, as PyTorch's does.
+def utilization(device=None):
+    """The percent of the last sample period in which a kernel ran on the GPU."""
+    _lazy_check()
+    return _C._device_telemetry(_index(device))["gpu_utilization"]
+
+
+def temperature(device=None):
+    """The GPU's temperature in degrees Celsius."""
+    _lazy_check()
+    return _C._device_telemetry(_index(device))["temperature_c"]
+
+
+def power_draw(device=None):
+    """The GPU's power draw in milliwatts."""
+    _lazy_check()
+    watts = _C._device_telemetry(_index(device))["power_w"]
+    return None if watts is None else int(watts * 1000)
+
+
+def list_gpu_processes(device=None):
+    """The processes using the GPU and their memory, as lines: "process   1234 uses   500.000 MB GPU memory"."""
+    _lazy_check()
+    index = _index(device)
+    try:
+        t = _C._device_telemetry(index)
+    except RuntimeError as e:
+        return str(e)
+    lines = [f"GPU:{index}"]
+    if t["processes_reason"]:
+        lines.append(t["processes_reason"])
+    elif not t["processes"]:
+        lines.append("no processes are running")
+    for pid, _name, used, _self in t["processes"]:
+        lines.append(f"process {pid:>10d} uses {used / 1024 / 1024:>12.3f} MB GPU memory")
+    return "\n".join(lines)
+
+
 def manual_seed(seed):
     """The engine has one generator for every device: this seeds it, as torch.manual_seed does."""
     _C.manual_seed(seed)
