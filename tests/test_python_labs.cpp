@@ -327,6 +327,9 @@ def run(n):
     QTest::newRow("default out of range")
         << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "x", "type": "int", "default": 0, "min": 1, "max": 2, "description": "d"}])")
         << "invalid value '0' for parameter 'x'";
+    QTest::newRow("widths that are not")
+        << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "hidden", "type": "widths", "default": "64,0", "description": "d"}])")
+        << "invalid value '64,0' for parameter 'hidden'";
     QTest::newRow("a keyword")
         << QByteArray(ok).replace("\"params\": []", R"("params": [{"name": "lambda", "type": "bool", "default": true, "description": "d"}])")
         << "parameter 'lambda' is not a Python name";
@@ -407,6 +410,10 @@ def run(n):
       QVERIFY2(first.number(std::string("allocated_by_category.") + c) > 0, c);
       const auto live = sink.points("memory", c);
       QVERIFY2(!live.empty() && std::any_of(live.begin(), live.end(), [](const lab::Point& p) { return p.y > 0; }), c);
+    }
+    // Reserved and the steps' peaks are drawn over the stack, not stacked on it.
+    for (const lab::SeriesSpec& series : sink.checker.find("memory")->series) {
+      QCOMPARE(series.overlay, series.id == "reserved" || series.id == "peak");
     }
     // Within a step, activations rise and fall again: the timeline is live, not one sample a step.
     const auto activations = sink.points("memory", "activation");

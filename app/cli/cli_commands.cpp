@@ -296,14 +296,13 @@ QString labHelp(const lab::Lab& theLab, const QString& command, const Aliases& a
   return text + kExitStatusHelp;
 }
 
-// Runs lab `labId` with options mapped onto its parameters: --batch-size 64 sets batch_size, a bare
+// Runs `theLab` with options mapped onto its parameters: --batch-size 64 sets batch_size, a bare
 // flag sets a bool, and `aliases` turn flags like --oom-sweep into settings (mode=oom-sweep).
 // Exit status: 2 when the arguments are wrong (checked before the run starts; `userArgs` also
 // requires the device to be usable here), 1 when the run throws.
 int labCommand(std::unique_ptr<lab::Lab> theLab, const QStringList& args, QTextStream& out, QTextStream& err,
                const Aliases& aliases = {}, bool userArgs = true, std::vector<lab::Measurement>* measured = nullptr) {
   const bool json = args.contains("--json");
-  const std::string labId = theLab->id();
   std::optional<lab::Params> parsed;
   std::string snapshotPath;  // --memory-snapshot FILE
   // 1. The arguments.

@@ -215,13 +215,7 @@ lab::ParamSpec parseLabParam(const QJsonValue& v, int line) {
   }
   if (type == "widths") {  // hidden layer widths, "256,128,100": checked when set, as the C++ labs' are
     keys({"default"});
-    const std::string widths = stringField(o, "default", what, line).toStdString();
-    try {
-      labs::checkHiddenWidths(widths);
-    } catch (const std::exception& e) {
-      throw LessonError{line, what + ": \"default\": " + QString::fromStdString(e.what())};
-    }
-    return lab::textParam(n, widths, description, labs::checkHiddenWidths);
+    return lab::textParam(n, stringField(o, "default", what, line).toStdString(), description, labs::checkHiddenWidths);
   }
   if (type == "device") {
     keys({"gpu_only"});

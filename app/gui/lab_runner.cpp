@@ -1,9 +1,12 @@
 #include "app/gui/lab_runner.h"
 
+#include <QFile>
+#include <QTemporaryDir>
 #include <chrono>
 #include <optional>
 #include <exception>
 
+#include "app/course/python_lab.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory_snapshot.h"
 #include "lessons/labs/labs.h"
@@ -105,14 +108,19 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
     return;
   }
   {
-    std::optional<MemoryHistory> history;  // recording starts here, on the thread that runs the lab
-    if (control_.recordMemoryHistory() && theLab.runsInThisProcess()) history.emplace();
+    // Recording starts here, on the thread that runs the lab -- or, for a Python lab, in its own
+    // session, which writes the snapshot to a file of this run's when it ends.
+    std::optional<MemoryHistory> history;
+    auto* pythonLab = dynamic_cast<course::PythonLab*>(&theLab);
+    std::optional<QTemporaryDir> pythonHistory;
+    if (control_.recordMemoryHistory() && pythonLab) {
+      pythonHistory.emplace();
+      pythonLab->recordMemorySnapshot(pythonHistory->filePath("history.pickle"));
+    } else if (control_.recordMemoryHistory()) {
+      history.emplace();
+    }
     BatchingSink sink(*this, control_, history ? &*history : nullptr);
     try {
-      if (control_.recordMemoryHistory() && !theLab.runsInThisProcess()) {
-        warnings.push_back("No memory history is recorded for this run: the lab runs in a Python process of its own. Its code can "
-                           "record one itself: torch.cuda.memory._record_memory_history(), then torch.cuda.memory._dump_snapshot(FILE).");
-      }
       for (const std::string& w : warnings) sink.warning(w);
       theLab.run(*params, sink, control_.stop);
     } catch (const std::exception& e) {
@@ -124,6 +132,10 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
       if (history) snapshot = QByteArray::fromStdString(history->snapshotPickle());
     } catch (const std::exception& e) {
       qWarning("the run's memory history could not be pickled: %s", e.what());
+    }
+    if (pythonLab && pythonLab->memorySnapshotWritten()) {
+      QFile written(pythonHistory->filePath("history.pickle"));
+      if (written.open(QIODevice::ReadOnly)) snapshot = written.readAll();
     }
   }  // and stops here, before the GUI hears that the run ended
   emit memoryHistoryReady(snapshot);

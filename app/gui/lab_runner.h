@@ -14,7 +14,9 @@
 // torch.cuda.memory._record_memory_history() does), made and destroyed on the worker's thread around
 // the lab's run; when the lab returns, the worker pickles its snapshot (what
 // torch.cuda.memory._snapshot() gives, for pytorch.org/memory_viz) and hands the bytes to the GUI
-// thread before finished(), so the GUI never touches the recorder while the engine runs.
+// thread before finished(), so the GUI never touches the recorder while the engine runs. A Python
+// lab's memory is in its own process: its session records the history and writes the snapshot,
+// whose bytes are handed over the same way.
 #include <QByteArray>
 #include <QMetaType>
 #include <QObject>

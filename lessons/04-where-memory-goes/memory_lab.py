@@ -96,7 +96,7 @@ class MemoryTimeline:
         lab.view("memory", f"Memory on {device} by category", kind="stacked", x=("time", "s"), y=("memory", "bytes"),
                  y_from_zero=True,
                  series=[(c, c.replace("_", " ")) for c in CATEGORIES] +
-                        [("reserved", "reserved (memory_reserved)", "dashed"), ("peak", "the step's peak", "points")])
+                        [("reserved", "reserved (memory_reserved)", "dashed", True), ("peak", "the step's peak", "points", True)])
 
     def new_entries(self):
         snapshot = torch.cuda.memory._snapshot()

@@ -115,7 +115,8 @@ class Lab:
         """Declares a view: kind "line", "stacked", "bars", "table" or "timeline"; x an axis or a list of
         axes (a line's or a stack's; "step" by default), y an axis (an axis: "label" or ("label",
         "unit")); series: ids, or (id, label), or (id, label, style) with style "line", "dashed",
-        "points" or "steps"; columns (a table's), axes too."""
+        "points" or "steps", and a fourth item True for a series a stacked view draws over its stack
+        instead of stacking (reserved memory, a capacity); columns (a table's), axes too."""
         if x is None:
             x = "step" if kind in ("line", "stacked") else []
         def axis(a):
@@ -124,7 +125,10 @@ class Lab:
 
         def one_series(s):
             s = (s,) if isinstance(s, str) else tuple(s)
-            return {"id": str(s[0]), "label": str(s[1] if len(s) > 1 else s[0]), "style": str(s[2] if len(s) > 2 else "line")}
+            out = {"id": str(s[0]), "label": str(s[1] if len(s) > 1 else s[0]), "style": str(s[2] if len(s) > 2 else "line")}
+            if len(s) > 3 and s[3]:
+                out["overlay"] = True  # a stacked view's line over the stack, not part of it
+            return out
 
         axes = [x] if isinstance(x, (str, tuple)) else list(x)
         self._send({"event": "view", "id": str(id), "title": str(title if title is not None else id), "kind": str(kind),
