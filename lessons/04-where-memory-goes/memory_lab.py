@@ -30,6 +30,12 @@ def mib(nbytes):
     return f"{nbytes / 2**20:.2f} MiB"
 
 
+def category_of(entry):
+    """What an allocation is for: GPU Lab puts its category in the entry's first frame."""
+    name = entry["frames"][0]["name"] if entry["frames"] else "other"
+    return name if name in CATEGORIES else "other"
+
+
 # ---- The data and the model -------------------------------------------------------------------------
 
 def load_data(dataset, seed):
@@ -128,7 +134,7 @@ class MemoryTimeline:
             self.now = t
             action = e["action"]
             if action == "alloc":
-                category = e["frames"][0]["name"] if e["frames"] and e["frames"][0]["name"] in self.live else "other"
+                category = category_of(e)
                 self.blocks[e["addr"]] = (e["size"], category)
                 self.live[category] += e["size"]
                 pending = True
@@ -266,8 +272,8 @@ class Trainer:
         by_category = {}
         for e in traces:
             if e["action"] == "alloc":
-                name = e["frames"][0]["name"] if e["frames"] else "other"
-                by_category[f"allocated_by_category.{name}"] = by_category.get(f"allocated_by_category.{name}", 0) + e["size"]
+                key = f"allocated_by_category.{category_of(e)}"
+                by_category[key] = by_category.get(key, 0) + e["size"]
         lab.record("memory", step=self.steps_taken, allocated_bytes=torch.cuda.memory_allocated(self.device),
                    reserved_bytes=torch.cuda.memory_reserved(self.device), peak_allocated_bytes=step_peak,
                    allocs=counts["alloc"], frees=counts["free_completed"], segments_reserved=counts["segment_alloc"],
@@ -276,16 +282,19 @@ class Trainer:
 
 # ---- What the driver sees (nvidia-smi) ------------------------------------------------------------
 
+def gpu_processes(device):
+    """(pid, bytes) of each process using the GPU, read from torch.cuda.list_gpu_processes()'s lines
+    ("process       1234 uses      500.000 MB GPU memory"); none where the driver cannot say."""
+    pattern = re.compile(r"process\s+(\d+) uses\s+([\d.]+) MB GPU memory")
+    return [(int(pid), int(float(mb) * 2**20)) for pid, mb in pattern.findall(torch.cuda.list_gpu_processes(device))]
+
+
 def process_memory(device):
     """This process's memory as the driver counts it (nvidia-smi), or None where it cannot say."""
-    pattern = re.compile(r"process\s+(\d+) uses\s+([\d.]+) MB GPU memory")
-    for pid, mb in pattern.findall(torch.cuda.list_gpu_processes(device)):
-        if int(pid) == os.getpid():
-            return int(float(mb) * 2**20)
-    return None
+    return next((used for pid, used in gpu_processes(device) if pid == os.getpid()), None)
 
 
-def snapshot(device, driver):
+def memory_now(device, driver):
     """allocated, reserved, and -- where there is a driver -- this process and the whole GPU."""
     s = {"allocated": torch.cuda.memory_allocated(device), "reserved": torch.cuda.memory_reserved(device)}
     if driver:
@@ -322,7 +331,7 @@ def del_and_empty_cache(trainer, timeline, batch, hidden, steps):
     moments = {}
 
     def moment(name):
-        moments[name] = snapshot(device, driver)
+        moments[name] = memory_now(device, driver)
         if driver:
             nvidia_smi_row(device, name)
 
@@ -340,9 +349,8 @@ def del_and_empty_cache(trainer, timeline, batch, hidden, steps):
 
     if driver:
         lab.view("gpu-processes", "Processes on the GPU (nvidia-smi)", kind="table", columns=["pid", ("memory", "bytes"), "this process"])
-        pattern = re.compile(r"process\s+(\d+) uses\s+([\d.]+) MB GPU memory")
-        for pid, mb in pattern.findall(torch.cuda.list_gpu_processes(device)):
-            lab.row("gpu-processes", int(pid), int(float(mb) * 2**20), int(pid) == os.getpid())
+        for pid, used in gpu_processes(device):
+            lab.row("gpu-processes", pid, used, pid == os.getpid())
 
     trained, deleted, after = moments.values()
     series = [("allocated", "allocated"), ("reserved", "reserved")]

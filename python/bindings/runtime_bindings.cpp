@@ -209,11 +209,9 @@ void bindRuntime(py::module_& m) {
     const DeviceTelemetry t = device_telemetry(cudaDeviceOf(d));
     if (!t.available) throw std::runtime_error("no NVML reading (what nvidia-smi shows): " + t.reason);
     auto optional = [](const auto& v) { return v ? py::cast(*v) : py::none(); };
-    py::list processes;
-    for (const DeviceTelemetry::Process& p : t.processes) processes.append(py::make_tuple(p.pid, p.name, p.used_bytes, p.self));
+    py::list processes;  // (pid, bytes), as list_gpu_processes prints them
+    for (const DeviceTelemetry::Process& p : t.processes) processes.append(py::make_tuple(p.pid, p.used_bytes));
     py::dict out;
-    out["memory_used"] = t.memory_used;
-    out["memory_total"] = t.memory_total;
     out["gpu_utilization"] = optional(t.gpu_utilization);
     out["temperature_c"] = optional(t.temperature_c);
     out["power_w"] = optional(t.power_w);

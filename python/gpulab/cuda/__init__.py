@@ -197,7 +197,7 @@ def list_gpu_processes(device=None):
         lines.append(t["processes_reason"])
     elif not t["processes"]:
         lines.append("no processes are running")
-    for pid, _name, used, _self in t["processes"]:
+    for pid, used in t["processes"]:
         lines.append(f"process {pid:>10d} uses {used / 1024 / 1024:>12.3f} MB GPU memory")
     return "\n".join(lines)
 
