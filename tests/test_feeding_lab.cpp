@@ -49,9 +49,15 @@ void workersKeepTheDeviceBusy(const std::string& device, bool checkSpeed) {
         idleFour, speedup, measured(s, "training step time"));
   QVERIFY(idleNone > idleFour + 15);
   if (checkSpeed) QVERIFY(speedup > 1.3);
-  // The loop loading its own batches is far below the ceiling (batches already on the device): with
-  // a read of two steps it can reach a third of it at most.
-  QVERIFY(measured(s, "speed, % of the ceiling, 0 workers") < 60);
+  // The loop loading its own batches waits out every read itself, so it cannot beat one step per read
+  // wait (a loader that skipped the wait would). No
+  // fixed share of the ceiling is asserted: the read is counted in one calibration run's step time,
+  // and on the emulated GPU, whose stream computes while the loop loads, that step varies by half
+  // between runs on a busy machine (a CI run measured over 60% where the usual is 35-45%).
+  const double ceiling = measured(s, "steps/s with the batches already on the device");
+  const double stepsPerSecondNone = ceiling * measured(s, "speed, % of the ceiling, 0 workers") / 100.0;
+  QVERIFY2(stepsPerSecondNone * measured(s, "read wait per batch") / 1000.0 < 1.02,
+           qPrintable(QString("0 workers: %1 steps/s with a read wait of %2 ms").arg(stepsPerSecondNone).arg(measured(s, "read wait per batch"))));
 }
 
 }  // namespace
