@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/course/course.h"
 #include "lessons/labs/labs.h"
 
 namespace gpulab::test {
@@ -124,10 +125,14 @@ inline void runLab(lab::Lab& theLab, const std::map<std::string, std::string>& s
     throw std::logic_error("the " + theLab.id() + " lab sent measurements its measurements() does not list: " + names);
   }
 }
-// The built-in lab with this id.
+// The lab with this id: a lesson's Python lab, or a built-in one.
+inline std::unique_ptr<lab::Lab> makeCourseLab(const std::string& id) {
+  static const course::Course shipped = course::loadCourse();
+  return shipped.makeLab(QString::fromStdString(id));
+}
 inline void runLab(const std::string& id, const std::map<std::string, std::string>& settings, lab::MetricSink& sink,
                    const lab::StopToken* stop = nullptr) {
-  runLab(*labs::makeLab(id), settings, sink, stop);
+  runLab(*makeCourseLab(id), settings, sink, stop);
 }
 
 // A lab run on `device` (the settings' own "device" wins), its updates recorded.
@@ -166,7 +171,7 @@ inline double secondsToStop(lab::Lab& theLab, const std::map<std::string, std::s
 }
 
 inline double secondsToStop(const std::string& id, const std::map<std::string, std::string>& settings, int afterMs, RecordingSink& sink) {
-  return secondsToStop(*labs::makeLab(id), settings, afterMs, sink);
+  return secondsToStop(*makeCourseLab(id), settings, afterMs, sink);
 }
 
 // The value of a measurement the run sent; the test stops, naming it, when the run sent none.

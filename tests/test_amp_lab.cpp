@@ -1,15 +1,12 @@
 // The mixed-precision lesson (lessons/07-mixed-precision) makes claims from measurements; these tests
-// check the DIRECTION of each claim on this machine, through the labs it runs (amp and train):
+// check the DIRECTION of each claim on this machine, through the amp lab (the train lab's, under
+// autocast, are in test_training.cpp):
 // - float16 without a scaler loses gradients to underflow at the challenge's setting (a small loss
 //   weight) and stops learning, while float16 with the GradScaler and bfloat16 train like float32;
 // - a skipped step halves the loss scale, and the scale doubles after growth_interval clean steps;
 // - activations shrink under autocast when they dominate (a wide model, a large batch), and for the
 //   small model at batch 128 autocast's 16-bit copies make them larger; parameters stay float32;
-// - the step-time sentence says what the table measured;
-// - `train --amp fp16|bf16 [--no-grad-scaler]`: step records carry loss_scale and skipped, and a NaN in
-//   float16 without a scaler is explained.
-#include <QProcess>
-
+// - the step-time sentence says what the table measured.
 #include "lab_runner.h"
 #include "test_util.h"
 
@@ -155,64 +152,6 @@ class TestAmpLab : public QObject {
     const auto rows = s.rows("precisions");
     QCOMPARE(rows.size(), std::size_t(4));
     QVERIFY(std::holds_alternative<std::string>(rows[0].cells[2]) && std::get<std::string>(rows[0].cells[2]).find(" to ") != std::string::npos);
-  }
-
-  void trainLabStepRecordsCarryTheScale() {
-    for (const char* scaler : {"true", "false"}) {
-      RecordingSink s;
-      test::runLab("train", {{"dataset", "fashion-mnist"}, {"hidden", "64"}, {"train_subset", "1024"}, {"epochs", "1"}, {"amp", "fp16"},
-                             {"grad_scaler", scaler}, {"device", "cpu"}, {"log_every", "2"}},
-                   s);
-      QVERIFY(!s.steps.empty());
-      for (const lab::Record& r : s.steps) {
-        QVERIFY(r.find("loss_scale") && r.find("skipped"));
-        if (std::string(scaler) == "false") QCOMPARE(r.number("loss_scale"), 1.0);
-        else QVERIFY(r.number("loss_scale") >= 1.0);
-      }
-      if (std::string(scaler) == "true") QCOMPARE(s.steps.front().number("loss_scale"), 65536.0);
-      QVERIFY(std::isfinite(s.done->number("train_loss")));
-    }
-  }
-
-  void trainLabBfloat16Learns() {
-    RecordingSink s;
-    test::runLab("train", {{"dataset", "fashion-mnist"}, {"hidden", "256,128,100"}, {"train_subset", "4096"}, {"epochs", "2"},
-                           {"amp", "bf16"}, {"device", "cpu"}, {"log_every", "8"}},
-                 s);
-    QVERIFY(s.done && s.done->number("test_accuracy") > 0.7);
-    QVERIFY(s.steps.back().number("loss") < 0.6 * s.steps.front().number("loss"));
-  }
-
-  void float16NanWithoutScalerIsExplained() {
-    RecordingSink s;
-    test::runLab("train", {{"dataset", "fashion-mnist"}, {"hidden", "256,128,100"}, {"train_subset", "2048"}, {"epochs", "1"},
-                           {"amp", "fp16"}, {"grad_scaler", "false"}, {"optimizer", "sgd"}, {"lr", "3"}, {"device", "cpu"}, {"log_every", "1"}},
-                 s);
-    QVERIFY(s.done && s.done->number("diverged") == 1.0);
-    const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("diverged") != std::string::npos; });
-    QVERIFY(it != s.messages.end());
-    QVERIFY(it->find("float16 without a GradScaler") != std::string::npos);
-  }
-
-  // The command line: --amp, --no-grad-scaler (a generic --no-FLAG for bool parameters) and --tf32.
-  void commandLineFlags() {
-    auto run = [](const QStringList& extra) {
-      QProcess p;
-      p.start(GPULAB_CLI_PATH, QStringList{"train", "--dataset", "regression", "--epochs", "1", "--device", "cpu", "--json"} + extra);
-      p.waitForFinished(120000);
-      return std::make_pair(p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()));
-    };
-    auto [rc1, scaled] = run({"--amp", "fp16"});
-    QCOMPARE(rc1, 0);
-    QVERIFY(scaled.contains("\"loss_scale\":65536"));
-    auto [rc2, plain] = run({"--amp", "fp16", "--no-grad-scaler", "--tf32"});
-    QCOMPARE(rc2, 0);
-    QVERIFY(plain.contains("\"loss_scale\":1,"));
-    QVERIFY(plain.contains("tf32 is set"));
-    auto [rc3, bad] = run({"--amp", "fp64"});
-    QCOMPARE(rc3, 2);
-    auto [rc4, unknown] = run({"--no-such-flag"});
-    QCOMPARE(rc4, 2);
   }
 };
 

@@ -76,11 +76,9 @@ class TestCli : public QObject {
   void mistakesAreNamed_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("said");
-    QTest::newRow("amp in capitals is fine, float64 is not") << QStringList{"train", "--amp", "float64"} << "autocast cannot compute in float64: expected none, fp16 or bf16";
-    QTest::newRow("an unknown precision") << QStringList{"train", "--amp", "fp8"} << "unknown precision 'fp8': expected none, fp16 or bf16";
+    QTest::newRow("an unknown precision") << QStringList{"train", "--amp", "fp8"} << "invalid value 'fp8' for parameter 'amp'";
     QTest::newRow("two modes") << QStringList{"memory", "--oom-sweep", "--report"} << "'--report' and '--oom-sweep' both set mode: give one";
     QTest::newRow("a mode and a shorthand") << QStringList{"memory", "--mode", "fraction", "--report"} << "'--report' and '--mode' both set mode";
-    QTest::newRow("a cnn on the regression set") << QStringList{"train", "--model", "cnn", "--dataset", "regression"} << "--model cnn convolves images";
     QTest::newRow("an unknown lesson option") << QStringList{"lesson", "device-setup", "--fast"} << "unknown option '--fast'";
     QTest::newRow("a folder with no lesson") << QStringList{"lessons", "--lessons", emptyFolder_.path()} << "holds no lesson";
   }
@@ -90,6 +88,15 @@ class TestCli : public QObject {
     const Run r = cli(args);
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains(said), qPrintable(r.err));
+  }
+
+  // A setting the Python lab refuses as it starts is named too; the run failed (1), as any run that
+  // raised: the arguments parsed, and only the lab knows that a CNN needs images.
+  void settingsTheLabRefusesAreNamed() {
+    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
+    const Run r = cli({"train", "--model", "cnn", "--dataset", "regression"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("ValueError: --model cnn convolves images"), qPrintable(r.err));
   }
 
   // Issue 27 6.9: the man page names every option each command takes (it lacked four).
@@ -111,15 +118,6 @@ class TestCli : public QObject {
     }
   }
 
-  void ampIsReportedInOneSpelling() {
-    const Run r = cli({"train", "--amp", "FP16", "--epochs", "1", "--json", "--device", "cpu"});
-    QCOMPARE(r.exitCode, 0);
-    bool seen = false;
-    for (const QJsonObject& e : r.events)
-      if (e["event"] == "done") seen = e["amp"].toString() == "fp16";
-    QVERIFY2(seen, qPrintable(r.out.right(400)));
-  }
-
   // Issue 27 6.3: Ctrl+C stops a run, and the command says so with exit status 130 (it exited 0, and
   // `lesson` went on to its next run block).
   void ctrlCStopsTheRunAndExits130_data() {
@@ -131,6 +129,7 @@ class TestCli : public QObject {
   void ctrlCStopsTheRunAndExits130() {
     QFETCH(QStringList, args);
     QFETCH(QString, startedWhen);
+    if (!gpulabPackageBuilt() && args.first() == "train") QSKIP("the gpulab package is not built: the training lab is Python");
     QProcess p;
     p.start(GPULAB_CLI_PATH, args);
     QVERIFY(p.waitForStarted());
@@ -179,6 +178,7 @@ class TestCli : public QObject {
   }
 
   void trainJsonStreamsStepEpochAndDoneEvents() {
+    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
     Run r = cli({"train", "--dataset", "regression", "--model", "mlp", "--hidden", "32,16", "--optimizer", "sgd", "--lr", "0.01",
                  "--batch-size", "16", "--epochs", "2", "--device", "cpu", "--seed", "3", "--workers", "1", "--json"});
     QCOMPARE(r.exitCode, 0);
@@ -203,6 +203,7 @@ class TestCli : public QObject {
   }
 
   void humanOutputIsATable() {
+    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
     Run r = cli({"train", "--epochs", "2", "--device", "cpu"});
     QCOMPARE(r.exitCode, 0);
     QVERIFY2(r.out.contains("Epochs:\n       epoch    train loss     eval loss          time\n"), qPrintable(r.out));
@@ -222,6 +223,7 @@ class TestCli : public QObject {
   }
 
   void missingDataSetIsNamed() {
+    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("GPULAB_FASHION_MNIST_DIR", "/nonexistent");
     Run r = cli({"train", "--dataset", "fashion-mnist", "--json"}, env);
@@ -392,9 +394,11 @@ class TestCli : public QObject {
     QVERIFY2(list.exitCode == 0, qPrintable(list.out + list.err));
     for (const QString& l : list.out.split('\n', Qt::SkipEmptyParts)) QVERIFY2(l.endsWith("\tok"), qPrintable(l));
 
-    Run train = cli({"train", "--lr", "0.001", "--epochs", "1", "--device", "cpu"}, env);
-    QVERIFY2(train.exitCode == 0, qPrintable(train.err));
-    QVERIFY(train.out.contains("Done: 16 steps on cpu"));
+    if (gpulabPackageBuilt()) {  // the training lab is Python
+      Run train = cli({"train", "--lr", "0.001", "--epochs", "1", "--device", "cpu"}, env);
+      QVERIFY2(train.exitCode == 0, qPrintable(train.err));
+      QVERIFY(train.out.contains("Done: 16 steps on cpu"));
+    }
 
     Run bad = cli({"train", "--lr", "20"}, env);
     QCOMPARE(bad.exitCode, 2);

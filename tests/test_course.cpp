@@ -93,8 +93,8 @@ class TestCourse : public QObject {
     QDir(dir.path()).mkpath("01-a");
     QFile f(dir.filePath("01-a/lesson.md"));
     QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write("---\nid: a\ntitle: A\nchapter: 1. A\n---\n# A\n\n```run\n{\"lab\": \"train\", \"params\": {\"epochs\": 1},\n \"challenge\": {\"text\": \"t\", \"checks\": "
-            "[{\"measurement\": \"epochs completed\", \"at_least\": 1}],\n \"examples\": {\"fails\": {\"epochs\": 0}, \"meets\": {}}}}\n```\n");
+    f.write("---\nid: a\ntitle: A\nchapter: 1. A\n---\n# A\n\n```run\n{\"lab\": \"cnn\", \"params\": {\"epochs\": 1},\n \"challenge\": {\"text\": \"t\", \"checks\": "
+            "[{\"measurement\": \"CNN: test accuracy\", \"at_least\": 0.1}],\n \"examples\": {\"fails\": {\"epochs\": 0}, \"meets\": {}}}}\n```\n");
     f.close();
     const gpulab::course::Course c = gpulab::course::loadCourse(dir.path());
     QCOMPARE(c.lessons.size(), 1);
@@ -128,8 +128,9 @@ class TestCourse : public QObject {
     }
     QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision", "convolutions-and-cudnn", "profiler", "vectorise", "syncs-and-transfers", "feeding-the-gpu", "streams", "when-is-the-gpu-faster", "several-gpus", "cuda-graphs"}));
     // The code panel's source is the lab's real source file.
-    QVERIFY(c.labSource("train").contains("void TrainLab::run("));
+    QVERIFY(c.labSource("amp").contains("void AmpLab::run("));
     QVERIFY(c.labSource("device-rule").contains("def run(device="));  // a Python lab, in its lesson's folder
+    QVERIFY(c.labSource("train").contains("def train_one_epoch("));
     QVERIFY(!c.find("training-loop")->markdown.contains("```run"));  // directives are taken out of the text
   }
 
@@ -137,13 +138,13 @@ class TestCourse : public QObject {
     QTest::addColumn<QByteArray>("body");
     QTest::addColumn<QString>("expected");
     QTest::newRow("unknown lab") << QByteArray("```run\n{\"lab\": \"trian\"}\n```\n") << "lesson.md:7: run block: unknown lab 'trian'";
-    QTest::newRow("unknown parameter") << QByteArray("\n```run\n{\"lab\": \"train\", \"params\": {\"batchsize\": 3}}\n```\n")
+    QTest::newRow("unknown parameter") << QByteArray("\n```run\n{\"lab\": \"cnn\", \"params\": {\"batchsize\": 3}}\n```\n")
                                        << "lesson.md:8: run block: unknown parameter 'batchsize'";
-    QTest::newRow("out of range") << QByteArray("```run\n{\"lab\": \"train\", \"params\": {\"batch_size\": 0}}\n```\n")
+    QTest::newRow("out of range") << QByteArray("```run\n{\"lab\": \"cnn\", \"params\": {\"batch_size\": 0}}\n```\n")
                                   << "lesson.md:7: run block: invalid value '0' for parameter 'batch_size': expected a number in [1, 65536]";
-    QTest::newRow("unknown exposed parameter") << QByteArray("```run\n{\"lab\": \"train\", \"expose\": [\"speed\"]}\n```\n")
+    QTest::newRow("unknown exposed parameter") << QByteArray("```run\n{\"lab\": \"cnn\", \"expose\": [\"speed\"]}\n```\n")
                                                << "lesson.md:7: run block: expose: unknown parameter 'speed'";
-    QTest::newRow("bad JSON") << QByteArray("```run\n{\"lab\": \"train\",\n \"params\": {]\n}\n```\n") << "lesson.md:9: run block: invalid JSON";
+    QTest::newRow("bad JSON") << QByteArray("```run\n{\"lab\": \"cnn\",\n \"params\": {]\n}\n```\n") << "lesson.md:9: run block: invalid JSON";
     QTest::newRow("quiz without a correct answer")
         << QByteArray("```quiz\n{\"question\": \"Q?\", \"answers\": [{\"text\": \"a\", \"explanation\": \"x\"}, {\"text\": \"b\", \"explanation\": \"y\"}]}\n```\n")
         << "lesson.md:7: quiz: exactly one answer must be \"correct\": true (found 0)";
@@ -151,7 +152,7 @@ class TestCourse : public QObject {
         << QByteArray("```quiz\n{\"question\": \"Q?\", \"answers\": [{\"text\": \"a\", \"correct\": true}, {\"text\": \"b\", \"explanation\": \"y\"}]}\n```\n")
         << "lesson.md:7: quiz: the answer \"a\" has no \"explanation\"";
     QTest::newRow("unclosed block") << QByteArray("```quiz\n{}\n") << "lesson.md:7: quiz block is not closed";
-    const QByteArray run = "```run\n{\"lab\": \"train\", \"challenge\": ";
+    const QByteArray run = "```run\n{\"lab\": \"cnn\", \"challenge\": ";
     QTest::newRow("challenge not an object") << run + "3}\n```\n" << "lesson.md:7: run block: challenge must be an object";
     QTest::newRow("challenge without checks") << run + "{\"text\": \"t\"}}\n```\n"
                                               << "lesson.md:7: run block: challenge: \"checks\" must be a non-empty list";
@@ -166,13 +167,13 @@ class TestCourse : public QObject {
     // Issue 27 6.6: challenges no run can meet loaded as "ok".
     QTest::newRow("challenge names a measurement the lab never sends")
         << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"speed of light\", \"at_least\": 1}]}}\n```\n"
-        << "lesson.md:7: run block: challenge: the train lab sends no measurement 'speed of light', so no run can meet the check (it sends: memory cap;";
+        << "lesson.md:7: run block: challenge: the cnn lab sends no measurement 'speed of light', so no run can meet the check (it sends: CNN parameters vs MLP;";
     QTest::newRow("challenge asks for a time of at most 0")
-        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"training time\", \"at_most\": 0}]}}\n```\n"
-        << "lesson.md:7: run block: challenge: check of 'training time' asks for at most 0 s, but it is always above 0: no run can meet it";
+        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"CNN: epoch time\", \"at_most\": 0}]}}\n```\n"
+        << "lesson.md:7: run block: challenge: check of 'CNN: epoch time' asks for at most 0 s, but it is always above 0: no run can meet it";
     QTest::newRow("challenge checks that contradict each other")
-        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"test accuracy\", \"at_least\": 0.9}, {\"measurement\": \"test accuracy\", \"at_most\": 0.5}]}}\n```\n"
-        << "lesson.md:7: run block: challenge: the checks of 'test accuracy' ask for at least 0.9 and at most 0.5: no run can meet them";
+        << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"CNN: test accuracy\", \"at_least\": 0.9}, {\"measurement\": \"CNN: test accuracy\", \"at_most\": 0.5}]}}\n```\n"
+        << "lesson.md:7: run block: challenge: the checks of 'CNN: test accuracy' ask for at least 0.9 and at most 0.5: no run can meet them";
     QTest::newRow("challenge unknown key") << run + "{\"text\": \"t\", \"goal\": 1, \"checks\": [{\"measurement\": \"m\", \"at_least\": 1}]}}\n```\n"
                                            << "lesson.md:7: run block: challenge: unknown key \"goal\"";
   }
@@ -244,7 +245,7 @@ class TestCourse : public QObject {
   void frontMatterIsRequired() {
     QVERIFY(parseLesson("# no front matter", "x/lesson.md").error.contains("x/lesson.md:1: expected front matter"));
     QVERIFY(parseLesson("---\nid: a\n---\n", "x/lesson.md").error.contains("needs id, title and chapter"));
-    const Lesson good = parseLesson(QString(kHeader) + "```run\n{\"lab\": \"train\", \"params\": {\"epochs\": 2}, \"expose\": [\"lr\"]}\n```\n", "x/lesson.md");
+    const Lesson good = parseLesson(QString(kHeader) + "```run\n{\"lab\": \"cnn\", \"params\": {\"epochs\": 2}, \"expose\": [\"lr\"]}\n```\n", "x/lesson.md");
     QVERIFY2(good.ok(), qPrintable(good.error));
     QCOMPARE(good.runs.front().params.at("epochs"), std::string("2"));
     QCOMPARE(good.runs.front().expose, QStringList{"lr"});
@@ -519,16 +520,16 @@ class TestCourse : public QObject {
   void invalidValuesAreNotLoaded_data() {
     QTest::addColumn<QByteArray>("body");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("expose as a string") << QByteArray("```run\n{\"lab\": \"train\", \"expose\": \"lr\"}\n```\n")
+    QTest::newRow("expose as a string") << QByteArray("```run\n{\"lab\": \"cnn\", \"expose\": \"lr\"}\n```\n")
                                         << "lesson.md:7: run block: \"expose\" must be a list of parameter names, like [\"lr\"] (found a string)";
-    QTest::newRow("expose with a number") << QByteArray("```run\n{\"lab\": \"train\", \"expose\": [\"lr\", 3]}\n```\n")
+    QTest::newRow("expose with a number") << QByteArray("```run\n{\"lab\": \"cnn\", \"expose\": [\"lr\", 3]}\n```\n")
                                           << "lesson.md:7: run block: expose: each entry must be a parameter name in quotes (found 3)";
     QTest::newRow("lab as a number") << QByteArray("```run\n{\"lab\": 5}\n```\n") << "lesson.md:7: run block: \"lab\" must be a string (found 5)";
-    QTest::newRow("title as a list") << QByteArray("```run\n{\"lab\": \"train\", \"title\": [\"x\"]}\n```\n")
+    QTest::newRow("title as a list") << QByteArray("```run\n{\"lab\": \"cnn\", \"title\": [\"x\"]}\n```\n")
                                      << "lesson.md:7: run block: \"title\" must be a string (found a list)";
-    QTest::newRow("text value the lab refuses") << QByteArray("```run\n{\"lab\": \"train\", \"params\": {\"hidden\": \"64,,32\"}}\n```\n")
-                                                << "lesson.md:7: run block: invalid value '64,,32' for parameter 'hidden'";
-    QTest::newRow("device the lab refuses") << QByteArray("```run\n{\"lab\": \"train\", \"quick\": {\"device\": \"gpu\"}}\n```\n")
+    QTest::newRow("text value the lab refuses") << QByteArray("```run\n{\"lab\": \"cnn\", \"params\": {\"mlp_hidden\": \"64,,32\"}}\n```\n")
+                                                << "lesson.md:7: run block: invalid value '64,,32' for parameter 'mlp_hidden'";
+    QTest::newRow("device the lab refuses") << QByteArray("```run\n{\"lab\": \"cnn\", \"quick\": {\"device\": \"gpu\"}}\n```\n")
                                             << "lesson.md:7: run block: invalid value 'gpu' for parameter 'device'";
     QTest::newRow("correct is 1") << quiz("{\"text\": \"a\", \"correct\": 1, \"explanation\": \"x\"}")
                                   << "lesson.md:7: quiz: \"correct\" of the answer \"a\" must be true or false (found 1)";
@@ -544,7 +545,7 @@ class TestCourse : public QObject {
                                           << "lesson.md:7: quiz: \"question\" must be a string (found 42)";
     QTest::newRow("explanation as a number") << quiz("{\"text\": \"a\", \"correct\": true, \"explanation\": 7}")
                                              << "lesson.md:7: quiz: answer: \"explanation\" must be a string (found 7)";
-    QTest::newRow("unclosed code block") << QByteArray("```python\nx = 1\n```run\n{\"lab\": \"train\"}\n```\n\n~~~\nnever closed\n")
+    QTest::newRow("unclosed code block") << QByteArray("```python\nx = 1\n```run\n{\"lab\": \"cnn\"}\n```\n\n~~~\nnever closed\n")
                                          << "lesson.md:13: code block is not closed by ~~~";
     QTest::newRow("NUL in the text") << QByteArray("Text\nwith a ") + QByteArray(1, '\0') + " NUL\n" << "lesson.md:8: the file contains a NUL character";
   }
@@ -591,13 +592,13 @@ class TestCourse : public QObject {
     const QByteArray shown = "```python\n```run\n{\"lab\": \"no-such-lab\"}\n```\n\n"
                              "````markdown\n```quiz\n{}\n```\n````\n\n"
                              "~~~\n```run\n~~~\n\n"
-                             "```run\n{\"lab\": \"train\"}\n```\n";
+                             "```run\n{\"lab\": \"cnn\"}\n```\n";
     const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + shown), "x/lesson.md");
     QVERIFY2(l.ok(), qPrintable(l.error));
     QCOMPARE(l.runs.size(), 1);  // only the last block, outside any code block
     QCOMPARE(l.quizzes.size(), 0);
     QVERIFY(l.markdown.contains("```run\n{\"lab\": \"no-such-lab\"}"));
-    QVERIFY(!l.markdown.contains("{\"lab\": \"train\"}"));
+    QVERIFY(!l.markdown.contains("{\"lab\": \"cnn\"}"));
   }
 
   // A ```python block at the margin is a code cell, a ```python setup block a setup cell; the text
@@ -609,7 +610,7 @@ class TestCourse : public QObject {
                             "- a list item\n  ```python\n  print('example')\n  ```\n"
                             "~~~\n```python\nnot a cell\n```\n~~~\n\n"
                             "```text\n```python\n```\n\n"
-                            "```run\n{\"lab\": \"train\"}\n```\nAfter.\n";
+                            "```run\n{\"lab\": \"cnn\"}\n```\nAfter.\n";
     const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "x/lesson.md");
     QVERIFY2(l.ok(), qPrintable(l.error));
     QCOMPARE(l.cells.size(), 2);

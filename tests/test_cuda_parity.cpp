@@ -311,29 +311,6 @@ class TestCudaParity : public QObject {
     GPULAB_COMPARE_TENSORS(ints.cuda().sum(1).cpu(), ints.sum(1), 0, 0);
   }
 
-  // Pinned, non-blocking batch copies must not race the kernels still reading the previous batch's
-  // memory (issue 9, item 1): the loss curve is bitwise the same with pin_memory on and off.
-  void pinnedCopiesGiveTheSameLossCurve() {
-    if (!test::cudaUsable()) QSKIP("no CUDA device");
-    test::RecordingSink pageable, pinned;
-    const std::map<std::string, std::string> base{{"device", "cuda:0"}, {"dataset", "regression"}, {"samples", "4096"},
-                                                  {"epochs", "3"}, {"log_every", "1"}, {"workers", "2"}};
-    auto with = [&](const char* pin) {
-      auto s = base;
-      s["pin_memory"] = pin;
-      return s;
-    };
-    test::runLab("train", with("false"), pageable);
-    test::runLab("train", with("true"), pinned);
-    auto losses = [](const test::RecordingSink& s) {
-      std::vector<double> out;
-      for (const lab::Record& r : s.steps) out.push_back(r.number("loss"));
-      return out;
-    };
-    QCOMPARE(losses(pinned).size(), std::size_t{3 * 64});
-    QCOMPARE(losses(pinned), losses(pageable));
-  }
-
   // More rows than gridDim.x can hold (issue 9, item 5): every row is still computed.
   void moreThanTwoToTheThirtyOneRows() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");

@@ -164,7 +164,7 @@ class TestParams : public QObject {
     QStringList many, huge;
     for (int i = 0; i < 65; ++i) many << "8";
     for (int i = 0; i < 64; ++i) huge << "65536";
-    for (const char* lab : {"train", "memory"}) {
+    for (const char* lab : {"amp", "train"}) {  // a C++ lab's, and a Python lab's "widths" type
       auto row = [&](const char* what, const QByteArray& value, const QString& expected) {
         QTest::newRow(qPrintable(QString("%1: %2").arg(lab, what))) << QByteArray(lab) << value << expected;
       };
@@ -213,7 +213,7 @@ class TestParams : public QObject {
     QTest::addColumn<QByteArray>("lab");
     QTest::addColumn<QByteArray>("value");
     QTest::addColumn<QString>("expected");  // "" when the value is valid
-    for (const char* lab : {"train", "memory"}) {  // a C++ lab's, and a Python lab's "device" type
+    for (const char* lab : {"amp", "train"}) {  // a C++ lab's, and a Python lab's "device" type
       auto row = [&](const QByteArray& value, const QString& expected) {
         QTest::newRow(qPrintable(QString("%1: '%2'").arg(lab, value))) << QByteArray(lab) << value << expected;
       };
@@ -243,8 +243,8 @@ class TestParams : public QObject {
     QTest::addColumn<QByteArray>("params");
     QTest::addColumn<QString>("expected");  // "" when the lesson loads
     QTest::newRow("lr") << QByteArray(R"({"lr": 0.001, "momentum": 0.5})") << "";
-    QTest::newRow("trailing comma") << QByteArray(R"({"hidden": "8,"})") << "run block: invalid value '8,' for parameter 'hidden'";
-    QTest::newRow("no widths") << QByteArray(R"({"hidden": ""})") << "run block: invalid value '' for parameter 'hidden'";
+    QTest::newRow("trailing comma") << QByteArray(R"({"mlp_hidden": "8,"})") << "run block: invalid value '8,' for parameter 'mlp_hidden'";
+    QTest::newRow("no widths") << QByteArray(R"({"mlp_hidden": ""})") << "run block: invalid value '' for parameter 'mlp_hidden'";
     QTest::newRow("gpu") << QByteArray(R"({"device": "gpu"})") << "run block: invalid value 'gpu' for parameter 'device'";
     QTest::newRow("a GPU this machine may lack") << QByteArray(R"({"device": "cuda:3"})") << "";
   }
@@ -254,7 +254,7 @@ class TestParams : public QObject {
     for (const QByteArray locale : {"C", "de_DE.UTF-8"}) {
       LocaleScope scope(locale);
       if (!scope.ok()) continue;  // numbersIgnoreTheLocale says which locale is missing
-      const QByteArray body = "```run\n{\"lab\": \"train\", \"params\": " + params + "}\n```\n";
+      const QByteArray body = "```run\n{\"lab\": \"cnn\", \"params\": " + params + "}\n```\n";
       const course::Lesson l = course::parseLesson(QString::fromUtf8(kLessonHeader + body), "x/lesson.md");
       if (expected.isEmpty()) QVERIFY2(l.ok(), qPrintable(l.error));
       else QVERIFY2(l.error.contains(expected), qPrintable(l.error));

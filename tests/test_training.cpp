@@ -1,9 +1,13 @@
-// Training end to end through the "train" lab: the seed lessons' regression loop converges, a
-// Fashion-MNIST subset learns, metrics arrive as the protocol promises, and Stop ends a run.
+// Training end to end through the "train" lab (Python: lessons/03-training-loop/train_lab.py): the seed
+// lessons' regression loop converges, a Fashion-MNIST subset learns, metrics arrive as the protocol
+// promises, and Stop ends a run. Also the claims of the lessons that run it with other settings:
+// gradient accumulation (05), mixed precision (07), pinned copies.
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
+
+#include <QProcess>
 
 #include "engine/core/errors.h"
 #include "engine/data/dataset.h"
@@ -283,8 +287,90 @@ class TestTraining : public QObject {
     }
   }
 
+  // Lesson 05: micro-batches whose gradients add up train as the larger batch does.
+  void gradientAccumulationMatchesTheLargerBatch() {
+    auto run = [](const char* batch, const char* accumulate) {
+      return *runTrain({{"device", "cpu"}, {"epochs", "3"}, {"batch_size", batch}, {"accumulate", accumulate}}).done;
+    };
+    const auto big = run("64", "1"), accumulated = run("16", "4"), small = run("16", "1");
+    QCOMPARE(accumulated.number("steps"), big.number("steps"));
+    QVERIFY(std::abs(accumulated.number("train_loss") - big.number("train_loss")) < 1e-4 * big.number("train_loss"));
+    QVERIFY(std::abs(small.number("train_loss") - big.number("train_loss")) > 1e-3);  // without accumulation it differs
+  }
+
+  // Lesson 07, `train --amp fp16|bf16 [--no-grad-scaler]`: step records carry loss_scale and skipped,
+  // bfloat16 learns, and a NaN in float16 without a scaler is explained.
+  void stepRecordsCarryTheScale() {
+    for (const char* scaler : {"true", "false"}) {
+      RecordingSink s = runTrain({{"dataset", "fashion-mnist"}, {"hidden", "64"}, {"train_subset", "1024"}, {"epochs", "1"}, {"amp", "fp16"},
+                                  {"grad_scaler", scaler}, {"device", "cpu"}, {"log_every", "2"}});
+      QVERIFY(!s.steps.empty());
+      for (const lab::Record& r : s.steps) {
+        QVERIFY(r.find("loss_scale") && r.find("skipped"));
+        if (std::string(scaler) == "false") QCOMPARE(r.number("loss_scale"), 1.0);
+        else QVERIFY(r.number("loss_scale") >= 1.0);
+      }
+      if (std::string(scaler) == "true") QCOMPARE(s.steps.front().number("loss_scale"), 65536.0);
+      QVERIFY(std::isfinite(s.done->number("train_loss")));
+    }
+  }
+
+  void bfloat16Learns() {
+    RecordingSink s = runTrain({{"dataset", "fashion-mnist"}, {"hidden", "256,128,100"}, {"train_subset", "4096"}, {"epochs", "2"},
+                                {"amp", "bf16"}, {"device", "cpu"}, {"log_every", "8"}});
+    QVERIFY(s.done && s.done->number("test_accuracy") > 0.7);
+    QVERIFY(s.steps.back().number("loss") < 0.6 * s.steps.front().number("loss"));
+  }
+
+  void float16NanWithoutScalerIsExplained() {
+    RecordingSink s = runTrain({{"dataset", "fashion-mnist"}, {"hidden", "256,128,100"}, {"train_subset", "2048"}, {"epochs", "1"},
+                                {"amp", "fp16"}, {"grad_scaler", "false"}, {"optimizer", "sgd"}, {"lr", "3"}, {"device", "cpu"}, {"log_every", "1"}});
+    QVERIFY(s.done && s.done->number("diverged") == 1.0);
+    const auto it = std::find_if(s.messages.begin(), s.messages.end(), [](const std::string& t) { return t.find("diverged") != std::string::npos; });
+    QVERIFY(it != s.messages.end());
+    QVERIFY(it->find("float16 without a GradScaler") != std::string::npos);
+  }
+
+  // The command line: --amp, --no-grad-scaler (a generic --no-FLAG for bool parameters) and --tf32.
+  void commandLineFlags() {
+    auto run = [](const QStringList& extra) {
+      QProcess p;
+      p.start(GPULAB_CLI_PATH, QStringList{"train", "--dataset", "regression", "--epochs", "1", "--device", "cpu", "--json"} + extra);
+      p.waitForFinished(120000);
+      return std::make_pair(p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()));
+    };
+    auto [rc1, scaled] = run({"--amp", "fp16"});
+    QCOMPARE(rc1, 0);
+    QVERIFY(scaled.contains("\"loss_scale\":65536"));
+    auto [rc2, plain] = run({"--amp", "fp16", "--no-grad-scaler", "--tf32"});
+    QCOMPARE(rc2, 0);
+    QVERIFY(plain.contains("\"loss_scale\":1,"));
+    QVERIFY(plain.contains("tf32 is set"));
+    auto [rc3, bad] = run({"--amp", "fp64"});
+    QCOMPARE(rc3, 2);
+    auto [rc4, unknown] = run({"--no-such-flag"});
+    QCOMPARE(rc4, 2);
+  }
+
+  // Pinned, non-blocking batch copies must not race the kernels still reading the previous batch's
+  // memory (issue 9, item 1): the loss curve is bitwise the same with pin_memory on and off.
+  void pinnedCopiesGiveTheSameLossCurve() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    auto losses = [](const char* pin) {
+      std::vector<double> out;
+      for (const lab::Record& r : runTrain({{"device", "cuda:0"}, {"dataset", "regression"}, {"samples", "4096"}, {"epochs", "3"},
+                                            {"log_every", "1"}, {"workers", "2"}, {"pin_memory", pin}}).steps) {
+        out.push_back(r.number("loss"));
+      }
+      return out;
+    };
+    const std::vector<double> pinned = losses("true");
+    QCOMPARE(pinned.size(), std::size_t{3 * 64});
+    QCOMPARE(pinned, losses("false"));
+  }
+
   void badParametersAreRejectedWithTheirName() {
-    auto trainLab = labs::makeLab("train");
+    auto trainLab = test::makeCourseLab("train");
     lab::Params params = trainLab->defaults();
     try {
       params.set("batch_size", "0");

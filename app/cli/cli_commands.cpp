@@ -437,11 +437,12 @@ const Aliases kMemoryAliases{{"--oom-sweep", {"mode", "oom-sweep"}}, {"--report"
 QString jsonLine(const QJsonObject& o) { return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)); }
 
 int trainCommand(const QStringList& args, QTextStream& out, QTextStream& err) {
+  auto theLab = course::loadCourse().makeLab("train");
   if (wantsHelp(args)) {
-    out << labHelp(*labs::makeLab("train"), "train", {});
+    out << labHelp(*theLab, "train", {});
     return kExitOk;
   }
-  return labCommand(labs::makeLab("train"), args, out, err);
+  return labCommand(std::move(theLab), args, out, err);
 }
 
 namespace {

@@ -306,92 +306,6 @@ Tensor taskLoss(bool classification, const Tensor& output, const Tensor& target,
   return classification ? cross_entropy(output, target, reduction) : mse_loss(output, target, reduction);
 }
 
-Tensor accumulateGradients(nn::Module& model, bool classification, const data::Batch& batch, Device device,
-                           const MicroBatch& how) {
-  Tensor x = batch.inputs, y = batch.targets;
-  if (how.moveBatch) {
-    MemoryCategoryScope tag(MemoryCategory::InputBatch);
-    x = batch.inputs.to(device, how.nonBlocking);
-    y = batch.targets.to(device, how.nonBlocking);
-  }
-  Tensor loss = taskLoss(classification, model(x), y);
-  (how.accumulate > 1 ? loss * (1.0 / how.accumulate) : loss).backward();
-  return loss;
-}
-
-void OomExplainer::poll() {
-  for (const MemoryEvent& e : recorder_.drain()) {
-    if (e.kind == MemoryEventKind::Allocate) live_[e.address] = {e.size, e.category};
-    else if (e.kind == MemoryEventKind::Free) live_.erase(e.address);
-    else if (e.kind == MemoryEventKind::OutOfMemory) {
-      oom_ = e;
-      atOom_ = live_;
-    }
-  }
-}
-
-bool OomExplainer::explain(lab::MetricSink& sink) {
-  // 1. Replay the events up to the last OOM: the live blocks at that moment.
-  poll();
-  if (!oom_) return false;
-  const MemoryEvent* oom = &*oom_;
-  const std::map<std::uintptr_t, Live>& atOom = atOom_;
-  std::int64_t byCategory[kMemoryCategoryCount] = {}, tracked = 0;
-  std::vector<Live> blocks;
-  for (const auto& [address, b] : atOom) {
-    byCategory[static_cast<int>(b.category)] += b.size;
-    tracked += b.size;
-    blocks.push_back(b);
-  }
-  auto bytes = [&](MemoryCategory c) { return byCategory[static_cast<int>(c)]; };
-
-  // 2. Memory by category at the failing allocation, beside the request that failed.
-  sink.view({.id = "oom-memory", .title = "At the failed allocation: what memory held", .kind = lab::ViewKind::Bars,
-             .y = {"memory", "bytes"}, .yFromZero = true, .series = {{"bytes", "bytes"}},
-             .note = "Live tensors by category when the allocation failed; \"earlier\": allocated before the run began; \"cached\": "
-                     "reserved but unused (in segments that live tensors share); \"request\": the allocation that failed."});
-  // Short labels: they sit side by side under the bars.
-  for (int c = 1; c <= kMemoryCategoryCount; ++c) {
-    const auto category = static_cast<MemoryCategory>(c % kMemoryCategoryCount);  // Other last
-    std::string label = memoryCategoryName(category);
-    std::replace(label.begin(), label.end(), '_', ' ');
-    if (bytes(category) > 0) sink.bar("oom-memory", "bytes", label, static_cast<double>(bytes(category)));
-  }
-  if (oom->allocated_bytes > tracked) sink.bar("oom-memory", "bytes", "earlier", static_cast<double>(oom->allocated_bytes - tracked));
-  sink.bar("oom-memory", "bytes", "cached", static_cast<double>(oom->reserved_bytes - oom->allocated_bytes));
-  sink.bar("oom-memory", "bytes", "request", static_cast<double>(oom->size));
-
-  // 3. The largest live tensors then.
-  std::sort(blocks.begin(), blocks.end(), [](const Live& a, const Live& b) { return a.size > b.size; });
-  sink.view({.id = "oom-tensors", .title = "The largest tensors at the failure", .kind = lab::ViewKind::Table,
-             .columns = {{"size", "bytes"}, {"category", ""}}});
-  for (std::size_t i = 0; i < std::min<std::size_t>(8, blocks.size()); ++i) {
-    std::string category = memoryCategoryName(blocks[i].category);
-    std::replace(category.begin(), category.end(), '_', ' ');
-    sink.row("oom-tensors", {blocks[i].size, category});
-  }
-
-  // 4. The fixes, by what each would free here: estimates from the bytes above.
-  using C = MemoryCategory;
-  const std::int64_t perExample = bytes(C::Activation) + bytes(C::InputBatch);
-  const std::int64_t model = bytes(C::Parameter) + bytes(C::Gradient) + bytes(C::OptimizerState);
-  std::vector<std::pair<std::string, std::int64_t>> fixes{
-      {"halve batch_size, accumulate 2 (the same effective batch)", perExample / 2},
-      {"SGD with momentum instead of Adam (one state tensor, not two)", bytes(C::OptimizerState) / 2},
-      {"halve every hidden width (at least half the model and its activations)", model / 2 + bytes(C::Activation) / 2},
-  };
-  // (Not empty_cache(): before raising, the allocator has already returned every cached segment it
-  // could; what is still cached lies in segments that live tensors share.)
-  std::sort(fixes.begin(), fixes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  sink.view({.id = "oom-fixes", .title = "Fixes, ranked by what they would free on this run", .kind = lab::ViewKind::Table,
-             .columns = {{"fix", ""}, {"frees about", "bytes"}, {"enough?", ""}},
-             .note = "Estimates from the memory held at the failure; the request that failed was " + formatBytes(oom->size) + "."});
-  for (const auto& [fix, saved] : fixes) {
-    if (saved > 0) sink.row("oom-fixes", {fix, saved, std::string(saved >= oom->size ? "yes" : "no")});  // (no state yet: nothing to free)
-  }
-  return true;
-}
-
 GraphedStep::GraphedStep(LossFn loss, optim::Optimizer& optimizer, const Tensor& inputs, const Tensor& targets) {
   const Device device = inputs.device();
   if (!device.isCuda()) throw ValueError("a CUDA graph captures GPU work, and the batch is on " + device.str() + ": choose a cuda device (the emulated GPU captures too)");
@@ -443,29 +357,6 @@ void announceDevice(lab::MetricSink& sink, Device device) {
   std::string line = "Running on " + label;
   if (device.isCpu() && !cuda::isAvailable()) line += " (no usable GPU: " + cuda::availability().reason + ")";
   sink.info(line);
-}
-
-bool declareMemoryView(lab::MetricSink& sink, const std::string& id, Device device, std::vector<lab::Axis> x) {
-  lab::ViewSpec v{.id = id, .title = "Memory on " + device.str(), .kind = lab::ViewKind::Line, .x = std::move(x),
-                  .y = {"memory", "bytes"}, .yFromZero = true,
-                  .series = {{"allocated", "allocated (memory_allocated)"}, {"reserved", "reserved (memory_reserved)", lab::SeriesStyle::Dashed}}};
-  const DriverMemoryInfo driver = driver_memory_info(device);
-  const bool withDriver = driver.available && driver.process_used;
-  if (withDriver) v.series.push_back({"driver", "this process, as nvidia-smi sees it", lab::SeriesStyle::Steps});
-  else v.note = "No driver view (nvidia-smi's number): " + (driver.available ? driver.process_reason : driver.reason);
-  sink.view(std::move(v));
-  sink.level(id, "capacity", static_cast<double>(mem_get_info(device).second));
-  return withDriver;
-}
-
-void sendMemoryPoint(lab::MetricSink& sink, const std::string& id, Device device, const std::vector<double>& x, bool withDriver) {
-  const MemoryStats ms = memory_stats(device);
-  sink.point(id, "allocated", x, static_cast<double>(ms.allocated_bytes.current));
-  sink.point(id, "reserved", x, static_cast<double>(ms.reserved_bytes.current));
-  if (withDriver) {
-    const DriverMemoryInfo driver = driver_memory_info(device);
-    if (driver.available && driver.process_used) sink.point(id, "driver", x, static_cast<double>(*driver.process_used));
-  }
 }
 
 }  // namespace gpulab::labs

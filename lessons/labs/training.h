@@ -111,61 +111,6 @@ std::unique_ptr<optim::Optimizer> makeOptimizer(const std::string& name, const s
                                                 double momentum, double weightDecay, bool capturable = false);
 Tensor taskLoss(bool classification, const Tensor& output, const Tensor& target, Reduction reduction = Reduction::Mean);
 
-struct MicroBatch {
-  int accumulate = 1;        // micro-batches per optimizer step
-  bool nonBlocking = false;  // asynchronous copies from pinned memory
-  bool moveBatch = true;     // false: the classic mistake of leaving the batch where the loader made it
-};
-// Forward and backward of one micro-batch, with its share 1/accumulate of the step's loss: the
-// gradients of `accumulate` such calls add up to those of one batch `accumulate` times larger.
-// Returns the micro-batch's (unscaled) loss, still attached to its graph (whose saved tensors
-// backward() has freed): detach it, or read it with .item(), unless keeping the graph is the point.
-// Batches are moved to `device` here.
-Tensor accumulateGradients(nn::Module& model, bool classification, const data::Batch& batch, Device device,
-                           const MicroBatch& how = {});
-
-// Puts a device's memory cap (budget and per-process fraction) back as it was when a lab ends,
-// however it ends.
-class CapGuard {
- public:
-  explicit CapGuard(CachingAllocator& a) : a_(a), limit_(a.limitBytes()), fraction_(a.memoryFraction()) {}
-  ~CapGuard() {
-    a_.setLimitBytes(limit_);
-    a_.setMemoryFraction(fraction_);
-  }
-  CapGuard(const CapGuard&) = delete;
-  CapGuard& operator=(const CapGuard&) = delete;
-
- private:
-  CachingAllocator& a_;
-  std::int64_t limit_;
-  double fraction_;
-};
-
-// "Explain this OOM": what memory held when an allocation failed, from the allocator's event stream
-// -- the bytes by category and the largest live tensors at that moment -- and the usual fixes, ranked
-// by what each would free on this run (estimates from those bytes, labelled as such). Records from
-// construction; memory allocated before it shows as "before the run".
-class OomExplainer {
- public:
-  explicit OomExplainer(Device device) : recorder_(device) {}
-  // Takes in the events so far (call it now and then in a long run, so they do not pile up).
-  void poll();
-  // Sends the views ("oom-memory", "oom-tensors", "oom-fixes") for the last out-of-memory error
-  // recorded so far; false when there was none.
-  bool explain(lab::MetricSink& sink);
-
- private:
-  struct Live {
-    std::int64_t size;
-    MemoryCategory category;
-  };
-  MemoryEventRecorder recorder_;
-  std::map<std::uintptr_t, Live> live_;  // the blocks allocated since construction, by address
-  std::optional<MemoryEvent> oom_;       // the last OOM, and the blocks live at that moment
-  std::map<std::uintptr_t, Live> atOom_;
-};
-
 // The whole training step -- forward and loss, backward, optimizer step -- captured once in a CUDA graph
 // and replayed for every batch (PyTorch's whole-network capture with torch.cuda.graph): a few warm-up
 // steps on a side stream first, on the first batch, so that the optimizer's state exists; then the
@@ -207,13 +152,6 @@ double secondsOn(Device device, Work&& work) {
 // Where the run computes, said once at its start: the RunDevice update (renderers label titles and
 // exports with it, "emulated GPU — runs on your CPU" included) and a console line.
 void announceDevice(lab::MetricSink& sink, Device device);
-
-// The memory of `device` as a Line view with the given x axes: allocated and reserved, the driver's
-// view of this process where NVML can give it (else a note saying why not), and the capacity as a
-// level. Declares the view and sends the level; returns whether it has the driver's series.
-bool declareMemoryView(lab::MetricSink& sink, const std::string& id, Device device, std::vector<lab::Axis> x);
-// One sample of that view at `x`: allocated, reserved and, withDriver, the driver's number.
-void sendMemoryPoint(lab::MetricSink& sink, const std::string& id, Device device, const std::vector<double>& x, bool withDriver);
 
 // torch.backends.cuda.matmul.allow_tf32 for the run, put back when it ends.
 class Tf32Guard {

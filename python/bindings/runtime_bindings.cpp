@@ -145,6 +145,18 @@ void bindRuntime(py::module_& m) {
   m.def("_max_memory_reserved", [](py::object d) { return max_memory_reserved(cudaDeviceOf(d)); }, py::arg("device") = py::none());
   m.def("_reset_peak_memory_stats", [](py::object d) { reset_peak_memory_stats(cudaDeviceOf(d)); }, py::arg("device") = py::none());
   m.def("_memory_stats", [](py::object d) { return statsDict(memory_stats(cudaDeviceOf(d))); }, py::arg("device") = py::none());
+  // The same numbers for any device, the CPU too (GPU Lab's host allocator keeps them; PyTorch has no
+  // CPU memory calls), with the device's free memory and capacity: for lab.memory_stats and
+  // lab.reset_peak_memory_stats.
+  m.def("_memory_stats_of", [](py::object d) {
+    const Device device = deviceFrom(d);
+    py::dict out = statsDict(memory_stats(device));
+    const auto [free, total] = mem_get_info(device);
+    out["free_bytes"] = free;
+    out["total_bytes"] = total;
+    return out;
+  });
+  m.def("_reset_peak_memory_stats_of", [](py::object d) { reset_peak_memory_stats(deviceFrom(d)); });
   m.def("_memory_summary", [](py::object d) { return memory_summary(cudaDeviceOf(d)); }, py::arg("device") = py::none());
   m.def("_empty_cache", []() {
     const int n = cudaDeviceCount();
@@ -170,7 +182,11 @@ void bindRuntime(py::module_& m) {
   // The lessons' code cells draw memory by category (python/gpulab/kernel.py): the live bytes of each
   // category on one device, followed from the allocator's events since the object was made.
   py::class_<LiveBytesByCategory>(m, "_LiveBytesByCategory")
-      .def(py::init([](py::object d) { return std::make_unique<LiveBytesByCategory>(cudaDeviceOf(d)); }), py::arg("device") = py::none())
+      .def(py::init([](py::object d) {
+             // An index or None: a CUDA device (torch.cuda's way); a device or its name: any, the CPU too.
+             const bool cudaIndex = d.is_none() || py::isinstance<py::int_>(d);
+             return std::make_unique<LiveBytesByCategory>(cudaIndex ? cudaDeviceOf(d) : deviceFrom(d));
+           }), py::arg("device") = py::none())
       .def("update", [](LiveBytesByCategory& live) {
         const LiveBytesByCategory::Bytes bytes = live.update();
         py::dict out;

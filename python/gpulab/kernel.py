@@ -309,6 +309,21 @@ class Lab:
         views ("input_batch", "activation", ...; nn.Module and .to() tag the others themselves)."""
         return self._kernel.torch._C._MemoryCategoryScope(str(name))
 
+    def memory_stats(self, device):
+        """torch.cuda.memory_stats(device)'s numbers for any device, the CPU too (GPU Lab's allocator
+        keeps them for host memory, where PyTorch has none), with "free_bytes" and "total_bytes": what
+        torch.cuda.mem_get_info(device) gives, for the CPU what this machine has free and its budget."""
+        return self._kernel.torch._C._memory_stats_of(device)
+
+    def reset_peak_memory_stats(self, device):
+        """torch.cuda.reset_peak_memory_stats for any device, the CPU too."""
+        self._kernel.torch._C._reset_peak_memory_stats_of(device)
+
+    def memory_by_category(self, device):
+        """Follows `device`'s allocations from now: .update() returns the live bytes of each category
+        ("parameter", "activation", ...), as the memory views draw them."""
+        return self._kernel.torch._C._LiveBytesByCategory(device)
+
     # Data the lessons train on.
 
     def fashion_mnist(self, train=True):

@@ -18,7 +18,7 @@
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/run_panel.h"
-#include "lessons/labs/labs.h"
+#include "app/course/course.h"
 
 namespace {
 
@@ -43,8 +43,14 @@ struct Done final : gpulab::lab::MetricSink {
   void send(const gpulab::lab::Update& update) override { summary.take(update); }
 };
 
+// The training lab, as the lessons run it (Python: lessons/03-training-loop/train_lab.py).
+std::unique_ptr<gpulab::lab::Lab> trainLab() {
+  static const gpulab::course::Course course = gpulab::course::loadCourse();
+  return course.makeLab("train");
+}
+
 double headlessStepsPerSecond() {
-  auto lab = gpulab::labs::makeLab("train");
+  auto lab = trainLab();
   auto params = lab->defaults();
   for (const auto& [k, v] : kSettings) params.set(k, v);
   Done sink;
@@ -103,7 +109,7 @@ int main(int argc, char** argv) {
     QElapsedTimer wall;
     wall.start();
     window.plotPanel()->beginRun(kSettings);  // as MainWindow::startRun does: fresh curves for the run
-    window.runner().start(gpulab::labs::makeLab("train"), kSettings);
+    window.runner().start(trainLab(), kSettings);
     finished.wait(600000);
     probe.stop();
     guiBusySeconds += threadCpuSeconds() - cpu0;

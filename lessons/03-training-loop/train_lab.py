@@ -1,0 +1,651 @@
+"""The training loop of lessons 03, 05 and 07: a model trained and evaluated, as PyTorch's tutorials
+write it, with the switches each lesson turns.
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = MLP(...).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            x, y = x.to(device), y.to(device)
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+        model.eval()
+        with torch.no_grad(): ...evaluate...
+
+Lesson 05 trains under a memory cap (set_per_process_memory_fraction) with gradient accumulation;
+lesson 07 under autocast, with a GradScaler for float16; `cuda_graph` captures the whole step in a
+CUDA graph. Five switches (move_model, move_batch, zero_grad, eval_no_grad, detach_loss) each undo
+one good habit, so that the learner meets the real failure.
+
+GPU Lab runs this file as it is, in a Python session of its own, with `import torch` giving its
+engine; on a machine without a GPU, cuda:0 is GPU Lab's emulated GPU. `lab` (GPU Lab's) draws the
+views: lab.view declares one, lab.point / row / marker fill it, lab.measurement reports a number a
+challenge grades, lab.record a line for scripts (gpulab-cli --json).
+"""
+import math
+import re
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint_sequential
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def mib(nbytes):
+    return f"{nbytes / 2**20:.2f} MiB"
+
+
+# ---- Where the run computes, and the memory it holds there ----------------------------------------
+
+def pick_device(name):
+    """"auto": the GPU when one is usable, else the CPU -- and say which. (GPU Lab's emulated GPU is
+    cuda:0 on a machine without one, for the runs that ask for cuda by name; auto keeps to the CPU there.)"""
+    gpu = torch.cuda.is_available() and not torch.cuda.is_emulated()
+    device = torch.device(("cuda" if gpu else "cpu") if name == "auto" else name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    lab.device(device)
+    why = "" if device.type == "cuda" or torch.cuda.is_available() else f" (no usable GPU: {torch._C._cuda_unavailable_reason()})"
+    print(f"Running on {torch._C._device_label(device)}{why}")
+    return device
+
+
+def memory(device):
+    """allocated, reserved and the peak allocated since the last reset_peak(): torch.cuda's counters on a
+    GPU; on the CPU, GPU Lab's host allocator's (PyTorch keeps none)."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device), torch.cuda.max_memory_allocated(device)
+    s = lab.memory_stats(device)
+    return s["allocated_bytes.all.current"], s["reserved_bytes.all.current"], s["allocated_bytes.all.peak"]
+
+
+def reset_peak(device):
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        lab.reset_peak_memory_stats(device)
+
+
+# ---- The data and the model -------------------------------------------------------------------------
+
+def make_data(dataset, samples, train_subset, seed):
+    """The training and test sets, on the CPU (batches move to the device as they are used): Fashion-
+    MNIST, or the regression task -- 16 features whose target comes from a fixed linear teacher plus a
+    little noise, so that there is something to learn."""
+    if dataset == "fashion-mnist":
+        train, test, outputs = lab.fashion_mnist(train=True), lab.fashion_mnist(train=False), 10
+    else:
+        torch.manual_seed(1234)  # the teacher: the same whatever the seed
+        w, b = torch.randn(16, 1) / 4, torch.randn(1) / 2
+
+        def examples(n):
+            x = torch.randn(n, 16)
+            return TensorDataset(x, x @ w + b + 0.1 * torch.randn(n, 1))
+
+        torch.manual_seed(seed)
+        train = examples(samples)
+        torch.manual_seed(seed + 1)
+        test = examples(256)
+        outputs = 1
+    if 0 < train_subset < len(train):
+        train = TensorDataset(*(t[:train_subset] for t in train.tensors))
+    return train, test, outputs
+
+
+def parse_widths(text):
+    return [int(w) for w in text.split(",")]  # the lesson's parameter was checked as it was set
+
+
+class Net(nn.Module):
+    """mlp: Flatten, then Linear + ReLU for each hidden width, then the output layer. cnn: two blocks
+    of Conv2d (no bias: the batch norm's shift replaces it), BatchNorm2d, ReLU and MaxPool2d, then
+    the same classifier. With `segments`, the classifier's hidden blocks run under
+    checkpoint_sequential: their activations are recomputed in backward instead of stored."""
+
+    def __init__(self, cnn, example_shape, hidden, outputs, segments=0):
+        super().__init__()
+        if cnn:
+            channels, height, width = example_shape
+            self.features = nn.Sequential(nn.Conv2d(channels, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2))
+            in_features = 64 * (height // 4) * (width // 4)
+        else:
+            self.features = nn.Identity()
+            in_features = math.prod(example_shape)
+        widths = [in_features] + hidden
+        blocks = []
+        for a, b in zip(widths, widths[1:]):
+            blocks += [nn.Linear(a, b), nn.ReLU()]
+        self.flatten = nn.Flatten()
+        self.hidden = nn.Sequential(*blocks)
+        self.head = nn.Linear(widths[-1], outputs)
+        self.segments = min(segments, len(blocks))
+
+    def forward(self, x):
+        x = self.flatten(self.features(x))
+        x = checkpoint_sequential(self.hidden, self.segments, x) if self.segments and self.training else self.hidden(x)
+        return self.head(x)
+
+
+def refuse_what_cannot_fit(cnn, example_shape, hidden, outputs, batch_size, examples):
+    """On the CPU, a step that would take more than half of the free memory is refused before anything
+    is allocated: the system would swap, or end the program, long before an allocation failed. The
+    estimate is float32 numbers: the model with its gradients and Adam's two moments, and a step's
+    activations a example, with a margin of 1.5 (calibrated against this engine's measured peaks)."""
+    plane = example_shape[1] * example_shape[2] if cnn else 1
+    inputs = 64 * plane // 16 if cnn else math.prod(example_shape)
+    widths = [inputs] + hidden + [outputs]
+    state = 4 * 4 * sum(a * b + b for a, b in zip(widths, widths[1:]))
+    per_example = 4 * 1.5 * (inputs + outputs + 2 * sum(hidden))
+    if cnn:  # conv, norm and ReLU outputs, then the pooled ones with their indices; the column buffers' workspace
+        state += 4 * 4 * (9 * 32 + 9 * 32 * 64) + 64 * 2**20
+        per_example += 4 * 1.5 * (example_shape[0] * plane + 3 * 32 * plane * 5 / 4 + 3 * 64 * plane * 5 / 16)
+    free = lab.memory_stats("cpu")["free_bytes"]
+    batch = min(batch_size, examples)
+    for needs, what, advice in [(state, f"hidden {','.join(map(str, hidden))}: the model with its gradients and optimizer state",
+                                 "choose narrower layers"),
+                                (state + batch * per_example,
+                                 f"batch_size {batch_size}" + (f" (the whole training set, {batch})" if batch < batch_size else "") +
+                                 f": a training step of this {'CNN' if cnn else 'MLP'}",
+                                 f"choose a batch_size of at most {max(1, int((free / 2 - state) / per_example))}")]:
+        if needs > free / 2:
+            raise ValueError(f"{what} needs about {needs / 2**30:.3g} GiB of the CPU's memory, more than half of the "
+                             f"{free / 2**30:.3g} GiB this machine has free: {advice}")
+
+
+def make_optimizer(name, parameters, lr, momentum, weight_decay, capturable):
+    if name == "sgd":
+        return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    kind = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+    return kind(parameters, lr=lr, weight_decay=weight_decay, capturable=capturable)
+
+
+def loss_fn(classification, output, target, reduction="mean"):
+    return F.cross_entropy(output, target, reduction=reduction) if classification else F.mse_loss(output, target, reduction=reduction)
+
+
+def amp_dtype(amp):
+    """autocast's dtype for the `amp` setting, or None (float32)."""
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
+
+
+# ---- Settings a run refuses, and the cause of a diverged one ---------------------------------------
+
+def check_settings(p, device):
+    if p["model"] == "cnn" and p["dataset"] != "fashion-mnist":
+        raise ValueError("--model cnn convolves images, and the regression data set's examples are 16 numbers, not an image: "
+                         "use --dataset fashion-mnist with the cnn, or --model mlp for regression")
+    if not p["cuda_graph"]:
+        return
+
+    def refuse(why):
+        raise ValueError(f"cuda_graph: {why}")
+
+    # A captured step replays one fixed step: what changes the step from batch to batch, or exists to
+    # show a mistake, cannot be captured.
+    if device.type != "cuda":
+        refuse(f"a CUDA graph captures GPU work, and this run is on {device}: choose a cuda device (the emulated GPU captures too)")
+    if p["accumulate"] != 1:
+        refuse("a captured step is one whole optimizer step: set accumulate to 1")
+    if p["amp"] == "fp16" and p["grad_scaler"]:
+        refuse("the GradScaler reads on the host whether a step's gradients overflowed, and nothing may be read from the device "
+               "during a capture: use amp bf16 (no scaler needed) or none")
+    if p["lr_schedule"] != "constant":
+        refuse("the learning rate is captured with the step: keep lr_schedule constant")
+    for habit in ("move_model", "move_batch", "zero_grad", "detach_loss"):
+        if not p[habit]:
+            refuse(f"the fault sandbox's switches are for eager steps: turn {habit} back on")
+
+
+def likely_divergence_cause(p):
+    lr, sgd = p["lr"], p["optimizer"] == "sgd"
+    if not p["zero_grad"]:
+        return ("optimizer.zero_grad() is never called, so every step adds this step's gradients to all the earlier ones and the "
+                "steps grow until they overshoot. Call zero_grad() after each optimizer step.")
+    fp16 = ""
+    if p["amp"] == "fp16":
+        fp16 = ("an activation overflowed float16 (above 65504) in the forward pass: the GradScaler guards the gradients, not the "
+                "forward pass. Try a lower learning rate, or bf16, whose range is float32's." if p["grad_scaler"] else
+                "float16 without a GradScaler: a gradient or an activation grew past float16's largest value, 65504, became inf, "
+                "and nothing kept it from the weights (inf - inf is NaN). With grad_scaler on, a step whose gradients hold an inf "
+                "or NaN is skipped and the scale lowered; bf16 has float32's range and needs no scaler.")
+    if (sgd and lr > 0.5) or (not sgd and lr > 0.05):
+        return (f"the learning rate lr={lr:g} is far too high for {p['optimizer']}: each step overshoots the minimum by more than "
+                f"the last. Try lr={0.01 if sgd else 0.001:g}." + (f" Under float16 autocast there is a second suspect -- {fp16}" if fp16 else ""))
+    return fp16 or "a learning rate too high for this model and data (try one ten times lower), or inputs with a very large range."
+
+
+# ---- The views ------------------------------------------------------------------------------------
+
+AXES = [("step", ""), ("samples seen", ""), ("time", "s")]  # runs with different batches compare fairly
+
+
+def declare_views(device, classification, scaler):
+    lab.view("loss", "Loss", x=AXES, y="loss", series=[("train", "train loss"), ("eval", "eval loss", "points")])
+    lab.view("memory", f"Memory on {device}", x=AXES, y=("memory", "bytes"), y_from_zero=True,
+             series=[("allocated", "allocated (memory_allocated)"), ("reserved", "reserved (memory_reserved)", "dashed")],
+             note="What nvidia-smi sees beside these: lesson 04's report." if device.type == "cuda" else "")
+    lab.level("memory", "capacity", lab.memory_stats(device)["total_bytes"])
+    emulated = device.type == "cuda" and torch.cuda.is_emulated(device)
+    lab.view("throughput", "Throughput", x=AXES, y=("throughput", "samples/s"), y_from_zero=True,
+             series=[("throughput", "training samples per second")],
+             note="Measured on your CPU: the emulated GPU computes there, so this is your CPU's speed, not a GPU's. Its kernels run "
+                  "on a queue of their own beside the training loop, so it can differ from a cpu run either way." if emulated else "")
+    lab.view("epochs", "Epochs", kind="table",
+             columns=["epoch", "train loss", "eval loss"] + (["test accuracy"] if classification else []) + [("time", "s")])
+    if scaler.is_enabled():
+        lab.view("scale", "GradScaler's loss scale (skipped steps marked)", x=AXES, y="scale", y_from_zero=True,
+                 series=[("scale", "loss scale", "steps")],
+                 note="A step whose gradients hold an inf or NaN is skipped and the scale halves; after 2000 clean steps it doubles.")
+
+
+def set_memory_cap(device, cap_mb):
+    """torch.cuda.set_per_process_memory_fraction, from a cap in MiB so that it means the same on
+    every device; returns the fraction it replaced, to be put back when the run ends."""
+    if device.type != "cuda":
+        raise ValueError(f"memory_cap_mb: set_per_process_memory_fraction caps a GPU's allocator, and this run is on {device}: "
+                         "choose a cuda device (the emulated GPU too), or memory_cap_mb 0")
+    total = torch.cuda.mem_get_info(device)[1]
+    fraction = min(1.0, cap_mb * 2**20 / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    print(f'set_per_process_memory_fraction({fraction:.6g}, "{device}"): at most {mib(fraction * total)} of {mib(total)}')
+    lab.level("memory", "memory cap", fraction * total)
+    lab.measurement("memory cap", cap_mb * 2**20, "bytes")  # raising the cap is no way to fit a batch
+
+
+def requested_bytes(message):
+    """The size PyTorch's out-of-memory message names: "Tried to allocate 2.00 GiB"."""
+    found = re.search(r"Tried to allocate ([\d.]+) (bytes|KiB|MiB|GiB|TiB)", message)
+    return int(float(found[1]) * 1024 ** ["bytes", "KiB", "MiB", "GiB", "TiB"].index(found[2])) if found else 0
+
+
+def explain_oom(held, request):
+    """What memory held when the allocation failed, by category, and the fixes ranked by what each
+    would free on this run."""
+    lab.view("oom-memory", "At the failed allocation: what memory held", kind="bars", y=("memory", "bytes"), y_from_zero=True,
+             series=[("bytes", "bytes")], note='Live tensors by category when the allocation failed; "request": the allocation that failed.')
+    for category, size in held.items():
+        if size:
+            lab.bar("oom-memory", "bytes", category.replace("_", " "), size)
+    lab.bar("oom-memory", "bytes", "request", request)
+    model = held.get("parameter", 0) + held.get("gradient", 0) + held.get("optimizer_state", 0)
+    batch = held.get("activation", 0) + held.get("input_batch", 0)
+    fixes = sorted([("halve batch_size, double accumulate (the same effective batch)", batch // 2),
+                    ("SGD with momentum instead of Adam (one state tensor, not two)", held.get("optimizer_state", 0) // 2),
+                    ("halve every hidden width (at least half the model and its activations)", model // 2 + held.get("activation", 0) // 2)],
+                   key=lambda fix: -fix[1])
+    lab.view("oom-fixes", "Fixes, ranked by what they would free on this run", kind="table", columns=["fix", ("frees about", "bytes"), "enough?"],
+             note=f"Estimates from the memory held at the failure; the request that failed was {mib(request)}.")
+    for fix, frees in fixes:
+        if frees > 0:
+            lab.row("oom-fixes", fix, frees, "yes" if frees >= request else "no")
+    print("The views 'At the failed allocation' and 'Fixes' explain this error from the memory held when it happened.")
+
+
+# ---- One epoch of training, and the evaluation after it ---------------------------------------------
+
+class Run:
+    """The loop's state across epochs: steps and samples seen, training time, what the GradScaler skipped."""
+
+    def __init__(self, p, device, classification):
+        self.p, self.device, self.classification = p, device, classification
+        self.steps = self.samples = 0
+        self.seconds = 0.0
+        self.skipped = self.skipped_in_window = self.skip_markers = 0
+        self.last_scale = None
+        self.diverged = False
+        self.graph = None  # cuda_graph: (g, static_x, static_y, static_loss), captured at the first batch
+
+    def at(self, extra_samples=0, extra_seconds=0.0):
+        return [self.steps, self.samples + extra_samples, self.seconds + extra_seconds]
+
+    def add(self, total, loss):
+        """The running sum: detached, as loss.item() would be -- or (the mistake) with the step's graph."""
+        return total + (loss.detach() if self.p["detach_loss"] else loss)
+
+    def capture(self, model, optimizer, x, y, forward):
+        """torch.cuda.graph: three warm-up steps on a side stream (they train too), then the whole step
+        -- forward, backward, optimizer -- captured once; every batch after is a copy_ and a replay."""
+        static_x, static_y = x.clone(), y.clone()
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                optimizer.zero_grad(set_to_none=True)
+                forward(static_x, static_y).backward()
+                optimizer.step()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            static_loss = forward(static_x, static_y)
+            static_loss.backward()
+            optimizer.step()
+        self.graph = (g, static_x, static_y, static_loss)
+        emulated = torch.cuda.is_emulated(self.device)
+        # num_nodes() is GPU Lab's: what one replay launches (PyTorch's CUDAGraph does not say).
+        print(f"torch.cuda.graph: 3 warm-up steps on the first batch (they train too), then the whole step captured as one graph "
+              f"of {g.num_nodes()} kernels and copies, replayed for every batch" + (" (on the emulated GPU the replay queues the recorded CPU kernels as one task: no timing "
+                                            "is drawn from it)" if emulated else ""))
+
+    def train_one_epoch(self, epoch, model, optimizer, scheduler, scaler, loader, stop_after):
+        """Returns the epoch's mean train loss, or None when it was cut short (diverged). Its time
+        counts as training time however it ends (Stop, an error)."""
+        start = time.perf_counter()
+        try:
+            return self.steps_of_an_epoch(epoch, model, optimizer, scheduler, scaler, loader, stop_after, start)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def steps_of_an_epoch(self, epoch, model, optimizer, scheduler, scaler, loader, stop_after, start):
+        p, device = self.p, self.device
+        accumulate, log_every, autocast = p["accumulate"], p["log_every"], amp_dtype(p["amp"])
+        batches = len(loader)
+        steps_per_epoch = -(-batches // accumulate)
+
+        def forward(x, y):
+            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                return loss_fn(self.classification, model(x), y)  # the loss in float32 under autocast too
+
+        model.train()
+        window_start = start
+        zero = torch.zeros((), device=device)
+        window_loss = epoch_loss = group_loss = zero
+        window_steps = window_samples = epoch_steps = group_samples = 0
+        for micro, (x, y) in enumerate(loader, 1):
+            # One micro-batch: forward (under autocast with amp), backward (through the scaler); the
+            # gradients add up over `accumulate` of them, each with its share 1/accumulate of the loss.
+            if p["move_batch"]:
+                with lab.memory_category("input_batch"):
+                    x, y = x.to(device, non_blocking=p["pin_memory"]), y.to(device, non_blocking=p["pin_memory"])
+            if p["cuda_graph"]:
+                if self.graph is None:
+                    self.capture(model, optimizer, x, y, forward)
+                g, static_x, static_y, loss = self.graph
+                static_x.copy_(x)
+                static_y.copy_(y)
+                g.replay()
+            else:
+                loss = forward(x, y)
+                scaler.scale(loss / accumulate if accumulate > 1 else loss).backward()
+            group_samples += len(x)
+            group_loss = self.add(group_loss, loss)
+            in_group = (micro - 1) % accumulate + 1
+            if in_group < accumulate and micro < batches:
+                continue
+            # The optimizer step (which the scaler skips when a gradient is inf or NaN); the gradients
+            # are freed for the next group.
+            if not p["cuda_graph"]:
+                scale = scaler.get_scale()
+                scaler.step(optimizer)
+                scaler.update()
+                if scheduler:
+                    scheduler.step()
+                if p["zero_grad"]:
+                    optimizer.zero_grad()
+                if scaler.is_enabled():
+                    self.follow_scale(scale, scaler.get_scale(), group_samples, time.perf_counter() - start)
+            window_loss = self.add(window_loss, group_loss / in_group)
+            group_loss = zero
+            self.steps += 1
+            epoch_steps += 1
+            window_steps += 1
+            window_samples += group_samples
+            self.samples += group_samples
+            group_samples = 0
+            if self.steps % log_every and epoch_steps != steps_per_epoch:
+                continue
+            # Report: one .item() a report, not one a step (.item() waits for the GPU).
+            mean = window_loss.item() / window_steps
+            now = time.perf_counter()
+            x_at = self.at(extra_seconds=now - start)
+            if not math.isfinite(mean):
+                self.say_diverged(mean, epoch, x_at)
+                return None
+            throughput = window_samples / (now - window_start)
+            allocated, reserved, _ = memory(device)
+            lab.point("loss", "train", x_at, mean)
+            lab.point("memory", "allocated", x_at, allocated)
+            lab.point("memory", "reserved", x_at, reserved)
+            lab.point("throughput", "throughput", x_at, throughput)
+            if scaler.is_enabled():
+                lab.point("scale", "scale", x_at, scaler.get_scale())
+            lab.record("step", epoch=epoch, step=self.steps, loss=mean, samples_per_s=throughput, allocated_bytes=allocated,
+                       reserved_bytes=reserved, elapsed_s=x_at[2], loss_scale=scaler.get_scale(), skipped=self.skipped_in_window)
+            self.skipped_in_window = 0
+            lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}, loss {mean:.4f}")
+            epoch_loss = self.add(epoch_loss, window_loss)
+            window_loss, window_steps, window_samples, window_start = zero, 0, 0, time.perf_counter()
+        if window_steps:
+            epoch_loss = self.add(epoch_loss, window_loss)
+        return epoch_loss.item() / max(epoch_steps, 1)
+
+    def follow_scale(self, before, after, group_samples, seconds):
+        """The GradScaler's scale on its view: a step it skipped lowered the scale."""
+        at = [self.steps + 1, self.samples + group_samples, self.seconds + seconds]
+        if after < before:
+            self.skipped += 1
+            self.skipped_in_window += 1
+            self.skip_markers += 1
+            if self.skip_markers <= 40:
+                lab.marker("scale", at, "skipped", "skipped")
+        if after != self.last_scale:
+            lab.point("scale", "scale", at, after)
+        self.last_scale = after
+
+    def say_diverged(self, mean, epoch, x_at):
+        self.diverged = True
+        lab.marker("loss", x_at, f"loss is {mean}")
+        lab.message(f"The loss became {mean} at step {self.steps} (epoch {epoch}): the run diverged, so it stopped. "
+                    f"Likely cause: {likely_divergence_cause(self.p)}", "warning")
+        lab.record("diverged", step=self.steps, epoch=epoch)
+
+    def evaluate(self, model, loader):
+        """The test set under torch.no_grad() (eval_no_grad off: recording a graph it never uses);
+        returns the mean loss, the accuracy (None for regression), and what the pass held and peaked
+        at above the memory in use before it."""
+        p, device = self.p, self.device
+        autocast = amp_dtype(p["amp"])
+        model.eval()
+        before = memory(device)[0]
+        reset_peak(device)
+        total, correct, count = torch.zeros((), device=device), torch.zeros((), dtype=torch.int64, device=device), 0
+        with torch.set_grad_enabled(not p["eval_no_grad"]):
+            for x, y in loader:
+                if p["move_batch"]:
+                    x, y = x.to(device), y.to(device)
+                with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                    out = model(x)  # evaluation in the precision the model trains in
+                total = self.add(total, loss_fn(self.classification, out, y, reduction="sum"))
+                if self.classification:
+                    correct += (out.argmax(1) == y).sum()
+                count += len(x)
+            del x, y, out  # the last batch's tensors: what is held now is what the running sums keep alive
+            allocated, _, peak = memory(device)
+            held, peaked = allocated - before, peak - before
+            mean = total.item() / count
+        return mean, (correct.item() / count if self.classification else None), held, peaked
+
+
+def measure_no_grad(model, device, x):
+    """The claim "no_grad saves memory", measured: the peak of one evaluation batch with the graph
+    recorded, and under no_grad."""
+    model.eval()
+    peaks = []
+    for record_graph in (True, False):
+        base = memory(device)[0]
+        reset_peak(device)
+        with torch.set_grad_enabled(record_graph):
+            out = model(x)
+        del out
+        peaks.append(memory(device)[2] - base)
+    lab.measurement("evaluation peak with the graph recorded", peaks[0], "bytes")
+    lab.measurement("evaluation peak under no-grad", peaks[1], "bytes")
+
+
+def say_cudnn(p, device):
+    """cudnn.benchmark and deterministic choose among cuDNN's convolution algorithms: on a GPU's
+    convolutions only."""
+    settings = f"torch.backends.cudnn.benchmark = {p['cudnn_benchmark']}, torch.backends.cudnn.deterministic = {p['deterministic']}"
+    emulated = device.type == "cuda" and torch.cuda.is_emulated(device)
+    if device.type != "cuda" or emulated:
+        print(f"{settings}: these choose among cuDNN's convolution algorithms on an NVIDIA GPU; on {device}"
+              f"{' (the emulated GPU computes on the CPU)' if emulated else ''} there is no cuDNN and they change nothing.")
+    elif p["model"] != "cnn":
+        print(f"{settings}: they choose cuDNN's convolution algorithms, and this model has no convolution: they change nothing here.")
+    else:
+        print(settings + (": the first step of each new convolution shape times cuDNN's candidate algorithms and keeps the fastest"
+                          if p["cudnn_benchmark"] else ": cuDNN's heuristics choose each convolution's algorithm, untimed") +
+              ("; only algorithms with bit-identical results run to run are allowed." if p["deterministic"] else "."))
+
+
+# ---- The run --------------------------------------------------------------------------------------
+
+def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-3, lr_schedule="constant", momentum=0.9,
+        weight_decay=0.0, batch_size=64, accumulate=1, epochs=3, device="auto", seed=0, workers=0, pin_memory=False, samples=1024,
+        train_subset=0, log_every=10, checkpoint_segments=0, memory_cap_mb=0, amp="none", grad_scaler=True, cuda_graph=False,
+        tf32=False, cudnn_benchmark=False, deterministic=False, move_model=True, move_batch=True, zero_grad=True, eval_no_grad=True,
+        detach_loss=True):
+    p = dict(locals())
+    device = pick_device(device)
+    check_settings(p, device)
+    if (not move_model or not move_batch) and device.type == "cpu":
+        lab.message(f"A switch leaves the {'model' if not move_model else 'batch'} on the CPU, but the device is the CPU: everything "
+                    "is on one device and nothing fails. Choose a cuda device (the emulated GPU too) to meet the error.", "warning")
+
+    # The data, on the CPU; the model, moved to the device once; the optimizer over its parameters.
+    train_set, test_set, outputs = make_data(dataset, samples, train_subset, seed)
+    classification = outputs > 1
+    pin = pin_memory and torch.cuda.is_available()
+    if pin_memory and not pin:
+        lab.message("pin_memory is set but no GPU is usable: batches stay in pageable memory", "warning")
+    example_shape = tuple(train_set.tensors[0].shape[1:])
+    if device.type == "cpu" or not move_model:  # a model left on the CPU trains there
+        refuse_what_cannot_fit(model == "cnn", example_shape, parse_widths(hidden), outputs, batch_size, len(train_set))
+    torch.manual_seed(seed)  # the shuffling's order, then the model's initial weights
+    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, drop_last=cuda_graph, num_workers=workers,
+                              pin_memory=pin)
+    test_loader = DataLoader(test_set, batch_size=1024, pin_memory=pin)
+    if len(train_loader) == 0:
+        raise ValueError(f"the training set ({len(train_set)} examples) holds no whole batch of {batch_size}: nothing to train on")
+    net = Net(model == "cnn", example_shape, parse_widths(hidden), outputs, checkpoint_segments)
+    if move_model:
+        net = net.to(device)
+    print(f"{net}\n{sum(t.numel() for t in net.parameters())} parameters")
+    opt = make_optimizer(optimizer, net.parameters(), lr, momentum, weight_decay, capturable=cuda_graph)
+    steps_per_epoch = -(-len(train_loader) // accumulate)
+    scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch) if lr_schedule == "cosine" else None)
+
+    # Mixed precision: a GradScaler for float16 (disabled, it passes the loss through and step() is
+    # optimizer.step()); TF32 and cuDNN's settings for the run.
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16" and grad_scaler)
+    if amp == "bf16" and grad_scaler:
+        print("bfloat16 has float32's exponent range, so its gradients do not underflow the way float16's do: no GradScaler "
+              "(as in PyTorch's recipe).")
+    if amp == "fp16" and not scaler.is_enabled():
+        lab.message("float16 without a GradScaler: gradients below 2^-24 (about 6e-8) become zero, and nothing checks for inf/NaN.",
+                    "warning")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    if tf32 and (device.type != "cuda" or torch.cuda.is_emulated(device)):
+        lab.message(f"tf32 is set, but TF32 is a mode of NVIDIA tensor cores (Ampere and newer): on {device} float32 matrix products "
+                    "stay float32.", "warning")
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn_benchmark, deterministic
+    say_cudnn(p, device)
+
+    declare_views(device, classification, scaler)
+    if memory_cap_mb:
+        set_memory_cap(device, memory_cap_mb)
+    reset_peak(device)
+    state = Run(p, device, classification)
+    # What the finished epochs measured: a stopped or failed epoch adds nothing.
+    r = dict(train_loss=None, eval_loss=None, accuracy=None, epochs_done=0, train_peak=0, run_peak=0, eval_held=0, eval_peak=0,
+             error=None, stopped=False)
+    categories = lab.memory_by_category(device)  # what the memory holds, should it run out
+    oom = None
+    try:
+        for epoch in range(1, epochs + 1):
+            train_loss = state.train_one_epoch(epoch, net, opt, scheduler, scaler, train_loader, steps_per_epoch * epochs)
+            if train_loss is None:
+                break
+            r["train_peak"] = max(r["train_peak"], memory(device)[2])
+            eval_loss, accuracy, r["eval_held"], r["eval_peak"] = state.evaluate(net, test_loader)
+            r["run_peak"] = max(r["run_peak"], r["train_peak"], memory(device)[2])
+            reset_peak(device)
+            seconds = state.seconds  # the epochs' training time: evaluation is not training
+            lab.point("loss", "eval", state.at(), eval_loss)
+            lab.row("epochs", epoch, train_loss, eval_loss, *([accuracy] if classification else []), seconds)
+            lab.record("epoch", epoch=epoch, step=state.steps, train_loss=train_loss, eval_loss=eval_loss, seconds=seconds,
+                       **({"test_accuracy": accuracy} if classification else {}))
+            r.update(train_loss=train_loss, eval_loss=eval_loss, accuracy=accuracy, epochs_done=epoch)
+    except KeyboardInterrupt:  # Stop: the run ends where it is, with no evaluation after it
+        r["stopped"] = True
+    except torch.cuda.OutOfMemoryError as e:
+        # The step's tensors go once this block ends (the traceback holds them until then); what they
+        # were is read now, for the explanation.
+        oom = (str(e), categories.update())
+    except RuntimeError as e:
+        if move_model and move_batch or "Expected all tensors to be on the same device" not in str(e):
+            raise  # not provoked by a switch: a real failure
+        lab.message(str(e), "engine_error")
+        print("The fix: move the model once, before training -- model.to(device) -- so its parameters are where the batches are."
+              if not move_model else "The fix: move every batch where the model is -- x, y = x.to(device), y.to(device) -- inside the loop.")
+        r["error"] = "DeviceMismatchError"
+    if oom:
+        message, held = oom
+        lab.marker("memory", state.at(), "out of memory", "oom")
+        lab.message(message, "engine_error")
+        explain_oom(held, requested_bytes(message))
+        lab.record("oom", batch_size=batch_size, accumulate=accumulate, step=state.steps, message=message,
+                   allocated_after_bytes=memory(device)[0])
+        r["error"] = "OutOfMemoryError"
+    if memory_cap_mb:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+    r["train_peak"] = max(r["train_peak"], memory(device)[2])  # since the last evaluation (or the error)
+    r["run_peak"] = max(r["run_peak"], r["train_peak"])
+    finish(p, device, state, net, test_loader, r)
+
+
+def finish(p, device, state, net, test_loader, r):
+    """The measurements the lessons' claims and challenges rest on, the summary and the "done" record."""
+    trained = r["epochs_done"] > 0  # the last finished epoch's losses
+    if trained and not (r["error"] or r["stopped"] or state.diverged):
+        measure_no_grad(net, device, next(iter(test_loader))[0].to(device))
+        lab.measurement("evaluation pass: peak above the model", r["eval_peak"], "bytes")
+        lab.measurement("evaluation pass: memory still held after it", r["eval_held"], "bytes")
+    lab.measurement("training peak allocated", r["train_peak"], "bytes")
+    if state.steps and r["error"] is None:  # a run that failed trained at no batch: nothing for a challenge to count
+        lab.measurement("effective batch", p["batch_size"] * p["accumulate"])
+    emulated = device.type == "cuda" and torch.cuda.is_emulated(device)
+    if state.steps:
+        lab.measurement("training time (on the CPU: emulated GPU)" if emulated else "training time", state.seconds, "s")
+    if trained:
+        lab.measurement("final train loss", r["train_loss"])
+        lab.measurement("final eval loss", r["eval_loss"])
+    lab.measurement("epochs completed", r["epochs_done"])
+    if trained and r["accuracy"] is not None:
+        lab.measurement("test accuracy", r["accuracy"])
+
+    reserved_peak = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else lab.memory_stats(device)["reserved_bytes.all.peak"]
+    verdict = ("Stopped after " if r["stopped"] else "Diverged after " if state.diverged else
+               "Ended with the error above after " if r["error"] else "Done: ")
+    summary = f"{verdict}{state.steps} steps on {device} in {state.seconds:.3f} s"
+    if trained:
+        summary += f"; final train loss {r['train_loss']:.4f}, eval loss {r['eval_loss']:.4f}"
+        if r["accuracy"] is not None:
+            summary += f", test accuracy {r['accuracy']:.4f}"
+    if p["amp"] == "fp16" and state.last_scale is not None:
+        summary += f"; the GradScaler skipped {state.skipped} steps, scale now {state.last_scale:g}"
+    print(summary + f"; peak memory of the run (training and evaluation) {mib(r['run_peak'])} allocated, {mib(reserved_peak)} reserved")
+    done = dict(seconds=state.seconds, steps=state.steps, device=str(device), stopped=r["stopped"], diverged=state.diverged,
+                peak_allocated_bytes=r["run_peak"], peak_reserved_bytes=reserved_peak, amp=p["amp"], model=p["model"],
+                cudnn_benchmark=p["cudnn_benchmark"], deterministic=p["deterministic"], skipped=state.skipped)
+    if trained:
+        done.update(train_loss=r["train_loss"], eval_loss=r["eval_loss"])
+        if r["accuracy"] is not None:
+            done["test_accuracy"] = r["accuracy"]
+    if r["error"]:
+        done["error"] = r["error"]
+    lab.record("done", **done)
