@@ -123,9 +123,9 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
       // At a progress update the window may hold the run (Pause, lab_runner.h): the lab waits in its
       // lab.progress() call until the sink returns, as a C++ lab's thread waits there.
       sink.sendOwned(std::move(*update));
-      // After a Stop the lab is left waiting there until the interrupt reaches it: no step runs after
-      // the request, as none does in a C++ lab, which sees the request at its next check.
-      if (progress && !stop.stopRequested()) session.goOn();
+      // After a Stop the lab's lab.progress() raises KeyboardInterrupt: no step runs after the request,
+      // as none does in a C++ lab, which sees the request at its next check.
+      if (progress) stop.stopRequested() ? session.stopAtProgress() : session.goOn();
     });
   });
 

@@ -72,7 +72,7 @@ CellResult HeadlessSession::run(const QString& cellId, const QString& code, cons
   QObject::connect(&stopPoll, &QTimer::timeout, &loop, [&] {
     if (!stopRequested_ || !stopRequested_()) return;
     stopPoll.stop();
-    kernel_.stop();
+    if (!stopDelivered_) kernel_.stop();
     kill.start(1000);
   });
   QObject::connect(&kill, &QTimer::timeout, &loop, [&] {
@@ -81,6 +81,7 @@ CellResult HeadlessSession::run(const QString& cellId, const QString& code, cons
     loop.quit();
   });
   if (stopRequested_) stopPoll.start(10);
+  stopDelivered_ = false;
   kernel_.run(cellId, code, measureValues);
   loop.exec();
   if (killed) {

@@ -31,9 +31,15 @@ class HeadlessSession {
   // What the cell sends through the lab protocol (lab.view(...), lab.point(...), ...), in its JSON form.
   using LabUpdateHandler = std::function<void(const QJsonObject& update)>;
   void setLabUpdateHandler(LabUpdateHandler handler) { onLabUpdate_ = std::move(handler); }
-  // Each lab.progress() waits for goOn() (KernelProcess::holdAtProgress).
+  // Each lab.progress() waits for goOn() (KernelProcess::holdAtProgress), or -- when the run was
+  // stopped meanwhile -- for stopAtProgress(), which ends it there; then the Stop sends no interrupt,
+  // which could land in what the lab does after it catches the stop (its summary).
   void holdAtProgress() { kernel_.holdAtProgress(); }
   void goOn() { kernel_.goOn(); }
+  void stopAtProgress() {
+    kernel_.stopAtProgress();
+    stopDelivered_ = true;
+  }
   // Runs one cell and waits for its end (a cell past `timeoutMs` is interrupted, then reported as
   // such); measureValues as KernelProcess::run.
   CellResult run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues = std::nullopt,
@@ -46,6 +52,7 @@ class HeadlessSession {
   OutputHandler onOutput_;
   LabUpdateHandler onLabUpdate_;
   std::function<bool()> stopRequested_;
+  bool stopDelivered_ = false;  // by stopAtProgress(), in the cell now running
 };
 
 }  // namespace gpulab::notebook

@@ -70,6 +70,8 @@ void KernelProcess::holdAtProgress() { process_.write(R"({"op": "hold_at_progres
 
 void KernelProcess::goOn() { process_.write(R"({"op": "go_on"})" "\n"); }
 
+void KernelProcess::stopAtProgress() { process_.write(R"({"op": "stop"})" "\n"); }
+
 void KernelProcess::restart() { start(emulatedGpu_); }
 
 void KernelProcess::shutdown() {

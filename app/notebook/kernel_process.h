@@ -75,6 +75,11 @@ class KernelProcess : public QObject {
   // holds at a progress update (Pause) waits there, as a C++ lab's thread does.
   void holdAtProgress();
   void goOn();
+  // The answer to a held lab.progress() when the run was stopped meanwhile: the call raises
+  // KeyboardInterrupt. Certain where an interrupt is not: SIGINT goes to whichever thread of the
+  // process has it unblocked (a BLAS worker started inside the cell, say), and a main thread blocked
+  // reading its next command then never sees it.
+  void stopAtProgress();
 
  signals:
   // The session is up: GPU Lab's torch's version, cuda:0's name ("cpu" without a CUDA device) and

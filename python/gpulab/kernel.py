@@ -368,6 +368,8 @@ class Kernel:
     def wait_to_go_on(self):
         line = sys.stdin.readline()  # a Stop (KeyboardInterrupt) ends the wait
         command = json.loads(line) if line.strip() else None
+        if isinstance(command, dict) and command.get("op") == "stop":
+            raise KeyboardInterrupt("stopped at lab.progress()")  # the window stopped the run while it was held here
         if not isinstance(command, dict) or command.get("op") != "go_on":
             raise RuntimeError(f"the lab waited at lab.progress() for {{\"op\": \"go_on\"}}, and got {line.strip()[:200]!r}")
 
@@ -532,6 +534,8 @@ def main(argv):
             if isinstance(command, dict) and command.get("op") == "hold_at_progress":
                 kernel.hold_at_progress = bool(command.get("on"))
                 continue
+            if isinstance(command, dict) and command.get("op") in ("go_on", "stop"):
+                continue  # the answer to a lab.progress() that an interrupt ended first
             if not isinstance(command, dict) or command.get("op") != "run" or "cell" not in command or "code" not in command:
                 channel.send(event="protocol_error", message=f"expected {{\"op\": \"run\", \"cell\": ..., \"code\": ...}}, got {line.strip()[:200]}")
                 continue
