@@ -61,8 +61,6 @@ const char* kLocaleHint =
     "is not installed here; on Debian: apt-get install locales && "
     "sed -i -E 's/^# *((de_DE|fr_FR|es_ES|ru_RU)\\.UTF-8)/\\1/' /etc/locale.gen && locale-gen";
 
-// Whether the build tree has GPU Lab's Python package, which the lessons' code cells and Python labs need.
-bool gpulabPackageBuilt() { return QFileInfo::exists(QString(GPULAB_CLI_PATH).section('/', 0, -3) + "/python/gpulab/kernel.py"); }
 
 }  // namespace
 
@@ -93,7 +91,7 @@ class TestCli : public QObject {
   // A setting the Python lab refuses as it starts is named too; the run failed (1), as any run that
   // raised: the arguments parsed, and only the lab knows that a CNN needs images.
   void settingsTheLabRefusesAreNamed() {
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     const Run r = cli({"train", "--model", "cnn", "--dataset", "regression"});
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("ValueError: --model cnn convolves images"), qPrintable(r.err));
@@ -129,7 +127,7 @@ class TestCli : public QObject {
   void ctrlCStopsTheRunAndExits130() {
     QFETCH(QStringList, args);
     QFETCH(QString, startedWhen);
-    if (!gpulabPackageBuilt() && args.first() == "train") QSKIP("the gpulab package is not built: the training lab is Python");
+    if (args.first() == "train") GPULAB_SKIP_WITHOUT_PYTHON();
     QProcess p;
     p.start(GPULAB_CLI_PATH, args);
     QVERIFY(p.waitForStarted());
@@ -178,7 +176,7 @@ class TestCli : public QObject {
   }
 
   void trainJsonStreamsStepEpochAndDoneEvents() {
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     Run r = cli({"train", "--dataset", "regression", "--model", "mlp", "--hidden", "32,16", "--optimizer", "sgd", "--lr", "0.01",
                  "--batch-size", "16", "--epochs", "2", "--device", "cpu", "--seed", "3", "--workers", "1", "--json"});
     QCOMPARE(r.exitCode, 0);
@@ -203,7 +201,7 @@ class TestCli : public QObject {
   }
 
   void humanOutputIsATable() {
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     Run r = cli({"train", "--epochs", "2", "--device", "cpu"});
     QCOMPARE(r.exitCode, 0);
     QVERIFY2(r.out.contains("Epochs:\n       epoch    train loss     eval loss          time\n"), qPrintable(r.out));
@@ -223,7 +221,7 @@ class TestCli : public QObject {
   }
 
   void missingDataSetIsNamed() {
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the training lab is Python");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("GPULAB_FASHION_MNIST_DIR", "/nonexistent");
     Run r = cli({"train", "--dataset", "fashion-mnist", "--json"}, env);
@@ -233,7 +231,7 @@ class TestCli : public QObject {
   }
 
   void memorySweepReportsOomAndRecovery() {
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the memory lab is Python");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     Run r = cli({"memory", "--oom-sweep", "--dataset", "regression", "--cap-mb", "4", "--json"});
     QCOMPARE(r.exitCode, 0);
     QStringList kinds;
@@ -268,7 +266,7 @@ class TestCli : public QObject {
     QVERIFY(lines[0].startsWith("device-setup\t"));
     QVERIFY(lines[0].endsWith("\tok"));
     QCOMPARE(cli({"lesson", "no-such-lesson"}).exitCode, 2);
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the lesson's Python lab cannot run");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     Run lesson = cli({"lesson", "same-device-rule", "--quick", "--json"});
     QCOMPARE(lesson.exitCode, 0);
     QStringList levels;
@@ -282,7 +280,7 @@ class TestCli : public QObject {
   // met) and solution (met) on the CPU and on the emulated GPU, one event each; an exercise that
   // needs two devices is skipped on the CPU, saying so.
   void lessonCellsAndExercisesRunHeadless() {
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     Run lesson = cli({"lesson", "same-device-rule", "--quick", "--json"});
     QCOMPARE(lesson.exitCode, 0);
     QList<QJsonObject> cells;
@@ -335,7 +333,7 @@ class TestCli : public QObject {
   // lesson reports memory by category.
   void memoryLessonsEmitTheirEvents() {
     if (!gpulab::test::cudaUsable() && !gpulab::cuda::emulatedDevice()) QSKIP("no GPU and the emulated GPU is off");
-    if (!gpulabPackageBuilt()) QSKIP("the gpulab package is not built: the memory lab is Python");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     Run oom = cli({"lesson", "out-of-memory", "--quick", "--json"});
     QCOMPARE(oom.exitCode, 0);
     QStringList kinds;
@@ -394,7 +392,7 @@ class TestCli : public QObject {
     QVERIFY2(list.exitCode == 0, qPrintable(list.out + list.err));
     for (const QString& l : list.out.split('\n', Qt::SkipEmptyParts)) QVERIFY2(l.endsWith("\tok"), qPrintable(l));
 
-    if (gpulabPackageBuilt()) {  // the training lab is Python
+    if (gpulab::test::pythonPackageBuilt()) {  // the training lab is Python
       Run train = cli({"train", "--lr", "0.001", "--epochs", "1", "--device", "cpu"}, env);
       QVERIFY2(train.exitCode == 0, qPrintable(train.err));
       QVERIFY(train.out.contains("Done: 16 steps on cpu"));
@@ -407,7 +405,7 @@ class TestCli : public QObject {
     QCOMPARE(comma.exitCode, 2);
 
     const QRegularExpression localeDecimal("\\d,\\d\\d [KMG]iB");
-    if (gpulabPackageBuilt()) {  // the memory lab is Python
+    if (gpulab::test::pythonPackageBuilt()) {  // the memory lab is Python
       Run sweep = cli({"memory", "--oom-sweep", "--dataset", "regression", "--cap-mb", "4"}, env);
       QVERIFY2(sweep.exitCode == 0, qPrintable(sweep.err));
       QVERIFY2(QRegularExpression("Tried to allocate \\d+\\.\\d\\d [KMG]iB").match(sweep.out).hasMatch(), qPrintable(sweep.out));

@@ -45,7 +45,6 @@
 
 #include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
-#include "app/notebook/python_environment.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
 #include "app/gui/run_panel.h"
@@ -61,13 +60,6 @@ using gpulab::app::MetricBatch;
 using gpulab::app::PlotPanel;
 using gpulab::app::RunPanel;
 namespace lab = gpulab::lab;
-
-// The training-loop lesson's lab is Python (lessons/03-training-loop/train_lab.py): a build without GPU
-// Lab's package (the sanitizer builds) cannot run it, and says so.
-#define SKIP_WITHOUT_PYTHON_LABS()                                   \
-  if (gpulab::notebook::buildTreePackageDir().isEmpty()) {           \
-    QSKIP("the training lab is Python, and this build has no gpulab package"); \
-  }
 
 namespace {
 
@@ -289,7 +281,7 @@ class TestGui : public QObject {
   }
 
   void lessonThreeRunsWithLivePlots() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
@@ -325,7 +317,7 @@ class TestGui : public QObject {
   }
 
   void pauseHoldsTheRun() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
@@ -364,7 +356,7 @@ class TestGui : public QObject {
   }
 
   void aMalformedLessonShowsItsErrorAndTheOthersWork() {
-    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built: its lessons' Python labs cannot run");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     QTemporaryDir lessons;
     const QByteArray lab = gpulab::test::copyShippedLab(lessons.filePath("01-good"), "01-device-setup");
     gpulab::test::writeFile(lessons.filePath("01-good/lesson.md"),
@@ -396,7 +388,7 @@ class TestGui : public QObject {
   }
 
   void plotsExportAndRunsOverlay() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     w.plotPanel()->setOverlay(true);
@@ -425,7 +417,7 @@ class TestGui : public QObject {
   }
 
   void aReferenceRunOverlaysWithItsLabel() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     QTemporaryDir refs;
     copyFixtures(refs, {"training-loop"});
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
@@ -501,7 +493,7 @@ class TestGui : public QObject {
   }
 
   void aReferenceMeasurementIsComparedInTheTable() {
-    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built: the device lesson's Python lab cannot run");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     QTemporaryDir refs;
     copyFixtures(refs, {"device-setup"});
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
@@ -575,7 +567,7 @@ class TestGui : public QObject {
   }
 
   void closingMidRunShutsDownCleanly() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     auto* w = new MainWindow(gpulab::course::kEmbeddedRoot, progressPath());
     w->show();
     startRegression(*w, 1000);
@@ -747,7 +739,7 @@ class TestGui : public QObject {
 
   // Issue 10: Ctrl+P pauses and resumes, again and again (not only once).
   void ctrlPPausesAndResumesEveryTime() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     w.activateWindow();
@@ -800,7 +792,7 @@ class TestGui : public QObject {
 
   // Issue 10: an export named without an extension gets the right one, and the status bar says where.
   void plotExportAddsTheExtensionAndSaysWhere() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
@@ -834,7 +826,7 @@ class TestGui : public QObject {
   // Issue 10: Reset clears the learner's runs from the plots (overlaid ones too); a reference run
   // shown with "Compare with a real GPU" stays while its box is checked.
   void resetClearsTheLearnersRuns() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     QTemporaryDir refs;
     copyFixtures(refs, {"training-loop"});
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
@@ -876,7 +868,7 @@ class TestGui : public QObject {
   // Issue 10: a new run's output is followed even if the console was scrolled up in an earlier run;
   // scrolling up during the run leaves it where the learner put it.
   void theConsoleFollowsANewRun() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
@@ -1586,7 +1578,7 @@ class TestGui : public QObject {
   // met with the rule broken (each check's line says why), met once fixed; a met challenge is kept.
   // The lesson completes only with the quiz right AND the challenge met.
   void aChallengeIsGradedMetAndNotMet() {
-    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built: its lessons' Python labs cannot run");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     QTemporaryDir lessons, data;
     writeChallengeLessons(lessons);
     const QString progress = data.filePath("progress.json");
@@ -1643,7 +1635,7 @@ class TestGui : public QObject {
 
   // Issue 10: a stopped run is not graded; a lesson without challenges completes on its quiz alone.
   void aStoppedRunIsNotGraded() {
-    if (gpulab::notebook::buildTreePackageDir().isEmpty()) QSKIP("the gpulab package is not built: its lessons' Python labs cannot run");
+    GPULAB_SKIP_WITHOUT_PYTHON();
     QTemporaryDir lessons, data;
     writeChallengeLessons(lessons);
     MainWindow w(lessons.path(), data.filePath("progress.json"));
@@ -1784,7 +1776,7 @@ class TestGui : public QObject {
   // Issue 27 1.3: a lesson's views, measurements and run area do not follow the learner to another
   // lesson or to the course map.
   void viewsStayWithTheirLesson() {
-    SKIP_WITHOUT_PYTHON_LABS();
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
@@ -1891,7 +1883,7 @@ class TestGui : public QObject {
     QVERIFY(finished.wait(60000));
     exportsAPickle(w, "profiler");
     if (QTest::currentTestFailed()) return;
-    if (!gpulab::notebook::buildTreePackageDir().isEmpty()) {
+    if (gpulab::test::pythonPackageBuilt()) {
       // A Python lab's memory is in its own process: its session records the history, and the export
       // is the same pickle.
       QVERIFY(w.selectLesson("where-memory-goes"));

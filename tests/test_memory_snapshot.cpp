@@ -568,10 +568,7 @@ class TestMemorySnapshot : public QObject {
   // gpulab-cli --memory-snapshot: written at the end of a run, also of a failed one, and said where;
   // a file that cannot be written fails the run; the option needs a file name.
   void cliWritesTheSnapshot() {
-    // `train` and `memory` run Python labs: a build without GPU Lab's package (the sanitizer builds) cannot.
-    if (!QFileInfo::exists(QString(GPULAB_CLI_PATH).section('/', 0, -3) + "/python/gpulab/kernel.py")) {
-      QSKIP("the gpulab package is not built: the training lab is Python");
-    }
+    GPULAB_SKIP_WITHOUT_PYTHON();  // `train` and `memory` run Python labs
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     auto cli = [](const QStringList& args, const QString& fashionDir = QString()) {

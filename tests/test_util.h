@@ -35,6 +35,10 @@ inline bool realGpu() { return cuda::isAvailable(); }
 // Asked for the emulated GPU where there is a real one, the suite skips: its plain entry runs it there.
 inline bool cudaUsable() { return emulatedRequested() ? emulatedStandsIn() : realGpu(); }
 
+// Whether this build has GPU Lab's Python package (<build>/python/gpulab, beside the tests' bin/), which
+// the lessons' Python labs and code cells need: the sanitizer builds have none.
+inline bool pythonPackageBuilt() { return QFileInfo::exists(QCoreApplication::applicationDirPath() + "/../python/gpulab/__init__.py"); }
+
 // The message of what `f` throws; "" when it throws nothing.
 inline std::string textOf(const std::function<void()>& f) {
   try {
@@ -105,6 +109,10 @@ inline double closeness(const Tensor& a, const Tensor& b, double atol, double rt
   }
   return worst;
 }
+
+// Skips the test function where the Python labs cannot run (a build without the package).
+#define GPULAB_SKIP_WITHOUT_PYTHON()                                                                             \
+  if (!gpulab::test::pythonPackageBuilt()) QSKIP("the gpulab package is not built: GPU Lab's Python labs cannot run here")
 
 #define GPULAB_COMPARE_TENSORS(actual, expected, atol, rtol)                                                   \
   do {                                                                                                         \

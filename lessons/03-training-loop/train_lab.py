@@ -54,12 +54,14 @@ def pick_device(name):
 
 
 def memory(device):
-    """allocated, reserved and the peak allocated since the last reset_peak(): torch.cuda's counters on a
-    GPU; on the CPU, GPU Lab's host allocator's (PyTorch keeps none)."""
+    """Bytes allocated and reserved now, and their peaks since the last reset_peak(): torch.cuda's
+    counters on a GPU; on the CPU, GPU Lab's host allocator's (PyTorch keeps none)."""
     if device.type == "cuda":
-        return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device), torch.cuda.max_memory_allocated(device)
+        return dict(allocated=torch.cuda.memory_allocated(device), reserved=torch.cuda.memory_reserved(device),
+                    peak=torch.cuda.max_memory_allocated(device), peak_reserved=torch.cuda.max_memory_reserved(device))
     s = lab.memory_stats(device)
-    return s["allocated_bytes.all.current"], s["reserved_bytes.all.current"], s["allocated_bytes.all.peak"]
+    return dict(allocated=s["allocated_bytes.all.current"], reserved=s["reserved_bytes.all.current"],
+                peak=s["allocated_bytes.all.peak"], peak_reserved=s["reserved_bytes.all.peak"])
 
 
 def reset_peak(device):
@@ -406,15 +408,15 @@ class Run:
                 self.say_diverged(mean, epoch, x_at)
                 return None
             throughput = window_samples / (now - window_start)
-            allocated, reserved, _ = memory(device)
+            now_held = memory(device)
             lab.point("loss", "train", x_at, mean)
-            lab.point("memory", "allocated", x_at, allocated)
-            lab.point("memory", "reserved", x_at, reserved)
+            lab.point("memory", "allocated", x_at, now_held["allocated"])
+            lab.point("memory", "reserved", x_at, now_held["reserved"])
             lab.point("throughput", "throughput", x_at, throughput)
             if scaler.is_enabled():
                 lab.point("scale", "scale", x_at, scaler.get_scale())
-            lab.record("step", epoch=epoch, step=self.steps, loss=mean, samples_per_s=throughput, allocated_bytes=allocated,
-                       reserved_bytes=reserved, elapsed_s=x_at[2], loss_scale=scaler.get_scale(), skipped=self.skipped_in_window)
+            lab.record("step", epoch=epoch, step=self.steps, loss=mean, samples_per_s=throughput, allocated_bytes=now_held["allocated"],
+                       reserved_bytes=now_held["reserved"], elapsed_s=x_at[2], loss_scale=scaler.get_scale(), skipped=self.skipped_in_window)
             self.skipped_in_window = 0
             lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}, loss {mean:.4f}")
             epoch_loss = self.add(epoch_loss, window_loss)
@@ -450,7 +452,7 @@ class Run:
         p, device = self.p, self.device
         autocast = amp_dtype(p["amp"])
         model.eval()
-        before = memory(device)[0]
+        before = memory(device)["allocated"]
         reset_peak(device)
         total, correct, count = torch.zeros((), device=device), torch.zeros((), dtype=torch.int64, device=device), 0
         with torch.set_grad_enabled(not p["eval_no_grad"]):
@@ -464,8 +466,8 @@ class Run:
                     correct += (out.argmax(1) == y).sum()
                 count += len(x)
             del x, y, out  # the last batch's tensors: what is held now is what the running sums keep alive
-            allocated, _, peak = memory(device)
-            held, peaked = allocated - before, peak - before
+            after = memory(device)
+            held, peaked = after["allocated"] - before, after["peak"] - before
             mean = total.item() / count
         return mean, (correct.item() / count if self.classification else None), held, peaked
 
@@ -476,12 +478,12 @@ def measure_no_grad(model, device, x):
     model.eval()
     peaks = []
     for record_graph in (True, False):
-        base = memory(device)[0]
+        base = memory(device)["allocated"]
         reset_peak(device)
         with torch.set_grad_enabled(record_graph):
             out = model(x)
         del out
-        peaks.append(memory(device)[2] - base)
+        peaks.append(memory(device)["peak"] - base)
     lab.measurement("evaluation peak with the graph recorded", peaks[0], "bytes")
     lab.measurement("evaluation peak under no-grad", peaks[1], "bytes")
 
@@ -570,9 +572,9 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
             train_loss = state.train_one_epoch(epoch, net, opt, scheduler, scaler, train_loader, steps_per_epoch * epochs)
             if train_loss is None:
                 break
-            r["train_peak"] = max(r["train_peak"], memory(device)[2])
+            r["train_peak"] = max(r["train_peak"], memory(device)["peak"])
             eval_loss, accuracy, r["eval_held"], r["eval_peak"] = state.evaluate(net, test_loader)
-            r["run_peak"] = max(r["run_peak"], r["train_peak"], memory(device)[2])
+            r["run_peak"] = max(r["run_peak"], r["train_peak"], memory(device)["peak"])
             reset_peak(device)
             seconds = state.seconds  # the epochs' training time: evaluation is not training
             lab.point("loss", "eval", state.at(), eval_loss)
@@ -599,11 +601,11 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
         lab.message(message, "engine_error")
         explain_oom(held, requested_bytes(message))
         lab.record("oom", batch_size=batch_size, accumulate=accumulate, step=state.steps, message=message,
-                   allocated_after_bytes=memory(device)[0])
+                   allocated_after_bytes=memory(device)["allocated"])
         r["error"] = "OutOfMemoryError"
     if memory_cap_mb:
         torch.cuda.set_per_process_memory_fraction(1.0, device)
-    r["train_peak"] = max(r["train_peak"], memory(device)[2])  # since the last evaluation (or the error)
+    r["train_peak"] = max(r["train_peak"], memory(device)["peak"])  # since the last evaluation (or the error)
     r["run_peak"] = max(r["run_peak"], r["train_peak"])
     finish(p, device, state, net, test_loader, r)
 
@@ -628,7 +630,7 @@ def finish(p, device, state, net, test_loader, r):
     if trained and r["accuracy"] is not None:
         lab.measurement("test accuracy", r["accuracy"])
 
-    reserved_peak = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else lab.memory_stats(device)["reserved_bytes.all.peak"]
+    reserved_peak = memory(device)["peak_reserved"]
     verdict = ("Stopped after " if r["stopped"] else "Diverged after " if state.diverged else
                "Ended with the error above after " if r["error"] else "Done: ")
     summary = f"{verdict}{state.steps} steps on {device} in {state.seconds:.3f} s"
