@@ -298,6 +298,27 @@ class TestTraining : public QObject {
     QVERIFY(std::abs(small.number("train_loss") - big.number("train_loss")) > 1e-3);  // without accumulation it differs
   }
 
+  // Lesson 05's challenge run: under a 96 MiB cap, batch 4096 runs out of memory, and the view of what
+  // held the memory at the failure counts the model (followed from before it moved) and the step.
+  void anOutOfMemoryUnderTheCapIsExplainedByCategory() {
+    if (!test::cudaUsable() && !cuda::emulatedDevice()) QSKIP("no GPU and the emulated GPU is off");
+    RecordingSink s = runTrain({{"dataset", "fashion-mnist"}, {"hidden", "1024,1024"}, {"batch_size", "4096"}, {"train_subset", "8192"},
+                                {"epochs", "1"}, {"device", "cuda"}, {"memory_cap_mb", "96"}, {"log_every", "1"}});
+    const lab::Value* error = s.done->find("error");
+    QVERIFY(error && std::get<std::string>(*error) == "OutOfMemoryError");
+    std::map<std::string, double> held;
+    for (const lab::Bar& b : s.all<lab::Bar>())
+      if (b.view == "oom-memory") held[b.category] = b.value;
+    qInfo("at the failure: parameter %.0f, activation %.0f, input batch %.0f, request %.0f bytes", held["parameter"], held["activation"],
+          held["input batch"], held["request"]);
+    QVERIFY(held["parameter"] > 7e6);                  // 784*1024 + 1024*1024 + 1024*10 weights and biases, float32
+    // The images and their int64 labels, as the allocator rounds their blocks.
+    QVERIFY(held["input batch"] >= 4096.0 * 784 * 4 + 4096 * 8 && held["input batch"] < 4096.0 * 784 * 4 + (2 << 20));
+    QCOMPARE(held["request"], 16.0 * (1 << 20));        // one hidden layer's output: 4096 x 1024 float32
+    QVERIFY(held["activation"] > held["input batch"]);
+    QVERIFY(!s.rows("oom-fixes").empty());
+  }
+
   // Lesson 07, `train --amp fp16|bf16 [--no-grad-scaler]`: step records carry loss_scale and skipped,
   // bfloat16 learns, and a NaN in float16 without a scaler is explained.
   void stepRecordsCarryTheScale() {

@@ -292,8 +292,9 @@ def explain_oom(held, request):
 class Run:
     """The loop's state across epochs: steps and samples seen, training time, what the GradScaler skipped."""
 
-    def __init__(self, p, device, classification):
+    def __init__(self, p, device, classification, categories=None):
         self.p, self.device, self.classification = p, device, classification
+        self.categories = categories  # lab.memory_by_category under a memory cap, else None
         self.steps = self.samples = 0
         self.seconds = 0.0
         self.skipped = self.skipped_in_window = self.skip_markers = 0
@@ -420,6 +421,8 @@ class Run:
             self.skipped_in_window = 0
             lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}, loss {mean:.4f}")
             epoch_loss = self.add(epoch_loss, window_loss)
+            if self.categories:
+                self.categories.update()  # takes in the events so far, so that they do not pile up
             window_loss, window_steps, window_samples, window_start = zero, 0, 0, time.perf_counter()
         if window_steps:
             epoch_loss = self.add(epoch_loss, window_loss)
@@ -534,6 +537,9 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
     if len(train_loader) == 0:
         raise ValueError(f"the training set ({len(train_set)} examples) holds no whole batch of {batch_size}: nothing to train on")
     net = Net(model == "cnn", example_shape, parse_widths(hidden), outputs, checkpoint_segments)
+    # Under a cap, what the memory holds is followed from before the model moves (its parameters
+    # count), so that an out-of-memory error can be explained by category.
+    categories = lab.memory_by_category(device) if memory_cap_mb else None
     if move_model:
         net = net.to(device)
     print(f"{net}\n{sum(t.numel() for t in net.parameters())} parameters")
@@ -561,11 +567,10 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
     if memory_cap_mb:
         set_memory_cap(device, memory_cap_mb)
     reset_peak(device)
-    state = Run(p, device, classification)
+    state = Run(p, device, classification, categories)
     # What the finished epochs measured: a stopped or failed epoch adds nothing.
     r = dict(train_loss=None, eval_loss=None, accuracy=None, epochs_done=0, train_peak=0, run_peak=0, eval_held=0, eval_peak=0,
              error=None, stopped=False)
-    categories = lab.memory_by_category(device)  # what the memory holds, should it run out
     oom = None
     try:
         for epoch in range(1, epochs + 1):
@@ -587,7 +592,7 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
     except torch.cuda.OutOfMemoryError as e:
         # The step's tensors go once this block ends (the traceback holds them until then); what they
         # were is read now, for the explanation.
-        oom = (str(e), categories.update())
+        oom = (str(e), categories.update() if categories else None)
     except RuntimeError as e:
         if move_model and move_batch or "Expected all tensors to be on the same device" not in str(e):
             raise  # not provoked by a switch: a real failure
@@ -599,7 +604,11 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
         message, held = oom
         lab.marker("memory", state.at(), "out of memory", "oom")
         lab.message(message, "engine_error")
-        explain_oom(held, requested_bytes(message))
+        if held is None:
+            print("The fixes, cheapest first: a smaller batch_size (keep the effective batch with accumulate), evaluation under "
+                  "no-grad, smaller hidden layers -- or a memory cap (memory_cap_mb) to see what held the memory.")
+        else:
+            explain_oom(held, requested_bytes(message))
         lab.record("oom", batch_size=batch_size, accumulate=accumulate, step=state.steps, message=message,
                    allocated_after_bytes=memory(device)["allocated"])
         r["error"] = "OutOfMemoryError"
