@@ -301,6 +301,7 @@ class TestGui : public QObject {
   }
 
   void stopEndsARunWithin200ms() {
+    GPULAB_SKIP_WITHOUT_PYTHON();
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     w.show();
     QSignalSpy finished(&w, &MainWindow::runFinished);
