@@ -8,6 +8,7 @@
 #include "engine/autograd/checkpoint.h"
 #include "engine/core/errors.h"
 #include "engine/core/generator.h"
+#include "engine/core/parallel.h"
 #include "engine/core/version.h"
 #include "engine/ops/ops.h"
 #include "python/bindings/bindings.h"
@@ -197,6 +198,9 @@ void bindFunctions(py::module_& m) {
         py::arg("pin_memory") = false);
   m.def("manual_seed", [](std::uint64_t seed) { manual_seed(seed); }, py::arg("seed"));
   m.def("initial_seed", []() { return defaultGenerator().seed(); });
+  // The CPU kernels' threads (engine/core/parallel.h); OMP_NUM_THREADS sets them at start, as in PyTorch.
+  m.def("get_num_threads", []() { return numThreads(); });
+  m.def("set_num_threads", [](int threads) { setNumThreads(threads); }, py::arg("int"));
 
   // Math (torch.add(a, b), torch.matmul(a, b), ...).
   m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, NoGil());

@@ -24,7 +24,7 @@ from ._C import (  # noqa: E402,F401
     Tensor, dtype, float32, float64, float16, bfloat16, int64, bool,
     tensor, zeros, ones, empty, full, randn, rand, randint, arange,
     zeros_like, ones_like, empty_like, full_like, randn_like, rand_like,
-    manual_seed, initial_seed, is_grad_enabled,
+    manual_seed, initial_seed, is_grad_enabled, get_num_threads, set_num_threads,
     cat, stack, matmul, mm, maximum, minimum, exp, log, sqrt, abs, relu, sigmoid, tanh, softmax, log_softmax,
     sin, cos, where,
 )

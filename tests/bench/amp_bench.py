@@ -15,8 +15,8 @@ PyTorch gets its best configuration, and the table prints it:
   CPU: the fastest of 1 and 2 threads, each in its own process: torch.set_num_threads (and
        OMP_NUM_THREADS) with OPENBLAS_NUM_THREADS, as the pairs 1/1, 2/2, 1/2 and 2/1 (Debian's
        PyTorch runs its float32 GEMMs in the system OpenBLAS, as GPU Lab does, and its bfloat16 GEMMs
-       in oneDNN, which uses the OpenMP threads). GPU Lab is run with OPENBLAS_NUM_THREADS 1 and 2
-       and gets its faster one too. With --repeat N both sides alternate N times (a shared machine's
+       in oneDNN, which uses the OpenMP threads). GPU Lab is run with OMP_NUM_THREADS 1 and 2 (its
+       kernels' threads; OpenBLAS single-threaded inside them) and gets its faster one too. With --repeat N both sides alternate N times (a shared machine's
        load changes) and each keeps its fastest median per mode; every run is printed.
   CUDA: the faster of the foreach and the fused optimizer.
 PyTorch before 2.x has no float16 CPU autocast (1.13: bfloat16 only) and no CPU GradScaler; such a mode
@@ -293,7 +293,7 @@ def main():
     ap.add_argument("--modes", help="comma-separated subset of fp32,tf32,bf16,fp16 (default: all that apply)")
     ap.add_argument("--loss", choices=("mse", "ce"), default="mse")
     ap.add_argument("--optim", choices=("sgd", "adam"), default="sgd")
-    ap.add_argument("--threads", default="1,2", help="GPU Lab: OPENBLAS_NUM_THREADS values to try on the CPU (default 1,2)")
+    ap.add_argument("--threads", default="1,2", help="GPU Lab: OMP_NUM_THREADS values to try on the CPU (default 1,2)")
     ap.add_argument("--torch-threads", default="1/1,2/2,1/2,2/1",
                     help="PyTorch: torch threads/OpenBLAS threads pairs to try on the CPU (default 1/1,2/2,1/2,2/1)")
     ap.add_argument("--repeat", type=int, default=1, help="alternate both sides this many times, keep each side's fastest")
@@ -332,7 +332,7 @@ def main():
 
     for rep in range(a.repeat):
         for t in thread_choices:
-            label = f"OPENBLAS_NUM_THREADS={t}" if t else "default"
+            label = f"OMP_NUM_THREADS={t}" if t else "default"
             if not ours_dead:
                 lines, problem = run_ours(a, t)
                 if lines is None:
@@ -377,7 +377,7 @@ def main():
         print(f"PyTorch {torch_config['torch']}: {torch_config['device_name']}"
               + (f", CUDA {torch_config['cuda']}" if torch_config.get("cuda") else ""))
     if not cuda:
-        print(f"CPU threads tried: GPU Lab OPENBLAS_NUM_THREADS in {{{a.threads}}}; PyTorch torch.set_num_threads"
+        print(f"CPU threads tried: GPU Lab OMP_NUM_THREADS in {{{a.threads}}}; PyTorch torch.set_num_threads"
               f"(=OMP_NUM_THREADS) / OPENBLAS_NUM_THREADS in {{{a.torch_threads}}}; both link the system OpenBLAS; "
               f"the fastest per mode and side is used, over {a.repeat} alternating repeat(s)")
     if "emulated" in str(c.get("device_name", "")):

@@ -41,6 +41,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/errors.h"
 #include "engine/core/generator.h"
+#include "engine/core/parallel.h"
 #include "engine/nn/layers.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/optimizer.h"
@@ -84,9 +85,8 @@ std::string cpuModel() {
 
 std::string deviceName(Device device) {
   if (device.isCpu()) {
-    const char* blasThreads = std::getenv("OPENBLAS_NUM_THREADS");
     std::ostringstream s;
-    s << "cpu (" << cpuModel() << ", OpenBLAS threads: " << (blasThreads ? blasThreads : "default") << ")";
+    s << "cpu (" << cpuModel() << ", threads: " << numThreads() << ")";
     return s.str();
   }
   return cuda::deviceLabel(device);

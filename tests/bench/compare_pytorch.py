@@ -7,7 +7,8 @@ Workloads (both sides identical: data, model, optimizer, batch size, shuffling, 
   fashion     Fashion-MNIST, 784 -> 256 -> 128 -> 100 -> 10 ReLU MLP, Adam lr 1e-3, batch 128, one epoch
 
 Each side in its best configuration, said in the output:
-  threads  GPU Lab with OPENBLAS_NUM_THREADS 1 .. os.cpu_count(); PyTorch with torch.set_num_threads 1 ..
+  threads  GPU Lab with OMP_NUM_THREADS 1 .. os.cpu_count() (its kernels' threads, engine/core/parallel.h;
+           OpenBLAS itself runs single-threaded inside them); PyTorch with torch.set_num_threads 1 ..
            os.cpu_count() and its own default. The fastest of each side is compared. (On a machine whose
            CPUs are hyperthreads of fewer cores, more threads can be slower: forcing os.cpu_count() on
            PyTorch handicapped it.)
@@ -34,7 +35,7 @@ def ours(cli, device, args, threads=0):
     cmd = [cli, "train", "--device", device, "--json", "--log-every", "100000"] + args
     env = dict(os.environ)
     if threads:
-        env["OPENBLAS_NUM_THREADS"] = str(threads)
+        env["OMP_NUM_THREADS"] = str(threads)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     done = [json.loads(l) for l in out.splitlines() if '"event":"done"' in l][0]
     return done["steps"] / done["seconds"], done
@@ -128,7 +129,7 @@ def main():
     torch_runs = best_torch(lambda: torch_train(dev, x, y, [64], 64, REG_EPOCHS, False)[0])
     (ot, o), (tt, t) = max(ours_runs.items(), key=lambda p: p[1]), max(torch_runs.items(), key=lambda p: p[1])
     print(f"  GPU Lab: {describe(ours_runs, 'steps/s', True)}\n  PyTorch: {describe(torch_runs, 'steps/s', True)}")
-    print(f"regression loop (16-64-1, Adam, batch 64): GPU Lab {o:,.0f} steps/s (OpenBLAS threads {ot or 'default'}), "
+    print(f"regression loop (16-64-1, Adam, batch 64): GPU Lab {o:,.0f} steps/s (threads {ot or 'default'}), "
           f"PyTorch {t:,.0f} steps/s (torch threads {tt}), ratio {o / t:.1f}x")
 
     if not a.skip_fashion:
@@ -140,8 +141,17 @@ def main():
         torch_runs = best_torch(lambda: 469 / torch_train(dev, xf, yf, [256, 128, 100], 128, 1, True)[0])
         (ot, o), (tt, t) = min(ours_runs.items(), key=lambda p: p[1]), min(torch_runs.items(), key=lambda p: p[1])
         print(f"  GPU Lab: {describe(ours_runs, 's', False)}\n  PyTorch: {describe(torch_runs, 's', False)}")
-        print(f"fashion-mnist MLP epoch (256-128-100, Adam, batch 128): GPU Lab {o:.2f} s (OpenBLAS threads {ot or 'default'}), "
+        print(f"fashion-mnist MLP epoch (256-128-100, Adam, batch 128): GPU Lab {o:.2f} s (threads {ot or 'default'}), "
               f"PyTorch {t:.2f} s (torch threads {tt}), ratio {t / o:.2f}x (PyTorch time / ours; > 1 means GPU Lab is faster)")
+        if a.device == "cpu":
+            # The epoch's GEMMs alone (mlp_gemm_floor.py) on GPU Lab's engine at the same thread count.
+            env = dict(os.environ, OMP_NUM_THREADS=str(ot)) if ot else dict(os.environ)
+            script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlp_gemm_floor.py")
+            out = subprocess.run([a.cli, "run", script], check=True, capture_output=True, text=True, env=env).stdout
+            floor = json.loads(out.strip().splitlines()[-1])
+            print(f"fashion-mnist MLP epoch against its GEMMs: the epoch's products alone take {floor['seconds']:.3f} s "
+                  f"({floor['gflop']:.1f} GFLOP at {floor['gflops']:.1f} GFLOP/s, {floor['threads']} thread(s)); the epoch "
+                  f"{o:.3f} s is {o / floor['seconds']:.2f}x that -- target <= 1.5x, {'met' if o <= 1.5 * floor['seconds'] else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def main():
     base = dict(os.environ, BENCH_EPOCHS=str(args.epochs), GPULAB_EMULATED_GPU="0")
 
     def gpulab(n):
-        env = dict(base, PYTHONPATH=os.path.join(args.build, "python"), OPENBLAS_NUM_THREADS=str(n))
+        env = dict(base, PYTHONPATH=os.path.join(args.build, "python"), OMP_NUM_THREADS=str(n))
         return run([python, "-m", "gpulab", SCRIPT], env)
 
     def pytorch(n):

@@ -19,8 +19,6 @@
 // lets NaN win; avg_pool2d's window is clipped to the padded input for its count and to the input
 // for its sum (dilation does not apply to it, as in PyTorch); adaptive windows are
 // [floor(i*H/OH), ceil((i+1)*H/OH)).
-#include <cblas.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -30,7 +28,9 @@
 #include <vector>
 
 #include "engine/core/dispatch.h"
+#include "engine/core/parallel.h"
 #include "engine/kernels/cpu_backend.h"
+#include "engine/kernels/gemm/cpu_blas.h"
 #include "engine/memory/memory_events.h"
 
 namespace gpulab {
@@ -39,22 +39,6 @@ namespace {
 
 using Conv = Backend::Conv2dShape;
 using Pool = Backend::Pool2dShape;
-
-// Row-major C = op(A) @ op(B) + beta * C in M (float or double).
-template <class M>
-void gemmM(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, const M* a, std::int64_t lda,
-           const M* b, std::int64_t ldb, M beta, M* c, std::int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  const CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans, tb = transB ? CblasTrans : CblasNoTrans;
-  const auto M_ = static_cast<blasint>(m), N_ = static_cast<blasint>(n), K_ = static_cast<blasint>(k);
-  if constexpr (std::is_same_v<M, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, M_, N_, K_, 1.0f, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta,
-                c, static_cast<blasint>(ldc));
-  } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, M_, N_, K_, 1.0, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta,
-                c, static_cast<blasint>(ldc));
-  }
-}
 
 // A tensor's elements as M: the tensor's own memory when T is M (float32, float64), else a widened copy.
 template <class T, class M = OpMath<T>>
@@ -118,6 +102,12 @@ ValidRange validRange(std::int64_t out, std::int64_t in, std::int64_t stride, st
   return {begin, end};
 }
 
+// One zero store that the compiler must not turn into a memset call (it does so for a zeroing loop).
+template <class M>
+inline void zeroStore(M* p) {
+  *static_cast<volatile M*>(p) = M(0);
+}
+
 // One sample's group into the columns matrix: x points at its first channel (Cg planes of H*W), cols
 // at this sample's first column, and ld is the columns' row length (OH*OW times the samples that share
 // the matrix, so that one GEMM serves them all).
@@ -145,9 +135,12 @@ void im2col(const M* x, M* cols, std::int64_t ld, std::int64_t channels, const C
           }
           const M* src = xc + (oh0 + r - s.padH) * W + cw.begin + q - s.padW;
           std::copy(src, src + (oh1 - 1 - oh0) * W + (cw.end - cw.begin), dst + oh0 * W + cw.begin);
+          // The wrapped columns: as many as the padding, a column or two a row -- stores, not memset
+          // calls (a call for one float, per row, tap, channel and sample, was a tenth of the backward).
           for (std::int64_t oh = oh0; oh < oh1; ++oh) {
-            std::fill(dst + oh * W, dst + oh * W + cw.begin, M(0));
-            std::fill(dst + oh * W + cw.end, dst + (oh + 1) * W, M(0));
+            M* rowStart = dst + oh * W;
+            for (std::int64_t j = 0; j < cw.begin; ++j) zeroStore(rowStart + j);
+            for (std::int64_t j = cw.end; j < W; ++j) zeroStore(rowStart + j);
           }
         }
     return;
@@ -191,7 +184,12 @@ void col2im(const M* cols, std::int64_t ld, M* x, std::int64_t channels, const C
           if (h < 0 || h >= s.inH || cw.begin == cw.end) continue;
           const M* src = row + oh * s.outW;
           M* dst = xc + h * s.inW + cw.begin * s.strideW - s.padW + q * s.dilationW;
-          for (std::int64_t ow = cw.begin; ow < cw.end; ++ow) dst[(ow - cw.begin) * s.strideW] += src[ow];
+          if (s.strideW == 1) {  // contiguous: a loop the compiler vectorises
+            const M* from = src + cw.begin;
+            for (std::int64_t j = 0, len = cw.end - cw.begin; j < len; ++j) dst[j] += from[j];
+          } else {
+            for (std::int64_t ow = cw.begin; ow < cw.end; ++ow) dst[(ow - cw.begin) * s.strideW] += src[ow];
+          }
         }
       }
 }
@@ -199,17 +197,21 @@ void col2im(const M* cols, std::int64_t ld, M* x, std::int64_t channels, const C
 struct ConvDims {
   std::int64_t cg, kg, colRows, plane, inPlane;  // channels and filters per group, Cg*R*S, OH*OW, H*W
   // Samples per GEMM: their columns side by side make one (Cg*R*S, chunk*OH*OW) matrix, so the GEMM
-  // is wide enough for OpenBLAS's kernels (a 14 x 14 output plane alone is 196 columns), with the
-  // columns buffer capped at about 16 MiB of float.
-  std::int64_t chunk;
+  // is wide enough for OpenBLAS's kernels (a 14 x 14 output plane alone is 196 columns: a chunk is about
+  // 512 columns, whose buffers stay near the core's L2 cache -- wider ones measured no faster), with a
+  // chunk's columns capped at 4 MiB of float. The chunks are what the threads share out (a part takes
+  // consecutive chunks, with its own columns buffer).
+  std::int64_t chunk, chunks;
 };
 ConvDims convDims(const Conv& s) {
   const std::int64_t cg = s.inChannels / s.groups, kg = s.outChannels / s.groups;
   const std::int64_t colRows = cg * s.kernelH * s.kernelW, plane = s.outH * s.outW;
-  constexpr std::int64_t kMaxColumnElements = std::int64_t{1} << 22;
+  constexpr std::int64_t kMaxColumnElements = std::int64_t{1} << 20, kTargetColumns = 512;
   const std::int64_t perSample = std::max<std::int64_t>(colRows * plane, 1);
-  const std::int64_t chunk = std::clamp<std::int64_t>(kMaxColumnElements / perSample, 1, std::max<std::int64_t>(s.batch, 1));
-  return {cg, kg, colRows, plane, s.inH * s.inW, chunk};
+  const std::int64_t wide = (kTargetColumns + std::max<std::int64_t>(plane, 1) - 1) / std::max<std::int64_t>(plane, 1);
+  const std::int64_t batch = std::max<std::int64_t>(s.batch, 1);
+  const std::int64_t chunk = std::clamp<std::int64_t>(std::min(wide, kMaxColumnElements / perSample), 1, batch);
+  return {cg, kg, colRows, plane, s.inH * s.inW, chunk, (batch + chunk - 1) / chunk};
 }
 
 // A chunk's (Kg, count*OH*OW) matrix to and from the (N, K, OH, OW) tensor's planes of group g.
@@ -232,40 +234,45 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& we
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> xb, wb, bb, ob;
-    const Workspace<M> cols(d.colRows * d.plane * d.chunk, input.device());
-    const Workspace<M> wide(d.chunk > 1 ? d.kg * d.plane * d.chunk : 0, input.device());
+    const int parts = parallelParts(d.chunks, 1);
+    const std::int64_t colsSize = d.colRows * d.plane * d.chunk, wideSize = d.chunk > 1 ? d.kg * d.plane * d.chunk : 0;
+    const Workspace<M> cols(colsSize * parts, input.device());
+    const Workspace<M> wide(wideSize * parts, input.device());
     const M* x = readAs<T>(input, xb);
     const M* w = readAs<T>(weight, wb);
     const M* b = bias ? readAs<T>(*bias, bb) : nullptr;
     M* y = writeAs<T>(out, ob);
-    for (std::int64_t n0 = 0; n0 < s.batch; n0 += d.chunk) {
-      const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
-      for (std::int64_t g = 0; g < s.groups; ++g) {
-        // With one sample the GEMM writes its output planes directly; with several, a (Kg, count*plane)
-        // result is scattered to them.
-        M* result = count == 1 ? y + (n0 * s.outChannels + g * d.kg) * d.plane : wide.data();
-        if (d.colRows == 0) {
-          std::fill(result, result + d.kg * ld, M(0));
-        } else {
-          for (std::int64_t i = 0; i < count; ++i)
-            im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.data() + i * d.plane, ld, d.cg, s);
-          gemmM<M>(false, false, d.kg, ld, d.colRows, w + g * d.kg * d.colRows, d.colRows, cols.data(), ld, M(0), result,
-                   ld);
-        }
-        for (std::int64_t k = 0; k < d.kg; ++k) {
-          const M bk = b ? b[g * d.kg + k] : M(0);
-          for (std::int64_t i = 0; i < count; ++i) {
-            const M* src = result + (k * count + i) * d.plane;
-            M* dst = y + ((n0 + i) * s.outChannels + g * d.kg + k) * d.plane;
-            if (src != dst) {
-              for (std::int64_t p = 0; p < d.plane; ++p) dst[p] = src[p] + bk;  // the scatter and the bias in one pass
-            } else if (b) {
-              for (std::int64_t p = 0; p < d.plane; ++p) dst[p] += bk;
+    parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
+      M* partCols = cols.data() + part * colsSize;
+      M* partWide = wide.data() + part * wideSize;
+      for (std::int64_t n0 = c0 * d.chunk; n0 < std::min(s.batch, c1 * d.chunk); n0 += d.chunk) {
+        const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
+        for (std::int64_t g = 0; g < s.groups; ++g) {
+          // With one sample the GEMM writes its output planes directly; with several, a (Kg, count*plane)
+          // result is scattered to them.
+          M* result = count == 1 ? y + (n0 * s.outChannels + g * d.kg) * d.plane : partWide;
+          if (d.colRows == 0) {
+            std::fill(result, result + d.kg * ld, M(0));
+          } else {
+            for (std::int64_t i = 0; i < count; ++i)
+              im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, partCols + i * d.plane, ld, d.cg, s);
+            blas<M>(false, false, d.kg, ld, d.colRows, M(1), w + g * d.kg * d.colRows, d.colRows, partCols, ld, M(0), result, ld);
+          }
+          for (std::int64_t k = 0; k < d.kg; ++k) {
+            const M bk = b ? b[g * d.kg + k] : M(0);
+            for (std::int64_t i = 0; i < count; ++i) {
+              const M* src = result + (k * count + i) * d.plane;
+              M* dst = y + ((n0 + i) * s.outChannels + g * d.kg + k) * d.plane;
+              if (src != dst) {
+                for (std::int64_t p = 0; p < d.plane; ++p) dst[p] = src[p] + bk;  // the scatter and the bias in one pass
+              } else if (b) {
+                for (std::int64_t p = 0; p < d.plane; ++p) dst[p] += bk;
+              }
             }
           }
         }
       }
-    }
+    });
     commit<T>(out, ob);
   });
 }
@@ -277,24 +284,30 @@ void CpuBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& grad
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> gb, wb, ib;
-    const Workspace<M> cols(d.colRows * d.plane * d.chunk, gradOut.device());
-    const Workspace<M> wide(d.kg * d.plane * d.chunk, gradOut.device());
+    const int parts = parallelParts(d.chunks, 1);
+    const std::int64_t colsSize = d.colRows * d.plane * d.chunk, wideSize = d.kg * d.plane * d.chunk;
+    const Workspace<M> cols(colsSize * parts, gradOut.device());
+    const Workspace<M> wide(wideSize * parts, gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* w = readAs<T>(weight, wb);
     M* gi = writeAs<T>(gradInput, ib);
-    std::fill(gi, gi + gradInput.numel(), M(0));
-    if (d.colRows > 0 && d.plane > 0 && d.kg > 0)
-      for (std::int64_t n0 = 0; n0 < s.batch; n0 += d.chunk) {
+    parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
+      M* partCols = cols.data() + part * colsSize;
+      M* partWide = wide.data() + part * wideSize;
+      const std::int64_t first = c0 * d.chunk, last = std::min(s.batch, c1 * d.chunk);  // this part's samples
+      std::fill(gi + first * s.inChannels * d.inPlane, gi + last * s.inChannels * d.inPlane, M(0));
+      if (d.colRows == 0 || d.plane == 0 || d.kg == 0) return;
+      for (std::int64_t n0 = first; n0 < last; n0 += d.chunk) {
         const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
         for (std::int64_t g = 0; g < s.groups; ++g) {
           // dcols = W_g^T @ gradOut_g : (Cg*R*S, Kg) @ (Kg, count*OH*OW)
-          gatherPlanes(go, wide.data(), n0, count, g, d, s.outChannels);
-          gemmM<M>(true, false, d.colRows, ld, d.kg, w + g * d.kg * d.colRows, d.colRows, wide.data(), ld, M(0),
-                   cols.data(), ld);
+          gatherPlanes(go, partWide, n0, count, g, d, s.outChannels);
+          blas<M>(true, false, d.colRows, ld, d.kg, M(1), w + g * d.kg * d.colRows, d.colRows, partWide, ld, M(0), partCols, ld);
           for (std::int64_t i = 0; i < count; ++i)
-            col2im(cols.data() + i * d.plane, ld, gi + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, d.cg, s);
+            col2im(partCols + i * d.plane, ld, gi + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, d.cg, s);
         }
       }
+    });
     commit<T>(gradInput, ib);
   });
 }
@@ -306,24 +319,38 @@ void CpuBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gr
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> gb, xb, wb;
-    const Workspace<M> cols(d.colRows * d.plane * d.chunk, gradOut.device());
-    const Workspace<M> wide(d.kg * d.plane * d.chunk, gradOut.device());
+    // Each part sums its chunks' dW into its own (Kg*groups, Cg*R*S) buffer -- the first part into
+    // gradWeight itself -- and the parts' sums are added in part order: the same bits at one thread count.
+    const int parts = parallelParts(d.chunks, 1);
+    const std::int64_t colsSize = d.colRows * d.plane * d.chunk, wideSize = d.kg * d.plane * d.chunk;
+    const std::int64_t weightSize = gradWeight.numel();
+    const Workspace<M> cols(colsSize * parts, gradOut.device());
+    const Workspace<M> wide(wideSize * parts, gradOut.device());
+    const Workspace<M> partials(weightSize * (parts - 1), gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* x = readAs<T>(input, xb);
     M* gw = writeAs<T>(gradWeight, wb);
-    std::fill(gw, gw + gradWeight.numel(), M(0));
-    if (d.colRows > 0 && d.plane > 0 && d.kg > 0)
-      for (std::int64_t n0 = 0; n0 < s.batch; n0 += d.chunk) {
+    parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
+      M* partCols = cols.data() + part * colsSize;
+      M* partWide = wide.data() + part * wideSize;
+      M* sum = part == 0 ? gw : partials.data() + (part - 1) * weightSize;
+      std::fill(sum, sum + weightSize, M(0));
+      if (d.colRows == 0 || d.plane == 0 || d.kg == 0) return;
+      for (std::int64_t n0 = c0 * d.chunk; n0 < std::min(s.batch, c1 * d.chunk); n0 += d.chunk) {
         const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
         for (std::int64_t g = 0; g < s.groups; ++g) {
           for (std::int64_t i = 0; i < count; ++i)
-            im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.data() + i * d.plane, ld, d.cg, s);
-          gatherPlanes(go, wide.data(), n0, count, g, d, s.outChannels);
+            im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, partCols + i * d.plane, ld, d.cg, s);
+          gatherPlanes(go, partWide, n0, count, g, d, s.outChannels);
           // dW_g += gradOut_g @ cols^T : (Kg, count*OH*OW) @ (count*OH*OW, Cg*R*S)
-          gemmM<M>(false, true, d.kg, d.colRows, ld, wide.data(), ld, cols.data(), ld, M(1), gw + g * d.kg * d.colRows,
-                   d.colRows);
+          blas<M>(false, true, d.kg, d.colRows, ld, M(1), partWide, ld, partCols, ld, M(1), sum + g * d.kg * d.colRows, d.colRows);
         }
       }
+    });
+    for (int part = 1; part < parts; ++part) {
+      const M* p = partials.data() + (part - 1) * weightSize;
+      for (std::int64_t i = 0; i < weightSize; ++i) gw[i] += p[i];
+    }
     commit<T>(gradWeight, wb);
   });
 }
@@ -340,6 +367,11 @@ inline void takeIfGreater(bool take, M v, std::int64_t index, M& mx, std::int64_
   const Bits merged = (std::bit_cast<Bits>(v) & mask) | (std::bit_cast<Bits>(mx) & ~mask);
   mx = std::bit_cast<M>(merged);
   best ^= (best ^ index) & -static_cast<std::int64_t>(take);
+}
+
+// Planes (sample, channel) a pool's part takes at least: ~32k input values, so a small pool stays on one thread.
+std::int64_t planeGrain(const Pool& s) {
+  return std::max<std::int64_t>(1, (std::int64_t{1} << 15) / std::max<std::int64_t>(s.inH * s.inW, 1));
 }
 
 }  // namespace
@@ -361,60 +393,62 @@ void CpuBackend::maxPool2d(const Tensor& out, const Tensor& indices, const Tenso
                           s.dilationH == 1 && s.dilationW == 1 && 2 * s.outH <= s.inH && 2 * s.outW <= s.inW;  // (ceil_mode:
                                                                                                            // a partial last window)
     using Which = std::conditional_t<sizeof(M) == 4, std::int32_t, std::int64_t>;  // the width of M: one vector lane each
-    std::vector<Which> winner(tiled2x2 ? static_cast<std::size_t>(s.outW) : 0);
-    for (std::int64_t p = 0; p < planes; ++p) {
-      const T* xp = x + p * s.inH * s.inW;
-      T* yp = y + p * s.outH * s.outW;
-      std::int64_t* ip = idx + p * s.outH * s.outW;
-      if (tiled2x2) {
-        for (std::int64_t oh = 0; oh < s.outH; ++oh) {
-          const std::int64_t top = 2 * oh * s.inW;
-          const T *r0 = xp + top, *r1 = r0 + s.inW;
-          T* yr = yp + oh * s.outW;
-          // Written so the compiler vectorises it: the same-width selects (value, and which of the four
-          // won, 0..3) over a row, then the winners' flat indices in a second pass.
-          for (std::int64_t ow = 0; ow < s.outW; ++ow) {
-            const M a = static_cast<M>(r0[2 * ow]), b = static_cast<M>(r0[2 * ow + 1]);
-            const M c = static_cast<M>(r1[2 * ow]), d = static_cast<M>(r1[2 * ow + 1]);
-            M mx = a;
-            Which k = 0;
-            bool t = greater(b, mx);
-            mx = t ? b : mx;
-            k = t ? Which(1) : k;
-            t = greater(c, mx);
-            mx = t ? c : mx;
-            k = t ? Which(2) : k;
-            t = greater(d, mx);
-            mx = t ? d : mx;
-            k = t ? Which(3) : k;
-            yr[ow] = static_cast<T>(mx);
-            winner[static_cast<std::size_t>(ow)] = k;
-          }
-          for (std::int64_t ow = 0; ow < s.outW; ++ow) {
-            const Which k = winner[static_cast<std::size_t>(ow)];
-            ip[oh * s.outW + ow] = top + 2 * ow + (k & 1) + (k >> 1) * s.inW;
-          }
-        }
-        continue;
-      }
-      for (std::int64_t oh = 0; oh < s.outH; ++oh)
-        for (std::int64_t ow = 0; ow < s.outW; ++ow) {
-          std::int64_t h0 = oh * s.strideH - s.padH, w0 = ow * s.strideW - s.padW;
-          const std::int64_t h1 = std::min(h0 + (s.kernelH - 1) * s.dilationH + 1, s.inH);
-          const std::int64_t w1 = std::min(w0 + (s.kernelW - 1) * s.dilationW + 1, s.inW);
-          while (h0 < 0) h0 += s.dilationH;
-          while (w0 < 0) w0 += s.dilationW;
-          std::int64_t best = h0 * s.inW + w0;
-          M mx = -std::numeric_limits<M>::infinity();
-          for (std::int64_t h = h0; h < h1; h += s.dilationH)
-            for (std::int64_t w = w0; w < w1; w += s.dilationW) {
-              const M v = static_cast<M>(xp[h * s.inW + w]);
-              takeIfGreater(greater(v, mx), v, h * s.inW + w, mx, best);  // v != v: NaN wins, as in PyTorch
+    parallelFor(planes, planeGrain(s), [&](int, std::int64_t p0, std::int64_t p1) {
+      std::vector<Which> winner(tiled2x2 ? static_cast<std::size_t>(s.outW) : 0);
+      for (std::int64_t p = p0; p < p1; ++p) {
+        const T* xp = x + p * s.inH * s.inW;
+        T* yp = y + p * s.outH * s.outW;
+        std::int64_t* ip = idx + p * s.outH * s.outW;
+        if (tiled2x2) {
+          for (std::int64_t oh = 0; oh < s.outH; ++oh) {
+            const std::int64_t top = 2 * oh * s.inW;
+            const T *r0 = xp + top, *r1 = r0 + s.inW;
+            T* yr = yp + oh * s.outW;
+            // Written so the compiler vectorises it: the same-width selects (value, and which of the four
+            // won, 0..3) over a row, then the winners' flat indices in a second pass.
+            for (std::int64_t ow = 0; ow < s.outW; ++ow) {
+              const M a = static_cast<M>(r0[2 * ow]), b = static_cast<M>(r0[2 * ow + 1]);
+              const M c = static_cast<M>(r1[2 * ow]), d = static_cast<M>(r1[2 * ow + 1]);
+              M mx = a;
+              Which k = 0;
+              bool t = greater(b, mx);
+              mx = t ? b : mx;
+              k = t ? Which(1) : k;
+              t = greater(c, mx);
+              mx = t ? c : mx;
+              k = t ? Which(2) : k;
+              t = greater(d, mx);
+              mx = t ? d : mx;
+              k = t ? Which(3) : k;
+              yr[ow] = static_cast<T>(mx);
+              winner[static_cast<std::size_t>(ow)] = k;
             }
-          yp[oh * s.outW + ow] = static_cast<T>(mx);
-          ip[oh * s.outW + ow] = best;
+            for (std::int64_t ow = 0; ow < s.outW; ++ow) {
+              const Which k = winner[static_cast<std::size_t>(ow)];
+              ip[oh * s.outW + ow] = top + 2 * ow + (k & 1) + (k >> 1) * s.inW;
+            }
+          }
+          continue;
         }
-    }
+        for (std::int64_t oh = 0; oh < s.outH; ++oh)
+          for (std::int64_t ow = 0; ow < s.outW; ++ow) {
+            std::int64_t h0 = oh * s.strideH - s.padH, w0 = ow * s.strideW - s.padW;
+            const std::int64_t h1 = std::min(h0 + (s.kernelH - 1) * s.dilationH + 1, s.inH);
+            const std::int64_t w1 = std::min(w0 + (s.kernelW - 1) * s.dilationW + 1, s.inW);
+            while (h0 < 0) h0 += s.dilationH;
+            while (w0 < 0) w0 += s.dilationW;
+            std::int64_t best = h0 * s.inW + w0;
+            M mx = -std::numeric_limits<M>::infinity();
+            for (std::int64_t h = h0; h < h1; h += s.dilationH)
+              for (std::int64_t w = w0; w < w1; w += s.dilationW) {
+                const M v = static_cast<M>(xp[h * s.inW + w]);
+                takeIfGreater(greater(v, mx), v, h * s.inW + w, mx, best);  // v != v: NaN wins, as in PyTorch
+              }
+            yp[oh * s.outW + ow] = static_cast<T>(mx);
+            ip[oh * s.outW + ow] = best;
+          }
+      }
+    });
   });
 }
 
@@ -425,15 +459,17 @@ void CpuBackend::maxPool2dBackward(const Tensor& gradInput, const Tensor& gradOu
     using M = OpMath<T>;
     std::vector<M> buffer;
     M* gi = writeAs<T>(gradInput, buffer);
-    std::fill(gi, gi + gradInput.numel(), M(0));
     const T* go = gradOut.data<T>();
     const std::int64_t* idx = indices.data<std::int64_t>();
     const std::int64_t planes = s.batch * s.channels, outPlane = s.outH * s.outW, inPlane = s.inH * s.inW;
-    for (std::int64_t p = 0; p < planes; ++p)
-      for (std::int64_t o = 0; o < outPlane; ++o) {
-        const std::int64_t i = idx[p * outPlane + o];
-        if (i >= 0 && i < inPlane) gi[p * inPlane + i] += static_cast<M>(go[p * outPlane + o]);
-      }
+    parallelFor(planes, planeGrain(s), [&](int, std::int64_t p0, std::int64_t p1) {
+      std::fill(gi + p0 * inPlane, gi + p1 * inPlane, M(0));
+      for (std::int64_t p = p0; p < p1; ++p)
+        for (std::int64_t o = 0; o < outPlane; ++o) {
+          const std::int64_t i = idx[p * outPlane + o];
+          if (i >= 0 && i < inPlane) gi[p * inPlane + i] += static_cast<M>(go[p * outPlane + o]);
+        }
+    });
     commit<T>(gradInput, buffer);
   });
 }

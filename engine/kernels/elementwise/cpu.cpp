@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/core/dispatch.h"
+#include "engine/core/parallel.h"
 #include "engine/kernels/cpu_backend.h"
 #include "engine/kernels/cpu_convert.h"
 #include "engine/kernels/strided.h"
@@ -23,6 +24,13 @@ inline D convert(S v) {
   } else {
     return fn::convertElement<D>(static_cast<M>(v));
   }
+}
+
+// A contiguous op's elements [0, n) over the engine's threads, at least 64k elements a part (below that,
+// waking a thread costs about what the part saves).
+template <class F>
+void forElements(std::int64_t n, F body) {
+  parallelFor(n, std::int64_t{1} << 16, [&](int, std::int64_t begin, std::int64_t end) { body(begin, end); });
 }
 
 }  // namespace
@@ -51,9 +59,11 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
       const S* s = src.data<S>();
       if (dst.is_contiguous() && src.is_contiguous()) {
         // The casts autocast makes on every op: float32 <-> float16 a vector at a time.
-        if constexpr (std::is_same_v<D, Half> && std::is_same_v<S, float>) return cpu::floatToHalf(s, d, dst.numel());
-        if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Half>) return cpu::halfToFloat(s, d, dst.numel());
-        for (std::int64_t i = 0, n = dst.numel(); i < n; ++i) d[i] = convert<D>(s[i]);
+        forElements(dst.numel(), [&](std::int64_t begin, std::int64_t end) {
+          if constexpr (std::is_same_v<D, Half> && std::is_same_v<S, float>) return cpu::floatToHalf(s + begin, d + begin, end - begin);
+          if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Half>) return cpu::halfToFloat(s + begin, d + begin, end - begin);
+          for (std::int64_t i = begin; i < end; ++i) d[i] = convert<D>(s[i]);
+        });
         return;
       }
       detail::forEachRun<2>(dst.sizes(), {dst.strides().data(), src.strides().data()},
@@ -73,7 +83,9 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in) {
       using M = OpMath<T>;
       const T* x = in.data<T>();
       T* y = out.data<T>();
-      for (std::int64_t i = 0, n = out.numel(); i < n; ++i) y[i] = static_cast<T>(f(static_cast<M>(x[i])));
+      forElements(out.numel(), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) y[i] = static_cast<T>(f(static_cast<M>(x[i])));
+      });
     });
   });
 }
@@ -88,7 +100,9 @@ void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const T
       const T* y = b.data<T>();
       const std::int64_t n = out.numel();
       if (a.is_contiguous() && b.is_contiguous()) {
-        for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(static_cast<M>(x[i]), static_cast<M>(y[i])));
+        forElements(n, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(f(static_cast<M>(x[i]), static_cast<M>(y[i])));
+        });
         return;
       }
       detail::forEachRun<3>(out.sizes(), {out.strides().data(), a.strides().data(), b.strides().data()},
@@ -120,11 +134,13 @@ void CpuBackend::binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, d
       T* o = out.data<T>();
       const T* x = a.data<T>();
       const std::int64_t n = out.numel();
-      if (scalarFirst) {
-        for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(sv, static_cast<M>(x[i])));
-      } else {
-        for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(static_cast<M>(x[i]), sv));
-      }
+      forElements(n, [&](std::int64_t begin, std::int64_t end) {
+        if (scalarFirst) {
+          for (std::int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(f(sv, static_cast<M>(x[i])));
+        } else {
+          for (std::int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(f(static_cast<M>(x[i]), sv));
+        }
+      });
     });
   });
 }

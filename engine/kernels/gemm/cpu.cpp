@@ -1,14 +1,15 @@
-// Matrix products on the CPU through OpenBLAS: sgemm for float32, dgemm for float64. float16 and
+// Matrix products on the CPU through OpenBLAS: sgemm for float32, dgemm for float64, each product
+// cut into blocks of columns (or rows) over the engine's threads (engine/core/parallel.h says why not
+// OpenBLAS's own), one single-threaded BLAS call a block. float16 and
 // bfloat16 have no BLAS kernel in Debian's OpenBLAS, so their operands are widened to float32, multiplied
 // by sgemm (float32 accumulation, as PyTorch's bfloat16 CPU matmul and every tensor-core GEMM) and
 // rounded once on store -- the precision a GPU's half GEMM gives, at float32's CPU speed plus the
 // conversions (the mixed-precision lesson measures that this is not faster on a CPU).
-#include <cblas.h>
-
 #include <vector>
 
 #include "engine/core/dispatch.h"
 #include "engine/kernels/cpu_backend.h"
+#include "engine/kernels/gemm/cpu_blas.h"
 #include "engine/kernels/cpu_convert.h"
 
 namespace gpulab {
@@ -43,22 +44,15 @@ void CpuBackend::gemm(DType dtype, bool transA, bool transB, std::int64_t m, std
                       double alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, double beta,
                       void* c, std::int64_t ldc, std::int64_t batch, std::int64_t strideA, std::int64_t strideB,
                       std::int64_t strideC) {
-  const CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans, tb = transB ? CblasTrans : CblasNoTrans;
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
   dispatchFloating(dtype, "addmm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* A = static_cast<const T*>(a);
     const T* B = static_cast<const T*>(b);
     T* C = static_cast<T*>(c);
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       for (std::int64_t i = 0; i < batch; ++i)
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), A + i * strideA, static_cast<blasint>(lda),
-                    B + i * strideB, static_cast<blasint>(ldb), static_cast<float>(beta), C + i * strideC,
-                    static_cast<blasint>(ldc));
-    } else if constexpr (std::is_same_v<T, double>) {
-      for (std::int64_t i = 0; i < batch; ++i)
-        cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A + i * strideA, static_cast<blasint>(lda), B + i * strideB,
-                    static_cast<blasint>(ldb), beta, C + i * strideC, static_cast<blasint>(ldc));
+        blas<T>(transA, transB, m, n, k, static_cast<T>(alpha), A + i * strideA, lda, B + i * strideB, ldb, static_cast<T>(beta),
+                C + i * strideC, ldc);
     } else {
       // Per thread: lab workers and the GUI thread may multiply at the same time.
       thread_local std::vector<float> fa, fb, fc;
@@ -69,8 +63,7 @@ void CpuBackend::gemm(DType dtype, bool transA, bool transB, std::int64_t m, std
         T* Ci = C + i * strideC;
         if (beta != 0.0) widen(fc, Ci, m, n, ldc);
         else if (fc.size() < span(m, n, ldc)) fc.resize(span(m, n, ldc));  // beta = 0: BLAS does not read C
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), wa, static_cast<blasint>(lda), wb,
-                    static_cast<blasint>(ldb), static_cast<float>(beta), fc.data(), static_cast<blasint>(ldc));
+        blas<float>(transA, transB, m, n, k, static_cast<float>(alpha), wa, lda, wb, ldb, static_cast<float>(beta), fc.data(), ldc);
         for (std::int64_t r = 0; r < m; ++r) {
           const float* row = fc.data() + r * ldc;
           if constexpr (std::is_same_v<T, Half>) {

@@ -4,8 +4,9 @@
 // statistic is per channel over the N * S values of that channel. Statistics (weight, bias, running
 // and saved stats) are in OpMath<T>: float for float16/bfloat16 input, the input's dtype otherwise
 // (backend.h's contract). Sums accumulate in double, as PyTorch's CPU kernels do (acc_type<float,
-// false> is double; batch_norm_cpu_collect_stats), and the variance is two-pass (sum of squared
-// deviations from the mean), so a channel with a large mean loses nothing to cancellation.
+// false> is double; batch_norm_cpu_collect_stats). The sums are of deviations from the channel's first
+// value (one pass for both, where PyTorch makes two), so a channel with a large mean loses nothing to
+// cancellation. Channels are shared out over the engine's threads.
 //   forward (training)  mean = sum x / M,  var = sum (x - mean)^2 / M,  invstd = 1 / sqrt(var + eps)
 //                       running_mean = (1 - momentum) running_mean + momentum mean
 //                       running_var  = (1 - momentum) running_var  + momentum var M / (M - 1)
@@ -14,10 +15,15 @@
 //   backward            xhat = (x - mean) invstd
 //                       gradBias = sum dy,  gradWeight = sum dy xhat
 //                       gradInput = weight invstd / M (M dy - sum dy - xhat sum dy xhat)
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/core/dispatch.h"
+#include "engine/core/parallel.h"
 #include "engine/kernels/cpu_backend.h"
 
 namespace gpulab {
@@ -31,21 +37,81 @@ inline std::int64_t at(const BN& s, std::int64_t n, std::int64_t c, std::int64_t
   return (n * s.channels + c) * s.spatial + i;
 }
 
-// Sum of f(i) for i in [0, n), in double, as four interleaved partial sums: one running sum is a chain
-// of dependent adds (one per add latency); four independent ones keep the adder busy and fit one
-// vector register.
-template <class F>
-double sumOf(std::int64_t n, F f) {
-  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+// The sums are in double, two elements at a time as one SSE2 vector, in two interleaved chains: the
+// compiler keeps a scalar double loop as written (it may not reorder additions), one add latency an
+// element; this does four elements in about that time.
+using Double2 = double __attribute__((vector_size(16)));
+
+template <class T>
+inline Double2 load2(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {  // one 8-byte load and one cvtps2pd
+    using Float2 = float __attribute__((vector_size(8)));
+    Float2 f;
+    std::memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, Double2);
+  } else {
+    return Double2{static_cast<double>(static_cast<OpMath<T>>(p[0])), static_cast<double>(static_cast<OpMath<T>>(p[1]))};
+  }
+}
+template <class T>
+inline double load1(const T* p) {
+  return static_cast<double>(static_cast<OpMath<T>>(*p));
+}
+
+// (sum of d, sum of d^2) for d = x[i] - shift over a row of n values.
+template <class T>
+std::pair<double, double> shiftedSums(const T* x, std::int64_t n, double shift) {
+  const Double2 sh = {shift, shift};
+  Double2 s0 = {0, 0}, s1 = s0, q0 = s0, q1 = s0;
   std::int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    a0 += f(i);
-    a1 += f(i + 1);
-    a2 += f(i + 2);
-    a3 += f(i + 3);
+    const Double2 a = load2(x + i) - sh, b = load2(x + i + 2) - sh;
+    s0 += a;
+    s1 += b;
+    q0 += a * a;
+    q1 += b * b;
   }
-  for (; i < n; ++i) a0 += f(i);
-  return (a0 + a1) + (a2 + a3);
+  const Double2 sv = s0 + s1, qv = q0 + q1;
+  double sum = sv[0] + sv[1], sq = qv[0] + qv[1];
+  for (; i < n; ++i) {
+    const double d = load1(x + i) - shift;
+    sum += d;
+    sq += d * d;
+  }
+  return {sum, sq};
+}
+
+// (sum of dy, sum of dy (x - mean)) over a row of n values.
+template <class T>
+std::pair<double, double> gradientSums(const T* dy, const T* x, std::int64_t n, double mean) {
+  const Double2 m = {mean, mean};
+  Double2 s0 = {0, 0}, s1 = s0, p0 = s0, p1 = s0;
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const Double2 ga = load2(dy + i), gb = load2(dy + i + 2);
+    s0 += ga;
+    s1 += gb;
+    p0 += ga * (load2(x + i) - m);
+    p1 += gb * (load2(x + i + 2) - m);
+  }
+  const Double2 sv = s0 + s1, pv = p0 + p1;
+  double sum = sv[0] + sv[1], product = pv[0] + pv[1];
+  for (; i < n; ++i) {
+    const double g = load1(dy + i);
+    sum += g;
+    product += g * (load1(x + i) - mean);
+  }
+  return {sum, product};
+}
+
+// The channels over the engine's threads, each channel whole in one thread (its sums in one order
+// whatever the thread count), at least ~32k values a part.
+template <class F>
+void forChannels(const BN& s, F perChannel) {
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 15) / std::max<std::int64_t>(s.batch * s.spatial, 1));
+  parallelFor(s.channels, grain, [&](int, std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t c = c0; c < c1; ++c) perChannel(c);
+  });
 }
 
 }  // namespace
@@ -63,23 +129,22 @@ void CpuBackend::batchNorm(const Tensor& out, const Tensor& input, const Tensor*
     S* rm = runningMean ? runningMean->data<S>() : nullptr;
     S* rv = runningVar ? runningVar->data<S>() : nullptr;
     const std::int64_t count = s.batch * s.spatial;
-    for (std::int64_t c = 0; c < s.channels; ++c) {
+    forChannels(s, [&](std::int64_t c) {
       double mean, invstd;
       if (training) {
-        double sum = 0;
+        // One pass for both sums, of x - shift with the channel's first value as the shift: the
+        // deviations from it are of the order of the spread, so sq - sum^2 / M cancels no more than the
+        // two-pass form would (the "shifted data" variance), in double as PyTorch's sums.
+        const double shift = count > 0 ? static_cast<double>(static_cast<S>(x[at(s, 0, c, 0)])) : 0.0;
+        double sum = 0, sq = 0;
         for (std::int64_t n = 0; n < s.batch; ++n) {
           const T* row = x + at(s, n, c, 0);
-          sum += sumOf(s.spatial, [&](std::int64_t i) { return static_cast<double>(static_cast<S>(row[i])); });
+          const auto [rowSum, rowSq] = shiftedSums(row, s.spatial, shift);
+          sum += rowSum;
+          sq += rowSq;
         }
-        mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
-        double sq = 0;
-        for (std::int64_t n = 0; n < s.batch; ++n) {
-          const T* row = x + at(s, n, c, 0);
-          sq += sumOf(s.spatial, [&](std::int64_t i) {
-            const double d = static_cast<double>(static_cast<S>(row[i])) - mean;
-            return d * d;
-          });
-        }
+        mean = count > 0 ? shift + sum / static_cast<double>(count) : 0.0;
+        sq = count > 0 ? std::max(0.0, sq - sum * sum / static_cast<double>(count)) : 0.0;  // sum of (x - mean)^2
         const double var = count > 0 ? sq / static_cast<double>(count) : 0.0;
         invstd = 1.0 / std::sqrt(var + s.eps);
         if (saveMean) saveMean->data<S>()[c] = static_cast<S>(mean);
@@ -101,7 +166,7 @@ void CpuBackend::batchNorm(const Tensor& out, const Tensor& input, const Tensor*
         T* yr = y + at(s, n, c, 0);
         for (std::int64_t i = 0; i < s.spatial; ++i) yr[i] = static_cast<T>(static_cast<S>(xr[i]) * scale + shift);
       }
-    }
+    });
   });
 }
 
@@ -116,21 +181,19 @@ void CpuBackend::batchNormBackward(const Tensor& gradInput, const Tensor* gradWe
     T* dx = gradInput.data<T>();
     const S* w = weight ? weight->data<S>() : nullptr;
     const std::int64_t count = s.batch * s.spatial;
-    for (std::int64_t c = 0; c < s.channels; ++c) {
+    forChannels(s, [&](std::int64_t c) {
       const double mean = static_cast<double>(saveMean.data<S>()[c]);
       const double invstd = static_cast<double>(saveInvStd.data<S>()[c]);
-      double sumDy = 0, sumDyXhat = 0;
+      double sumDy = 0, sumDyCentred = 0;  // sum dy, sum dy (x - mean)
       for (std::int64_t n = 0; n < s.batch; ++n) {
-        const T* xr = x + at(s, n, c, 0);
-        const T* dyr = dy + at(s, n, c, 0);
-        sumDy += sumOf(s.spatial, [&](std::int64_t i) { return static_cast<double>(static_cast<S>(dyr[i])); });
-        sumDyXhat += sumOf(s.spatial, [&](std::int64_t i) {
-          return static_cast<double>(static_cast<S>(dyr[i])) * (static_cast<double>(static_cast<S>(xr[i])) - mean) * invstd;
-        });
+        const auto [rowDy, rowDyCentred] = gradientSums(dy + at(s, n, c, 0), x + at(s, n, c, 0), s.spatial, mean);
+        sumDy += rowDy;
+        sumDyCentred += rowDyCentred;
       }
+      const double sumDyXhat = sumDyCentred * invstd;
       if (gradBias) gradBias->data<S>()[c] = static_cast<S>(sumDy);
       if (gradWeight) gradWeight->data<S>()[c] = static_cast<S>(sumDyXhat);
-      if (count == 0) continue;
+      if (count == 0) return;
       const double k0 = (w ? static_cast<double>(w[c]) : 1.0) * invstd;
       const double meanDy = sumDy / static_cast<double>(count), meanDyXhat = sumDyXhat / static_cast<double>(count);
       // The elementwise pass in S, as PyTorch's CPU kernel (its sums are double, its per-element math
@@ -147,7 +210,7 @@ void CpuBackend::batchNormBackward(const Tensor& gradInput, const Tensor* gradWe
           dxr[i] = static_cast<T>(k0s * (static_cast<S>(dyr[i]) - meanDys - (static_cast<S>(xr[i]) - means) * slope));
         }
       }
-    }
+    });
   });
 }
 

@@ -1,0 +1,39 @@
+#pragma once
+// The CPU backend's threads: one pool of workers that the kernels split their work over, as ATen's
+// at::parallel_for does -- the batch of a convolution, the columns of a GEMM, the channels of a batch
+// norm, the planes of a pool, the elements of a long elementwise op.
+//
+// Why the engine's own pool, and OpenBLAS single-threaded: OpenBLAS's threads only ever run its GEMMs,
+// and between two GEMMs they spin (sched_yield) for a while before sleeping. On a laptop's hyperthreads
+// the spinning takes the core from the thread that runs everything else -- a third of a CNN step here
+// went to it -- and im2col, pools, norms and elementwise ops ran on one thread anyway. So every
+// kernel's threads are these, and a GEMM is split into column (or row) blocks, one single-threaded
+// OpenBLAS call each.
+//
+// Determinism: the work is cut into parts by the thread count alone -- never by which threads happen
+// to be free -- so a result summed over parts (a convolution's weight gradient) is the same, bit for
+// bit, from run to run at one thread count. When the pool is already busy (a kernel called from two
+// threads at once: the emulated GPU's stream and a DataLoader's worker) the second caller runs the same
+// parts itself, one after another; inside a part, a nested parallelFor runs serially.
+#include <cstdint>
+#include <functional>
+
+namespace gpulab {
+
+// The threads the CPU kernels use: the caller's and numThreads() - 1 workers. At start, OMP_NUM_THREADS
+// when it is set to a positive number (as PyTorch reads it), else the CPUs this process may run on.
+int numThreads();
+
+// torch.set_num_threads: from the next kernel on. 1 to 1024; anything else is refused (RuntimeError).
+void setNumThreads(int threads);
+
+// How many parts parallelFor cuts n items into: min(numThreads(), ceil(n / grain)), at least 1 (0 items:
+// 1 part, which parallelFor does not run). Kernels that keep a scratch buffer per part ask this first.
+int parallelParts(std::int64_t n, std::int64_t grain);
+
+// Runs fn(part, begin, end) over [0, n) cut into parallelParts(n, grain) contiguous ranges of about
+// equal size, on the pool's threads and the caller's; returns when every part is done. An exception
+// from a part is rethrown here (the first one, after every part has finished).
+void parallelFor(std::int64_t n, std::int64_t grain, const std::function<void(int part, std::int64_t begin, std::int64_t end)>& fn);
+
+}  // namespace gpulab
