@@ -36,4 +36,14 @@ int parallelParts(std::int64_t n, std::int64_t grain);
 // from a part is rethrown here (the first one, after every part has finished).
 void parallelFor(std::int64_t n, std::int64_t grain, const std::function<void(int part, std::int64_t begin, std::int64_t end)>& fn);
 
+// The same for work that needs no part index (no scratch per part): fn(begin, end).
+template <class F>
+void parallelRanges(std::int64_t n, std::int64_t grain, F&& fn) {
+  parallelFor(n, grain, [&](int, std::int64_t begin, std::int64_t end) { fn(begin, end); });
+}
+
+// Grains for the kernels' element loops: below them, waking a thread costs about what it saves.
+constexpr std::int64_t kElementGrain = std::int64_t{1} << 16;      // a load, an op, a store an element
+constexpr std::int64_t kHeavyElementGrain = std::int64_t{1} << 14;  // an optimizer's update: tens of flops
+
 }  // namespace gpulab

@@ -26,13 +26,6 @@ inline D convert(S v) {
   }
 }
 
-// A contiguous op's elements [0, n) over the engine's threads, at least 64k elements a part (below that,
-// waking a thread costs about what the part saves).
-template <class F>
-void forElements(std::int64_t n, F body) {
-  parallelFor(n, std::int64_t{1} << 16, [&](int, std::int64_t begin, std::int64_t end) { body(begin, end); });
-}
-
 }  // namespace
 
 void CpuBackend::fill(const Tensor& out, double value) {
@@ -59,7 +52,7 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
       const S* s = src.data<S>();
       if (dst.is_contiguous() && src.is_contiguous()) {
         // The casts autocast makes on every op: float32 <-> float16 a vector at a time.
-        forElements(dst.numel(), [&](std::int64_t begin, std::int64_t end) {
+        parallelRanges(dst.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
           if constexpr (std::is_same_v<D, Half> && std::is_same_v<S, float>) return cpu::floatToHalf(s + begin, d + begin, end - begin);
           if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Half>) return cpu::halfToFloat(s + begin, d + begin, end - begin);
           for (std::int64_t i = begin; i < end; ++i) d[i] = convert<D>(s[i]);
@@ -83,7 +76,7 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in) {
       using M = OpMath<T>;
       const T* x = in.data<T>();
       T* y = out.data<T>();
-      forElements(out.numel(), [&](std::int64_t begin, std::int64_t end) {
+      parallelRanges(out.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) y[i] = static_cast<T>(f(static_cast<M>(x[i])));
       });
     });
@@ -100,7 +93,7 @@ void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const T
       const T* y = b.data<T>();
       const std::int64_t n = out.numel();
       if (a.is_contiguous() && b.is_contiguous()) {
-        forElements(n, [&](std::int64_t begin, std::int64_t end) {
+        parallelRanges(n, kElementGrain, [&](std::int64_t begin, std::int64_t end) {
           for (std::int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(f(static_cast<M>(x[i]), static_cast<M>(y[i])));
         });
         return;
@@ -134,7 +127,7 @@ void CpuBackend::binaryScalar(BinaryOp op, const Tensor& out, const Tensor& a, d
       T* o = out.data<T>();
       const T* x = a.data<T>();
       const std::int64_t n = out.numel();
-      forElements(n, [&](std::int64_t begin, std::int64_t end) {
+      parallelRanges(n, kElementGrain, [&](std::int64_t begin, std::int64_t end) {
         if (scalarFirst) {
           for (std::int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(f(sv, static_cast<M>(x[i])));
         } else {
