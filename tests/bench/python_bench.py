@@ -51,7 +51,7 @@ def main():
         return run([python, SCRIPT], env)
 
     print("The seed loop in Python (1024 x 16, 16-64-1 MLP, Adam, batch 64, shuffled), CPU:")
-    n_ours, ours = best("GPU Lab's torch (OPENBLAS_NUM_THREADS)", gpulab, threads, args.repeat)
+    n_ours, ours = best("GPU Lab's torch (OMP_NUM_THREADS)", gpulab, threads, args.repeat)
     n_theirs, theirs = best("PyTorch (torch.set_num_threads)", pytorch, threads, args.repeat)
     print(f"GPU Lab's torch {ours:,.0f} steps/s ({n_ours} thread(s)) vs PyTorch {theirs:,.0f} steps/s ({n_theirs} thread(s)): "
           f"{ours / theirs:.2f}x (target >= 3x)")
