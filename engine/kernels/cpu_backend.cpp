@@ -6,7 +6,7 @@
 namespace gpulab {
 
 Backend& cpuBackend() {
-  static CpuBackend& backend = [&]() -> CpuBackend& {
+  static CpuBackend& backend = []() -> CpuBackend& {
     // The kernels split their GEMMs over the engine's threads (engine/core/parallel.h): OpenBLAS's own
     // would only spin beside them.
     openblas_set_num_threads(1);
