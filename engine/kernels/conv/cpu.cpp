@@ -214,6 +214,31 @@ ConvDims convDims(const Conv& s) {
   return {cg, kg, colRows, plane, s.inH * s.inW, chunk, (batch + chunk - 1) / chunk};
 }
 
+// How many parts the threads cut the chunks into: each part needs its own scratch.
+int chunkParts(const ConvDims& d) { return parallelParts(d.chunks, 1); }
+
+// The batch's chunks of samples over the engine's threads: body(part, n0, count) for each chunk of
+// `count` samples from sample n0, a part's chunks in order, chunkParts(d) parts.
+template <class F>
+void forEachChunk(const ConvDims& d, std::int64_t batch, F body) {
+  parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t n0 = c0 * d.chunk; n0 < std::min(batch, c1 * d.chunk); n0 += d.chunk)
+      body(part, n0, std::min(d.chunk, batch - n0));
+  });
+}
+
+// `perPart` values of scratch for each of `parts` parts, from one workspace.
+template <class M>
+class PartScratch {
+ public:
+  PartScratch(std::int64_t perPart, int parts, Device device) : perPart_(perPart), all_(perPart * parts, device) {}
+  M* of(int part) const { return all_.data() + part * perPart_; }
+
+ private:
+  std::int64_t perPart_;
+  Workspace<M> all_;
+};
+
 // A chunk's (Kg, count*OH*OW) matrix to and from the (N, K, OH, OW) tensor's planes of group g.
 template <class M>
 void gatherPlanes(const M* t, M* wide, std::int64_t n0, std::int64_t count, std::int64_t g, const ConvDims& d,
@@ -234,40 +259,35 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& we
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> xb, wb, bb, ob;
-    const int parts = parallelParts(d.chunks, 1);
-    const std::int64_t colsSize = d.colRows * d.plane * d.chunk, wideSize = d.chunk > 1 ? d.kg * d.plane * d.chunk : 0;
-    const Workspace<M> cols(colsSize * parts, input.device());
-    const Workspace<M> wide(wideSize * parts, input.device());
+    const int parts = chunkParts(d);
+    const PartScratch<M> cols(d.colRows * d.plane * d.chunk, parts, input.device());
+    const PartScratch<M> wide(d.chunk > 1 ? d.kg * d.plane * d.chunk : 0, parts, input.device());
     const M* x = readAs<T>(input, xb);
     const M* w = readAs<T>(weight, wb);
     const M* b = bias ? readAs<T>(*bias, bb) : nullptr;
     M* y = writeAs<T>(out, ob);
-    parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
-      M* partCols = cols.data() + part * colsSize;
-      M* partWide = wide.data() + part * wideSize;
-      for (std::int64_t n0 = c0 * d.chunk; n0 < std::min(s.batch, c1 * d.chunk); n0 += d.chunk) {
-        const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
-        for (std::int64_t g = 0; g < s.groups; ++g) {
-          // With one sample the GEMM writes its output planes directly; with several, a (Kg, count*plane)
-          // result is scattered to them.
-          M* result = count == 1 ? y + (n0 * s.outChannels + g * d.kg) * d.plane : partWide;
-          if (d.colRows == 0) {
-            std::fill(result, result + d.kg * ld, M(0));
-          } else {
-            for (std::int64_t i = 0; i < count; ++i)
-              im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, partCols + i * d.plane, ld, d.cg, s);
-            blas<M>(false, false, d.kg, ld, d.colRows, M(1), w + g * d.kg * d.colRows, d.colRows, partCols, ld, M(0), result, ld);
-          }
-          for (std::int64_t k = 0; k < d.kg; ++k) {
-            const M bk = b ? b[g * d.kg + k] : M(0);
-            for (std::int64_t i = 0; i < count; ++i) {
-              const M* src = result + (k * count + i) * d.plane;
-              M* dst = y + ((n0 + i) * s.outChannels + g * d.kg + k) * d.plane;
-              if (src != dst) {
-                for (std::int64_t p = 0; p < d.plane; ++p) dst[p] = src[p] + bk;  // the scatter and the bias in one pass
-              } else if (b) {
-                for (std::int64_t p = 0; p < d.plane; ++p) dst[p] += bk;
-              }
+    forEachChunk(d, s.batch, [&](int part, std::int64_t n0, std::int64_t count) {
+      const std::int64_t ld = count * d.plane;
+      for (std::int64_t g = 0; g < s.groups; ++g) {
+        // With one sample the GEMM writes its output planes directly; with several, a (Kg, count*plane)
+        // result is scattered to them.
+        M* result = count == 1 ? y + (n0 * s.outChannels + g * d.kg) * d.plane : wide.of(part);
+        if (d.colRows == 0) {
+          std::fill(result, result + d.kg * ld, M(0));
+        } else {
+          for (std::int64_t i = 0; i < count; ++i)
+            im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.of(part) + i * d.plane, ld, d.cg, s);
+          blas<M>(false, false, d.kg, ld, d.colRows, M(1), w + g * d.kg * d.colRows, d.colRows, cols.of(part), ld, M(0), result, ld);
+        }
+        for (std::int64_t k = 0; k < d.kg; ++k) {
+          const M bk = b ? b[g * d.kg + k] : M(0);
+          for (std::int64_t i = 0; i < count; ++i) {
+            const M* src = result + (k * count + i) * d.plane;
+            M* dst = y + ((n0 + i) * s.outChannels + g * d.kg + k) * d.plane;
+            if (src != dst) {
+              for (std::int64_t p = 0; p < d.plane; ++p) dst[p] = src[p] + bk;  // the scatter and the bias in one pass
+            } else if (b) {
+              for (std::int64_t p = 0; p < d.plane; ++p) dst[p] += bk;
             }
           }
         }
@@ -284,28 +304,22 @@ void CpuBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& grad
     using M = OpMath<T>;
     const ConvDims d = convDims(s);
     std::vector<M> gb, wb, ib;
-    const int parts = parallelParts(d.chunks, 1);
-    const std::int64_t colsSize = d.colRows * d.plane * d.chunk, wideSize = d.kg * d.plane * d.chunk;
-    const Workspace<M> cols(colsSize * parts, gradOut.device());
-    const Workspace<M> wide(wideSize * parts, gradOut.device());
+    const int parts = chunkParts(d);
+    const PartScratch<M> cols(d.colRows * d.plane * d.chunk, parts, gradOut.device());
+    const PartScratch<M> wide(d.kg * d.plane * d.chunk, parts, gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* w = readAs<T>(weight, wb);
     M* gi = writeAs<T>(gradInput, ib);
-    parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
-      M* partCols = cols.data() + part * colsSize;
-      M* partWide = wide.data() + part * wideSize;
-      const std::int64_t first = c0 * d.chunk, last = std::min(s.batch, c1 * d.chunk);  // this part's samples
-      std::fill(gi + first * s.inChannels * d.inPlane, gi + last * s.inChannels * d.inPlane, M(0));
+    forEachChunk(d, s.batch, [&](int part, std::int64_t n0, std::int64_t count) {
+      std::fill(gi + n0 * s.inChannels * d.inPlane, gi + (n0 + count) * s.inChannels * d.inPlane, M(0));  // col2im adds
       if (d.colRows == 0 || d.plane == 0 || d.kg == 0) return;
-      for (std::int64_t n0 = first; n0 < last; n0 += d.chunk) {
-        const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
-        for (std::int64_t g = 0; g < s.groups; ++g) {
-          // dcols = W_g^T @ gradOut_g : (Cg*R*S, Kg) @ (Kg, count*OH*OW)
-          gatherPlanes(go, partWide, n0, count, g, d, s.outChannels);
-          blas<M>(true, false, d.colRows, ld, d.kg, M(1), w + g * d.kg * d.colRows, d.colRows, partWide, ld, M(0), partCols, ld);
-          for (std::int64_t i = 0; i < count; ++i)
-            col2im(partCols + i * d.plane, ld, gi + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, d.cg, s);
-        }
+      const std::int64_t ld = count * d.plane;
+      for (std::int64_t g = 0; g < s.groups; ++g) {
+        // dcols = W_g^T @ gradOut_g : (Cg*R*S, Kg) @ (Kg, count*OH*OW)
+        gatherPlanes(go, wide.of(part), n0, count, g, d, s.outChannels);
+        blas<M>(true, false, d.colRows, ld, d.kg, M(1), w + g * d.kg * d.colRows, d.colRows, wide.of(part), ld, M(0), cols.of(part), ld);
+        for (std::int64_t i = 0; i < count; ++i)
+          col2im(cols.of(part) + i * d.plane, ld, gi + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, d.cg, s);
       }
     });
     commit<T>(gradInput, ib);
@@ -321,34 +335,30 @@ void CpuBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gr
     std::vector<M> gb, xb, wb;
     // Each part sums its chunks' dW into its own (Kg*groups, Cg*R*S) buffer -- the first part into
     // gradWeight itself -- and the parts' sums are added in part order: the same bits at one thread count.
-    const int parts = parallelParts(d.chunks, 1);
-    const std::int64_t colsSize = d.colRows * d.plane * d.chunk, wideSize = d.kg * d.plane * d.chunk;
+    const int parts = chunkParts(d);
     const std::int64_t weightSize = gradWeight.numel();
-    const Workspace<M> cols(colsSize * parts, gradOut.device());
-    const Workspace<M> wide(wideSize * parts, gradOut.device());
-    const Workspace<M> partials(weightSize * (parts - 1), gradOut.device());
+    const PartScratch<M> cols(d.colRows * d.plane * d.chunk, parts, gradOut.device());
+    const PartScratch<M> wide(d.kg * d.plane * d.chunk, parts, gradOut.device());
+    const PartScratch<M> partials(weightSize, parts - 1, gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* x = readAs<T>(input, xb);
     M* gw = writeAs<T>(gradWeight, wb);
-    parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
-      M* partCols = cols.data() + part * colsSize;
-      M* partWide = wide.data() + part * wideSize;
-      M* sum = part == 0 ? gw : partials.data() + (part - 1) * weightSize;
-      std::fill(sum, sum + weightSize, M(0));
+    std::fill(gw, gw + weightSize, M(0));
+    std::fill(partials.of(0), partials.of(parts - 1), M(0));
+    forEachChunk(d, s.batch, [&](int part, std::int64_t n0, std::int64_t count) {
       if (d.colRows == 0 || d.plane == 0 || d.kg == 0) return;
-      for (std::int64_t n0 = c0 * d.chunk; n0 < std::min(s.batch, c1 * d.chunk); n0 += d.chunk) {
-        const std::int64_t count = std::min(d.chunk, s.batch - n0), ld = count * d.plane;
-        for (std::int64_t g = 0; g < s.groups; ++g) {
-          for (std::int64_t i = 0; i < count; ++i)
-            im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, partCols + i * d.plane, ld, d.cg, s);
-          gatherPlanes(go, partWide, n0, count, g, d, s.outChannels);
-          // dW_g += gradOut_g @ cols^T : (Kg, count*OH*OW) @ (count*OH*OW, Cg*R*S)
-          blas<M>(false, true, d.kg, d.colRows, ld, M(1), partWide, ld, partCols, ld, M(1), sum + g * d.kg * d.colRows, d.colRows);
-        }
+      M* sum = part == 0 ? gw : partials.of(part - 1);
+      const std::int64_t ld = count * d.plane;
+      for (std::int64_t g = 0; g < s.groups; ++g) {
+        for (std::int64_t i = 0; i < count; ++i)
+          im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.of(part) + i * d.plane, ld, d.cg, s);
+        gatherPlanes(go, wide.of(part), n0, count, g, d, s.outChannels);
+        // dW_g += gradOut_g @ cols^T : (Kg, count*OH*OW) @ (count*OH*OW, Cg*R*S)
+        blas<M>(false, true, d.kg, d.colRows, ld, M(1), wide.of(part), ld, cols.of(part), ld, M(1), sum + g * d.kg * d.colRows, d.colRows);
       }
     });
     for (int part = 1; part < parts; ++part) {
-      const M* p = partials.data() + (part - 1) * weightSize;
+      const M* p = partials.of(part - 1);
       for (std::int64_t i = 0; i < weightSize; ++i) gw[i] += p[i];
     }
     commit<T>(gradWeight, wb);
