@@ -43,7 +43,7 @@ void parallelRanges(std::int64_t n, std::int64_t grain, F&& fn) {
 }
 
 // Grains for the kernels' element loops: below them, waking a thread costs about what it saves.
-constexpr std::int64_t kElementGrain = std::int64_t{1} << 16;      // a load, an op, a store an element
+constexpr std::int64_t kElementGrain = std::int64_t{1} << 18;      // a load, an op, a store an element
 constexpr std::int64_t kHeavyElementGrain = std::int64_t{1} << 14;  // an optimizer's update: tens of flops
 
 }  // namespace gpulab
