@@ -14,6 +14,7 @@
 #include "engine/memory/memory.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
+#include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "test_util.h"
 

@@ -19,6 +19,7 @@
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_snapshot.h"
+#include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "fake_arena.h"
 #include "test_util.h"

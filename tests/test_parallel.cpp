@@ -4,10 +4,12 @@
 // give the one-thread result at every thread count (the convolution's weight gradient, summed over
 // parts, to rounding; everything else bit for bit) and the same bits from run to run.
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "engine/core/errors.h"
@@ -114,6 +116,47 @@ class TestParallel : public QObject {
       ids.insert(std::this_thread::get_id());
     });
     QCOMPARE(ids.size(), std::size_t(3));
+  }
+
+  // A thread that stands for a device beside the host (the emulated GPU's streams) cuts its work into
+  // the same parts but runs them on one thread fewer: with two threads, all on its own; with four, on
+  // at most three at once -- the host's thread keeps a CPU.
+  void aDeviceThreadLeavesTheHostACpu() {
+    auto onADeviceThread = [](int threads, std::int64_t items) {
+      ThreadsScope scope(threads);
+      std::set<std::thread::id> ids;
+      int parts = 0, mostAtOnce = 0;
+      std::atomic<int> running{0};
+      std::mutex m;
+      std::thread device([&] {
+        leaveACpuToTheHost();
+        parallelFor(items, 1, [&](int part, std::int64_t, std::int64_t) {
+          const int now = ++running;
+          {
+            std::lock_guard<std::mutex> lock(m);
+            ids.insert(std::this_thread::get_id());
+            parts = std::max(parts, part + 1);
+            mostAtOnce = std::max(mostAtOnce, now);
+          }
+          // Each part waits (up to 2 s) until threads - 1 run, then a while longer: a runner too many
+          // would overlap, one too few leaves the count short.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+          while (part < threads - 1 && running.load() < threads - 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          --running;
+        });
+      });
+      device.join();
+      return std::tuple{parts, static_cast<int>(ids.size()), mostAtOnce};
+    };
+    const auto [twoParts, twoIds, twoAtOnce] = onADeviceThread(2, 2);
+    QCOMPARE(twoParts, 2);  // the same cut as any other thread's
+    QCOMPARE(twoIds, 1);
+    QCOMPARE(twoAtOnce, 1);
+    const auto [fourParts, fourIds, fourAtOnce] = onADeviceThread(4, 8);
+    QCOMPARE(fourParts, 4);
+    QCOMPARE(fourAtOnce, 3);  // three runners: the caller and two workers, never the fourth
+    QVERIFY(fourIds <= 3);
   }
 
   void aBadThreadCountIsRefusedWithPyTorchsWords() {

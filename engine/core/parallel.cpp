@@ -37,18 +37,21 @@ std::atomic<int>& configuredThreads() {
 
 // Inside a part: a nested parallelFor runs serially in the part's thread.
 thread_local bool tInsidePart = false;
+// leaveACpuToTheHost(): this thread's kernels run on one thread fewer than numThreads().
+thread_local bool tLeavesACpu = false;
 
 using PartFn = std::function<void(int, std::int64_t, std::int64_t)>;
 
 // The workers wait on a condition variable (no spinning: an idle pool takes no CPU from the thread
 // that is working). A job is `parts` ranges handed out one at a time under the mutex; the caller takes
-// parts too, so a job never waits for a worker that has not woken up yet.
+// parts too, so a job never waits for a worker that has not woken up yet. At most `runners` threads
+// (the caller counted) take part in one job.
 class Pool {
  public:
   ~Pool() { resize(0); }
 
   // Runs the job if the pool is free; false (nothing run) when another thread is using it.
-  bool tryRun(int parts, std::int64_t n, const PartFn& fn) {
+  bool tryRun(int parts, int runners, std::int64_t n, const PartFn& fn) {
     std::unique_lock<std::mutex> owner(owner_, std::try_to_lock);
     if (!owner.owns_lock()) return false;
     if (static_cast<int>(workers_.size()) != numThreads() - 1) resize(numThreads() - 1);
@@ -60,6 +63,8 @@ class Pool {
       next_ = 0;
       unfinished_ = parts;
       error_ = nullptr;
+      runners_ = 1;  // the caller
+      maxRunners_ = runners;
     }
     work_.notify_all();
     std::unique_lock<std::mutex> lock(m_);
@@ -95,9 +100,11 @@ class Pool {
   void workerLoop() {
     std::unique_lock<std::mutex> lock(m_);
     while (true) {
-      work_.wait(lock, [&] { return stopping_ || (fn_ && next_ < parts_); });
+      work_.wait(lock, [&] { return stopping_ || (fn_ && next_ < parts_ && runners_ < maxRunners_); });
       if (stopping_) return;
+      ++runners_;
       runParts(lock);
+      --runners_;
     }
   }
 
@@ -121,6 +128,7 @@ class Pool {
   const PartFn* fn_ = nullptr;
   std::int64_t n_ = 0;
   int parts_ = 0, next_ = 0, unfinished_ = 0;
+  int runners_ = 0, maxRunners_ = 0;  // the threads in the job, and how many it may have
   bool stopping_ = false;
   std::exception_ptr error_;
 };
@@ -146,11 +154,14 @@ int parallelParts(std::int64_t n, std::int64_t grain) {
   return static_cast<int>(std::clamp<std::int64_t>(byGrain, 1, numThreads()));
 }
 
+void leaveACpuToTheHost() { tLeavesACpu = true; }
+
 void parallelFor(std::int64_t n, std::int64_t grain, const PartFn& fn) {
   if (n <= 0) return;
   const int parts = parallelParts(n, grain);
-  if (parts > 1 && !tInsidePart && pool().tryRun(parts, n, fn)) return;
-  // One part, a nested call, or the pool busy with another thread's job: the same parts, here, in order.
+  const int runners = std::min(parts, numThreads() - (tLeavesACpu ? 1 : 0));
+  if (runners > 1 && !tInsidePart && pool().tryRun(parts, runners, n, fn)) return;
+  // One part or one thread, a nested call, or the pool busy with another thread's job: the same parts, here, in order.
   for (int part = 0; part < parts; ++part) fn(part, n * part / parts, n * (part + 1) / parts);
 }
 

@@ -36,6 +36,14 @@ int parallelParts(std::int64_t n, std::int64_t grain);
 // from a part is rethrown here (the first one, after every part has finished).
 void parallelFor(std::int64_t n, std::int64_t grain, const std::function<void(int part, std::int64_t begin, std::int64_t end)>& fn);
 
+// For the calling thread, for the rest of its life: its kernels cut their work into the same parts
+// (so their results stay bit-identical to the same kernels called anywhere else) but run them on at
+// most numThreads() - 1 threads, leaving the host's thread a CPU. The emulated GPU's streams call it:
+// they stand for a device working beside the host, and a part that waited for a CPU the host's thread
+// held made the whole kernel wait -- on two CPUs a training loop's time on the emulated GPU varied
+// threefold from run to run (lesson 11). With two threads their kernels run on the stream's own.
+void leaveACpuToTheHost();
+
 // The same for work that needs no part index (no scratch per part): fn(begin, end).
 template <class F>
 void parallelRanges(std::int64_t n, std::int64_t grain, F&& fn) {

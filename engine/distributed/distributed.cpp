@@ -12,7 +12,7 @@
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 
 namespace gpulab::distributed {
 
@@ -38,7 +38,7 @@ std::vector<cuda::CollectiveBuffer> checkedBuffers(const char* op, const std::ve
       throw Error(prefix + "Tensors must be CUDA and dense, but " + name + " is on " + device.str() +
                   " (NCCL works on GPU memory: move it with .to(cuda:N) first)");
     }
-    if (cuda::isEmulated(device)) {
+    if (cuda::isEmulatedGpu(device)) {
       throw Error(prefix + name + " is on the emulated GPU " + device.str() +
                   ", which NCCL cannot use: collectives need real GPUs");
     }

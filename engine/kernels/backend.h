@@ -5,9 +5,11 @@
 //
 // The implementations live by op family, the CPU reference beside the CUDA kernels:
 //   engine/kernels/<family>/cpu.cpp   engine/kernels/<family>/cuda.cu
-// (elementwise, index, reduce, softmax, loss, gemm, random, optim, amp), each dispatching dtypes through
-// engine/core/dispatch.h. Adding a kernel or a dtype touches one family (an op also needs its function,
-// and a differentiable one its backward, in engine/ops).
+// (elementwise, index, reduce, softmax, loss, gemm, random, optim, amp, conv, norm), each dispatching
+// dtypes through engine/core/dispatch.h. A new dtype touches the families that compute in it. A new
+// kernel touches this interface, its family's two files and the emulated GPU's queueing of the CPU's
+// kernels (engine/runtime/emulated_backend.cpp); an op also needs its function, and a differentiable
+// one its backward, in engine/ops.
 //
 // Conventions: `out` tensors are freshly allocated and contiguous; inputs are contiguous unless a
 // primitive says it takes strided views; all tensors passed to one call live on this backend's

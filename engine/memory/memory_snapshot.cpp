@@ -16,7 +16,8 @@
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/device_runtime.h"
 
 namespace gpulab {
 

@@ -13,16 +13,6 @@ struct MemoryCapacity {
   std::int64_t total = 0;  // the device's capacity (the budget, for an emulated device)
 };
 
-// The host's physical memory: what is free now and the total.
-MemoryCapacity hostMemoryCapacity();
-
-// Segments of host memory under the CPU's default budget (cpu_default_memory_budget), which every
-// allocator over host memory shares -- the CPU device's and the emulated GPU's: aligned to 64 bytes,
-// nullptr when the budget would be passed. Left: what the budget leaves, never more than is free now.
-void* allocateHostSegment(std::size_t bytes);
-void freeHostSegment(void* ptr, std::size_t bytes);
-std::int64_t hostSegmentBytesLeft();
-
 class RawAllocator {
  public:
   virtual ~RawAllocator() = default;

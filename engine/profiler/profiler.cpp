@@ -23,7 +23,7 @@
 #include "engine/core/tensor.h"
 #include "engine/memory/memory.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/runtime/stream.h"
 
 namespace gpulab::profiler {
@@ -475,7 +475,7 @@ std::string Profile::chromeTraceJson() const {
     if (!devices.count(device)) {
       bool emulated = false;
       try {
-        emulated = cuda::isEmulated(Device::parse(e.device));
+        emulated = cuda::isEmulatedGpu(Device::parse(e.device));
       } catch (const std::exception&) {  // a name this process cannot read back: labelled a GPU
       }
       devices[device] = emulated;

@@ -1,7 +1,7 @@
-// CUDA graphs (see cuda_graph.h). The engine keeps the bookkeeping both kinds of GPU share -- which
-// device and stream capture, into which memory pool, whether the capture broke a rule -- and hands the
-// capture itself to the device: the CUDA module (cudaStreamBeginCapture ... cudaGraphLaunch) on a real
-// GPU, the emulated streams' task recording on the emulated one.
+// CUDA graphs (see cuda_graph.h). The engine keeps the bookkeeping every GPU shares -- which device
+// and stream capture, into which memory pool, whether the capture broke a rule -- and hands the
+// capture itself to the device's runtime (device_runtime.h): the CUDA module's stream capture on a
+// real GPU, the emulated streams' task recording on the emulated one.
 #include "engine/runtime/cuda_graph.h"
 
 #include <atomic>
@@ -12,10 +12,8 @@
 
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
-#include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
-#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/runtime/execution_context.h"
 
 namespace gpulab::cuda {
@@ -28,8 +26,7 @@ struct CUDAGraph::Impl {
   bool capturing = false;
   bool broken = false;     // a call during the capture made the host wait on the device
   std::string brokenBy;    // what it was, for capture_end's error
-  void* handle = nullptr;  // a real GPU's instantiated graph
-  std::shared_ptr<const std::vector<emulated::Task>> tasks;  // the emulated GPU's recorded work
+  std::unique_ptr<CapturedGraph> graph;  // the device's, once captured
   std::size_t nodes = 0;
   bool captured = false;
 };
@@ -61,20 +58,19 @@ Device currentCudaDevice() { return Device(DeviceType::CUDA, executionContext().
                   " made the host wait on " + g.device.str() + " while it captured; nothing was kept)");
 }
 
-// Ends `g`'s capture on its device -- the real GPU's instantiated graph into g.handle, the emulated
-// GPU's tasks into `recorded` -- then its allocations into the pool. Returns the device's error, if any.
-std::exception_ptr endCapture(CUDAGraph::Impl& g, std::vector<emulated::Task>& recorded) {
+// Ends `g`'s capture on its device -- the captured graph into `captured` -- then its allocations into
+// the pool. Returns the device's error, if any.
+std::exception_ptr endCapture(CUDAGraph::Impl& g, std::unique_ptr<CapturedGraph>& captured) {
   unregisterCapture(&g);
   g.capturing = false;
   std::exception_ptr failed;
   try {
-    if (isEmulated(g.device)) recorded = emulated::endCapture(g.stream);
-    else g.handle = graphCaptureEnd(g.device.index(), g.stream);
+    captured = runtimeFor(g.device).endCapture(g.stream);
   } catch (...) {
     failed = std::current_exception();
   }
   // Only once the device's capture has ended: blocks freed during it may now record their markers.
-  deviceAllocator(g.device.index()).endAllocateToPool(g.stream);
+  runtimeFor(g.device).allocator().endAllocateToPool(g.stream);
   return failed;
 }
 
@@ -90,7 +86,7 @@ CUDAGraph::CUDAGraph() : impl_(std::make_unique<Impl>()) {}
 CUDAGraph::~CUDAGraph() {
   try {
     if (impl_->capturing) {  // destroyed mid-capture (an exception unwound past it): end it quietly
-      std::vector<emulated::Task> dropped;
+      std::unique_ptr<CapturedGraph> dropped;
       (void)endCapture(*impl_, dropped);
     }
     reset();
@@ -105,11 +101,7 @@ void CUDAGraph::capture_begin(std::optional<MempoolId> pool) {
     throw Error("This CUDAGraph instance already owns a captured graph. To capture a new graph, create a new instance.");
   }
   const Device device = currentCudaDevice();
-  checkDeviceUsable(device);
-  if (!isEmulated(device) && !isAvailable()) {
-    throw Error("CUDA graphs capture work on a GPU, and none is usable here: " + availability().reason +
-                " (GPU Lab's emulated GPU can capture graphs too: enable it, and use cuda:0)");
-  }
+  DeviceRuntime& runtime = runtimeFor(device);
   const std::uintptr_t stream = currentStreamId(device);
   if (stream == 0) {
     throw Error("CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on the default stream.)");
@@ -121,13 +113,12 @@ void CUDAGraph::capture_begin(std::optional<MempoolId> pool) {
   g.stream = stream;
   g.pool = pool ? *pool : graph_pool_handle();
   g.broken = false;
-  CachingAllocator& allocator = deviceAllocator(device.index());
+  CachingAllocator& allocator = runtime.allocator();
   allocator.retainPool(g.pool.id);
   g.retained = true;
   allocator.beginAllocateToPool(stream, g.pool.id);
   try {
-    if (isEmulated(device)) emulated::beginCapture(stream);
-    else graphCaptureBegin(device.index(), stream);
+    runtime.beginCapture(stream);
   } catch (...) {
     allocator.endAllocateToPool(stream);
     allocator.releasePool(g.pool.id);
@@ -142,47 +133,31 @@ void CUDAGraph::capture_end() {
   Impl& g = *impl_;
   if (!g.capturing) throw Error("capture_end() without capture_begin(): this CUDAGraph is not capturing");
   if (currentStreamId(g.device) != g.stream) throw Error("Capture must end on the same stream it began on.");
-  std::vector<emulated::Task> recorded;
-  const std::exception_ptr failed = endCapture(g, recorded);
+  std::unique_ptr<CapturedGraph> captured;
+  const std::exception_ptr failed = endCapture(g, captured);
   if (failed || g.broken) {
     const bool broken = g.broken;
     reset();
     if (broken) captureInvalidated(g);  // our own words for what CUDA reports as invalidated
     std::rethrow_exception(failed);
   }
-  if (isEmulated(g.device)) {
-    g.nodes = recorded.size();
-    g.tasks = std::make_shared<const std::vector<emulated::Task>>(std::move(recorded));
-  } else {
-    g.nodes = graphNodeCount(g.handle);
-  }
+  g.nodes = captured->nodeCount();
+  g.graph = std::move(captured);
   g.captured = true;
 }
 
 void CUDAGraph::replay() {
   Impl& g = *impl_;
   if (!g.captured) throw Error("Called CUDAGraph::replay without a preceding successful capture.");
-  const std::uintptr_t stream = currentStreamId(g.device);
-  if (isEmulated(g.device)) {
-    // One task for the whole graph, as one launch queues the whole graph on a GPU.
-    emulated::enqueue(stream, [tasks = g.tasks] {
-      for (const emulated::Task& t : *tasks) t();
-    });
-    return;
-  }
-  graphLaunch(g.handle, g.device.index(), stream);
+  g.graph->launch(currentStreamId(g.device));
 }
 
 void CUDAGraph::reset() {
   Impl& g = *impl_;
   if (g.capturing) throw Error("reset() during a capture: end it with capture_end() first");
-  if (g.handle) {
-    graphDestroy(g.handle);
-    g.handle = nullptr;
-  }
-  g.tasks.reset();
+  g.graph.reset();
   if (g.retained) {
-    deviceAllocator(g.device.index()).releasePool(g.pool.id);
+    runtimeFor(g.device).allocator().releasePool(g.pool.id);
     g.retained = false;
   }
   g.captured = false;
@@ -197,11 +172,11 @@ namespace {
 
 Stream captureStream(std::optional<Stream> stream) {
   const Device device = currentCudaDevice();
-  checkDeviceUsable(device);
+  DeviceRuntime& runtime = runtimeFor(device);
   // As torch.cuda.graph's __enter__: the device idle, its cached memory given back, then the capture on
   // a side stream -- so the capture starts from a quiet device and its pool from fresh segments.
   synchronize(device.index());
-  deviceAllocator(device.index()).emptyCache();
+  runtime.allocator().emptyCache();
   return stream ? *stream : Stream::create(device);
 }
 

@@ -66,7 +66,7 @@ struct ModuleApi {
   std::vector<ConvAlgorithmChoice> (*cudnnChoices)(int device);
   void (*clearCudnnChoices)(int device);
   // torch.cuda.Event and Stream on a real GPU: a cudaEvent_t, and streams by GPU Lab's id (0: the
-  // default stream; see cuda::DeviceEvent in cuda_runtime.h). eventDestroy never throws.
+  // default stream; the engine's ModuleEvent in cuda_runtime_loader.cpp). eventDestroy never throws.
   void* (*eventCreate)(int device, bool timing);
   void (*eventDestroy)(void* event);
   void (*eventRecord)(void* event, std::uintptr_t stream);
@@ -94,13 +94,6 @@ struct ModuleApi {
   std::size_t (*graphNodeCount)(void* graph);
   void (*graphDestroy)(void* graph);  // never throws
 };
-
-// The engine's side of the graph entries (cuda_runtime_loader.cpp): they throw without a module.
-void graphCaptureBegin(int device, std::uintptr_t stream);
-void* graphCaptureEnd(int device, std::uintptr_t stream);
-void graphLaunch(void* graph, int device, std::uintptr_t stream);
-std::size_t graphNodeCount(void* graph);
-void graphDestroy(void* graph);
 
 // The engine's side of the NCCL entries (cuda_runtime_loader.cpp), for engine/distributed: without a
 // module, ncclInfo() says why and the collectives throw.

@@ -53,6 +53,8 @@ inline std::string versionString(int v) {
 // Discovery runs once per process (CUDA reads CUDA_VISIBLE_DEVICES only when it initialises), except
 // free memory, which is read anew on every call.
 Availability availability();
+// The same without the emulated GPU's fields: what the CUDA module (or its absence) says.
+Availability moduleAvailability();
 bool compiledWithCuda();
 bool isAvailable();   // torch.cuda.is_available(): real GPUs only, never the emulated one
 int deviceCount();    // torch.cuda.device_count(): real usable GPUs only
@@ -100,36 +102,24 @@ void clearCudnnChoices(int device);  // also forgets the cached choices, so the 
 // Throws a clear Error when `device` is a CUDA device that cannot be used (the emulated GPU can).
 void checkDeviceUsable(Device device);
 
+// "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)", "cuda:0 (emulated GPU — runs on your CPU)"; a CUDA device
+// that is neither real nor emulated: "cuda:3 (not available)".
+std::string deviceLabel(Device device);
+
+struct DeviceChoice {
+  Device device;
+  std::string label;  // deviceLabel(device)
+  bool emulated = false;
+};
+// What a device picker offers: the CPU first, then the real GPUs, then the emulated GPU when enabled.
+std::vector<DeviceChoice> availableDevices();
+
 CachingAllocator& deviceAllocator(int index);
 CachingAllocator& pinnedHostAllocator();
 // The driver's view of a GPU's memory through NVML, loaded at run time (see memory.h).
 DriverMemoryInfo driverMemoryInfo(int index);
 // nvidia-smi's numbers for a GPU (see memory.h).
 DeviceTelemetry deviceTelemetry(int index);
-
-// A CUDA event of a real GPU: what cuda::Event (stream.h) uses there, so recording one never makes the
-// host wait. Throws when no real GPU is usable.
-class DeviceEvent {
- public:
-  DeviceEvent(int device, bool timing);
-  ~DeviceEvent();
-  DeviceEvent(const DeviceEvent&) = delete;
-  DeviceEvent& operator=(const DeviceEvent&) = delete;
-  void record(std::uintptr_t stream);  // cudaEventRecord on the device's stream with GPU Lab's id `stream`
-  bool query() const;                  // cudaEventQuery: whether the stream has reached it
-  void synchronize() const;
-  // cudaEventElapsedTime from this event to `end`, in milliseconds.
-  double elapsedMs(const DeviceEvent& end) const;
-  void* handle() const { return handle_; }
-
- private:
-  void* handle_ = nullptr;
-};
-// A real GPU's streams, by GPU Lab's id (0: the device's default stream; 1..kStreamPoolSize: the pool).
-bool deviceStreamQuery(int device, std::uintptr_t stream);        // cudaStreamQuery
-void deviceStreamSynchronize(int device, std::uintptr_t stream);  // cudaStreamSynchronize
-// cudaStreamWaitEvent: the stream's later work waits for `event`; the host goes on.
-void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent& event);
 
 // Copies `bytes` between any two devices, ordered on the current stream of the GPU side (see the
 // stream-safety rule in engine/memory/caching_allocator.h). Host-to-device copies with `nonBlocking`

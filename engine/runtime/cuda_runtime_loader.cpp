@@ -4,25 +4,22 @@
 // cuBLAS or cuDNN on this machine), every query answers why no GPU is usable and the engine runs on
 // the CPU.
 //
-// The emulated GPU (emulated_gpu.h) is answered here, before the module is asked: it needs no CUDA,
-// its kernels are the CPU backend's and its memory host memory, so a copy to or from it is a copy to
-// or from the CPU.
+// Each usable GPU of the module is a DeviceRuntime (device_runtime.h) here: CudaModuleRuntime passes
+// the engine's questions to the module's table. The emulated GPU is the other implementation
+// (emulated_runtime.cpp); nothing here knows of it.
 #include <dlfcn.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
-#include <mutex>
+#include <memory>
 #include <string>
 
-#include "engine/kernels/backend.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
-#include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
-#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/device_runtime.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab::cuda {
 
@@ -87,20 +84,13 @@ std::atomic<bool> cudnnAllowTf32Flag{true};
 
 }  // namespace
 
-Availability availability() {
+Availability moduleAvailability() {
+  if (const ModuleApi* m = loaded().api) return m->availability();
   Availability a;
-  if (const ModuleApi* m = loaded().api) {
-    a = m->availability();
-  } else {
-    a.compiled = compiledWithCuda();
-    const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
-    a.cuda_visible_devices = env ? env : "(not set)";
-    a.reason = loaded().reason;
-  }
-  if (const auto e = emulatedDevice()) {
-    a.emulated_index = e->index();
-    a.emulated_budget = emulatedGpuBudget();
-  }
+  a.compiled = compiledWithCuda();
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  a.cuda_visible_devices = env ? env : "(not set)";
+  a.reason = loaded().reason;
   return a;
 }
 bool compiledWithCuda() { return GPULAB_CUDA_MODULE != 0; }
@@ -112,57 +102,9 @@ int deviceCount() {
   const ModuleApi* m = loaded().api;
   return m ? m->deviceCount() : 0;
 }
-void synchronize(int device) {
-  checkNotCapturing(Device(DeviceType::CUDA, device));
-  if (isEmulated(Device(DeviceType::CUDA, device))) return emulated::synchronizeAll();
-  if (const ModuleApi* m = loaded().api) m->synchronize(device);
-}
-void checkDeviceUsable(Device device) {
-  if (!device.isCuda() || isEmulated(device)) return;
-  try {
-    if (const ModuleApi* m = loaded().api) return m->checkDeviceUsable(device);
-    throw Error("Cannot use device " + device.str() + ": no usable GPU: " + loaded().reason);
-  } catch (const CudaError&) {
-    throw;  // a failing CUDA call is reported as itself
-  } catch (const Error& e) {
-    // "CUDA error: invalid device ordinal. Cannot use device cuda:1: no usable GPU: ... (the emulated GPU
-    // is cuda:0)": past the emulated GPU, the last device there is, CUDA's words for an ordinal past the
-    // last GPU come first, then why no real GPU is there.
-    if (const auto emulated = emulatedDevice()) {
-      const std::string what = e.what();
-      const bool ordinal = device.index() > emulated->index() && !what.starts_with("CUDA error");
-      throw Error((ordinal ? "CUDA error: invalid device ordinal. " : "") + what + " (the emulated GPU is " + emulated->str() + ")");
-    }
-    throw;
-  }
-}
-CachingAllocator& deviceAllocator(int index) {
-  if (isEmulated(Device(DeviceType::CUDA, index))) return emulatedGpuAllocator();
-  if (const ModuleApi* m = loaded().api) return m->deviceAllocator(index);
-  noCuda("Cannot allocate on cuda:" + std::to_string(index));
-}
-CachingAllocator& pinnedHostAllocator() {
-  if (const ModuleApi* m = loaded().api; m && m->isAvailable()) return m->pinnedHostAllocator();
-  if (emulatedDevice()) return emulatedPinnedAllocator();
-  noCuda("Cannot allocate pinned memory");
-}
-DriverMemoryInfo driverMemoryInfo(int index) {
-  if (isEmulated(Device(DeviceType::CUDA, index))) return emulatedDriverMemoryInfo();
-  if (const ModuleApi* m = loaded().api) return m->driverMemoryInfo(index);
-  DriverMemoryInfo info;
-  info.reason = "not available: " + loaded().reason;
-  return info;
-}
-DeviceTelemetry deviceTelemetry(int index) {
-  if (isEmulated(Device(DeviceType::CUDA, index))) {
-    DeviceTelemetry t;
-    t.reason = emulatedDriverMemoryInfo().reason;
-    return t;
-  }
-  if (const ModuleApi* m = loaded().api) return m->deviceTelemetry(index);
-  DeviceTelemetry t;
-  t.reason = "not available: " + loaded().reason;
-  return t;
+void refuseModuleDevice(Device device) {
+  if (const ModuleApi* m = loaded().api) m->checkDeviceUsable(device);
+  throw Error("Cannot use device " + device.str() + ": no usable GPU: " + loaded().reason);
 }
 void rangePush(const char* name) {
   if (const ModuleApi* m = loaded().api) m->rangePush(name);
@@ -171,82 +113,104 @@ void rangePop() {
   if (const ModuleApi* m = loaded().api) m->rangePop();
 }
 
-void graphCaptureBegin(int device, std::uintptr_t stream) {
-  if (const ModuleApi* m = loaded().api) return m->graphCaptureBegin(device, stream);
-  noCuda("Cannot capture a CUDA graph on cuda:" + std::to_string(device));
-}
-void* graphCaptureEnd(int device, std::uintptr_t stream) {
-  if (const ModuleApi* m = loaded().api) return m->graphCaptureEnd(device, stream);
-  noCuda("Cannot capture a CUDA graph on cuda:" + std::to_string(device));
-}
-void graphLaunch(void* graph, int device, std::uintptr_t stream) {
-  if (const ModuleApi* m = loaded().api) return m->graphLaunch(graph, device, stream);
-  noCuda("Cannot replay a CUDA graph on cuda:" + std::to_string(device));
-}
-std::size_t graphNodeCount(void* graph) {
-  if (const ModuleApi* m = loaded().api) return m->graphNodeCount(graph);
-  return 0;
-}
-void graphDestroy(void* graph) {
-  if (const ModuleApi* m = loaded().api) m->graphDestroy(graph);
-}
-
-void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
-               bool srcPinned, bool dstPinned) {
-  // A copy between host memory and a GPU that captures a graph: the host would wait on it, or the graph
-  // would read host memory that is gone by its replays. Copy into the graph's static inputs outside it.
-  if (dstDevice.isCpu() != srcDevice.isCpu()) checkNotCapturing(dstDevice.isCpu() ? srcDevice : dstDevice);
-  if (dstDevice.isCuda() && srcDevice.isCuda() && dstDevice != srcDevice) {  // between GPUs the host waits too
-    checkNotCapturing(srcDevice);
-    checkNotCapturing(dstDevice);
-  }
-  const bool realOnOneSide = (dstDevice.isCuda() && !isEmulated(dstDevice)) || (srcDevice.isCuda() && !isEmulated(srcDevice));
-  if (!realOnOneSide && emulatedCopy(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned, dstPinned)) return;
-  // Between the emulated GPU and a real one: to the module the emulated side is pageable host memory,
-  // once the emulated GPU's queued work is done with it.
-  if (isEmulated(dstDevice)) {
-    synchronize(dstDevice.index());
-    dstDevice = kCPU;
-  }
-  if (isEmulated(srcDevice)) {
-    synchronize(srcDevice.index());
-    srcDevice = kCPU;
-    srcPinned = false;
-  }
-  if (dstDevice.isCpu() && srcDevice.isCpu()) {
-    if (bytes) std::memcpy(dst, src, bytes);  // an empty tensor may have no memory at all
-    return;
-  }
-  if (const ModuleApi* m = loaded().api) return m->copyBytes(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned, dstPinned);
-  noCuda("Cannot copy to or from a CUDA device");
-}
-
-DeviceEvent::DeviceEvent(int device, bool timing) {
-  const ModuleApi* m = loaded().api;
-  if (!m || !m->isAvailable()) noCuda("Cannot create a CUDA event on cuda:" + std::to_string(device));
-  handle_ = m->eventCreate(device, timing);
-}
-DeviceEvent::~DeviceEvent() {
-  if (handle_) loaded().api->eventDestroy(handle_);
-}
-void DeviceEvent::record(std::uintptr_t stream) { loaded().api->eventRecord(handle_, stream); }
-bool DeviceEvent::query() const { return loaded().api->eventQuery(handle_); }
-void DeviceEvent::synchronize() const { loaded().api->eventSynchronize(handle_); }
-double DeviceEvent::elapsedMs(const DeviceEvent& end) const { return loaded().api->eventElapsedMs(handle_, end.handle_); }
 namespace {
-// The module, for a real GPU's stream or event: a clear error where there is none.
-const ModuleApi& moduleFor(int device, const char* what) {
-  const ModuleApi* m = loaded().api;
-  if (!m || !m->isAvailable()) noCuda(std::string(what) + " on cuda:" + std::to_string(device));
-  return *m;
+
+// A real GPU's CUDA event (cudaEvent_t), made when a torch.cuda.Event is first recorded on the GPU.
+class ModuleEvent final : public RuntimeEvent {
+ public:
+  ModuleEvent(const ModuleApi& m, int device, bool timing) : m_(m), device_(device), handle_(m.eventCreate(device, timing)) {}
+  ~ModuleEvent() override { m_.eventDestroy(handle_); }
+  void record(std::uintptr_t stream) override { m_.eventRecord(handle_, stream); }
+  bool query() const override { return m_.eventQuery(handle_); }
+  void synchronize() const override { m_.eventSynchronize(handle_); }
+  void block(std::uintptr_t stream) const override { m_.streamWaitEvent(device_, stream, handle_); }
+  double elapsedMs(const RuntimeEvent& end) const override {
+    return m_.eventElapsedMs(handle_, static_cast<const ModuleEvent&>(end).handle_);
+  }
+
+ private:
+  const ModuleApi& m_;
+  const int device_;
+  void* const handle_;
+};
+
+// An instantiated CUDA graph (cudaGraphExec_t), destroyed with its object.
+class ModuleGraph final : public CapturedGraph {
+ public:
+  ModuleGraph(const ModuleApi& m, int device, void* handle) : m_(m), device_(device), handle_(handle) {}
+  ~ModuleGraph() override { m_.graphDestroy(handle_); }
+  void launch(std::uintptr_t stream) override { m_.graphLaunch(handle_, device_, stream); }
+  std::size_t nodeCount() const override { return m_.graphNodeCount(handle_); }
+
+ private:
+  const ModuleApi& m_;
+  const int device_;
+  void* const handle_;
+};
+
+// One usable GPU of the module.
+class CudaModuleRuntime final : public DeviceRuntime {
+ public:
+  CudaModuleRuntime(const ModuleApi& m, DeviceProperties properties) : m_(m), properties_(std::move(properties)) {}
+  Device device() const override { return Device(DeviceType::CUDA, properties_.index); }
+  std::string label() const override { return device().str() + " (" + properties_.name + ")"; }
+  bool isRealGpu() const override { return true; }
+  std::int64_t totalMemory() const override { return static_cast<std::int64_t>(properties_.total_memory); }
+
+  CachingAllocator& allocator() override { return m_.deviceAllocator(properties_.index); }
+  Backend& backend() override { return m_.backend(properties_.index); }
+  CachingAllocator& pinnedAllocator() override { return m_.pinnedHostAllocator(); }
+  bool memoryIsHostMemory() const override { return false; }
+
+  void synchronize() override { m_.synchronize(properties_.index); }
+  // The pool, handed out round-robin as PyTorch's.
+  std::uintptr_t nextPoolStream() override { return 1 + nextStream_.fetch_add(1, std::memory_order_relaxed) % kStreamPoolSize; }
+  bool streamQuery(std::uintptr_t stream) override { return m_.streamQuery(properties_.index, stream); }
+  void streamSynchronize(std::uintptr_t stream) override { m_.streamSynchronize(properties_.index, stream); }
+  std::unique_ptr<RuntimeEvent> createEvent(bool timing) override {
+    return std::make_unique<ModuleEvent>(m_, properties_.index, timing);
+  }
+
+  void copy(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
+            bool srcPinned, bool dstPinned) override {
+    m_.copyBytes(dst, dstDevice, src, srcDevice, bytes, nonBlocking, srcPinned, dstPinned);
+  }
+
+  void beginCapture(std::uintptr_t stream) override { m_.graphCaptureBegin(properties_.index, stream); }
+  std::unique_ptr<CapturedGraph> endCapture(std::uintptr_t stream) override {
+    return std::make_unique<ModuleGraph>(m_, properties_.index, m_.graphCaptureEnd(properties_.index, stream));
+  }
+
+  DriverMemoryInfo driverMemoryInfo() override { return m_.driverMemoryInfo(properties_.index); }
+  DeviceTelemetry telemetry() override { return m_.deviceTelemetry(properties_.index); }
+  std::vector<ConvAlgorithmChoice> cudnnChoices() override { return m_.cudnnChoices(properties_.index); }
+  void clearCudnnChoices() override { m_.clearCudnnChoices(properties_.index); }
+
+ private:
+  const ModuleApi& m_;
+  const DeviceProperties properties_;
+  std::atomic<std::uintptr_t> nextStream_{0};
+};
+
+// Made once, for every usable GPU, on first use; never destroyed (tensors in static storage may still
+// free into their allocators while the process ends).
+const std::vector<CudaModuleRuntime*>& moduleRuntimes() {
+  static const std::vector<CudaModuleRuntime*>* runtimes = [] {
+    auto* out = new std::vector<CudaModuleRuntime*>;
+    const ModuleApi* m = loaded().api;
+    if (m && m->isAvailable()) {
+      for (const DeviceProperties& d : m->availability().devices) out->push_back(new CudaModuleRuntime(*m, d));
+    }
+    return out;
+  }();
+  return *runtimes;
 }
+
 }  // namespace
-bool deviceStreamQuery(int device, std::uintptr_t stream) { return moduleFor(device, "Cannot query a stream").streamQuery(device, stream); }
-void deviceStreamSynchronize(int device, std::uintptr_t stream) {
-  moduleFor(device, "Cannot synchronize a stream").streamSynchronize(device, stream);
-}
-void deviceStreamWaitEvent(int device, std::uintptr_t stream, const DeviceEvent& event) {
-  moduleFor(device, "Cannot make a stream wait").streamWaitEvent(device, stream, event.handle());
+
+DeviceRuntime* cudaModuleRuntime(int index) {
+  const auto& runtimes = moduleRuntimes();
+  return index >= 0 && static_cast<std::size_t>(index) < runtimes.size() ? runtimes[static_cast<std::size_t>(index)] : nullptr;
 }
 
 // NCCL's door: the module answers, or -- with no module -- why there is none.
@@ -265,8 +229,6 @@ void ncclBroadcast(const std::vector<CollectiveBuffer>& buffers, std::size_t cou
   m->broadcast(buffers, count, dtype, root);
 }
 
-bool pinnedMemoryAvailable() { return isAvailable() || emulatedDevice().has_value(); }
-
 void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }
 bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
 
@@ -277,25 +239,4 @@ bool cudnnDeterministic() { return cudnnDeterministicFlag.load(std::memory_order
 void setCudnnAllowTf32(bool allow) { cudnnAllowTf32Flag.store(allow); }
 bool cudnnAllowTf32() { return cudnnAllowTf32Flag.load(std::memory_order_relaxed); }
 
-// Kept in the module, per device, next to the cuDNN handle; nothing to show or forget without one.
-std::vector<ConvAlgorithmChoice> cudnnChoices(int device) {
-  if (isEmulated(Device(DeviceType::CUDA, device))) return {};
-  if (const ModuleApi* m = loaded().api) return m->cudnnChoices(device);
-  return {};
-}
-void clearCudnnChoices(int device) {
-  if (isEmulated(Device(DeviceType::CUDA, device))) return;
-  if (const ModuleApi* m = loaded().api) m->clearCudnnChoices(device);
-}
-
 }  // namespace gpulab::cuda
-
-namespace gpulab {
-Device defaultDevice() { return cuda::isAvailable() ? Device(DeviceType::CUDA, 0) : kCPU; }
-Backend& backendFor(Device device) {
-  if (!device.isCuda()) return cpuBackend();
-  if (cuda::isEmulated(device)) return cuda::emulatedGpuBackend();
-  cuda::checkDeviceUsable(device);
-  return cuda::loaded().api->backend(device.index());
-}
-}  // namespace gpulab

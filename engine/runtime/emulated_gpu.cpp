@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "engine/core/errors.h"
+#include "engine/memory/host_memory.h"
 #include "engine/memory/memory.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_streams.h"
@@ -109,58 +110,16 @@ class EmulatedPinnedRawAllocator final : public EmulatedStreamMarkers {
  public:
   void* rawAllocate(std::size_t bytes) override { return allocateHostSegment(bytes); }
   void rawFree(void* ptr, std::size_t bytes) override { freeHostSegment(ptr, bytes); }
-  MemoryCapacity capacity() const override { return {hostSegmentBytesLeft(), cpu_default_memory_budget()}; }
+  MemoryCapacity capacity() const override { return {hostSegmentBytesLeft(), hostBudgetBytes()}; }
   std::string kindName() const override { return "CPU"; }
   std::string deviceName() const override { return "pinned host memory (for the " + std::string(kEmulatedGpuPhrase) + ")"; }
 };
-
-// A host buffer a pageable non_blocking copy is staged through, as the driver stages one.
-std::shared_ptr<char[]> stage(const void* src, std::size_t bytes) {
-  std::shared_ptr<char[]> buffer(new char[bytes]);
-  std::memcpy(buffer.get(), src, bytes);
-  return buffer;
-}
 
 }  // namespace
 
 CachingAllocator& emulatedPinnedAllocator() {
   static CachingAllocator* allocator = new CachingAllocator(std::make_unique<EmulatedPinnedRawAllocator>(), kCPU);
   return *allocator;
-}
-
-bool emulatedCopy(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
-                  bool srcPinned, bool dstPinned) {
-  const bool toEmulated = isEmulated(dstDevice), fromEmulated = isEmulated(srcDevice);
-  if (!toEmulated && !fromEmulated) return false;
-  if (bytes == 0) return true;  // an empty tensor may have no memory at all
-  const std::uintptr_t stream = currentStreamId(toEmulated ? dstDevice : srcDevice);
-  // Asynchronous only from (or into) pinned memory of our own: a real GPU's pinned blocks guard their
-  // reuse with its events, which know nothing of the emulated streams.
-  const bool ownPinned = !isAvailable();
-  if (toEmulated && fromEmulated) {
-    emulated::enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
-    return true;
-  }
-  const bool pinned = ownPinned && (toEmulated ? srcPinned : dstPinned);
-  if (nonBlocking && pinned) {
-    // The host goes on at once; the copy reads (or fills) the pinned buffer when the stream gets to it.
-    emulatedPinnedAllocator().recordAsyncCopy(toEmulated ? src : dst, stream);
-    emulated::enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
-    return true;
-  }
-  if (nonBlocking && toEmulated) {
-    // Pageable memory cannot be read later: the driver stages it into a buffer of its own first.
-    // The staging buffer goes when the copy has run, not when the host gets round to destroying the task.
-    emulated::enqueue(stream, [=, staged = stage(src, bytes)]() mutable {
-      std::memcpy(dst, staged.get(), bytes);
-      staged.reset();
-    });
-    return true;
-  }
-  // A blocking copy, and every copy into pageable host memory: the host waits for the stream.
-  emulated::enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
-  emulated::synchronizeStream(stream);
-  return true;
 }
 
 std::optional<bool> parseEmulatedGpuSwitch(const char* value) {
@@ -182,7 +141,7 @@ bool isEmulated(Device device) {
 std::int64_t emulatedGpuBudget() {
   if (!state().device) return 0;
   // Whole MiB, so the numbers in messages and plots read cleanly.
-  static const std::int64_t budget = std::min(kSmallGpuMemory, cpu_default_memory_budget() / 2) / kMiB * kMiB;
+  static const std::int64_t budget = std::min(kSmallGpuMemory, hostBudgetBytes() / 2) / kMiB * kMiB;
   return budget;
 }
 
@@ -205,28 +164,6 @@ DriverMemoryInfo emulatedDriverMemoryInfo() {
                 "libraries' workspaces (cuBLAS, cuDNN)";
   info.process_reason = info.reason;
   return info;
-}
-
-std::string deviceLabel(Device device) {
-  if (device.isCpu()) return "cpu";
-  if (isEmulated(device)) return device.str() + " (" + kEmulatedGpuPhrase + ")";
-  if (isAvailable()) {
-    for (const DeviceProperties& d : availability().devices)
-      if (d.index == device.index()) return device.str() + " (" + d.name + ")";
-  }
-  return device.str() + " (not available)";
-}
-
-std::vector<DeviceChoice> availableDevices() {
-  std::vector<DeviceChoice> out{{kCPU, deviceLabel(kCPU), false}};
-  if (isAvailable()) {
-    for (const DeviceProperties& d : availability().devices) {
-      const Device dev(DeviceType::CUDA, d.index);
-      out.push_back({dev, dev.str() + " (" + d.name + ")", false});
-    }
-  }
-  if (const auto e = emulatedDevice()) out.push_back({*e, deviceLabel(*e), true});
-  return out;
 }
 
 std::string emulatedGpuStatus() {

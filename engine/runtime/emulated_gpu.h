@@ -41,18 +41,6 @@ inline constexpr const char* kEmulatedGpuPhrase = "emulated GPU \u2014 runs on y
 std::optional<Device> emulatedDevice();
 bool isEmulated(Device device);
 
-// "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)", "cuda:0 (emulated GPU — runs on your CPU)"; a CUDA device
-// that is neither real nor emulated: "cuda:3 (not available)".
-std::string deviceLabel(Device device);
-
-struct DeviceChoice {
-  Device device;
-  std::string label;  // deviceLabel(device)
-  bool emulated = false;
-};
-// What a device picker offers: the CPU first, then the real GPUs, then the emulated GPU when enabled.
-std::vector<DeviceChoice> availableDevices();
-
 // One line for a UI: "emulated GPU cuda:0 enabled (runs on your CPU; 4.00 GiB budget)" or why it is off.
 std::string emulatedGpuStatus();
 
@@ -69,11 +57,6 @@ Backend& emulatedGpuBackend();
 // emulated GPU may be asynchronous (non_blocking), with PyTorch's rule that a pinned block is reused
 // only after the copies that read or write it have run.
 CachingAllocator& emulatedPinnedAllocator();
-// Copies to, from or within the emulated GPU, ordered on the emulated device's current stream (see
-// cuda::copyBytes). Returns false when neither side is the emulated GPU.
-bool emulatedCopy(void* dst, Device dstDevice, const void* src, Device srcDevice, std::size_t bytes, bool nonBlocking,
-                  bool srcPinned, bool dstPinned);
-
 // What driver_memory_info() says for it: no driver to ask, and what nvidia-smi would count on a GPU.
 DriverMemoryInfo emulatedDriverMemoryInfo();
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/core/errors.h"
+#include "engine/core/parallel.h"
 
 namespace gpulab::cuda::emulated {
 namespace {
@@ -126,6 +127,7 @@ class StreamQueue {
   }
 
   void run() {
+    leaveACpuToTheHost();  // it stands for a device beside the host (engine/core/parallel.h)
     tPreviousTaskEnd = std::chrono::steady_clock::now();  // the stream starts here
     std::vector<Task> batch;  // every task queued when the worker looked, run in order
     for (;;) {

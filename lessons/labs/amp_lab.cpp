@@ -34,7 +34,7 @@
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_events.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
@@ -223,7 +223,7 @@ void AmpLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   // 1. The device, the data and the precisions to compare.
   const Device device = resolveDevice(p.getString("device"));
   announceDevice(sink, device);
-  const bool emulated = cuda::isEmulated(device);
+  const bool emulated = cuda::isEmulatedGpu(device);
   const std::vector<Variant> variants = parseVariants(p.getString("variants"));
   const Tf32Guard tf32(p.getBool("tf32"));
   if (p.getBool("tf32") && (!device.isCuda() || emulated)) {

@@ -35,7 +35,8 @@
 #include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
 #include "engine/memory/memory.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/device_runtime.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -185,7 +186,7 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
   sink.view({.id = "models", .title = "Cost and result of each model", .kind = lab::ViewKind::Table,
              .columns = {{"model", ""}, {"parameters", ""}, {"in convolutions", ""}, {"in batch norm", ""}, {"in Linear", ""},
                          {"multiply-adds per image", ""}, {"test accuracy", ""}, {"epoch", "s"}, {"peak memory", "bytes"}},
-             .note = std::string(cuda::isEmulated(device) ? "Timed on your CPU (the emulated GPU computes there). " : "") +
+             .note = std::string(cuda::isEmulatedGpu(device) ? "Timed on your CPU (the emulated GPU computes there). " : "") +
                      "multiply-adds: one image's forward pass. epoch: the mean training time of an epoch on " + device.str() +
                      ", evaluation excluded. peak memory: the most the model, its gradients, Adam's state, the batch and the "
                      "activations of a step held at once while training, above what was allocated before the model was built "
@@ -324,7 +325,7 @@ void CnnLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTok
             ": a convolution reuses each weight at every position of the image, so it does far more arithmetic per parameter "
             "(the CNN's forward pass is " + formatGeneral(cnn.multiplyAdds / 1e6, 3) + " million multiply-adds per image, the MLP's " +
             formatGeneral(mlp.multiplyAdds / 1e6, 3) + " million)." +
-            (device.isCuda() && !cuda::isEmulated(device)
+            (cuda::isRealGpu(device)
                  ? " On a GPU, cuDNN runs the convolutions; the next runs show what it chose."
                  : " On a GPU that arithmetic is what cuDNN's convolution kernels and tensor cores are built for."));
   sink.record("done", {{"seconds", secondsSince(runStart)}, {"device", device.str()}});

@@ -37,6 +37,8 @@
 #include "engine/memory/memory.h"
 #include "engine/nn/layers.h"
 #include "engine/ops/ops.h"
+#include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
@@ -139,7 +141,7 @@ struct DeviceFigures {
 
 DeviceFigures measureFigures(Device device, double budget, const lab::StopToken& stop) {
   Generator gen(1);
-  const bool realGpu = device.isCuda() && !cuda::isEmulated(device);
+  const bool realGpu = cuda::isRealGpu(device);
   const std::int64_t n = realGpu ? 4096 : 1024;
   const Workload product = matmulWorkload(n, device, gen);
   const std::int64_t elements = 16 << 20;
@@ -210,7 +212,7 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   const Device gpuDevice = resolveDevice(p.getString("gpu"));
   if (!gpuDevice.isCuda()) throw ValueError("gpu must be a CUDA device (cuda or cuda:N), got '" + p.getString("gpu") + "': the lab compares it with the CPU");
   announceDevice(sink, gpuDevice);
-  const bool emulated = cuda::isEmulated(gpuDevice);
+  const bool emulated = cuda::isEmulatedGpu(gpuDevice);
 
   std::vector<std::int64_t> sizes;
   for (std::int64_t n = kSmallest; n <= maxSize; n *= 2) sizes.push_back(n);
@@ -222,7 +224,7 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   // either device has free.
   const double n2 = static_cast<double>(largest) * static_cast<double>(largest);
   // measureFigures' tensors, alive together: a + b's three and its product's three.
-  const double figuresN = gpuDevice.isCuda() && !cuda::isEmulated(gpuDevice) ? 4096.0 : 1024.0;
+  const double figuresN = cuda::isRealGpu(gpuDevice) ? 4096.0 : 1024.0;
   const double figuresBytes = 3.0 * 4.0 * (static_cast<double>(16 << 20) + figuresN * figuresN);
   const double needBytes =
       figuresBytes + (kind == "matmul" ? 3.0 * n2 * 4.0 : (3.0 * 2.0 * n2 + 8.0 * kMlpBatch * static_cast<double>(largest)) * 4.0);

@@ -33,7 +33,7 @@
 #include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -44,7 +44,7 @@ using Clock = std::chrono::steady_clock;
 double millisecondsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // Whether cuDNN runs on this device: a real NVIDIA GPU. The emulated GPU computes on the CPU.
-bool hasCudnn(Device device) { return device.isCuda() && !cuda::isEmulated(device); }
+bool hasCudnn(Device device) { return cuda::isRealGpu(device); }
 
 struct Settings {
   std::string id, label;  // "on", "benchmark on"

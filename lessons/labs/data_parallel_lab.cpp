@@ -34,7 +34,7 @@
 #include "engine/ops/ops.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -292,7 +292,7 @@ void DataParallelLab::run(const lab::Params& p, lab::MetricSink& sink, const lab
                      " replicas: choose a batch that is a multiple of " + std::to_string(requested));
   }
   Placement where;
-  if (device.isCuda() && !cuda::isEmulated(device) && distributed::ncclAvailable()) {
+  if (cuda::isRealGpu(device) && distributed::ncclAvailable()) {
     // One replica per GPU: as many as asked for, or the most the GPUs allow that still split the batch.
     std::int64_t count = std::min<std::int64_t>(requested, cuda::deviceCount());
     while (batch % count != 0) --count;

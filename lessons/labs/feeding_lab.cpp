@@ -42,8 +42,7 @@
 #include "engine/core/number_format.h"
 #include "engine/data/device_prefetcher.h"
 #include "engine/ops/ops.h"
-#include "engine/runtime/emulated_gpu.h"
-#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/runtime/stream.h"
 #include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
@@ -273,8 +272,7 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   const Clock::time_point start = Clock::now();
   const auto log = std::make_shared<LoadLog>(start);  // stays empty for the ceiling, which loads nothing
   if (gpu) origin.record(*stream);  // the device was idle: it reaches this event at `start`, give or take a wake-up
-  const bool emulated = cuda::isEmulated(s.device);
-  const double emulatedBusyBefore = emulated ? cuda::emulated::busySeconds() : 0.0;
+  const std::optional<double> busyBefore = cuda::busySeconds(s.device);  // where the device's runtime measures it
   auto seconds = [&] { return secondsSince(start); };
   auto trainStep = [&](StepClock& c, const Tensor& xIn, const Tensor& yIn) {
     if (gpu) c.copyStart.record(*stream);
@@ -368,8 +366,8 @@ LoaderRun runLoader(const Setup& s, const LoaderChoice& choice) {
   // GPU-Util counts). A GPU's stream is timed from each step's first copy to its last kernel: waits
   // inside a step -- a blocking copy's round trip to the host, a kernel queued late -- count as busy
   // there, so its busy share is an upper bound. On the CPU: the steps themselves.
-  if (emulated) {
-    r.busySeconds = cuda::emulated::busySeconds() - emulatedBusyBefore;
+  if (busyBefore) {
+    r.busySeconds = cuda::busySeconds(s.device).value_or(*busyBefore) - *busyBefore;
   } else {
     for (std::size_t i = 0; i < clocks.size(); ++i) r.busySeconds += stepEnd[i] - stepStart[i];
     if (choice.prefetch) r.busySeconds += copyOutsideSteps;
@@ -464,7 +462,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   s.seed = static_cast<std::uint64_t>(p.getInt("seed"));
   s.stop = &stop;
   const LoaderChoice yours{static_cast<int>(p.getInt("num_workers")), p.getBool("pin_memory")};
-  const bool gpu = s.device.isCuda(), emulated = cuda::isEmulated(s.device);
+  const bool gpu = s.device.isCuda(), emulated = cuda::isEmulatedGpu(s.device);
   // On the CPU there is no copy: the batch is where the model is, and pinning changes nothing.
   const bool copies = gpu;
 

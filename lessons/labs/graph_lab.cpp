@@ -40,7 +40,7 @@
 #include "engine/core/number_format.h"
 #include "engine/data/dataset.h"
 #include "engine/ops/ops.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
@@ -55,9 +55,8 @@ constexpr std::int64_t kFeatures = 16, kBatches = 8;
 // capture, and the lab says so).
 Device graphDevice(const std::string& text) {
   if (text != "auto") return resolveDevice(text);
-  if (cuda::isAvailable()) return Device(DeviceType::CUDA, 0);
-  if (const std::optional<Device> emulated = cuda::emulatedDevice()) return *emulated;
-  return kCPU;
+  const std::vector<cuda::DeviceRuntime*> gpus = cuda::gpuRuntimes();  // the real GPUs first
+  return gpus.empty() ? kCPU : gpus.front()->device();
 }
 
 // The lab's batches, on the device, and a model with its optimizer. The eager loop and the graph train
@@ -185,7 +184,7 @@ void GraphLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopT
     sink.record("done", {{"device", device.str()}, {"stopped", false}});
     return;
   }
-  const bool real = !cuda::isEmulated(device), capture = p.getBool("capture");
+  const bool real = cuda::isRealGpu(device), capture = p.getBool("capture");
   const std::vector<std::int64_t> hidden = parseWidths(p.getString("hidden"));
   const auto seed = static_cast<std::uint64_t>(p.getInt("seed"));
   const std::int64_t steps = p.getInt("steps"), repeats = real ? p.getInt("repeats") : 1;

@@ -3,7 +3,7 @@
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 // GPULAB_BUILTIN_LABS(X): X(Class) for each lab of the course's one list (lessons/CMakeLists.txt).
 #include "lessons/labs/lab_registry.inc"
 

@@ -29,7 +29,7 @@
 #include "engine/data/dataloader.h"
 #include "engine/nn/layers.h"
 #include "engine/profiler/profiler.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "lessons/labs/training.h"
 
 namespace gpulab::labs {
@@ -147,10 +147,10 @@ void ProfileLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   sink.view({.id = "ops", .title = "key_averages(), sorted by " + sortBy, .kind = lab::ViewKind::Table, .columns = columns,
              .note = "Self: the op's own time; total: with the ops it called (aten::linear's total includes nothing it "
                      "did not do itself here, a backward node's includes the ops its gradient used). " +
-                     std::string(onDevice ? "On " + std::string(cuda::isEmulated(device) ? "the emulated GPU" : "a GPU") +
+                     std::string(onDevice ? "On " + std::string(cuda::isEmulatedGpu(device) ? "the emulated GPU" : "a GPU") +
                                                 " the CPU columns are the time to launch each op's kernels; the CUDA columns, "
                                                 "the time the device's stream spent on them (two events per op)." +
-                                                (cuda::isEmulated(device)
+                                                (cuda::isEmulatedGpu(device)
                                                      ? " The emulated GPU's stream is a thread of your CPU: an op that finds it "
                                                        "asleep (a copy after the host waited) also counts its wake-up, tens of "
                                                        "microseconds a GPU does not have -- these columns are no GPU's times."

@@ -45,7 +45,7 @@
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/memory.h"
 #include "engine/ops/ops.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/runtime/stream.h"
 #include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
@@ -186,7 +186,7 @@ void StreamsLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
                      "NVIDIA GPU).");
   }
   announceDevice(sink, device);
-  const bool emulated = cuda::isEmulated(device);
+  const bool emulated = cuda::isEmulatedGpu(device);
   const auto n = static_cast<std::size_t>(p.getInt("chunks"));
   const auto rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(p.getFloat("chunk_mb") * 1024 * 1024 / (kFeatures * 4)));
   const int repeats = static_cast<int>(p.getInt("repeats"));

@@ -33,8 +33,7 @@
 #include "engine/core/number_format.h"
 #include "engine/data/dataset.h"
 #include "engine/ops/ops.h"
-#include "engine/runtime/emulated_gpu.h"
-#include "engine/runtime/emulated_streams.h"
+#include "engine/runtime/device_runtime.h"
 #include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"
 
@@ -70,8 +69,7 @@ LoopRun trainLoop(Device device, const Tensor& x, const Tensor& y, std::int64_t 
   double total = 0;
   LoopRun r;
   synchronizeDevice(device);
-  const bool emulated = cuda::isEmulated(device);
-  const double busyBefore = emulated ? cuda::emulated::busySeconds() : 0.0;
+  const std::optional<double> busyBefore = cuda::busySeconds(device);  // where the device's runtime measures it
   const Clock::time_point start = Clock::now();
   for (std::int64_t step = 0; step < steps; ++step) {
     if (stop.stopRequested()) {  // a step is well under 100 ms: Stop is seen within one
@@ -101,7 +99,7 @@ LoopRun trainLoop(Device device, const Tensor& x, const Tensor& y, std::int64_t 
   }
   synchronizeDevice(device);
   r.seconds = secondsSince(start);
-  if (emulated) r.deviceBusy = (cuda::emulated::busySeconds() - busyBefore) / r.seconds;
+  if (busyBefore) r.deviceBusy = (cuda::busySeconds(device).value_or(*busyBefore) - *busyBefore) / r.seconds;
   r.meanLoss = total / static_cast<double>(steps);
   return r;
 }
@@ -217,7 +215,7 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
 
   // The emulated GPU's busy share is measured (its streams time their kernels); a GPU's would need
   // events around every kernel, and the CPU runs the kernels on the loop's own thread.
-  const bool busyMeasured = cuda::isEmulated(device);
+  const bool busyMeasured = cuda::busySeconds(device).has_value();
   std::vector<lab::Axis> columns = {{"loss read", ""}, {".item() calls", ""}, {"steps/s", ""}, {"range", "steps/s"}, {"time", "ms"},
                                       {"host waiting in .item()", "%"}};
   if (busyMeasured) columns.push_back({"device busy", "%"});
@@ -311,7 +309,7 @@ void SyncLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::StopTo
             formatFixed(100.0 * everyStep.waitSeconds / everyStep.seconds, 1) + "% of the loop. " + yoursText +
             (onCpu ? "This is the CPU: each op ran before it returned, so .item() had nothing to wait for; what differs between the loops "
                      "is only the ops they run (a read against an addition on the device). On a GPU the waits are real: run it on cuda."
-                   : cuda::isEmulated(device)
+                   : cuda::isEmulatedGpu(device)
                          ? "This is the emulated GPU: its stream is a queue run by a thread beside the loop, so .item() waits for it as it "
                            "would for a GPU; a real GPU's kernels and wake-ups take other times, so the size of the gain differs there."
                          : "") +

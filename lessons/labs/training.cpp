@@ -13,11 +13,11 @@
 #include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
 #include "engine/memory/caching_allocator.h"
+#include "engine/memory/host_memory.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_events.h"
-#include "engine/memory/raw_allocator.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "engine/runtime/emulated_gpu.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/runtime/execution_context.h"
 #include "engine/runtime/stream.h"
 
@@ -353,7 +353,7 @@ void synchronizeDevice(Device device) {
 
 void announceDevice(lab::MetricSink& sink, Device device) {
   const std::string label = cuda::deviceLabel(device);
-  sink.send(lab::RunDevice{device.str(), label, cuda::isEmulated(device)});
+  sink.send(lab::RunDevice{device.str(), label, cuda::isEmulatedGpu(device)});
   std::string line = "Running on " + label;
   if (device.isCpu() && !cuda::isAvailable()) line += " (no usable GPU: " + cuda::availability().reason + ")";
   sink.info(line);

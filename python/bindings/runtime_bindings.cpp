@@ -15,6 +15,7 @@
 #include "engine/runtime/blas_kernels.h"
 #include "engine/runtime/cpu_features.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/execution_context.h"
 #include "python/bindings/bindings.h"
@@ -24,7 +25,7 @@ namespace gpulab::python {
 namespace {
 
 // torch.cuda's device count: the real usable GPUs, and the emulated GPU after them when it is on.
-int cudaDeviceCount() { return cuda::deviceCount() + (cuda::emulatedDevice() ? 1 : 0); }
+int cudaDeviceCount() { return static_cast<int>(cuda::gpuRuntimes().size()); }
 
 // torch.cuda.*(device=None): the current CUDA device, or the one given (an int, "cuda:1", a device).
 Device cudaDeviceOf(py::handle device) {
@@ -109,9 +110,10 @@ void bindRuntime(py::module_& m) {
   m.def("_cuda_device_properties", [](py::object device) {
     const Device d = cudaDeviceOf(device);
     py::dict out;
-    if (cuda::isEmulated(d)) {
+    const cuda::DeviceRuntime& runtime = cuda::runtimeFor(d);
+    if (!runtime.isRealGpu()) {
       out["name"] = std::string("GPU Lab emulated GPU (") + cuda::kEmulatedGpuPhrase + ")";
-      out["total_memory"] = cuda::emulatedGpuBudget();
+      out["total_memory"] = runtime.totalMemory();
       out["major"] = 0;
       out["minor"] = 0;
       out["multi_processor_count"] = 0;
