@@ -37,7 +37,8 @@ namespace gpulab::cuda {
 // The words that mark the emulated GPU wherever it is shown.
 inline constexpr const char* kEmulatedGpuPhrase = "emulated GPU \u2014 runs on your CPU";
 
-// The emulated device when it is enabled in this process.
+// The emulated device when it is enabled in this process. (A lesson asks the device's runtime
+// instead -- cuda::isEmulatedGpu, isRealGpu, busySeconds in device_runtime.h.)
 std::optional<Device> emulatedDevice();
 bool isEmulated(Device device);
 
@@ -49,7 +50,9 @@ std::string emulatedGpuStatus();
 // Fixed at first use; 0 when the emulated GPU is off.
 std::int64_t emulatedGpuBudget();
 
-// Its caching allocator (allocatorFor(emulated device) returns it); throws when it is off.
+// The parts its runtime (emulated_runtime.cpp) is made of. Everything else asks the device's runtime
+// (device_runtime.h: runtimeFor), never these.
+// Its caching allocator; throws when it is off.
 CachingAllocator& emulatedGpuAllocator();
 // Its kernels: the CPU backend's, queued on the current stream (engine/runtime/emulated_backend.cpp).
 Backend& emulatedGpuBackend();
