@@ -84,9 +84,9 @@ CachingAllocator& deviceAllocator(int index) { return runtimeFor(Device(DeviceTy
 // The first GPU's kind of pinned memory: a real GPU's page-locked memory when there is one (they come
 // first), the emulated GPU's stand-in otherwise.
 CachingAllocator& pinnedHostAllocator() {
-  const std::vector<DeviceRuntime*> gpus = gpuRuntimes();
-  if (gpus.empty()) throw Error("Cannot allocate pinned memory: no usable GPU: " + moduleAvailability().reason);
-  return gpus.front()->pinnedAllocator();
+  if (DeviceRuntime* first = cudaModuleRuntime(0)) return first->pinnedAllocator();
+  if (DeviceRuntime* emulated = emulatedGpuRuntime()) return emulated->pinnedAllocator();
+  throw Error("Cannot allocate pinned memory: no usable GPU: " + moduleAvailability().reason);
 }
 bool pinnedMemoryAvailable() { return cudaModuleRuntime(0) || emulatedGpuRuntime(); }
 

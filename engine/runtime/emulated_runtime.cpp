@@ -152,10 +152,10 @@ class EmulatedGpuRuntime final : public DeviceRuntime {
       emulated::enqueue(stream, [=] { std::memcpy(dst, src, bytes); });
       return;
     }
-    // Asynchronous only from (or into) pinned memory of our own, which is the pinned memory there is
-    // when no real GPU comes before this one: a real GPU's pinned blocks guard their reuse with its
-    // events, which know nothing of the emulated streams.
-    const bool ownPinned = gpuRuntimes().front() == this;
+    // Asynchronous only from (or into) pinned memory of our own -- the pinned memory there is when no
+    // real GPU comes before this one: a real GPU's pinned blocks guard their reuse with its events,
+    // which know nothing of the emulated streams.
+    const bool ownPinned = &pinnedHostAllocator() == &emulatedPinnedAllocator();
     const bool pinned = ownPinned && (toEmulated ? srcPinned : dstPinned);
     if (nonBlocking && pinned) {
       // The host goes on at once; the copy reads (or fills) the pinned buffer when the stream gets to it.
