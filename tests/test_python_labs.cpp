@@ -71,6 +71,19 @@ std::map<double, double> stackedMemory(const RecordingSink& sink) {
   return stacked;
 }
 
+// A window that takes `hold` over each progress update (Pause held it, or it was slow).
+class HoldingSink : public RecordingSink {
+ public:
+  explicit HoldingSink(std::chrono::milliseconds hold) : hold_(hold) {}
+  void send(const lab::Update& u) override {
+    if (std::holds_alternative<lab::Progress>(u)) std::this_thread::sleep_for(hold_);
+    RecordingSink::send(u);
+  }
+
+ private:
+  std::chrono::milliseconds hold_;
+};
+
 }  // namespace
 
 class PythonLabsTest : public QObject {
@@ -275,43 +288,68 @@ def run(n):  # the verdict on rounds of seconds per product: the CPU's, then the
   }
 
   // Pause holds a lab at a progress update (the window's sink waits there, lab_runner.h): a Python
-  // lab waits in its lab.progress() call meanwhile. The lab below spins until 1.2 s after it started,
-  // its progress update held 0.7 s: it gets the CPU for about 0.5 s of it.
+  // lab waits for the window's answer in its next lab.progress() call meanwhile. The lab below spins
+  // until 1.2 s after it started; the answer to its first update comes 0.7 s late, and its second
+  // call waits for it: it gets the CPU for about 0.5 s of the 1.2.
   void aHeldProgressHoldsThePythonLab() {
     QTemporaryDir dir;
     const course::Course c = scratchCourse(dir, R"py(import time
 def run(n):
     w0, c0 = time.monotonic(), time.process_time()
     lab.progress(1, 2, "held here")
+    lab.progress(2, 2, "waits here for the answer to the first")
     while time.monotonic() - w0 < 1.2:
         pass
     lab.measurement("value", (time.process_time() - c0) / (time.monotonic() - w0))
 )py");
-    struct HoldingSink : RecordingSink {
-      void send(const lab::Update& u) override {
-        if (std::holds_alternative<lab::Progress>(u)) std::this_thread::sleep_for(std::chrono::milliseconds(700));
-        RecordingSink::send(u);
-      }
-    } sink;
+    HoldingSink sink(std::chrono::milliseconds(700));
     test::runLab(*course::makeLab(c.lessons[0], "scratch"), {}, sink);
     const double share = test::measured(sink, "value");
     qInfo("the lab's CPU share while its progress update was held 0.7 s of 1.2 s: %.2f", share);
     QVERIFY2(share < 0.75, qPrintable(QString::number(share)));
 
-    // And the hold stays out of what the lab times after the update: 0.3 s of spinning measures 0.3 s.
+    // And the hold stays out of what the lab times between its calls: 0.3 s of spinning measures 0.3 s.
     const course::Course timed = scratchCourse(dir, R"py(import time
 def run(n):
     lab.progress(1, 2, "held here")
+    lab.progress(2, 2)
     start = time.monotonic()
     while time.monotonic() - start < 0.3:
         pass
     lab.measurement("value", time.monotonic() - start)
 )py");
-    HoldingSink held;
+    HoldingSink held(std::chrono::milliseconds(700));
     test::runLab(*course::makeLab(timed.lessons[0], "scratch"), {}, held);
     const double seconds = test::measured(held, "value");
     qInfo("0.3 s timed right after a progress update held 0.7 s: %.3f s", seconds);
     QVERIFY2(seconds < 0.6, qPrintable(QString::number(seconds)));
+  }
+
+  // The window does not slow a Python lab (issue 30): its step after a progress update runs while
+  // the window takes the update in -- one step, never more. Each update is held 0.5 s below; the
+  // lab's first call returns at once, its second waits for the answer to the first, and
+  // lab.synchronize() for the answer to the second.
+  void aPythonLabRunsOneStepAheadOfTheWindow() {
+    QTemporaryDir dir;
+    const course::Course c = scratchCourse(dir, R"py(import time
+def run(n):
+    t = [time.monotonic()]
+    for step in range(2):
+        lab.progress(step + 1, 2)
+        t.append(time.monotonic())
+    lab.synchronize()
+    t.append(time.monotonic())
+    lab.record("waits", first=t[1] - t[0], second=t[2] - t[1], synchronize=t[3] - t[2])
+)py");
+    HoldingSink sink(std::chrono::milliseconds(500));
+    test::runLab(*course::makeLab(c.lessons[0], "scratch"), {}, sink);
+    const std::vector<lab::Record> waits = sink.records("waits");
+    QCOMPARE(waits.size(), std::size_t{1});
+    const double first = waits[0].number("first"), second = waits[0].number("second"), synchronize = waits[0].number("synchronize");
+    qInfo("waited in lab.progress(): %.3f s, then %.3f s; in lab.synchronize(): %.3f s", first, second, synchronize);
+    QVERIFY2(first < 0.25, qPrintable(QString::number(first)));
+    QVERIFY2(second > 0.3, qPrintable(QString::number(second)));
+    QVERIFY2(synchronize > 0.3, qPrintable(QString::number(synchronize)));
   }
 
   // The declaration is checked where the lesson loads, each mistake named with its line.

@@ -120,11 +120,12 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
       }
       printed.flush();  // what it printed before this update comes first
       const bool progress = std::holds_alternative<lab::Progress>(*update);
-      // At a progress update the window may hold the run (Pause, lab_runner.h): the lab waits in its
-      // lab.progress() call until the sink returns, as a C++ lab's thread waits there.
+      // At a progress update the window may hold the run (Pause, lab_runner.h): the lab waits for the
+      // answer in its next lab.progress() call until the sink returns, as a C++ lab's thread waits
+      // in its progress call.
       sink.sendOwned(std::move(*update));
-      // After a Stop the lab's lab.progress() raises KeyboardInterrupt: no step runs after the request,
-      // as none does in a C++ lab, which sees the request at its next check.
+      // After a Stop the lab's next lab.progress() raises KeyboardInterrupt: the step it was running
+      // while the sink took this update is the last, as a C++ lab ends the step it is in.
       if (progress) stop.stopRequested() ? session.stopAtProgress() : session.goOn();
     });
   });

@@ -31,9 +31,10 @@ class HeadlessSession {
   // What the cell sends through the lab protocol (lab.view(...), lab.point(...), ...), in its JSON form.
   using LabUpdateHandler = std::function<void(const QJsonObject& update)>;
   void setLabUpdateHandler(LabUpdateHandler handler) { onLabUpdate_ = std::move(handler); }
-  // Each lab.progress() waits for goOn() (KernelProcess::holdAtProgress), or -- when the run was
-  // stopped meanwhile -- for stopAtProgress(), which ends it there; then the Stop sends no interrupt,
-  // which could land in what the lab does after it catches the stop (its summary).
+  // Each lab.progress() is answered with goOn() (KernelProcess::holdAtProgress), or -- when the run
+  // was stopped meanwhile -- with stopAtProgress(), which ends it at its next lab.progress(); then the
+  // Stop sends no interrupt, which could land in what the lab does after it catches the stop (its
+  // summary), and a cell still running a second later ends with its session, as after an interrupt.
   void holdAtProgress() { kernel_.holdAtProgress(); }
   void goOn() { kernel_.goOn(); }
   void stopAtProgress() {

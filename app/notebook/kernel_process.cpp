@@ -68,9 +68,17 @@ void KernelProcess::stop() {
 
 void KernelProcess::holdAtProgress() { process_.write(R"({"op": "hold_at_progress", "on": true})" "\n"); }
 
-void KernelProcess::goOn() { process_.write(R"({"op": "go_on"})" "\n"); }
+void KernelProcess::goOn() { answerProgress(R"({"op": "go_on"})" "\n"); }
 
-void KernelProcess::stopAtProgress() { process_.write(R"({"op": "stop"})" "\n"); }
+void KernelProcess::stopAtProgress() { answerProgress(R"({"op": "stop"})" "\n"); }
+
+void KernelProcess::answerProgress(const char* line) {
+  // Written now, not when the event loop next runs (after every update read with this one): the lab
+  // waits for it at its next lab.progress(). The pipe has room -- the lab reads each answer at its
+  // next call -- so the wait returns at once.
+  process_.write(line);
+  process_.waitForBytesWritten(1000);
+}
 
 void KernelProcess::restart() { start(emulatedGpu_); }
 

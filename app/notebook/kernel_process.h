@@ -71,14 +71,16 @@ class KernelProcess : public QObject {
   // Ends the session at once (SIGKILL), whatever it is doing: for a Stop that an interrupt did not
   // end. No kernelDied follows.
   void kill();
-  // A lab's session: each lab.progress() waits, from now on, until goOn() -- so that a lab the window
-  // holds at a progress update (Pause) waits there, as a C++ lab's thread does.
+  // A lab's session: from now on each lab.progress() needs an answer, goOn() or stopAtProgress(), one
+  // per call in order; the lab waits for it at its next lab.progress() (python/gpulab/kernel.py), so
+  // that a lab the window holds at a progress update (Pause) waits there, as a C++ lab's thread does,
+  // one step later.
   void holdAtProgress();
   void goOn();
-  // The answer to a held lab.progress() when the run was stopped meanwhile: the call raises
-  // KeyboardInterrupt. Certain where an interrupt is not: SIGINT goes to whichever thread of the
-  // process has it unblocked (a BLAS worker started inside the cell, say), and a main thread blocked
-  // reading its next command then never sees it.
+  // The answer to a lab.progress() when the run was stopped meanwhile: the lab's next lab.progress()
+  // raises KeyboardInterrupt. Certain where an interrupt is not: SIGINT goes to whichever thread of
+  // the process has it unblocked (a BLAS worker started inside the cell, say), and a main thread
+  // blocked reading its next command then never sees it.
   void stopAtProgress();
 
  signals:
@@ -105,6 +107,7 @@ class KernelProcess : public QObject {
   void rawOutput(const QString& text);
 
  private:
+  void answerProgress(const char* line);
   void readEvents();
   void handleEvent(const QByteArray& line);
   void onProcessFinished(int exitCode, QProcess::ExitStatus status);

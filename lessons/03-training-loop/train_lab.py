@@ -577,6 +577,7 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
             train_loss = state.train_one_epoch(epoch, net, opt, scheduler, scaler, train_loader, steps_per_epoch * epochs)
             if train_loss is None:
                 break
+            lab.synchronize()  # a Stop at the epoch's last step ends the run here, before its evaluation pass
             r["train_peak"] = max(r["train_peak"], memory(device)["peak"])
             eval_loss, accuracy, r["eval_held"], r["eval_peak"] = state.evaluate(net, test_loader)
             r["run_peak"] = max(r["run_peak"], r["train_peak"], memory(device)["peak"])

@@ -6,8 +6,10 @@ starts it, sends it cells and reads what happens as JSON lines; a restart is a n
 
 In, on stdin, one JSON object per line:
     {"op": "run", "cell": "c1", "code": "x = torch.ones(3)\\nprint(x)"}
-    {"op": "hold_at_progress", "on": true}     (a lab's session: each lab.progress() then waits for
-    {"op": "go_on"}                              this line, which the window sends once it may go on)
+    {"op": "hold_at_progress", "on": true}     (a lab's session: the window answers each lab.progress()
+    {"op": "go_on"}  or  {"op": "stop"}          with one of these, once it has shown the update -- or
+                                                 held it while paused -- and the lab waits for that
+                                                 answer at its next lab.progress() (lab.synchronize())
     {"op": "run", "cell": "c1", "code": "...", "measure": {"values": {"loss is a number": "isinstance(total, float)"}}}
 With "measure" (an exercise's run: lessons/README.md), the finished event carries what the run
 measured -- errors, device-mismatch errors, out-of-memory errors (1 or 0), seconds, peak allocated
@@ -38,7 +40,6 @@ import json
 import linecache
 import math
 import os
-import queue
 import signal
 import sys
 import threading
@@ -49,32 +50,35 @@ MEMORY_INTERVAL = 0.02  # seconds between memory samples while a cell runs: a sh
 
 
 class _Channel:
-    """The protocol's output: JSON lines on a private copy of the stdout the process was given. One
-    writer thread writes them all: a Stop (KeyboardInterrupt, raised only in the main thread) can then
-    never cut a line in half, and the memory sampler's events interleave whole."""
+    """The protocol's output: JSON lines on a private copy of the stdout the process was given,
+    written by the thread that sends them, at once -- a lab's lab.progress() reaches the window
+    while its next step runs (a writer thread would wait for the GIL the step holds). A line is
+    written whole: the lock keeps the memory sampler's lines apart from the cell's, and the main
+    thread holds SIGINT (Stop) back while it writes, so a blocked write is never cut short; a
+    KeyboardInterrupt from a SIGINT that another thread took is raised between bytecodes, after the
+    write returns. A full pipe makes the sender wait: a window that falls behind slows the run
+    instead of piling lines up in memory."""
 
     def __init__(self, fd):
-        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
-        self._queue = queue.SimpleQueue()
-        self._writer = threading.Thread(target=self._write, daemon=True, name="protocol writer")
-        self._writer.start()
+        self._fd = fd
+        self._lock = threading.Lock()
 
     def send(self, **event):
         # No NaN or Infinity: the window's JSON reader refuses them, and would drop the whole line (the
         # lab.* methods refuse such numbers where they are given).
-        self._queue.put(json.dumps(event, allow_nan=False))
-
-    def _write(self):
-        while True:
-            line = self._queue.get()
-            if line is None:
-                return
-            self._file.write(line + "\n")
-            self._file.flush()
+        data = memoryview((json.dumps(event, allow_nan=False) + "\n").encode())
+        main = threading.current_thread() is threading.main_thread()
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if main else None
+        try:
+            with self._lock:
+                while data:
+                    data = data[os.write(self._fd, data):]
+        finally:
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def close(self):
-        self._queue.put(None)
-        self._writer.join()
+        os.close(self._fd)
 
 
 class _CellStream:
@@ -171,10 +175,24 @@ class Lab:
 
     def progress(self, done, total=0, label=""):
         """How far the run is: done of total (0: unknown), with a short label ("epoch 2/3"). In a lab's
-        run the window may hold the run here (Pause): the call returns when it goes on."""
+        run this is where the window holds the run (Pause) and stops it (Stop): the call first waits
+        for the window's answer to the previous lab.progress(), so the run goes on while the window
+        takes in this update -- its next step, never more, overlaps the window's work -- and a
+        pause or a stop lands here, never inside what the lab times between two calls."""
         self._send({"event": "progress", "done": self._number("done", done), "total": self._number("total", total), "label": str(label)})
-        if self._kernel.hold_at_progress:
-            self._kernel.wait_to_go_on()
+        kernel = self._kernel
+        if kernel.hold_at_progress:
+            kernel.unanswered += 1
+            while kernel.unanswered > 1:
+                kernel.wait_for_answer()
+
+    def synchronize(self):
+        """Waits for the window's answer to every lab.progress() so far (in a lab's run; elsewhere it
+        returns at once): a lab calls it before work that no step's progress covers (an evaluation
+        pass), so that a Stop asked at the last step ends the run before that work, not after it."""
+        kernel = self._kernel
+        while kernel.unanswered > 0:
+            kernel.wait_for_answer()
 
     def device(self, device):
         """Where the run computes, labelled as everywhere in GPU Lab (an emulated GPU says so)."""
@@ -361,15 +379,18 @@ class Kernel:
         self.logged = {}  # the last value of each name the running cell logged
         self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         self._running = threading.Event()
-        # A lab's session: lab.progress() waits for {"op": "go_on"} (the window has shown it, or held
-        # it while paused), so that a paused lab stops where a C++ lab stops and its timers see no pause.
+        # A lab's session: the window answers each lab.progress() (Lab.progress), so that a paused lab
+        # stops where a C++ lab stops and its timers see no pause.
         self.hold_at_progress = False
+        self.unanswered = 0  # the running cell's lab.progress() calls the window has not answered yet
 
-    def wait_to_go_on(self):
+    def wait_for_answer(self):
+        """Reads the window's answer to the oldest unanswered lab.progress(): go on, or stop here."""
         line = sys.stdin.readline()  # a Stop (KeyboardInterrupt) ends the wait
+        self.unanswered -= 1
         command = json.loads(line) if line.strip() else None
         if isinstance(command, dict) and command.get("op") == "stop":
-            raise KeyboardInterrupt("stopped at lab.progress()")  # the window stopped the run while it was held here
+            raise KeyboardInterrupt("stopped at lab.progress()")  # the window stopped the run at this update
         if not isinstance(command, dict) or command.get("op") != "go_on":
             raise RuntimeError(f"the lab waited at lab.progress() for {{\"op\": \"go_on\"}}, and got {line.strip()[:200]!r}")
 
@@ -413,6 +434,7 @@ class Kernel:
         land in the kernel's own bookkeeping, and one that came while the cell was queued stops it as
         it starts. `measure`: {"values": {name: expression}} for an exercise's run."""
         self.cell, self.step, self.logged = cell, -1, {}
+        self.unanswered = 0
         cuda = self.torch.cuda
         if measure is not None and cuda.is_available():
             cuda.reset_peak_memory_stats()
@@ -535,7 +557,7 @@ def main(argv):
                 kernel.hold_at_progress = bool(command.get("on"))
                 continue
             if isinstance(command, dict) and command.get("op") in ("go_on", "stop"):
-                continue  # the answer to a lab.progress() that an interrupt ended first
+                continue  # the answer to a cell's last lab.progress(), or to one an interrupt ended first
             if not isinstance(command, dict) or command.get("op") != "run" or "cell" not in command or "code" not in command:
                 channel.send(event="protocol_error", message=f"expected {{\"op\": \"run\", \"cell\": ..., \"code\": ...}}, got {line.strip()[:200]}")
                 continue

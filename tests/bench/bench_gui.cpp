@@ -2,7 +2,7 @@
 // step), how late does the GUI thread serve its events, and how much training throughput does the
 // GUI cost? Prints the GUI event latency p50/p99 (target p99 < 16 ms) and the ratio of training
 // throughput in the window to the same run headless, as gpulab-cli runs it (target >= 95%).
-// Run: QT_QPA_PLATFORM=offscreen build/bin/gpulab-bench-gui
+// Run: QT_QPA_PLATFORM=offscreen build/bin/gpulab-bench-gui   (GPULAB_BENCH_ROUNDS=N: N rounds, not 9)
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QDir>
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   });
   QSignalSpy finished(&window, &gpulab::app::MainWindow::runFinished);
 
-  // Headless and in-window runs alternate, nine each, so that drift of this machine's speed
+  // Headless and in-window runs alternate, nine each by default, so that drift of this machine's speed
   // (other load, frequency) falls on both sides; the medians are compared.
   std::vector<double> headlessRates, windowRates;
   clock.start();
@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
     getrusage(RUSAGE_THREAD, &r);
     return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
   };
-  for (int round = 0; round < 9; ++round) {
+  const int rounds = qEnvironmentVariableIsSet("GPULAB_BENCH_ROUNDS") ? qEnvironmentVariableIntValue("GPULAB_BENCH_ROUNDS") : 9;
+  for (int round = 0; round < rounds; ++round) {
     headlessRates.push_back(headlessStepsPerSecond());
     last = -1;
     probe.start();
