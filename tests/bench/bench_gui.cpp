@@ -101,7 +101,13 @@ int main(int argc, char** argv) {
     getrusage(RUSAGE_THREAD, &r);
     return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
   };
-  const int rounds = qEnvironmentVariableIsSet("GPULAB_BENCH_ROUNDS") ? qEnvironmentVariableIntValue("GPULAB_BENCH_ROUNDS") : 9;
+  const QByteArray roundsText = qgetenv("GPULAB_BENCH_ROUNDS");
+  bool roundsRead = roundsText.isEmpty();
+  const int rounds = roundsText.isEmpty() ? 9 : roundsText.toInt(&roundsRead);
+  if (!roundsRead || rounds < 1) {
+    std::fprintf(stderr, "GPULAB_BENCH_ROUNDS must be a whole number of rounds, at least 1; it is '%s'\n", roundsText.constData());
+    return 2;
+  }
   for (int round = 0; round < rounds; ++round) {
     headlessRates.push_back(headlessStepsPerSecond());
     last = -1;
