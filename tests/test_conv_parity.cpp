@@ -20,8 +20,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <random>
 
 #include "engine/core/errors.h"
+#include "engine/kernels/conv/cpu_few_taps.h"
 #include "test_util.h"
 
 #ifndef GPULAB_CONV_CASES
@@ -253,6 +255,66 @@ class TestConvParity : public QObject {
     }
     const Comparison gw = compare(batched[2].to(kFloat64), gradWeightSum.to(kFloat64), 1e-2, 1e-4);
     QVERIFY2(gw.ok, qPrintable(QString("grad weight: %1").arg(gw.firstBad)));
+  }
+
+  // A float32 convolution with few taps runs conv/cpu_few_taps.h's loops on a CPU with AVX2 and FMA. The
+  // CNN's first layer (1 channel, 3 x 3, padding 1, with a bias here) in float32 must match the same
+  // convolution in float64, which runs through OpenBLAS: output and weight and bias gradients.
+  void fewTapsConvolutionMatchesFloat64() {
+    Generator gen(11);
+    const Options f64{kFloat64};
+    const Tensor x = randn({5, 1, 28, 28}, gen, f64), w = randn({32, 1, 3, 3}, gen, f64);
+    const Tensor b = randn({32}, gen, f64), g = randn({5, 32, 28, 28}, gen, f64);
+    std::vector<Tensor> results[2];
+    for (const DType dtype : {kFloat32, kFloat64}) {
+      Tensor wi = w.to(dtype).requires_grad_(true), bi = b.to(dtype).requires_grad_(true);
+      Tensor out = conv2d(x.to(dtype), wi, bi, 1, 1);
+      out.backward(g.to(dtype));
+      results[dtype == kFloat64].assign({out.detach().to(kFloat64), wi.grad().to(kFloat64), bi.grad().to(kFloat64)});
+    }
+    const char* names[] = {"output", "grad weight", "grad bias"};
+    // Sums of 9 products for the output, of 5 * 784 for the weight gradient.
+    const double atol[] = {1e-5, 1e-3, 1e-3};
+    for (int i = 0; i < 3; ++i) {
+      const Comparison c = compare(results[0][i], results[1][i], atol[i], 1e-5);
+      QVERIFY2(c.ok, qPrintable(QString("%1: %2").arg(names[i]).arg(c.firstBad)));
+    }
+  }
+
+  // The loops themselves, for every tap count they take and planes with and without a partial last block
+  // of 8, against sums in double: forward (with and without a bias) and the weight gradient's accumulation.
+  void fewTapsKernelsMatchDirectSums() {
+    if (!conv_few_taps::available()) QSKIP("this CPU has no AVX2 and FMA: its float32 convolutions all run through OpenBLAS");
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (std::int64_t taps = 1; taps <= conv_few_taps::kMaxFewTaps; ++taps)
+      for (const std::int64_t plane : {std::int64_t{5}, std::int64_t{16}, std::int64_t{43}})
+        for (const bool withBias : {false, true}) {
+          const std::int64_t filters = 3, ld = plane + 2;  // columns with a longer row stride, as in a chunk
+          std::vector<float> w(filters * taps), bias(filters), cols(taps * ld), gradOut(filters * plane), out(filters * plane);
+          for (auto* vec : {&w, &bias, &cols, &gradOut})
+            for (float& v : *vec) v = uniform(rng);
+          std::vector<float> gradWeight(filters * taps, 0.5f);  // accumulated into
+          conv_few_taps::forward(w.data(), withBias ? bias.data() : nullptr, cols.data(), ld, out.data(), filters, taps, plane);
+          conv_few_taps::weightGradient(gradOut.data(), cols.data(), ld, gradWeight.data(), filters, taps, plane);
+          const QString at = QString("taps %1, plane %2, bias %3").arg(taps).arg(plane).arg(withBias);
+          for (std::int64_t k = 0; k < filters; ++k) {
+            for (std::int64_t p = 0; p < plane; ++p) {
+              double expected = withBias ? bias[k] : 0.0;
+              for (std::int64_t t = 0; t < taps; ++t) expected += double(w[k * taps + t]) * cols[t * ld + p];
+              QVERIFY2(std::abs(out[k * plane + p] - expected) <= 1e-5, qPrintable(at + QString(": output %1, %2").arg(k).arg(p)));
+            }
+            for (std::int64_t t = 0; t < taps; ++t) {
+              double expected = 0.5;
+              for (std::int64_t p = 0; p < plane; ++p) expected += double(gradOut[k * plane + p]) * cols[t * ld + p];
+              QVERIFY2(std::abs(gradWeight[k * taps + t] - expected) <= 1e-4,
+                       qPrintable(at + QString(": grad weight %1, %2").arg(k).arg(t)));
+            }
+          }
+        }
+    // A tap count outside 1..kMaxFewTaps is refused, not run.
+    float dummy[1] = {0};
+    QVERIFY_THROWS_EXCEPTION(Error, conv_few_taps::forward(dummy, nullptr, dummy, 1, dummy, 1, conv_few_taps::kMaxFewTaps + 1, 1));
   }
 
   void errorsMatchPyTorch_data() {

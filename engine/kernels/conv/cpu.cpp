@@ -8,6 +8,9 @@
 //   backward weight  dW_g (Kg, Cg*R*S)          += gradOut_g @ cols^T, summed over the chunks
 // where cols[(c*R + r)*S + s][i*OH*OW + oh*OW + ow] = x[i][c][oh*sh - ph + r*dh][ow*sw - pw + s*dw]
 // (0 in the padding), and gradOut_g is the chunk's output planes of group g gathered side by side.
+// A float32 convolution with few taps (Cg*R*S <= 12: a first layer on one-channel images) runs its
+// forward and weight-gradient products as conv/cpu_few_taps.h's direct loops over each sample's columns
+// instead, on a CPU with AVX2 and FMA: OpenBLAS with an inner dimension of 9 spent its time packing.
 // Everything runs in OpMath<T> buffers (float for float16/bfloat16: sgemm with float32 accumulation,
 // as a tensor-core GEMM; double for float64: dgemm) and each output element is rounded once on store,
 // so a 16-bit result never sees an intermediate rounding (not after the GEMM, not before the bias,
@@ -29,6 +32,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
+#include "engine/kernels/conv/cpu_few_taps.h"
 #include "engine/kernels/cpu_backend.h"
 #include "engine/kernels/gemm/cpu_blas.h"
 #include "engine/memory/memory_events.h"
@@ -214,6 +218,13 @@ ConvDims convDims(const Conv& s) {
   return {cg, kg, colRows, plane, s.inH * s.inW, chunk, (batch + chunk - 1) / chunk};
 }
 
+// Whether a float32 convolution's products run as conv/cpu_few_taps.h's direct loops (few taps, on a
+// CPU with AVX2 and FMA) instead of through OpenBLAS.
+template <class T>
+bool fewTaps(const ConvDims& d) {
+  return std::is_same_v<T, float> && d.colRows >= 1 && d.colRows <= conv_few_taps::kMaxFewTaps && conv_few_taps::available();
+}
+
 // How many parts the threads cut the chunks into: each part needs its own scratch.
 int chunkParts(const ConvDims& d) { return parallelParts(d.chunks, 1); }
 
@@ -250,6 +261,16 @@ void gatherPlanes(const M* t, M* wide, std::int64_t n0, std::int64_t count, std:
     }
 }
 
+// gradOut_g for a chunk as one (Kg, count*OH*OW) matrix: one sample's planes of group g are that matrix
+// where they lie; several are gathered side by side into `wide`.
+template <class M>
+const M* outputGradient(const M* go, M* wide, std::int64_t n0, std::int64_t count, std::int64_t g, const ConvDims& d,
+                        std::int64_t channels) {
+  if (count == 1) return go + (n0 * channels + g * d.kg) * d.plane;
+  gatherPlanes(go, wide, n0, count, g, d, channels);
+  return wide;
+}
+
 }  // namespace
 
 void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor* bias,
@@ -261,7 +282,8 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& we
     std::vector<M> xb, wb, bb, ob;
     const int parts = chunkParts(d);
     const PartScratch<M> cols(d.colRows * d.plane * d.chunk, parts, input.device());
-    const PartScratch<M> wide(d.chunk > 1 ? d.kg * d.plane * d.chunk : 0, parts, input.device());
+    const bool direct = fewTaps<T>(d);
+    const PartScratch<M> wide(d.chunk > 1 && !direct ? d.kg * d.plane * d.chunk : 0, parts, input.device());
     const M* x = readAs<T>(input, xb);
     const M* w = readAs<T>(weight, wb);
     const M* b = bias ? readAs<T>(*bias, bb) : nullptr;
@@ -269,6 +291,16 @@ void CpuBackend::conv2d(const Tensor& out, const Tensor& input, const Tensor& we
     forEachChunk(d, s.batch, [&](int part, std::int64_t n0, std::int64_t count) {
       const std::int64_t ld = count * d.plane;
       for (std::int64_t g = 0; g < s.groups; ++g) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (direct) {  // each sample's output planes written in place, the bias with them
+            for (std::int64_t i = 0; i < count; ++i) {
+              im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.of(part) + i * d.plane, ld, d.cg, s);
+              conv_few_taps::forward(w + g * d.kg * d.colRows, b ? b + g * d.kg : nullptr, cols.of(part) + i * d.plane, ld,
+                                     y + ((n0 + i) * s.outChannels + g * d.kg) * d.plane, d.kg, d.colRows, d.plane);
+            }
+            continue;
+          }
+        }
         // With one sample the GEMM writes its output planes directly; with several, a (Kg, count*plane)
         // result is scattered to them.
         M* result = count == 1 ? y + (n0 * s.outChannels + g * d.kg) * d.plane : wide.of(part);
@@ -316,8 +348,8 @@ void CpuBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& grad
       const std::int64_t ld = count * d.plane;
       for (std::int64_t g = 0; g < s.groups; ++g) {
         // dcols = W_g^T @ gradOut_g : (Cg*R*S, Kg) @ (Kg, count*OH*OW)
-        gatherPlanes(go, wide.of(part), n0, count, g, d, s.outChannels);
-        blas<M>(true, false, d.colRows, ld, d.kg, M(1), w + g * d.kg * d.colRows, d.colRows, wide.of(part), ld, M(0), cols.of(part), ld);
+        const M* gradOutG = outputGradient(go, wide.of(part), n0, count, g, d, s.outChannels);
+        blas<M>(true, false, d.colRows, ld, d.kg, M(1), w + g * d.kg * d.colRows, d.colRows, gradOutG, ld, M(0), cols.of(part), ld);
         for (std::int64_t i = 0; i < count; ++i)
           col2im(cols.of(part) + i * d.plane, ld, gi + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, d.cg, s);
       }
@@ -337,8 +369,9 @@ void CpuBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gr
     // gradWeight itself -- and the parts' sums are added in part order: the same bits at one thread count.
     const int parts = chunkParts(d);
     const std::int64_t weightSize = gradWeight.numel();
+    const bool direct = fewTaps<T>(d);
     const PartScratch<M> cols(d.colRows * d.plane * d.chunk, parts, gradOut.device());
-    const PartScratch<M> wide(d.kg * d.plane * d.chunk, parts, gradOut.device());
+    const PartScratch<M> wide(direct ? 0 : d.kg * d.plane * d.chunk, parts, gradOut.device());
     const PartScratch<M> partials(weightSize, parts - 1, gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* x = readAs<T>(input, xb);
@@ -352,9 +385,17 @@ void CpuBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gr
       for (std::int64_t g = 0; g < s.groups; ++g) {
         for (std::int64_t i = 0; i < count; ++i)
           im2col(x + ((n0 + i) * s.inChannels + g * d.cg) * d.inPlane, cols.of(part) + i * d.plane, ld, d.cg, s);
-        gatherPlanes(go, wide.of(part), n0, count, g, d, s.outChannels);
+        if constexpr (std::is_same_v<T, float>) {
+          if (direct) {  // each sample's output gradient read where it lies
+            for (std::int64_t i = 0; i < count; ++i)
+              conv_few_taps::weightGradient(go + ((n0 + i) * s.outChannels + g * d.kg) * d.plane, cols.of(part) + i * d.plane, ld,
+                                            sum + g * d.kg * d.colRows, d.kg, d.colRows, d.plane);
+            continue;
+          }
+        }
+        const M* gradOutG = outputGradient(go, wide.of(part), n0, count, g, d, s.outChannels);
         // dW_g += gradOut_g @ cols^T : (Kg, count*OH*OW) @ (count*OH*OW, Cg*R*S)
-        blas<M>(false, true, d.kg, d.colRows, ld, M(1), wide.of(part), ld, cols.of(part), ld, M(1), sum + g * d.kg * d.colRows, d.colRows);
+        blas<M>(false, true, d.kg, d.colRows, ld, M(1), gradOutG, ld, cols.of(part), ld, M(1), sum + g * d.kg * d.colRows, d.colRows);
       }
     });
     for (int part = 1; part < parts; ++part) {
@@ -473,12 +514,15 @@ void CpuBackend::maxPool2dBackward(const Tensor& gradInput, const Tensor& gradOu
     const std::int64_t* idx = indices.data<std::int64_t>();
     const std::int64_t planes = s.batch * s.channels, outPlane = s.outH * s.outW, inPlane = s.inH * s.inW;
     parallelFor(planes, planeGrain(s), [&](int, std::int64_t p0, std::int64_t p1) {
-      std::fill(gi + p0 * inPlane, gi + p1 * inPlane, M(0));
-      for (std::int64_t p = p0; p < p1; ++p)
+      for (std::int64_t p = p0; p < p1; ++p) {
+        // Each plane zeroed just before its gradients are added in, while it is in the cache: zeroing the
+        // whole range first wrote megabytes that the adds then read back from memory.
+        std::fill(gi + p * inPlane, gi + (p + 1) * inPlane, M(0));
         for (std::int64_t o = 0; o < outPlane; ++o) {
           const std::int64_t i = idx[p * outPlane + o];
           if (i >= 0 && i < inPlane) gi[p * inPlane + i] += static_cast<M>(go[p * outPlane + o]);
         }
+      }
     });
     commit<T>(gradInput, buffer);
   });
