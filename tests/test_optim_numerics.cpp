@@ -8,6 +8,8 @@
 
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
+#include "engine/kernels/backend.h"
+#include "engine/kernels/functors.h"
 #include "engine/memory/memory_events.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
@@ -143,6 +145,35 @@ class TestOptimNumerics : public QObject {
       p.set_grad(tensor(kGrads[t], {3}));
       opt->step();
       compareUlps(p.detach(), c.expected[t], 4);
+    }
+  }
+
+  // A float32 parameter of more than eight elements is updated eight at a time on a CPU with AVX
+  // (kernels/optim/cpu.cpp): it must give what fn::AdamUpdateT gives one element at a time, bit for bit
+  // (the same operations, in the same order, each rounded once; the build's baseline target has no fused
+  // multiply-add to contract the scalar form with), with and without weight decay, L2 and decoupled, and
+  // for the elements past the last full group of eight.
+  void adamEightAtATimeGivesTheScalarUpdatesBits() {
+    Generator gen(5);
+    const std::int64_t n = 1003;
+    for (const auto& [weightDecay, decoupled] : {std::pair{0.0, false}, std::pair{0.01, false}, std::pair{0.01, true}}) {
+      AdamHyper h;
+      h.lr = 3e-3;
+      h.weight_decay = weightDecay;
+      h.decoupled_weight_decay = decoupled;
+      h.step = 7;
+      const Tensor p = randn({n}, gen), g = randn({n}, gen), m = randn({n}, gen) * 0.1, v = randn({n}, gen).abs() * 0.01;
+      std::vector<float> ps(p.data<float>(), p.data<float>() + n), ms(m.data<float>(), m.data<float>() + n),
+          vs(v.data<float>(), v.data<float>() + n);
+      const auto update = fn::makeAdamUpdate<float>(h);
+      for (std::int64_t i = 0; i < n; ++i) update(ps[i], g.data<float>()[i], ms[i], vs[i], nullptr);
+      cpuBackend().adamStep(p, g, m, v, nullptr, h);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const QString at = QString("weight decay %1, decoupled %2, element %3").arg(weightDecay).arg(decoupled).arg(i);
+        QVERIFY2(std::bit_cast<std::uint32_t>(p.data<float>()[i]) == std::bit_cast<std::uint32_t>(ps[i]), qPrintable(at + ": param"));
+        QVERIFY2(std::bit_cast<std::uint32_t>(m.data<float>()[i]) == std::bit_cast<std::uint32_t>(ms[i]), qPrintable(at + ": exp_avg"));
+        QVERIFY2(std::bit_cast<std::uint32_t>(v.data<float>()[i]) == std::bit_cast<std::uint32_t>(vs[i]), qPrintable(at + ": exp_avg_sq"));
+      }
     }
   }
 
