@@ -1424,6 +1424,29 @@ class TestGui : public QObject {
     QVERIFY(w.runDeviceLabel()->text().contains("emulated GPU"));
   }
 
+  // A fast run reports its progress in every batch; the bar and its label show it at most every
+  // 0.2 s (each new label re-laid out the panel), the first report at once and the latest always --
+  // within 0.2 s, or when the run finishes.
+  void progressIsShownAtMostFiveTimesASecondAndTheLatestAlways() {
+    RunPanel panel;
+    panel.beginRunOutput();
+    auto* bar = panel.findChild<QProgressBar*>();
+    int shown = 0;
+    connect(bar, &QProgressBar::valueChanged, this, [&] { ++shown; });
+    QElapsedTimer burst;
+    burst.start();
+    for (int i = 1; i <= 50; ++i) panel.appendBatch(batch({lab::Progress{double(i), 100, "step " + std::to_string(i)}}));
+    const qint64 ms = burst.elapsed();
+    QCOMPARE(panel.progressLabel(), QString("step 1"));  // the first report at once
+    QVERIFY2(shown <= 2 + ms / 200, qPrintable(QString("%1 values shown in %2 ms").arg(shown).arg(ms)));
+    QTRY_COMPARE(panel.progressLabel(), QString("step 50"));  // the latest, soon after
+    QCOMPARE(panel.progressValue(), 500);
+    panel.appendBatch(batch({lab::Progress{60, 100, "step 60"}}));  // within 0.2 s of the last: waits...
+    panel.finishRun({}, true);                                   // ...and a Stop shows it
+    QCOMPARE(panel.progressLabel(), QString("step 60"));
+    QCOMPARE(panel.progressValue(), 600);
+  }
+
   // The console shows messages, measurements and table rows in the order the lab sent them;
   // records are not shown; the progress bar follows Progress updates.
   void theConsoleKeepsTheLabsOrder() {
@@ -1444,7 +1467,7 @@ class TestGui : public QObject {
     QCOMPARE(panel.progressValue(), 750);
     QCOMPARE(panel.progressLabel(), QString("epoch 1/4"));
     panel.appendBatch(batch({lab::Progress{0, 0, "searching"}}));
-    QCOMPARE(panel.findChild<QProgressBar*>()->maximum(), 0);  // busy: the total is unknown
+    QTRY_COMPARE(panel.findChild<QProgressBar*>()->maximum(), 0);  // busy: the total is unknown (shown within 0.2 s)
     panel.finishRun({}, false);
     QCOMPARE(panel.progressValue(), 1000);
     QVERIFY(panel.consoleText().endsWith("Done."));

@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "app/gui/units.h"
 #include "lessons/labs/labs.h"
@@ -164,6 +165,8 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   progressRow->addWidget(progress_, 1);
   progressRow->addWidget(progressLabel_, 1);
   layout->addLayout(progressRow);
+  progressDelay_.setSingleShot(true);
+  connect(&progressDelay_, &QTimer::timeout, this, &RunPanel::showPendingProgress);
   console_ = new QTextEdit(this);
   console_->setReadOnly(true);
   console_->setPlaceholderText("Output of the run appears here; the engine's errors in red.");
@@ -201,9 +204,7 @@ void RunPanel::setLesson(const course::Lesson* lesson) {
     for (const course::RunBlock& r : lesson->runs) runs_->addItem(r.title);
   rebuildControls();
   console_->clear();
-  progress_->setRange(0, 1000);
-  progress_->setValue(0);
-  progressLabel_->clear();
+  resetProgress(1000);
   setRunning(false, false);
 }
 
@@ -381,20 +382,45 @@ void RunPanel::appendBatch(const MetricBatch& b) {
     }
     // Points, bars, spans and markers are drawn by the plot panel; records are for scripts.
   }
-  if (progress) {
-    if (progress->total > 0) {
-      progress_->setRange(0, 1000);
-      progress_->setValue(static_cast<int>(std::clamp(progress->done / progress->total, 0.0, 1.0) * 1000));
-    } else {
-      progress_->setRange(0, 0);
-    }
-    progressLabel_->setText(QString::fromStdString(progress->label));
-    progressLabel_->setToolTip(progressLabel_->text());
-  }
+  if (progress) showProgressSoon(*progress);
   if (!lines.isEmpty()) append(lines.join("<br>"));
 }
 
+void RunPanel::showProgressSoon(const lab::Progress& progress) {
+  pendingProgress_ = progress;
+  if (progressDelay_.isActive()) return;  // shown when it fires
+  const qint64 since = progressShown_.isValid() ? progressShown_.elapsed() : kProgressIntervalMs;
+  if (since >= kProgressIntervalMs) showPendingProgress();
+  else progressDelay_.start(static_cast<int>(kProgressIntervalMs - since));
+}
+
+void RunPanel::showPendingProgress() {
+  if (!pendingProgress_) return;
+  const lab::Progress progress = *std::exchange(pendingProgress_, std::nullopt);
+  if (progress.total > 0) {
+    progress_->setRange(0, 1000);
+    progress_->setValue(static_cast<int>(std::clamp(progress.done / progress.total, 0.0, 1.0) * 1000));
+  } else {
+    progress_->setRange(0, 0);
+  }
+  progressLabel_->setText(QString::fromStdString(progress.label));
+  progressLabel_->setToolTip(progressLabel_->text());
+  progressShown_.restart();
+}
+
+// A new run's (or lesson's) bar: empty, or busy (maximum 0) until the lab reports; no label, nothing pending.
+void RunPanel::resetProgress(int maximum) {
+  progressDelay_.stop();
+  pendingProgress_.reset();
+  progressShown_.invalidate();
+  progress_->setRange(0, maximum);
+  progress_->setValue(0);
+  progressLabel_->clear();
+}
+
 void RunPanel::finishRun(const QString& error, bool stopped) {
+  progressDelay_.stop();
+  showPendingProgress();  // the run's last report, then the end state below
   const int value = progress_->maximum() > 0 ? progress_->value() : 0;
   progress_->setRange(0, 1000);
   const bool done = error.isEmpty() && !stopped;
@@ -452,9 +478,7 @@ void RunPanel::beginRunOutput() {
   followOutput_ = true;
   views_.clear();
   rowsShown_.clear();
-  progress_->setRange(0, 0);  // busy until the lab reports its progress
-  progress_->setValue(0);
-  progressLabel_->clear();
+  resetProgress(0);  // busy until the lab reports its progress
   console_->verticalScrollBar()->setValue(console_->verticalScrollBar()->maximum());
 }
 

@@ -9,8 +9,11 @@
 // The challenge box, under the parameters: the selected run block's challenge (lesson.h) in its own
 // words, "met" once a run met it; after a graded run, each check's line (what was measured against
 // what was asked), green when the run met it. The grading is the main window's (course::grade).
+#include <QElapsedTimer>
+#include <QTimer>
 #include <QWidget>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "app/course/challenge.h"
@@ -100,6 +103,17 @@ class RunPanel final : public QWidget {
   QProgressBar* progress_;
   QHBoxLayout* progressRow_;
   QLabel* progressLabel_;
+  // The lab's progress is shown at most every kProgressIntervalMs: a fast run reports it in every
+  // batch (~30 a second), and each new label re-shaped its text and re-laid out the panel, and each
+  // new bar value repainted the bar at once (QProgressBar::setValue) -- a quarter of what the GUI
+  // thread did while a run streamed. The latest progress is always shown, at most that much later.
+  static constexpr int kProgressIntervalMs = 200;
+  std::optional<lab::Progress> pendingProgress_;
+  QTimer progressDelay_;
+  QElapsedTimer progressShown_;
+  void showProgressSoon(const lab::Progress& progress);
+  void showPendingProgress();
+  void resetProgress(int maximum);
   QTextEdit* console_;
   QLabel* hint_;
   QFrame* challengeBox_;
