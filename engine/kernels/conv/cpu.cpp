@@ -338,7 +338,7 @@ void CpuBackend::conv2dBackwardInput(const Tensor& gradInput, const Tensor& grad
     std::vector<M> gb, wb, ib;
     const int parts = chunkParts(d);
     const PartScratch<M> cols(d.colRows * d.plane * d.chunk, parts, gradOut.device());
-    const PartScratch<M> wide(d.kg * d.plane * d.chunk, parts, gradOut.device());
+    const PartScratch<M> wide(d.chunk > 1 ? d.kg * d.plane * d.chunk : 0, parts, gradOut.device());  // outputGradient's
     const M* go = readAs<T>(gradOut, gb);
     const M* w = readAs<T>(weight, wb);
     M* gi = writeAs<T>(gradInput, ib);
@@ -371,7 +371,7 @@ void CpuBackend::conv2dBackwardWeight(const Tensor& gradWeight, const Tensor& gr
     const std::int64_t weightSize = gradWeight.numel();
     const bool direct = fewTaps<T>(d);
     const PartScratch<M> cols(d.colRows * d.plane * d.chunk, parts, gradOut.device());
-    const PartScratch<M> wide(direct ? 0 : d.kg * d.plane * d.chunk, parts, gradOut.device());
+    const PartScratch<M> wide(d.chunk > 1 && !direct ? d.kg * d.plane * d.chunk : 0, parts, gradOut.device());
     const PartScratch<M> partials(weightSize, parts - 1, gradOut.device());
     const M* go = readAs<T>(gradOut, gb);
     const M* x = readAs<T>(input, xb);

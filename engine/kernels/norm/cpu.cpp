@@ -29,9 +29,9 @@
 #include "engine/kernels/cpu_backend.h"
 #include "engine/runtime/cpu_features.h"
 
-#if defined(__x86_64__)
+#if defined(__x86_64__)  // SSE2 intrinsics (the baseline) and AVX2/FMA loops chosen at run time
 #include <immintrin.h>
-#define GPULAB_HAVE_AVX2_NORM_PATH 1
+#define GPULAB_NORM_X86_64_PATHS 1
 #endif
 
 namespace gpulab {
@@ -53,7 +53,7 @@ using Double2 = double __attribute__((vector_size(16)));
 template <class T>
 inline Double2 load2(const T* p) {
   if constexpr (std::is_same_v<T, float>) {
-#if defined(GPULAB_HAVE_AVX2_NORM_PATH)
+#if defined(GPULAB_NORM_X86_64_PATHS)
     // One 8-byte load and one cvtps2pd (GCC made two scalar loads and converts of the portable form).
     return Double2(_mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
 #else
@@ -117,7 +117,7 @@ std::pair<double, double> gradientSums(const T* dy, const T* x, std::int64_t n, 
   return {sum, product};
 }
 
-#if defined(GPULAB_HAVE_AVX2_NORM_PATH)
+#if defined(GPULAB_NORM_X86_64_PATHS)
 // float32 rows on a CPU with AVX2 and FMA (compiled for it whatever the build's target): the same sums
 // in double, four at a time, and the elementwise passes eight floats at a time. Everything else -- the
 // per-channel factors, the order the rows are summed in -- is shared with the portable loops.
@@ -198,7 +198,7 @@ __attribute__((target("avx2,fma"))) void gradientRowAvx2(const float* dy, const 
 // The rows of a channel, with the float32 AVX2 loops where the CPU has them.
 template <class T>
 std::pair<double, double> rowShiftedSums(const T* x, std::int64_t n, double shift, bool avx2) {
-#if defined(GPULAB_HAVE_AVX2_NORM_PATH)
+#if defined(GPULAB_NORM_X86_64_PATHS)
   if constexpr (std::is_same_v<T, float>)
     if (avx2) return shiftedSumsAvx2(x, n, shift);
 #endif
@@ -208,7 +208,7 @@ std::pair<double, double> rowShiftedSums(const T* x, std::int64_t n, double shif
 
 template <class T>
 std::pair<double, double> rowGradientSums(const T* dy, const T* x, std::int64_t n, double mean, bool avx2) {
-#if defined(GPULAB_HAVE_AVX2_NORM_PATH)
+#if defined(GPULAB_NORM_X86_64_PATHS)
   if constexpr (std::is_same_v<T, float>)
     if (avx2) return gradientSumsAvx2(dy, x, n, mean);
 #endif
@@ -218,7 +218,7 @@ std::pair<double, double> rowGradientSums(const T* dy, const T* x, std::int64_t 
 
 template <class T, class S>
 void affineRow(const T* x, T* y, std::int64_t n, S scale, S shift, bool avx2) {
-#if defined(GPULAB_HAVE_AVX2_NORM_PATH)
+#if defined(GPULAB_NORM_X86_64_PATHS)
   if constexpr (std::is_same_v<T, float>)
     if (avx2) return affineRowAvx2(x, y, n, scale, shift);
 #endif
@@ -228,7 +228,7 @@ void affineRow(const T* x, T* y, std::int64_t n, S scale, S shift, bool avx2) {
 
 template <class T, class S>
 void gradientRow(const T* dy, const T* x, T* dx, std::int64_t n, S k0, S meanDy, S mean, S slope, bool avx2) {
-#if defined(GPULAB_HAVE_AVX2_NORM_PATH)
+#if defined(GPULAB_NORM_X86_64_PATHS)
   if constexpr (std::is_same_v<T, float>)
     if (avx2) return gradientRowAvx2(dy, x, dx, n, k0, meanDy, mean, slope);
 #endif
@@ -237,7 +237,7 @@ void gradientRow(const T* dy, const T* x, T* dx, std::int64_t n, S k0, S meanDy,
 }
 
 bool avx2Rows() {
-#if defined(GPULAB_HAVE_AVX2_NORM_PATH)
+#if defined(GPULAB_NORM_X86_64_PATHS)
   return hasAvx2Fma();
 #else
   return false;
