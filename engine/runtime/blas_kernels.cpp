@@ -33,8 +33,8 @@ std::string blasCoreName() {
 
 std::string betterBlasCore(const std::string& corename, const CpuFeatures& f) {
   if (!isGenericCore(corename)) return {};
-  if (f.avx512 && f.avx2 && f.fma) return "SkylakeX";
-  if (f.avx2 && f.fma) return "Haswell";
+  if (f.avx512 && f.avx2Fma()) return "SkylakeX";
+  if (f.avx2Fma()) return "Haswell";
   if (f.avx) return "Sandybridge";
   return {};
 }

@@ -6,6 +6,8 @@ namespace gpulab {
 struct CpuFeatures {
   bool avx = false, fma = false, f16c = false, avx2 = false;
   bool avx512 = false;  // AVX-512 F, DQ, BW and VL: what OpenBLAS's SkylakeX kernels need
+  // AVX2 with FMA: what the CPU kernels' target("avx2,fma") loops and OpenBLAS's Haswell kernels need.
+  bool avx2Fma() const { return avx2 && fma; }
 };
 
 // Detected once, on first use.

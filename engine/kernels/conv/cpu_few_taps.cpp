@@ -96,10 +96,7 @@ static_assert(kMaxFewTaps == 12, "byTaps covers 1..kMaxFewTaps");
 
 }  // namespace
 
-bool available() {
-  const CpuFeatures& f = cpuFeatures();
-  return f.avx2 && f.fma;
-}
+bool available() { return cpuFeatures().avx2Fma(); }
 
 void forward(const float* w, const float* bias, const float* cols, std::int64_t ld, float* out, std::int64_t filters,
              std::int64_t taps, std::int64_t plane) {

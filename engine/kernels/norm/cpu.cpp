@@ -121,11 +121,6 @@ std::pair<double, double> gradientSums(const T* dy, const T* x, std::int64_t n, 
 // float32 rows on a CPU with AVX2 and FMA (compiled for it whatever the build's target): the same sums
 // in double, four at a time, and the elementwise passes eight floats at a time. Everything else -- the
 // per-channel factors, the order the rows are summed in -- is shared with the portable loops.
-bool hasAvx2Fma() {
-  const CpuFeatures& f = cpuFeatures();
-  return f.avx2 && f.fma;
-}
-
 __attribute__((target("avx2,fma"))) double horizontalSum(__m256d v) {
   const __m128d pair = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
   return _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)));
@@ -236,9 +231,10 @@ void gradientRow(const T* dy, const T* x, T* dx, std::int64_t n, S k0, S meanDy,
   for (std::int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(k0 * (static_cast<S>(dy[i]) - meanDy - (static_cast<S>(x[i]) - mean) * slope));
 }
 
+// Whether the float32 rows run the AVX2 loops above.
 bool avx2Rows() {
 #if defined(GPULAB_NORM_X86_64_PATHS)
-  return hasAvx2Fma();
+  return cpuFeatures().avx2Fma();
 #else
   return false;
 #endif
