@@ -6,8 +6,8 @@
 #
 #   scripts/record-reference-runs.sh [CLI] [OUTDIR]      (defaults: build/bin/gpulab-cli, resources/reference-runs)
 #
-# On a bare GPU machine, through the packed build (../shared/gpu-run):
-#   bash .device/run.sh bash "$PWD/scripts/record-reference-runs.sh" ./bin/gpulab-cli "$OUT/reference-runs"
+# On a bare GPU machine, through the packed build (scripts/pack-for-gpu.sh):
+#   bash .device/unpack.sh bash "$PWD/scripts/record-reference-runs.sh" ./bin/gpulab-cli "$OUT/reference-runs"
 # GPULAB_COMMIT names the commit when the tree has no .git (the packed copy has none).
 # GPULAB_LESSON_TIMEOUT (seconds, default 600) bounds each lesson; GPULAB_LESSONS names a subset.
 # A lesson that fails or times out is reported and left unrecorded (its old file stays); the others

@@ -15,7 +15,10 @@ threads = int(os.environ.get("BENCH_TORCH_THREADS", "0"))
 if threads and hasattr(torch, "set_num_threads"):
     torch.set_num_threads(threads)
 epochs = int(os.environ.get("BENCH_EPOCHS", "60"))
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+device = torch.device(os.environ.get("BENCH_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu"))
+# PyTorch's Adam variants on a GPU (python_bench.py tries each and keeps the fastest): "fused" or
+# "foreach"; unset, the script's own Adam(...) as the seed writes it.
+adam_variant = os.environ.get("BENCH_ADAM_VARIANT", "")
 
 torch.manual_seed(0)
 num_samples, num_features = 1024, 16
@@ -26,7 +29,7 @@ data_loader = DataLoader(TensorDataset(X, y), batch_size=64, shuffle=True)
 model = nn.Sequential(nn.Linear(num_features, 64), nn.ReLU(), nn.Linear(64, 1))
 model.to(device)
 loss_function = nn.MSELoss()
-optimizer = optim.Adam(model.parameters(), lr=0.001)
+optimizer = optim.Adam(model.parameters(), lr=0.001, **({adam_variant: True} if adam_variant else {}))
 
 
 def epoch():

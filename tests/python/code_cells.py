@@ -6,6 +6,10 @@ raised -- against the one expected (the seeds' "# %%" lines; for lessons, --expe
 
     code_cells.py --torch gpulab --mode no-gpu  FILE...   GPU Lab's torch, no GPU (as PyTorch without one)
     code_cells.py --torch gpulab --mode one-gpu FILE...   GPU Lab's torch with its emulated GPU as cuda:0
+    code_cells.py --torch gpulab --mode gpu FILE...       GPU Lab's torch on a real GPU as cuda:0 (its CUDA
+                                                          kernels, cuBLAS, cuDNN), held to the one-gpu
+                                                          column: the emulated GPU must behave as a real
+                                                          one does (77, skipped, without a real GPU)
     code_cells.py --torch pytorch --mode no-gpu FILE...   Debian's PyTorch (CPU-only), to confirm the
                                                           no-gpu column: a cell must run or raise as
                                                           expected (PyTorch's CPU-only build raises
@@ -139,15 +143,27 @@ def cells(path):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torch", choices=["gpulab", "pytorch"], required=True)
-    parser.add_argument("--mode", choices=["no-gpu", "one-gpu"], required=True)
+    parser.add_argument("--mode", choices=["no-gpu", "one-gpu", "gpu"], required=True)
     parser.add_argument("--expect", help="for lesson.md files: the outcomes that are not 'ok', and preludes (JSON)")
     parser.add_argument("files", nargs="+")
     args = parser.parse_args()
     if args.torch == "gpulab":
+        # On a real GPU the emulated one stays off, so cuda:0 is the real GPU and device_count() is 1,
+        # as on the one-GPU machine the one-gpu column describes.
         os.environ["GPULAB_EMULATED_GPU"] = "1" if args.mode == "one-gpu" else "0"
         from gpulab import as_torch
 
         as_torch.install()
+        import torch
+
+        real = torch.cuda.is_available() and not torch.cuda.is_emulated(0)  # real GPUs come first
+        if args.mode == "gpu" and not real:
+            print("--mode gpu runs on a real GPU; none is usable here")
+            return 77
+        if args.mode == "one-gpu" and real:
+            # The emulated GPU would come after the real one (cuda:1): --mode gpu checks this column here.
+            print("--mode one-gpu describes a machine whose one GPU is the emulated one; a real GPU is here (--mode gpu)")
+            return 77
     else:
         try:
             import torch  # noqa: F401
@@ -186,7 +202,7 @@ def main():
             found, prelude = cells(path), PRELUDE
         exec(compile(prelude, "<prelude>", "exec"), namespace)
         for cell in found:
-            expected = cell[args.mode]
+            expected = cell["one-gpu" if args.mode == "gpu" else args.mode]
             try:
                 exec(compile(cell["code"], f"{os.path.basename(path)} {cell['label']}", "exec"), namespace)
                 outcome = "ok"
