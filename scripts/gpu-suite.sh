@@ -89,9 +89,14 @@ sanitize() {  # memcheck of every GPU-using suite, racecheck/synccheck of the ke
     stage "memcheck-$t" "${CHECK_LIMIT:-240}" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 --print-limit 30 "bin/$t" $fns &
     pids+=($!)
   done
-  stage racecheck-test_cuda_parity "${CHECK_LIMIT:-240}" compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity &
+  # The 2^31-row case does not finish under racecheck or synccheck inside a loan (H200, 2026-11-26 and
+  # 2026-11-28: the process died there, 165 s in); memcheck runs it.
+  kernels=$(bin/test_cuda_parity -functions | sed 's/()$//' | grep -vx 'moreThanTwoToTheThirtyOneRows')
+  # shellcheck disable=SC2086
+  stage racecheck-test_cuda_parity "${CHECK_LIMIT:-240}" compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity $kernels &
   pids+=($!)
-  stage synccheck-test_cuda_parity "${CHECK_LIMIT:-240}" compute-sanitizer --tool synccheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity &
+  # shellcheck disable=SC2086
+  stage synccheck-test_cuda_parity "${CHECK_LIMIT:-240}" compute-sanitizer --tool synccheck --error-exitcode 99 --print-limit 30 bin/test_cuda_parity $kernels &
   pids+=($!)
   wait "${pids[@]}"  # these alone: a bare `wait` would wait for the bundler too, which never ends
   grep -HE "ERROR SUMMARY|RACECHECK SUMMARY|Totals" "$logs"/memcheck-*.log "$logs"/racecheck-*.log "$logs"/synccheck-*.log > "$logs/sanitizer-brief.log" 2>/dev/null
@@ -113,7 +118,8 @@ for p in $phases; do
       # Left out, and said so in the summary: the window's tests when their binaries were not packed
       # (pack-for-gpu.sh --suite packs none), the Fashion-MNIST ones when the data did not travel.
       left_out=$(for t in test_gui test_lesson_page test_code_cell; do [ -x "bin/$t" ] || printf '|%s' "$t"; done)
-      [ -e "${GPULAB_FASHION_MNIST_DIR:-/nowhere}/train-images-idx3-ubyte" ] || left_out="$left_out|fashion_mnist_.*|lesson_cnn_.*"
+      [ -e "${GPULAB_FASHION_MNIST_DIR:-/nowhere}/train-images-idx3-ubyte" ] ||
+        left_out="$left_out|fashion_mnist_.*|lesson_cnn_.*|train_cnn_cli|test_amp_lab|test_cnn_lab|(lesson|challenges)_(mixed-precision|convolutions-and-cudnn)"
       left_out=${left_out#|}
       [ -n "$left_out" ] && echo "ctest leaves out: $left_out" >> "$summary"
       stage ctest-timed "${TIMED_LIMIT:-120}" ctest --output-on-failure --timeout 80 -R "$timed_tests" ${left_out:+-E "^($left_out)\$"}

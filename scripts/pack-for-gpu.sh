@@ -5,7 +5,8 @@
 # (Qt Widgets, X11, fonts: about 35 MiB), which leaves no room for Fashion-MNIST (26 MiB as xz) under
 # the 64 MiB a call may carry; this bundle of seven binaries was 21 MiB (2026-11-26).
 #
-#   scripts/pack-for-gpu.sh BUILD_DIR BINARY...      (from the project root; BINARY as bin/NAME or python)
+#   scripts/pack-for-gpu.sh BUILD_DIR BINARY...      (from the project root; BINARY as bin/NAME, or python:
+#                                                    GPU Lab's torch and the Python it was built for)
 #   e.g. scripts/pack-for-gpu.sh build-gpu bin/gpulab-cli bin/gpulab-bench-gpu bin/test_cuda_graph
 #   scripts/pack-for-gpu.sh BUILD_DIR --suite        what scripts/gpu-suite.sh runs: every binary but
 #                                                    the window's, the ctest files, GPU Lab's Python
@@ -30,8 +31,8 @@
 #   bash .device/unpack.sh COMMAND...     (COMMAND runs in the build folder, recreated at its path here)
 # The runner sets LD_LIBRARY_PATH (the packed libraries, then the machine's CUDA libraries: the
 # toolkit's, or the nvidia-* wheels beside PyTorch), QT_QPA_PLATFORM=offscreen,
-# GPULAB_FASHION_MNIST_DIR and, with --suite, GPULAB_PYTHON; the source tree's path of this machine
-# leads to the copy there (the tests name its files).
+# GPULAB_FASHION_MNIST_DIR and, when GPU Lab's torch travels, GPULAB_PYTHON; the source tree's path
+# of this machine leads to the copy there (the tests name its files).
 # In a script of your own run through it, never call a bare `wait` while output goes through
 # `exec > >(tee ...)`: bash waits for the tee too, for ever (a whole call was lost to this on
 # 2026-11-26); wait for the pids you started.
@@ -46,16 +47,15 @@ out="$root/.device"
 grep -qxF '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/info/exclude
 rm -rf "$out" && mkdir -p "$out/stage/lib" "$out/fm"
 
-suite=false
 if [ "$1" = "--suite" ]; then
-  suite=true
   # Every binary, and the files ctest reads (each folder's CTestTestfile.cmake; tests/trace.json and the
   # like are written by the tests themselves).
   set -- $(cd "$build_abs" && for f in $(find bin -maxdepth 1 -type f -perm -u+x | sort); do
-             ldd "$f" 2>/dev/null | grep -q libQt6Widgets || echo "$f"; done) \
-         $(cd "$build_abs" && find . -name CTestTestfile.cmake -not -path '*/CMakeFiles/*' | sed 's#^\./##')
+             ldd "$f" 2>/dev/null | grep -q libQt6Widgets || echo "$f"; done)
   [ -d "$build_abs/python/gpulab" ] && set -- "$@" python
 fi
+# ctest's files always travel: a call may run some of the tests it names (`ctest -R ...`).
+set -- "$@" $(cd "$build_abs" && find . -name CTestTestfile.cmake -not -path '*/CMakeFiles/*' | sed 's#^\./##' | sort -u)
 elves=$(cd "$build_abs" && for f in "$@" lib/*.so python/gpulab/*.so; do [ -f "$f" ] && file -L "$f" | grep -q ELF && echo "$f"; done)
 
 # The libraries the binaries and the engine load, minus the C runtime and what a CUDA machine has.
@@ -69,7 +69,7 @@ tar -C "$build_abs" -cJf "$out/build.tar.xz" --exclude=CMakeFiles --exclude='__p
 # The Python GPU Lab's torch was built for: its interpreter, its standard library without tests, caches,
 # Tk or the static library, and the libraries its extension modules load.
 python=$(sed -n 's/^GPULAB_PYTHON_EXECUTABLE:[A-Z]*=//p; s/^Python3_EXECUTABLE:[A-Z]*=//p' "$build_abs/CMakeCache.txt" | head -1)
-if $suite && [ -d "$build_abs/python/gpulab" ] && [ -n "$python" ]; then
+if printf '%s\n' "$@" | grep -qx python && [ -d "$build_abs/python/gpulab" ] && [ -n "$python" ]; then
   real=$(readlink -f "$python")
   version=$("$real" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
   stage=$(mktemp -d)
@@ -125,6 +125,7 @@ if [ -d /tmp/gpulab-python-packed/bin ]; then
   py=/tmp/gpulab-python-packed
   wrapper=$(cat "$py/path")
   mkdir -p "$(dirname "$wrapper")"
+  rm -f "$wrapper"  # where it is a link (to the Python it was built with, on a build machine), not through it
   printf '#!/bin/sh\nPYTHONHOME=%s LD_LIBRARY_PATH=%s/so${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
     "$py" "$py" "$(ls "$py"/bin/python3.*)" > "$wrapper"
   chmod +x "$wrapper"

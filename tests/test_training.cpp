@@ -11,6 +11,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/data/dataset.h"
+#include "engine/memory/host_memory.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "lab_runner.h"
 #include "test_util.h"
@@ -146,6 +147,11 @@ class TestTraining : public QObject {
   // refused before anything is allocated, naming the parameter and the largest value that fits (the
   // cudnn lab reached 17.7 GiB and the OOM killer with the largest batch it allowed).
   void trainingThatCannotFitIsRefusedByName() {
+    // The largest steps these settings can ask for (the CNN's: Fashion-MNIST's 60,000 images in one
+    // batch, ~47 GiB by the lab's estimate) pass half of a 24 GiB machine's memory (CI's) but not half of
+    // a 128 GiB one's (the H200 machine, 2026-11-28), where the train lab rightly ran its step.
+    const double freeGiB = static_cast<double>(hostSegmentBytesLeft()) / (1 << 30);
+    if (freeGiB > 56) QSKIP(qPrintable(QString("this machine has %1 GiB free: the largest steps the labs allow fit in half of it").arg(freeGiB, 0, 'f', 0)));
     for (const auto& [lab, settings] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
              {"train", {{"model", "cnn"}, {"dataset", "fashion-mnist"}, {"batch_size", "65536"}, {"device", "cpu"}}},
              {"cudnn", {{"batch_size", "65536"}, {"device", "cpu"}}},

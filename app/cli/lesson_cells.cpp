@@ -97,7 +97,7 @@ int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
         const QString which = solution ? "solution" : "starter";
         HeadlessSession session(emulated);
         QString problem = session.ok() ? QString() : session.error();
-        const QString device = !session.ok() ? "?" : session.cudaAvailable() ? (emulated ? "emulated-gpu" : "gpu") : "cpu";
+        const QString device = !session.ok() ? "?" : session.cudaAvailable() ? (session.cudaIsEmulated() ? "emulated-gpu" : "gpu") : "cpu";
         event["device"] = device;
         if (!solution && !json) out << "on " << device << ":\n";
         if (problem.isEmpty() && exercise.needsCuda && !session.cudaAvailable()) {

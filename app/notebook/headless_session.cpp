@@ -9,9 +9,10 @@ HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs, std::func
     : stopRequested_(std::move(stopRequested)) {
   QEventLoop loop;
   bool ready = false;
-  QObject::connect(&kernel_, &KernelProcess::ready, &loop, [&](const QString&, bool cuda, const QString& device, bool) {
+  QObject::connect(&kernel_, &KernelProcess::ready, &loop, [&](const QString&, bool cuda, const QString& device, bool emulated) {
     ready = true;
     cuda_ = cuda;
+    emulated_ = emulated;
     device_ = device;
     loop.quit();
   });

@@ -23,6 +23,9 @@ class HeadlessSession {
   bool ok() const { return error_.isEmpty(); }
   const QString& error() const { return error_; }
   bool cudaAvailable() const { return cuda_; }
+  // Whether cuda:0 is the emulated GPU: asked for, and no real GPU before it (beside a real GPU the
+  // emulated one comes after it, and cuda:0 is the real one).
+  bool cudaIsEmulated() const { return emulated_; }
   const QString& deviceName() const { return device_; }
 
   // What the cell prints, as it comes ("stdout" or "stderr").
@@ -49,7 +52,7 @@ class HeadlessSession {
  private:
   KernelProcess kernel_;
   QString error_, device_;
-  bool cuda_ = false;
+  bool cuda_ = false, emulated_ = false;
   OutputHandler onOutput_;
   LabUpdateHandler onLabUpdate_;
   std::function<bool()> stopRequested_;

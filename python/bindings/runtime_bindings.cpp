@@ -120,7 +120,10 @@ void bindRuntime(py::module_& m) {
       out["emulated"] = true;
       return out;
     }
-    const cuda::DeviceProperties& p = cuda::availability().devices.at(static_cast<std::size_t>(d.index()));
+    // availability() returns its report by value: keep it, not a reference into the temporary (that
+    // dangled, and get_device_name() crashed the interpreter on a real GPU).
+    const cuda::Availability available = cuda::availability();
+    const cuda::DeviceProperties& p = available.devices.at(static_cast<std::size_t>(d.index()));
     out["name"] = p.name;
     out["total_memory"] = static_cast<std::int64_t>(p.total_memory);
     out["major"] = p.major;

@@ -4,7 +4,8 @@ per file, after a prelude that defines the names the code assumes (model, MyMode
 optimizer, loss_function, ...), and checks each cell's outcome -- "ok" or the exception class it
 raised -- against the one expected (the seeds' "# %%" lines; for lessons, --expect's JSON):
 
-    code_cells.py --torch gpulab --mode no-gpu  FILE...   GPU Lab's torch, no GPU (as PyTorch without one)
+    code_cells.py --torch gpulab --mode no-gpu  FILE...   GPU Lab's torch, no GPU (as PyTorch without one;
+                                                          a real GPU is hidden with CUDA_VISIBLE_DEVICES)
     code_cells.py --torch gpulab --mode one-gpu FILE...   GPU Lab's torch with its emulated GPU as cuda:0
     code_cells.py --torch gpulab --mode gpu FILE...       GPU Lab's torch on a real GPU as cuda:0 (its CUDA
                                                           kernels, cuBLAS, cuDNN), held to the one-gpu
@@ -151,6 +152,8 @@ def main():
         # On a real GPU the emulated one stays off, so cuda:0 is the real GPU and device_count() is 1,
         # as on the one-GPU machine the one-gpu column describes.
         os.environ["GPULAB_EMULATED_GPU"] = "1" if args.mode == "one-gpu" else "0"
+        if args.mode == "no-gpu":
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a GPU machine's GPU hidden, as PyTorch would not see one
         from gpulab import as_torch
 
         as_torch.install()
