@@ -38,6 +38,10 @@ KernelProcess::KernelProcess(QObject* parent) : QObject(parent) {
 
 KernelProcess::~KernelProcess() {
   blockSignals(true);  // nothing is told of an end it did not ask for
+  // A process still ending when this returns is waited for by ~QProcess, which then emits finished and
+  // the last output: after this object's other members are gone, so nothing of it may still listen
+  // (readEvents appended to a destroyed buffer: "malloc(): unaligned tcache chunk detected").
+  process_.disconnect(this);
   shutdown();
 }
 
@@ -91,7 +95,7 @@ void KernelProcess::shutdown() {
   process_.closeWriteChannel();
   if (!process_.waitForFinished(1000)) {
     process_.kill();
-    process_.waitForFinished(1000);
+    process_.waitForFinished(killWaitMs_);
   }
 }
 

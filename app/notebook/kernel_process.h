@@ -66,8 +66,11 @@ class KernelProcess : public QObject {
   const QStringList& busyCells() const { return busyCells_; }
   // A fresh session (new process, empty namespace), on the same device choice.
   void restart();
-  // Ends the session now, as the destructor does.
+  // Ends the session now, as the destructor does: an interrupt, the end of its input, a second's
+  // wait, then SIGKILL and up to `killWaitMs` for the process to be gone (a process freeing tens of
+  // GiB took longer than a second to end, on a 128 GiB GPU machine).
   void shutdown();
+  void setKillWaitMs(int ms) { killWaitMs_ = ms; }
   // Ends the session at once (SIGKILL), whatever it is doing: for a Stop that an interrupt did not
   // end. No kernelDied follows.
   void kill();
@@ -113,6 +116,7 @@ class KernelProcess : public QObject {
   void onProcessFinished(int exitCode, QProcess::ExitStatus status);
 
   QProcess process_;
+  int killWaitMs_ = 5000;
   QByteArray pending_;     // stdout bytes after the last complete line
   QStringList busyCells_;  // run() calls not finished yet, the running one first
   bool emulatedGpu_ = false;
