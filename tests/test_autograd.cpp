@@ -1,5 +1,6 @@
 // Autograd semantics: accumulation, zero_grad, detach, no-grad, graph release, and the memory that
 // no-grad evaluation saves.
+#include "engine/autograd/node.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_events.h"
@@ -21,6 +22,24 @@ class TestAutograd : public QObject {
     x.set_grad(Tensor());
     (x * 3.0).sum().backward();
     QCOMPARE(x.grad().toVector<float>(), (std::vector<float>{3, 3, 3}));
+  }
+
+  // torch.autograd.grad: the gradients are returned, no .grad changes (a leaf asked for and a leaf
+  // not asked for alike), a non-leaf's is the one its grad_fn receives, and an unused input is an
+  // error unless allowed.
+  void gradReturnsGradientsAndTouchesNoGrad() {
+    Tensor x = tensor({1, 2, 3}, {3}, {.requires_grad = true}), w = tensor({0.5, -1, 2}, {3}, {.requires_grad = true});
+    Tensor h = x * w;
+    const std::vector<Tensor> g = autograd::grad({(h * h).sum()}, {Tensor()}, {x, h}, false);
+    QCOMPARE(g.size(), std::size_t{2});
+    QCOMPARE(g[0].toVector<float>(), (std::vector<float>{0.5f, 4, 24}));  // 2 h w
+    QCOMPARE(g[1].toVector<float>(), (std::vector<float>{1, -4, 12}));    // 2 h
+    QVERIFY(!x.grad().defined() && !w.grad().defined());
+    Tensor unused = tensor({1}, {1}, {.requires_grad = true});
+    QVERIFY(test::textOf([&] { autograd::grad({(x * 2.0).sum()}, {Tensor()}, {x, unused}, false); }).find("not have been used") != std::string::npos);
+    const std::vector<Tensor> allowed = autograd::grad({(x * 2.0).sum()}, {Tensor()}, {x, unused}, true);
+    QCOMPARE(allowed[0].toVector<float>(), (std::vector<float>{2, 2, 2}));
+    QVERIFY(!allowed[1].defined());
   }
 
   // .grad takes the incoming gradient without a copy only when nothing else can see it (PyTorch's

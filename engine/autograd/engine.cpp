@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cstddef>
 #include <memory_resource>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -116,11 +118,12 @@ Tensor record(Tensor result, const char* name, const std::vector<Tensor>& inputs
   return result;
 }
 
-void runBackward(const Tensor& root, const Tensor& grad) {
-  auto rootNode = gradientEdge(root);
-  if (!rootNode) {
-    throw Error("element 0 of tensors does not require grad and does not have a grad_fn");
-  }
+namespace {
+
+// The walk behind backward() and grad(): from each root with its gradient, every node once all its
+// consumers have delivered theirs. With `kept` (grad()), a gradient reaching one of its nodes is
+// stored there as it goes on, and no AccumulateGrad runs: grad() leaves every .grad as it was.
+void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> rootGrads, std::unordered_map<Node*, Tensor>* kept) {
   // The walk's bookkeeping lives in an arena on this stack frame (spilling to the heap for a large
   // graph): a training step's backward then makes no heap allocation of its own besides the gradients.
   alignas(std::max_align_t) std::byte scratch[16384];
@@ -128,8 +131,9 @@ void runBackward(const Tensor& root, const Tensor& grad) {
   // Count, for every reachable node, how many edges lead into it.
   std::pmr::unordered_map<Node*, int> dependencies(&arena);
   dependencies.reserve(64);
-  std::pmr::vector<Node*> stack({rootNode.get()}, &arena);
-  dependencies[rootNode.get()] = 0;
+  std::pmr::vector<Node*> stack(&arena);
+  for (const auto& root : roots)
+    if (dependencies.try_emplace(root.get(), 0).second) stack.push_back(root.get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -143,8 +147,12 @@ void runBackward(const Tensor& root, const Tensor& grad) {
   // Process nodes whose every consumer has delivered its gradient.
   std::pmr::unordered_map<Node*, Tensor> pending(&arena);
   pending.reserve(dependencies.size());
-  pending[rootNode.get()] = grad.defined() && grad.dtype() != root.dtype() ? grad.to(root.dtype()) : grad;
-  std::pmr::vector<std::shared_ptr<Node>> ready({rootNode}, &arena);
+  std::pmr::vector<std::shared_ptr<Node>> ready(&arena);
+  for (std::size_t r = 0; r < roots.size(); ++r) {
+    Tensor& slot = pending[roots[r].get()];
+    slot = slot.defined() ? slot + rootGrads[r] : std::move(rootGrads[r]);
+    if (dependencies[roots[r].get()] == 0 && std::find(ready.begin(), ready.end(), roots[r]) == ready.end()) ready.push_back(roots[r]);
+  }
   NoGradGuard noGrad;  // backward itself records nothing (no double backward yet)
   MemoryCategoryScope tag(MemoryCategory::Gradient);
   while (!ready.empty()) {
@@ -154,7 +162,13 @@ void runBackward(const Tensor& root, const Tensor& grad) {
     // AccumulateGrad relies on to tell an unshared gradient (that .grad may take) from a shared one.
     Tensor g = std::move(pending[node.get()]);
     pending.erase(node.get());
-    std::vector<Tensor> grads = node->apply(g);
+    std::vector<Tensor> grads;
+    if (kept) {
+      if (auto it = kept->find(node.get()); it != kept->end()) it->second = g;
+      if (!dynamic_cast<AccumulateGrad*>(node.get())) grads = node->apply(g);
+    } else {
+      grads = node->apply(g);
+    }
     for (std::size_t i = 0; i < node->next.size(); ++i) {
       const auto& child = node->next[i];
       if (!child) continue;
@@ -168,6 +182,67 @@ void runBackward(const Tensor& root, const Tensor& grad) {
     }
     node->release();
   }
+}
+
+Tensor rootGradient(const Tensor& root, const Tensor& grad) {
+  return grad.defined() && grad.dtype() != root.dtype() ? grad.to(root.dtype()) : grad;
+}
+
+}  // namespace
+
+void runBackward(const Tensor& root, const Tensor& grad) {
+  auto rootNode = gradientEdge(root);
+  if (!rootNode) {
+    throw Error("element 0 of tensors does not require grad and does not have a grad_fn");
+  }
+  walk({rootNode}, {rootGradient(root, grad)}, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gradOutputs, const std::vector<Tensor>& inputs,
+                         bool allowUnused) {
+  if (gradOutputs.size() != outputs.size()) {
+    throw Error("grad requires one grad_output per output: got " + std::to_string(gradOutputs.size()) + " for " +
+                std::to_string(outputs.size()) + " outputs");
+  }
+  std::vector<std::shared_ptr<Node>> roots;
+  std::vector<Tensor> rootGrads;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    auto node = gradientEdge(outputs[i]);
+    if (!node) throw Error("element " + std::to_string(i) + " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = gradOutputs[i];
+    if (!g.defined()) {
+      if (outputs[i].numel() != 1) throw Error("grad can be implicitly created only for scalar outputs");
+      g = ones(outputs[i].sizes(), {.dtype = outputs[i].dtype(), .device = outputs[i].device()});
+    } else if (g.sizes() != outputs[i].sizes()) {
+      throw Error("Mismatch in shape: grad_output[" + std::to_string(i) + "] has a shape of torch.Size(" + shapeStr(g.sizes()) +
+                  ") and output[" + std::to_string(i) + "] has a shape of torch.Size(" + shapeStr(outputs[i].sizes()) + ").");
+    }
+    roots.push_back(std::move(node));
+    rootGrads.push_back(rootGradient(outputs[i], g));
+  }
+  // The node each input's gradient flows into: its grad_fn, or its AccumulateGrad (the one the graph
+  // holds, found through the leaf's weak handle; a new one, never reached, when the graph has none).
+  std::vector<std::shared_ptr<Node>> targets;
+  std::unordered_map<Node*, Tensor> kept;
+  for (const Tensor& input : inputs) {
+    auto node = gradientEdge(input);
+    if (!node) throw Error("One of the differentiated Tensors does not require grad");
+    kept.emplace(node.get(), Tensor());
+    targets.push_back(std::move(node));
+  }
+  walk(roots, std::move(rootGrads), &kept);
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    Tensor g = kept.at(targets[i].get());
+    if (!g.defined() && !allowUnused) {
+      throw Error("One of the differentiated Tensors appears to not have been used in the graph. Set allow_unused=True if this is "
+                  "the desired behavior.");
+    }
+    // A gradient in another dtype than its input (a float16 op's) is given in the input's, as .grad is.
+    if (g.defined() && g.dtype() != inputs[i].dtype()) g = g.to(inputs[i].dtype());
+    out.push_back(g.defined() ? g.detach() : g);
+  }
+  return out;
 }
 
 }  // namespace autograd

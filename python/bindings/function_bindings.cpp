@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/autograd/checkpoint.h"
+#include "engine/autograd/node.h"
 #include "engine/core/errors.h"
 #include "engine/core/generator.h"
 #include "engine/core/parallel.h"
@@ -260,6 +261,49 @@ void bindFunctions(py::module_& m) {
     py::gil_scoped_release release;
     return checkpoint(call, inputs, params, preserveRng);
   }, py::arg("function"), py::arg("inputs"), py::arg("params"), py::arg("preserve_rng_state") = true);
+  // torch.autograd.grad: the engine's walk, its gradients returned (None for an unused input).
+  m.def("_autograd_grad", [](const std::vector<Tensor>& outputs, const std::vector<std::optional<Tensor>>& gradOutputs,
+                             const std::vector<Tensor>& inputs, bool allowUnused) {
+    std::vector<Tensor> weights;
+    for (const auto& g : gradOutputs) weights.push_back(g.value_or(Tensor()));
+    std::vector<Tensor> grads;
+    {
+      py::gil_scoped_release release;
+      grads = autograd::grad(outputs, weights, inputs, allowUnused);
+    }
+    py::list out;
+    for (const Tensor& g : grads) out.append(g.defined() ? py::cast(g) : py::none());
+    return out;
+  }, py::arg("outputs"), py::arg("grad_outputs"), py::arg("inputs"), py::arg("allow_unused") = false);
+  // torch.autograd.Function's node: `output` (computed by the Function's forward without a graph)
+  // becomes, as a new tensor on the same memory, the output of a node named `name` whose backward
+  // calls `backward(grad)` -- the Function's backward, one gradient (or None) per tensor in
+  // `inputs`. The engine runs backward without the GIL: the call takes it.
+  m.def("_record_function", [](const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs, py::object backward) {
+    std::shared_ptr<py::object> held(new py::object(std::move(backward)), [](py::object* f) {
+      py::gil_scoped_acquire gil;
+      delete f;
+    });
+    std::vector<Shape> shapes;
+    for (const Tensor& t : inputs) shapes.push_back(t.sizes());
+    auto call = [held, name, shapes](const Tensor& grad, const std::vector<bool>& needsGrad) {
+      py::gil_scoped_acquire gil;
+      const py::object returned = (*held)(py::cast(grad));
+      const py::list grads = returned;
+      std::vector<Tensor> out(shapes.size());
+      for (std::size_t i = 0; i < shapes.size() && i < grads.size(); ++i) {
+        if (grads[i].is_none() || !needsGrad[i]) continue;
+        Tensor g = grads[i].cast<Tensor>();
+        if (g.sizes() != shapes[i]) {
+          throw Error("Function " + name + " returned an invalid gradient at index " + std::to_string(i) + " - got " + shapeStr(g.sizes()) +
+                      " but expected shape compatible with " + shapeStr(shapes[i]));
+        }
+        out[i] = std::move(g);
+      }
+      return out;
+    };
+    return autograd::record(output.detach(), name.c_str(), inputs, call);
+  }, py::arg("output"), py::arg("name"), py::arg("inputs"), py::arg("backward"));
   m.def("_version", []() { return std::string(version()); });
 
   // What torch.nn.functional builds on.

@@ -184,6 +184,21 @@ del _name
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne  # noqa: F821 - PyTorch's aliases
 
 
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    """|input - other| <= atol + rtol * |other|, elementwise (a NaN is close to nothing, equal_nan=False)."""
+    if equal_nan:
+        raise NotImplementedError("GPU Lab's torch has no isclose(equal_nan=True) yet")
+    if input.dtype != other.dtype:
+        names = {float32: "Float", float64: "Double", float16: "Half", bfloat16: "BFloat16", int64: "Long", bool: "Bool"}
+        raise RuntimeError(f"{names.get(input.dtype, input.dtype)} did not match {names.get(other.dtype, other.dtype)}")
+    return (input - other).abs() <= atol + rtol * other.abs()
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    """Whether every element of input is close to other's (isclose), as a Python bool."""
+    return _builtins.bool(isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan).all())
+
+
 def detach(input):
     return input.detach()
 
@@ -215,7 +230,7 @@ def get_default_dtype():
 
 
 from . import distributed  # noqa: E402,F401  (before nn: nn.parallel uses it)
-from . import nn, optim, cuda, utils, backends, amp, profiler  # noqa: E402,F401
+from . import autograd, nn, optim, cuda, utils, backends, amp, profiler  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 

@@ -264,3 +264,6 @@ class graph:
     def __exit__(self, exc_type, exc, tb):
         self._context.exit(exc_type is not None)
         return False
+
+
+from .graphs import make_graphed_callables  # noqa: E402  (after graph, which it uses)
