@@ -1,6 +1,6 @@
 // Autograd semantics: accumulation, zero_grad, detach, no-grad, graph release, and the memory that
 // no-grad evaluation saves.
-#include "engine/autograd/node.h"
+#include "engine/autograd/grad.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_events.h"

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/autograd/grad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"

@@ -68,11 +68,4 @@ bool anyRequiresGrad(const std::vector<Tensor>& inputs);
 // Runs backward from `root` with initial gradient `grad`.
 void runBackward(const Tensor& root, const Tensor& grad);
 
-// torch.autograd.grad: the gradients of `outputs` (weighted by `gradOutputs`, one each; an undefined
-// one is ones for a one-element output) with respect to `inputs`, returned rather than accumulated --
-// no leaf's .grad changes. An input the outputs do not depend on gets an undefined tensor when
-// `allowUnused`, else the call raises as PyTorch does. The graph is released as by backward().
-std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gradOutputs, const std::vector<Tensor>& inputs,
-                         bool allowUnused);
-
 }  // namespace gpulab::autograd

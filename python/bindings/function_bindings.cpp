@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/autograd/checkpoint.h"
+#include "engine/autograd/grad.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
 #include "engine/core/generator.h"
