@@ -80,7 +80,7 @@ stage() {  # stage NAME LIMIT_S COMMAND...: runs COMMAND under min(LIMIT_S, time
 
 sanitize() {  # memcheck of every GPU-using suite, racecheck/synccheck of the kernels, all side by side
   local pids=()
-  for t in ${SANITIZE_SUITES:-test_cuda_parity test_cuda_graph test_cuda_norm_parity test_conv_parity test_grad_scaler \
+  for t in ${SANITIZE_SUITES:-test_cuda_parity test_cuda_graph test_cuda_norm_parity test_conv_parity test_grad_scaler test_streams \
            test_device_rule test_memory test_data test_training}; do
     [ -x "bin/$t" ] || continue
     # A speed claim cannot hold with every access instrumented: its test runs unsanitised in ctest.
