@@ -294,6 +294,9 @@ void bindFunctions(py::module_& m) {
       std::vector<Tensor> out(shapes.size());
       for (std::size_t i = 0; i < shapes.size() && i < grads.size(); ++i) {
         if (grads[i].is_none() || !needsGrad[i]) continue;
+        if (!py::isinstance<Tensor>(grads[i])) {
+          throw Error("expected Variable or None (got " + std::string(py::str(py::type::of(grads[i]).attr("__name__"))) + ")");
+        }
         Tensor g = grads[i].cast<Tensor>();
         if (g.sizes() != shapes[i]) {
           throw Error("Function " + name + " returned an invalid gradient at index " + std::to_string(i) + " - got " + shapeStr(g.sizes()) +

@@ -184,3 +184,16 @@ def case_allclose_and_isclose(torch):
 
 def case_allclose_needs_one_dtype(torch):
     torch.allclose(torch.ones(2), torch.ones(2, dtype=torch.float64))
+
+
+def case_function_gradient_that_is_not_a_tensor(torch):
+    class Number(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return 2.0
+
+    Number.apply(_ramp(torch, 3)).sum().backward()
