@@ -68,7 +68,7 @@ tar -C "$build_abs" -cJf "$out/build.tar.xz" --exclude=CMakeFiles --exclude='__p
 
 # The Python GPU Lab's torch was built for: its interpreter, its standard library without tests, caches,
 # Tk or the static library, and the libraries its extension modules load.
-python=$(sed -n 's/^GPULAB_PYTHON_EXECUTABLE:[A-Z]*=//p; s/^Python3_EXECUTABLE:[A-Z]*=//p' "$build_abs/CMakeCache.txt" | head -1)
+python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build_abs/CMakeCache.txt")
 if printf '%s\n' "$@" | grep -qx python && [ -d "$build_abs/python/gpulab" ] && [ -n "$python" ]; then
   real=$(readlink -f "$python")
   version=$("$real" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')

@@ -163,13 +163,10 @@ void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> r
     // AccumulateGrad relies on to tell an unshared gradient (that .grad may take) from a shared one.
     Tensor g = std::move(pending[node.get()]);
     pending.erase(node.get());
-    std::vector<Tensor> grads;
-    if (kept) {
+    if (kept)
       if (auto it = kept->find(node.get()); it != kept->end()) it->second = g;
-      if (!dynamic_cast<AccumulateGrad*>(node.get())) grads = node->apply(g);
-    } else {
-      grads = node->apply(g);
-    }
+    const bool leavesGradAlone = kept && dynamic_cast<AccumulateGrad*>(node.get());
+    std::vector<Tensor> grads = leavesGradAlone ? std::vector<Tensor>() : node->apply(g);
     for (std::size_t i = 0; i < node->next.size(); ++i) {
       const auto& child = node->next[i];
       if (!child) continue;

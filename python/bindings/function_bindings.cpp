@@ -112,6 +112,15 @@ Size2 size2(py::handle value, const char* name) {
   throw py::type_error(std::string(name) + " must be an int or a tuple of two ints");
 }
 
+// A Python callable an engine node keeps for backward: released with the GIL held, wherever (on
+// whichever thread) the node dies.
+std::shared_ptr<py::object> heldUnderGil(py::object callable) {
+  return std::shared_ptr<py::object>(new py::object(std::move(callable)), [](py::object* f) {
+    py::gil_scoped_acquire gil;
+    delete f;
+  });
+}
+
 }  // namespace
 
 void bindFunctions(py::module_& m) {
@@ -246,11 +255,7 @@ void bindFunctions(py::module_& m) {
   // torch.utils.checkpoint's engine part: `function` (a Python callable) runs without keeping its
   // activations, and again in backward -- which runs without the GIL, so the call takes it.
   m.def("_checkpoint", [](py::object function, const std::vector<Tensor>& inputs, const std::vector<Tensor>& params, bool preserveRng) {
-    // The callable is released with the GIL held, wherever the engine's node dies.
-    std::shared_ptr<py::object> held(new py::object(std::move(function)), [](py::object* f) {
-      py::gil_scoped_acquire gil;
-      delete f;
-    });
+    auto held = heldUnderGil(std::move(function));
     auto call = [held](const std::vector<Tensor>& xs) {
       py::gil_scoped_acquire gil;
       py::tuple args(xs.size());
@@ -281,10 +286,7 @@ void bindFunctions(py::module_& m) {
   // calls `backward(grad)` -- the Function's backward, one gradient (or None) per tensor in
   // `inputs`. The engine runs backward without the GIL: the call takes it.
   m.def("_record_function", [](const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs, py::object backward) {
-    std::shared_ptr<py::object> held(new py::object(std::move(backward)), [](py::object* f) {
-      py::gil_scoped_acquire gil;
-      delete f;
-    });
+    auto held = heldUnderGil(std::move(backward));
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.sizes());
     auto call = [held, name, shapes](const Tensor& grad, const std::vector<bool>& needsGrad) {

@@ -205,7 +205,9 @@ void bindTypes(py::module_& m) {
       .def_property_readonly("is_floating_point", [](DType t) { return isFloatingPoint(t); })
       .def_property_readonly("is_complex", [](DType) { return false; })
       .def_property_readonly("is_signed", [](DType t) { return t != kBool; })
-      .def_property_readonly("itemsize", [](DType t) { return elementSize(t); });
+      .def_property_readonly("itemsize", [](DType t) { return elementSize(t); })
+      // PyTorch's C++ name of the type ("Float", "Double"), as its error messages give it.
+      .def_property_readonly("_scalar_type_name", [](DType t) { return scalarTypeName(t); });
   for (int i = 0; i <= static_cast<int>(kLastDType); ++i) {
     const auto t = static_cast<DType>(i);
     m.attr(dtypeName(t).c_str()) = dtypeObject(t);

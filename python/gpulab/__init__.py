@@ -189,8 +189,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A00
     if equal_nan:
         raise NotImplementedError("GPU Lab's torch has no isclose(equal_nan=True) yet")
     if input.dtype != other.dtype:
-        names = {float32: "Float", float64: "Double", float16: "Half", bfloat16: "BFloat16", int64: "Long", bool: "Bool"}
-        raise RuntimeError(f"{names.get(input.dtype, input.dtype)} did not match {names.get(other.dtype, other.dtype)}")
+        raise RuntimeError(f"{input.dtype._scalar_type_name} did not match {other.dtype._scalar_type_name}")
     return (input - other).abs() <= atol + rtol * other.abs()
 
 

@@ -24,10 +24,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise NotImplementedError("GPU Lab's torch frees the graph after each backward pass: retain_graph=True is not supported yet")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
-    if grad_outputs is None:
-        grad_outputs = (None,) * len(outputs)
-    else:
-        grad_outputs = _as_tuple(grad_outputs) if not isinstance(grad_outputs, (list, tuple)) else tuple(grad_outputs)
+    grad_outputs = (None,) * len(outputs) if grad_outputs is None else _as_tuple(grad_outputs)
     if len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad requires one grad_output per output: got {len(grad_outputs)} for {len(outputs)} outputs")
     return tuple(_C._autograd_grad(list(outputs), list(grad_outputs), list(inputs), bool(allow_unused)))
