@@ -15,7 +15,7 @@
 
 #include <signal.h>
 
-#include "engine/runtime/emulated_gpu.h"
+#include "app/course/lesson.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "test_util.h"
 
@@ -256,6 +256,47 @@ class TestCli : public QObject {
     Run cpu = cli({"memory", "--report", "--device", "cpu"});
     QCOMPARE(cpu.exitCode, 1);
     QVERIFY2(cpu.err.contains("the memory lab fills a GPU's memory; 'cpu' is not a GPU"), qPrintable(cpu.err));
+  }
+
+  // A timed challenge's examples get kTimedAttempts runs each: the right answer stops at the first
+  // that meets it, the wrong answer must fail every one; an untimed challenge's, one run each. (The
+  // checks here are counts, so the tries' verdicts are fixed and the test is not itself timed.)
+  void timedChallengesGetSeveralTries_data() {
+    QTest::addColumn<bool>("timed");
+    QTest::newRow("timed") << true;
+    QTest::newRow("untimed") << false;
+  }
+
+  void timedChallengesGetSeveralTries() {
+    QFETCH(bool, timed);
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("01-reads"));
+    QFile f(dir.filePath("01-reads/lesson.md"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray("---\nid: reads\ntitle: Reads\nchapter: 1. A\n---\n# Reads\n\n```run\n"
+                       "{\"lab\": \"syncs\", \"params\": {\"device\": \"cpu\", \"steps\": 40, \"repeats\": 1, \"copy_batches\": 1},\n"
+                       " \"challenge\": {\"text\": \"Read the loss 2 to 10 times\", \"timed\": ") +
+            (timed ? "true" : "false") +
+            ",\n   \"checks\": [{\"measurement\": \"loss reads\", \"at_least\": 2, \"at_most\": 10}],\n"
+            "   \"examples\": {\"fails\": {\"read_every\": 1}, \"meets\": {\"read_every\": 10}}}}\n```\n");
+    f.close();
+    const Run check = cli({"lesson", "reads", "--check-challenges", "--json", "--lessons", dir.path()});
+    QVERIFY2(check.exitCode == 0, qPrintable(check.out + check.err));
+    QCOMPARE(check.events.size(), 1);
+    const QJsonObject e = check.events[0];
+    QVERIFY2(e["ok"].toBool() && !e["fails_met"].toBool() && e["meets_met"].toBool(), qPrintable(QJsonDocument(e).toJson()));
+    QCOMPARE(e["fails_tries"].toArray().size(), timed ? gpulab::course::kTimedAttempts : 1);
+    QCOMPARE(e["meets_tries"].toArray().size(), 1);
+    QVERIFY(e["fails_tries"].toArray()[0].toObject()["checks"].toArray()[0].toString().startsWith("loss reads: measured 40"));
+    // The words say how many tries were taken.
+    const Run words = cli({"lesson", "reads", "--check-challenges", "--lessons", dir.path()});
+    QCOMPARE(words.exitCode, 0);
+    QVERIFY2(words.out.contains(timed ? "the wrong answer does not meet the challenge in any of 3 tries -- as it should"
+                                      : "the wrong answer does not meet the challenge -- as it should"),
+             qPrintable(words.out));
+    QVERIFY2(words.out.contains(timed ? "the right answer meets the challenge on try 1 of up to 3 -- as it should"
+                                      : "the right answer meets the challenge -- as it should"),
+             qPrintable(words.out));
   }
 
   void lessonsAreListedAndRunHeadless() {

@@ -514,27 +514,44 @@ int checkChallenges(const course::Lesson& lesson, bool json, QTextStream& out) {
       QStringList labArgs;
       for (const auto& [k, v] : settings) labArgs << "--" + QString::fromStdString(k) << QString::fromStdString(v);
       labArgs << "--json";
-      QString log;
-      QTextStream quiet(&log);
-      std::vector<lab::Measurement> measured;
-      const int rc = labCommand(course::makeLab(lesson, run.lab), labArgs, quiet, quiet, {}, /*userArgs=*/false, &measured);
-      if (rc == kExitInterrupted) return rc;
-      const course::ChallengeResult result = course::grade(*run.challenge, measured);
       const bool meets = std::string(which) == "meets";
-      // A wrong answer's run may fail outright (an out-of-memory error that ends it): it meets nothing.
-      const bool met = rc == kExitOk && result.met;
+      // A timed challenge's verdict is noisy: the right answer gets kTimedAttempts runs to meet it, and
+      // the wrong answer must fail every one of as many -- a learner's second try must not pass it.
+      const int attempts = run.challenge->timed ? course::kTimedAttempts : 1;
+      bool met = false;
+      QJsonArray tries;
+      for (int attempt = 1; attempt <= attempts; ++attempt) {
+        QString log;
+        QTextStream quiet(&log);
+        std::vector<lab::Measurement> measured;
+        const int rc = labCommand(course::makeLab(lesson, run.lab), labArgs, quiet, quiet, {}, /*userArgs=*/false, &measured);
+        if (rc == kExitInterrupted) return rc;
+        const course::ChallengeResult result = course::grade(*run.challenge, measured);
+        // A wrong answer's run may fail outright (an out-of-memory error that ends it): it meets nothing.
+        met = rc == kExitOk && result.met;
+        QJsonArray lines;
+        for (const course::CheckResult& c : result.checks) lines.append(c.line);
+        tries.append(QJsonObject{{"met", met}, {"checks", lines}});
+        if (!json) {
+          out << "Run " << i + 1 << ", the " << (meets ? "right" : "wrong") << " answer (" << shown.join(" ") << ")"
+              << (attempts > 1 ? QString(", try %1 of up to %2").arg(attempt).arg(attempts) : QString()) << ": "
+              << (met ? "meets" : "does not meet") << " the challenge\n";
+          if (rc != kExitOk) out << "  (the run ended with status " << rc << ")\n";
+          for (const course::CheckResult& c : result.checks) out << "  " << c.line << "\n";
+          out.flush();
+        }
+        if (met) break;  // the right answer is done; the wrong answer is already WRONG
+      }
       const bool right = meets ? met : !met;
       ok = ok && right;
-      QJsonArray lines;
-      for (const course::CheckResult& c : result.checks) lines.append(c.line);
       event[QString(which) + "_met"] = met;
       event[QString(which) + "_settings"] = shown.join(" ");
-      event[QString(which) + "_checks"] = lines;
+      event[QString(which) + "_tries"] = tries;
       if (!json) {
-        out << "Run " << i + 1 << ", the " << (meets ? "right" : "wrong") << " answer (" << shown.join(" ") << "): "
-            << (met ? "meets" : "does not meet") << " the challenge -- " << (right ? "as it should" : "WRONG") << "\n";
-        if (rc != kExitOk) out << "  (the run ended with status " << rc << ")\n";
-        for (const course::CheckResult& c : result.checks) out << "  " << c.line << "\n";
+        out << "  -> the " << (meets ? "right" : "wrong") << " answer " << (met ? "meets" : "does not meet") << " the challenge"
+            << (attempts == 1 ? QString() : met ? QString(" on try %1 of up to %2").arg(tries.size()).arg(attempts) : QString(" in any of %1 tries").arg(attempts))
+            << " -- "
+            << (right ? "as it should" : "WRONG") << "\n";
       }
       out.flush();
     }

@@ -23,7 +23,13 @@ QString formatMeasured(double value, const std::string& unit, int significant) {
 QString ChallengeResult::report() const {
   QStringList lines{QString("Challenge %1: %2").arg(met ? "met" : "not met yet", text)};
   for (const CheckResult& c : checks) lines << "  " + c.line;
+  if (!noiseNote().isEmpty()) lines << "  " + noiseNote();
   return lines.join('\n');
+}
+
+QString ChallengeResult::noiseNote() const {
+  if (!timed || met) return {};
+  return "This challenge is graded on a timing, and timings differ from run to run: if yours fell just short, run it again.";
 }
 
 QString askedText(const ChallengeCheck& check, const std::string& unit) {
@@ -36,6 +42,7 @@ QString askedText(const ChallengeCheck& check, const std::string& unit) {
 ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured) {
   ChallengeResult out;
   out.text = challenge.text;
+  out.timed = challenge.timed;
   out.met = true;
   for (const ChallengeCheck& check : challenge.checks) {
     CheckResult r;

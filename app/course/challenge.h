@@ -26,7 +26,10 @@ struct ChallengeResult {
   QString text;  // the challenge's own words
   QVector<CheckResult> checks;
   bool met = false;  // every check met
-  // The text, then one line per check.
+  bool timed = false;  // the challenge's: a timing decides it, so another run may decide otherwise
+  // For a timed challenge a run did not meet: that a run of the same settings may, and why. Empty otherwise.
+  QString noiseNote() const;
+  // The text, then one line per check (and the noise note).
   QString report() const;
 };
 

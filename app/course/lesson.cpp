@@ -108,9 +108,13 @@ Challenge parseChallenge(const QJsonValue& v, int line) {
   const QString where = "run block: challenge";
   if (!v.isObject()) throw LessonError{line, QString("%1 must be an object {\"text\": ..., \"checks\": [...]} (found %2)").arg(where, jsonType(v))};
   const QJsonObject o = v.toObject();
-  checkKeys(o, {"text", "checks", "examples"}, where, "text, checks, examples", line);
+  checkKeys(o, {"text", "checks", "examples", "timed"}, where, "text, checks, examples, timed", line);
   Challenge c;
   c.text = stringField(o, "text", where, line);
+  if (o.contains("timed")) {
+    if (!o.value("timed").isBool()) throw LessonError{line, QString("%1: \"timed\" must be true or false (found %2)").arg(where, jsonType(o.value("timed")))};
+    c.timed = o.value("timed").toBool();
+  }
   if (c.text.trimmed().isEmpty()) throw LessonError{line, where + ": missing \"text\" (what the learner is asked to do)"};
   c.checks = parseChecks(o.value("checks"), where, line);
   if (o.contains("examples")) {

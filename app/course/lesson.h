@@ -40,7 +40,14 @@ struct Challenge {
   QString text;
   QVector<ChallengeCheck> checks;
   std::optional<ChallengeExamples> examples;
+  // "timed": true -- a check rests on a timing, so one run's verdict is noisy: the player says a run
+  // that falls short may be run again, and --check-challenges gives each example kTimedAttempts runs.
+  bool timed = false;
 };
+
+// Runs of each example of a timed challenge: the right answer must meet it in one of them (as a
+// learner whose run falls just short runs it again), and the wrong answer must fail it in all.
+inline constexpr int kTimedAttempts = 3;
 
 struct RunBlock {
   QString lab;      // a lab's id: one declared in a ```lab block of this lesson or an earlier one, or a built-in

@@ -457,6 +457,7 @@ void RunPanel::showChallengeResult(const course::ChallengeResult& result, bool m
   QStringList lines;
   for (const course::CheckResult& c : result.checks)
     lines << QString("<span style='color:%1'>%2 %3</span>").arg(c.met ? "#188038" : "#d62728", c.met ? "✓" : "✗", html(c.line));
+  if (!result.noiseNote().isEmpty()) lines << "<i>" + html(result.noiseNote()) + "</i>";
   const QString verdict = result.met ? "met by this run ✓" : metBefore ? "not met by this run (met before)" : "not met yet";
   challenge_->setText(QString("<b>Challenge %1:</b> %2<br>%3").arg(verdict, html(result.text), lines.join("<br>")));
   setChallengeLook(result.met);
