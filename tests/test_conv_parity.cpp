@@ -24,6 +24,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/kernels/conv/cpu_few_taps.h"
+#include "engine/kernels/conv/cpu_winograd.h"
 #include "test_util.h"
 
 #ifndef GPULAB_CONV_CASES
@@ -315,6 +316,61 @@ class TestConvParity : public QObject {
     // A tap count outside 1..kMaxFewTaps is refused, not run.
     float dummy[1] = {0};
     QVERIFY_THROWS_EXCEPTION(Error, conv_few_taps::forward(dummy, nullptr, dummy, 1, dummy, 1, conv_few_taps::kMaxFewTaps + 1, 1));
+  }
+
+  // A float32 3 x 3 convolution of stride 1 with 16 or more channels and filters runs through
+  // Winograd's F(2x2, 3x3) (conv/cpu_winograd.h), all three passes. Against the same convolution in
+  // float64 (im2col + dgemm), elementwise: |float32 - float64| <= 1e-5 * (the sum of the |terms| of
+  // that element) -- rounding's bound with room for the transforms' few additions; a wrong transform,
+  // tile edge or padding is an error of the order of the terms themselves. The shapes: the CNN's
+  // (several chunks of samples, the last one short), odd sizes (clipped last tiles), every padding,
+  // groups, a 1 x 1 input and a plane larger than a chunk.
+  void winogradConvolutionsMatchFloat64_data() {
+    QTest::addColumn<QList<qint64>>("shape");  // batch, channels, filters, H, W, padding, groups
+    QTest::addColumn<bool>("withBias");
+    QTest::newRow("the CNN's second layer") << QList<qint64>{9, 32, 64, 14, 14, 1, 1} << false;
+    QTest::newRow("odd sizes, no padding") << QList<qint64>{3, 16, 16, 7, 9, 0, 1} << true;
+    QTest::newRow("padding 2, two groups") << QList<qint64>{2, 32, 32, 5, 6, 2, 2} << true;
+    QTest::newRow("a 1 x 1 input") << QList<qint64>{2, 16, 16, 1, 1, 1, 1} << false;
+    QTest::newRow("three rows, 33 columns") << QList<qint64>{2, 16, 24, 3, 33, 1, 1} << true;
+    QTest::newRow("a plane larger than a chunk") << QList<qint64>{2, 16, 16, 30, 31, 1, 1} << false;
+  }
+
+  void winogradConvolutionsMatchFloat64() {
+    QFETCH(QList<qint64>, shape);
+    QFETCH(bool, withBias);
+    const std::int64_t n = shape[0], c = shape[1], k = shape[2], h = shape[3], w = shape[4], pad = shape[5], groups = shape[6];
+    QVERIFY(conv_winograd::suits(c / groups, k / groups, 3, 3, 1, 1, 1, 1, pad, pad));  // the path under test
+    Generator gen(5);
+    const Options f64{kFloat64};
+    const Tensor x = randn({n, c, h, w}, gen, f64), wt = randn({k, c / groups, 3, 3}, gen, f64), b = randn({k}, gen, f64);
+    const Tensor g = randn({n, k, h + 2 * pad - 2, w + 2 * pad - 2}, gen, f64);
+    // Each pass in float32 and float64, and the sums of |terms| (the float64 pass over absolute values).
+    auto passes = [&](const Tensor& xv, const Tensor& wv, const Tensor& bv, const Tensor& gv) {
+      Tensor xi = xv.clone().requires_grad_(true), wi = wv.clone().requires_grad_(true);
+      Tensor out = conv2d(xi, wi, withBias ? bv : Tensor(), 1, pad, 1, groups);
+      out.backward(gv);
+      return std::vector<Tensor>{out.detach().to(kFloat64), xi.grad().to(kFloat64), wi.grad().to(kFloat64)};
+    };
+    std::vector<Tensor> single = passes(x.to(kFloat32), wt.to(kFloat32), b.to(kFloat32), g.to(kFloat32));
+    const std::vector<Tensor> exact = passes(x, wt, b, g);
+    const std::vector<Tensor> bound = passes(x.abs(), wt.abs(), b.abs(), g.abs());
+    const char* names[] = {"output", "grad input", "grad weight"};
+    for (int i = 0; i < 3; ++i) {
+      const auto a = single[i].toVector<double>(), e = exact[i].toVector<double>(), s = bound[i].toVector<double>();
+      QCOMPARE(a.size(), e.size());
+      double worst = 0;
+      for (std::size_t j = 0; j < a.size(); ++j) {
+        const double err = std::abs(a[j] - e[j]);
+        worst = std::max(worst, err / std::max(s[j], 1e-30));
+        QVERIFY2(err <= 2e-6 * s[j] + 1e-30, qPrintable(QString("%1 element %2: %3, float64 %4, sum of |terms| %5")
+                                                           .arg(names[i]).arg(j).arg(a[j], 0, 'g', 9).arg(e[j], 0, 'g', 17).arg(s[j])));
+      }
+      qInfo("%s: largest error / sum of |terms| %.2g", names[i], worst);
+    }
+    // The weight gradient is summed per part and the parts in order: the same bits run after run.
+    const std::vector<Tensor> again = passes(x.to(kFloat32), wt.to(kFloat32), b.to(kFloat32), g.to(kFloat32));
+    for (int i = 0; i < 3; ++i) QVERIFY2(again[i].toVector<double>() == single[i].toVector<double>(), names[i]);
   }
 
   void errorsMatchPyTorch_data() {
