@@ -260,7 +260,7 @@ class TestCli : public QObject {
 
   // A timed challenge's examples get kTimedAttempts runs each: the right answer stops at the first
   // that meets it, the wrong answer must fail every one; an untimed challenge's, one run each. (The
-  // checks here are counts, so the tries' verdicts are fixed and the test is not itself timed.)
+  // check here is a count marked timed, so the tries' verdicts are fixed and the test is not itself timed.)
   void timedChallengesGetSeveralTries_data() {
     QTest::addColumn<bool>("timed");
     QTest::newRow("timed") << true;
@@ -275,9 +275,10 @@ class TestCli : public QObject {
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write(QByteArray("---\nid: reads\ntitle: Reads\nchapter: 1. A\n---\n# Reads\n\n```run\n"
                        "{\"lab\": \"syncs\", \"params\": {\"device\": \"cpu\", \"steps\": 40, \"repeats\": 1, \"copy_batches\": 1},\n"
-                       " \"challenge\": {\"text\": \"Read the loss 2 to 10 times\", \"timed\": ") +
+                       " \"challenge\": {\"text\": \"Read the loss 2 to 10 times\",\n"
+                       "   \"checks\": [{\"measurement\": \"loss reads\", \"at_least\": 2, \"at_most\": 10, \"timed\": ") +
             (timed ? "true" : "false") +
-            ",\n   \"checks\": [{\"measurement\": \"loss reads\", \"at_least\": 2, \"at_most\": 10}],\n"
+            "}],\n"
             "   \"examples\": {\"fails\": {\"read_every\": 1}, \"meets\": {\"read_every\": 10}}}}\n```\n");
     f.close();
     const Run check = cli({"lesson", "reads", "--check-challenges", "--json", "--lessons", dir.path()});

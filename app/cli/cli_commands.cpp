@@ -517,7 +517,7 @@ int checkChallenges(const course::Lesson& lesson, bool json, QTextStream& out) {
       const bool meets = std::string(which) == "meets";
       // A timed challenge's verdict is noisy: the right answer gets kTimedAttempts runs to meet it, and
       // the wrong answer must fail every one of as many -- a learner's second try must not pass it.
-      const int attempts = run.challenge->timed ? course::kTimedAttempts : 1;
+      const int attempts = run.challenge->timed() ? course::kTimedAttempts : 1;
       bool met = false;
       QJsonArray tries;
       for (int attempt = 1; attempt <= attempts; ++attempt) {

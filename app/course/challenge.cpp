@@ -28,8 +28,9 @@ QString ChallengeResult::report() const {
 }
 
 QString ChallengeResult::noiseNote() const {
-  if (!timed || met) return {};
-  return "This challenge is graded on a timing, and timings differ from run to run: if yours fell just short, run it again.";
+  const bool missedOnlyTimings = !met && std::all_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.met || c.check.timed; });
+  if (!missedOnlyTimings) return {};
+  return "What fell short is a timing, and timings differ from run to run: if yours fell just short, run it again.";
 }
 
 QString askedText(const ChallengeCheck& check, const std::string& unit) {
@@ -42,7 +43,6 @@ QString askedText(const ChallengeCheck& check, const std::string& unit) {
 ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measurement>& measured) {
   ChallengeResult out;
   out.text = challenge.text;
-  out.timed = challenge.timed;
   out.met = true;
   for (const ChallengeCheck& check : challenge.checks) {
     CheckResult r;

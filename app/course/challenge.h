@@ -26,8 +26,8 @@ struct ChallengeResult {
   QString text;  // the challenge's own words
   QVector<CheckResult> checks;
   bool met = false;  // every check met
-  bool timed = false;  // the challenge's: a timing decides it, so another run may decide otherwise
-  // For a timed challenge a run did not meet: that a run of the same settings may, and why. Empty otherwise.
+  // Where every check a run did not meet is a timing: that a run of the same settings may meet it, and
+  // why. Empty otherwise -- a count or a size is what it is, whatever the run.
   QString noiseNote() const;
   // The text, then one line per check (and the noise note).
   QString report() const;

@@ -85,9 +85,14 @@ QVector<ChallengeCheck> parseChecks(const QJsonValue& checks, const QString& whe
   for (const QJsonValue& cv : checks.toArray()) {
     if (!cv.isObject()) throw LessonError{line, QString("%1: each check must be an object (found %2)").arg(where, jsonType(cv))};
     const QJsonObject co = cv.toObject();
-    checkKeys(co, {"measurement", "at_least", "at_most"}, where + ": check", "measurement, at_least, at_most", line);
+    checkKeys(co, {"measurement", "at_least", "at_most", "timed"}, where + ": check", "measurement, at_least, at_most, timed", line);
     ChallengeCheck check;
     check.measurement = stringField(co, "measurement", where + ": check", line);
+    if (co.contains("timed")) {
+      const QJsonValue t = co.value("timed");
+      if (!t.isBool()) throw LessonError{line, QString("%1: check: \"timed\" must be true or false (found %2)").arg(where, jsonType(t))};
+      check.timed = t.toBool();
+    }
     if (check.measurement.isEmpty()) throw LessonError{line, where + ": a check without \"measurement\""};
     for (const auto& [key, bound] : {std::pair{"at_least", &check.atLeast}, std::pair{"at_most", &check.atMost}}) {
       const QJsonValue b = co.value(key);
@@ -108,13 +113,9 @@ Challenge parseChallenge(const QJsonValue& v, int line) {
   const QString where = "run block: challenge";
   if (!v.isObject()) throw LessonError{line, QString("%1 must be an object {\"text\": ..., \"checks\": [...]} (found %2)").arg(where, jsonType(v))};
   const QJsonObject o = v.toObject();
-  checkKeys(o, {"text", "checks", "examples", "timed"}, where, "text, checks, examples, timed", line);
+  checkKeys(o, {"text", "checks", "examples"}, where, "text, checks, examples", line);
   Challenge c;
   c.text = stringField(o, "text", where, line);
-  if (o.contains("timed")) {
-    if (!o.value("timed").isBool()) throw LessonError{line, QString("%1: \"timed\" must be true or false (found %2)").arg(where, jsonType(o.value("timed")))};
-    c.timed = o.value("timed").toBool();
-  }
   if (c.text.trimmed().isEmpty()) throw LessonError{line, where + ": missing \"text\" (what the learner is asked to do)"};
   c.checks = parseChecks(o.value("checks"), where, line);
   if (o.contains("examples")) {

@@ -8,6 +8,7 @@
 #include <QString>
 #include <QStringList>
 #include <QVector>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,10 @@ struct ChallengeCheck {
   QString measurement;  // a Measurement's name, as the lab sends it
   std::optional<double> atLeast, atMost;
   std::string unit;  // the measurement's, as the lab declares it (filled when the lesson loads)
+  // "timed": true -- the measurement is a timing (a speed, a share of a time), so one run's value is
+  // noisy: the player says a run it fell short in may be run again, and --check-challenges gives the
+  // challenge's examples kTimedAttempts runs each.
+  bool timed = false;
 };
 
 // A challenge's examples, so that its grading is tested (gpulab-cli lesson ID --check-challenges):
@@ -40,9 +45,8 @@ struct Challenge {
   QString text;
   QVector<ChallengeCheck> checks;
   std::optional<ChallengeExamples> examples;
-  // "timed": true -- a check rests on a timing, so one run's verdict is noisy: the player says a run
-  // that falls short may be run again, and --check-challenges gives each example kTimedAttempts runs.
-  bool timed = false;
+  // Whether a check is on a timing: one run's verdict is noisy.
+  bool timed() const { return std::any_of(checks.begin(), checks.end(), [](const ChallengeCheck& c) { return c.timed; }); }
 };
 
 // Runs of each example of a timed challenge: the right answer must meet it in one of them (as a
