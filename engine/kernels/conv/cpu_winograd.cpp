@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "engine/core/errors.h"
 #include "engine/runtime/cpu_features.h"
 
 #if defined(__x86_64__)
@@ -268,6 +269,14 @@ void transformOutputGradient(const float* dy, const Plan& p, float* dm, std::int
   gradientPoints(g00, g01, g10, g11, tiles, dm, pointStride);
 }
 
+namespace {
+
+[[noreturn]] void refuseGemm() {
+  throw Error("conv2d: the Winograd product kernel was called on a CPU without AVX2 and FMA (OpenBLAS runs the products there)");
+}
+
+}  // namespace
+
 #if defined(GPULAB_HAVE_WINOGRAD_GEMM)
 
 namespace {
@@ -328,6 +337,7 @@ bool gemmAvailable() { return cpuFeatures().avx2Fma(); }
 
 void gemm(std::int64_t rows, std::int64_t k, const float* a, const float* b, std::int64_t ldb, float* c, std::int64_t ldc,
           std::int64_t cols) {
+  if (!gemmAvailable()) refuseGemm();
   for (std::int64_t r0 = 0; r0 < rows; r0 += 6)
     byRows(std::min<std::int64_t>(6, rows - r0), [&](auto n) { gemmRows<decltype(n)::value>(a + r0 * k, k, b, ldb, c + r0 * ldc, ldc, cols); });
 }
@@ -335,7 +345,7 @@ void gemm(std::int64_t rows, std::int64_t k, const float* a, const float* b, std
 #else  // not x86-64: OpenBLAS for the products
 
 bool gemmAvailable() { return false; }
-void gemm(std::int64_t, std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t, std::int64_t) {}
+void gemm(std::int64_t, std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t, std::int64_t) { refuseGemm(); }
 
 #endif
 
