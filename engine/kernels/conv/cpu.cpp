@@ -231,14 +231,18 @@ bool fewTaps(const ConvDims& d) {
 // How many parts the threads cut the chunks into: each part needs its own scratch.
 int chunkParts(const ConvDims& d) { return parallelParts(d.chunks, 1); }
 
-// The batch's chunks of samples over the engine's threads: body(part, n0, count) for each chunk of
-// `count` samples from sample n0, a part's chunks in order, chunkParts(d) parts.
+// The batch's `chunks` chunks of `chunk` samples over the engine's threads: body(part, n0, count) for
+// each chunk of `count` samples from sample n0, a part's chunks in order, parallelParts(chunks, 1)
+// parts. (im2col's chunks, ConvDims; Winograd's, WinogradChunks.)
+template <class F>
+void forEachChunk(std::int64_t chunk, std::int64_t chunks, std::int64_t batch, F body) {
+  parallelFor(chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t n0 = c0 * chunk; n0 < std::min(batch, c1 * chunk); n0 += chunk) body(part, n0, std::min(chunk, batch - n0));
+  });
+}
 template <class F>
 void forEachChunk(const ConvDims& d, std::int64_t batch, F body) {
-  parallelFor(d.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t n0 = c0 * d.chunk; n0 < std::min(batch, c1 * d.chunk); n0 += d.chunk)
-      body(part, n0, std::min(d.chunk, batch - n0));
-  });
+  forEachChunk(d.chunk, d.chunks, batch, body);
 }
 
 // `perPart` values of scratch for each of `parts` parts, from one workspace.
@@ -302,18 +306,6 @@ WinogradChunks winogradChunks(const conv_winograd::Plan& p, std::int64_t batch) 
   return {chunk, chunks, chunk * tiles, parallelParts(chunks, 1)};
 }
 
-// body(part, n0, count, ld) for each chunk of `count` samples from n0, over the engine's threads; ld:
-// the columns of that chunk's matrices, count * tiles.
-template <class F>
-void forEachWinogradChunk(const WinogradChunks& c, const conv_winograd::Plan& p, std::int64_t batch, F body) {
-  parallelFor(c.chunks, 1, [&](int part, std::int64_t c0, std::int64_t c1) {
-    for (std::int64_t n0 = c0 * c.chunk; n0 < std::min(batch, c1 * c.chunk); n0 += c.chunk) {
-      const std::int64_t count = std::min(c.chunk, batch - n0);
-      body(part, n0, count, count * p.tiles());
-    }
-  });
-}
-
 // A chunk's transformed inputs: v[xi * channels * ld + c * ld + i * tiles + t] for its samples i, from
 // x's planes of group g (x has xChannels channels a sample).
 void winogradInputs(const float* x, std::int64_t xChannels, std::int64_t g, std::int64_t n0, std::int64_t count, std::int64_t ld,
@@ -345,7 +337,8 @@ void winogradConvolve(const float* x, std::int64_t xChannels, const float* w, bo
   const PartScratch<float> vs(kPoints * p.channels * c.columns + p.inputScratch(), c.parts, device);
   const PartScratch<float> ms(kPoints * p.filters * c.columns + p.outputScratch(), c.parts, device);
   const std::int64_t plane = p.outH * p.outW;
-  forEachWinogradChunk(c, p, batch, [&](int part, std::int64_t n0, std::int64_t count, std::int64_t ld) {
+  forEachChunk(c.chunk, c.chunks, batch, [&](int part, std::int64_t n0, std::int64_t count) {
+    const std::int64_t ld = count * p.tiles();  // the columns of this chunk's matrices
     float* v = vs.of(part);
     float* m = ms.of(part);
     for (std::int64_t g = 0; g < groups; ++g) {
@@ -378,7 +371,8 @@ void winogradWeightGradient(float* gw, const float* go, const float* x, const Co
   const PartScratch<float> ms(kPoints * p.filters * c.columns + p.outputScratch(), c.parts, device);
   std::fill(dus.of(0), dus.of(0) + filterPoints * s.groups * c.parts, 0.0f);
   const std::int64_t plane = p.outH * p.outW;
-  forEachWinogradChunk(c, p, s.batch, [&](int part, std::int64_t n0, std::int64_t count, std::int64_t ld) {
+  forEachChunk(c.chunk, c.chunks, s.batch, [&](int part, std::int64_t n0, std::int64_t count) {
+    const std::int64_t ld = count * p.tiles();  // the columns of this chunk's matrices
     float* v = vs.of(part);
     float* dm = ms.of(part);
     for (std::int64_t g = 0; g < s.groups; ++g) {
