@@ -2,7 +2,7 @@
 // no-grad evaluation saves.
 #include "engine/autograd/grad.h"
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/memory/memory_events.h"
 #include "engine/nn/layers.h"
 #include "test_util.h"

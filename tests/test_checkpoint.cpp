@@ -6,11 +6,11 @@
 #include <cstring>
 #include <optional>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/autograd/checkpoint.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/memory/memory_events.h"
 #include "engine/nn/layers.h"
 #include "engine/runtime/emulated_gpu.h"

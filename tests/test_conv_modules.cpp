@@ -6,7 +6,7 @@
 #include <limits>
 #include <optional>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/core/errors.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"

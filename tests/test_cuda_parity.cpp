@@ -32,8 +32,9 @@
 #include <limits>
 
 #include "engine/kernels/backend.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "op_cases.h"

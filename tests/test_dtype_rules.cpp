@@ -4,7 +4,7 @@
 // mismatched dtypes, GradScaler scales in float32, fill_ refuses values a dtype cannot hold, an int64
 // tensor with a fractional scalar computes in float32. The PyTorch behaviour each test asserts was
 // checked with Debian's PyTorch 1.13 (/usr/bin/python3), as the comments say.
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/amp/grad_scaler.h"
 #include "engine/core/errors.h"
 #include "engine/core/half.h"

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/cuda_runtime.h"

@@ -14,6 +14,7 @@
 #include "engine/core/dispatch.h"
 #include "engine/core/errors.h"
 #include "engine/kernels/backend.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/emulated_gpu.h"

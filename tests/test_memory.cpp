@@ -10,7 +10,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
 #include "engine/data/dataloader.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "fake_arena.h"
 #include "lab_runner.h"

@@ -1,4 +1,4 @@
-// Memory snapshots in PyTorch's format (engine/memory/memory_snapshot.h): the pickle writer against
+// Memory snapshots in PyTorch's format (engine/runtime/memory_snapshot.h): the pickle writer against
 // the bytes Python's pickle writes, the snapshot's segments, blocks and trace after a known sequence
 // of allocations, frees and an out-of-memory error (over a fake arena, on the CPU under a budget and
 // on the emulated GPU), the atomic write, and -- where /usr/bin/python3 has torch -- that pickle.load
@@ -17,8 +17,8 @@
 #include <optional>
 
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
-#include "engine/memory/memory_snapshot.h"
+#include "engine/runtime/device_memory.h"
+#include "engine/runtime/memory_snapshot.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "fake_arena.h"

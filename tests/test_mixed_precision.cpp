@@ -4,7 +4,7 @@
 // tests/test_grad_scaler.cpp.
 #include <thread>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/core/errors.h"
 #include "engine/core/half.h"
 #include "engine/kernels/cpu_convert.h"

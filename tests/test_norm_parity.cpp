@@ -23,7 +23,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
 #include "engine/nn/layers.h"

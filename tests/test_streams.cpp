@@ -9,7 +9,7 @@
 #include "engine/core/errors.h"
 #include "engine/data/device_prefetcher.h"
 #include "engine/memory/caching_allocator.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_gpu.h"

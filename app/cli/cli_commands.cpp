@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <unistd.h>
 
-#include "engine/memory/memory.h"
-#include "engine/memory/memory_snapshot.h"
+#include "engine/runtime/device_memory.h"
+#include "engine/runtime/memory_snapshot.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/runtime/blas_kernels.h"

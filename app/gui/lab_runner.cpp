@@ -8,7 +8,7 @@
 
 #include "app/course/python_lab.h"
 #include "engine/core/errors.h"
-#include "engine/memory/memory_snapshot.h"
+#include "engine/runtime/memory_snapshot.h"
 #include "lessons/labs/labs.h"
 
 namespace gpulab::app {

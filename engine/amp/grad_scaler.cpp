@@ -10,6 +10,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
 #include "engine/kernels/backend.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/ops/ops.h"
 
 namespace gpulab::amp {

@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 
-#include "engine/amp/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
@@ -93,8 +92,8 @@ class RecomputeScope {
       : gradWas_(isGradEnabled()),
         replay_(replay.has_value()),
         rngWas_(rngState(defaultGenerator())),
-        cpuAutocast_(DeviceType::CPU, autocast[0].dtype, autocast[0].enabled),
-        cudaAutocast_(DeviceType::CUDA, autocast[1].dtype, autocast[1].enabled) {
+        cpuAutocast_(DeviceType::CPU, autocast[autocastSlot(DeviceType::CPU)]),
+        cudaAutocast_(DeviceType::CUDA, autocast[autocastSlot(DeviceType::CUDA)]) {
     setGradEnabled(true);
     if (replay_) setRngState(defaultGenerator(), *replay);
   }
@@ -108,7 +107,7 @@ class RecomputeScope {
  private:
   bool gradWas_, replay_;
   RngState rngWas_;
-  amp::AutocastGuard cpuAutocast_, cudaAutocast_;
+  AutocastStateGuard cpuAutocast_, cudaAutocast_;
   MemoryCategoryScope tag_{MemoryCategory::Activation};
 };
 

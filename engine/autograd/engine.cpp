@@ -10,8 +10,9 @@
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
-#include "engine/ops/ops.h"
 #include "engine/profiler/profiler.h"
+#include "engine/runtime/device_runtime.h"
+#include "engine/kernels/backend.h"
 
 namespace gpulab {
 namespace {
@@ -210,7 +211,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     Tensor g = gradOutputs[i];
     if (!g.defined()) {
       if (outputs[i].numel() != 1) throw Error("grad can be implicitly created only for scalar outputs");
-      g = ones(outputs[i].sizes(), {.dtype = outputs[i].dtype(), .device = outputs[i].device()});
+      g = Tensor::empty(outputs[i].sizes(), outputs[i].dtype(), outputs[i].device());
+      backendFor(g.device()).fill(g, 1.0);
     } else if (g.sizes() != outputs[i].sizes()) {
       throw Error("Mismatch in shape: grad_output[" + std::to_string(i) + "] has a shape of torch.Size(" + shapeStr(g.sizes()) +
                   ") and output[" + std::to_string(i) + "] has a shape of torch.Size(" + shapeStr(outputs[i].sizes()) + ").");

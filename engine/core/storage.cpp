@@ -1,15 +1,15 @@
 #include "engine/core/storage.h"
 
-#include "engine/memory/memory.h"
-#include "engine/runtime/stream.h"
+#include "engine/core/allocator.h"
 
 namespace gpulab {
 
-Storage::Storage(std::size_t bytes, Device device, bool pinned)
-    : bytes_(bytes), device_(device), pinned_(pinned), allocator_(pinned ? &pinnedAllocator() : &allocatorFor(device)) {
+Storage::Storage(std::size_t bytes, Device device, bool pinned) : bytes_(bytes), device_(device), pinned_(pinned) {
   // A block is handed out for the stream that is current for its device: CUDA's rule that memory is
   // reused without synchronisation only on the stream it was freed on.
-  data_ = allocator_->allocate(bytes, device.isCuda() && !pinned ? currentStreamId(device) : 0);
+  const TensorAllocation source = tensorAllocationFor(device, pinned);
+  allocator_ = source.allocator;
+  data_ = allocator_->allocate(bytes, source.stream);
 }
 
 Storage::~Storage() {

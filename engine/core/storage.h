@@ -1,6 +1,7 @@
 #pragma once
 // Bytes owned by one tensor storage: taken from the device's caching allocator (or the pinned host
-// allocator) and returned to it when the last view of the storage dies.
+// allocator), as the runtime chooses it (engine/core/allocator.h), and returned to it when the last
+// view of the storage dies.
 #include <cstddef>
 #include <memory>
 
@@ -8,7 +9,7 @@
 
 namespace gpulab {
 
-class CachingAllocator;
+class Allocator;
 
 class Storage {
  public:
@@ -40,7 +41,7 @@ class Storage {
   std::size_t bytes_ = 0;
   Device device_;
   bool pinned_ = false;
-  CachingAllocator* allocator_ = nullptr;
+  Allocator* allocator_ = nullptr;
   std::shared_ptr<void> external_;  // what keeps external() memory alive
 };
 

@@ -176,6 +176,7 @@ class Backend {
 };
 
 Backend& cpuBackend();
-Backend& backendFor(Device device);  // throws when the device's backend is not built or not usable
+// backendFor(device), which maps a device to its runtime's backend, is the runtime's
+// (engine/runtime/device_runtime.h).
 
 }  // namespace gpulab

@@ -1,6 +1,6 @@
 #include "engine/kernels/cpu_convert.h"
 
-#include "engine/runtime/cpu_features.h"
+#include "engine/core/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -449,7 +449,7 @@ void CachingAllocator::throwOutOfMemory(std::size_t rounded) {
   ++stats_.num_ooms;
   {
     // The event's address carries the bytes the cap (or the device) left free, as PyTorch's OOM trace
-    // entry carries device_free in its address (see the header and engine/memory/memory_snapshot.h).
+    // entry carries device_free in its address (see the header and engine/runtime/memory_snapshot.h).
     const std::optional<std::int64_t> capBytes = capLocked();
     const std::int64_t freeBytes = capBytes ? std::max<std::int64_t>(0, *capBytes - stats_.reserved_bytes.current) : raw_->capacity().free;
     publish(MemoryEventKind::OutOfMemory, static_cast<std::int64_t>(rounded), reinterpret_cast<const void*>(static_cast<std::uintptr_t>(freeBytes)), 0,

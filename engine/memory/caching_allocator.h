@@ -44,6 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/core/allocator.h"
 #include "engine/core/device.h"
 #include "engine/memory/memory_events.h"
 #include "engine/memory/raw_allocator.h"
@@ -65,7 +66,7 @@ struct MemoryStats {
 };
 
 // A read-only view of one segment and its blocks, as the allocator holds them (for memory snapshots:
-// engine/memory/memory_snapshot.h).
+// engine/runtime/memory_snapshot.h).
 struct AllocatorBlockInfo {
   std::uintptr_t address = 0;
   std::int64_t size = 0;            // the block's (rounded) size
@@ -81,7 +82,7 @@ struct AllocatorSegmentInfo {
   std::vector<AllocatorBlockInfo> blocks;  // in address order; their sizes add up to total_size
 };
 
-class CachingAllocator {
+class CachingAllocator final : public Allocator {
  public:
   static constexpr std::size_t kMinBlockSize = 512;
   static constexpr std::size_t kSmallSize = 1 << 20;        // largest request of the small pool
@@ -96,9 +97,9 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // Never returns nullptr: throws OutOfMemoryError.
-  void* allocate(std::size_t bytes, std::uintptr_t stream = 0);
+  void* allocate(std::size_t bytes, std::uintptr_t stream = 0) override;
   // Returns a block from allocate() to the cache; throws Error for a pointer it did not hand out.
-  void free(void* ptr);
+  void free(void* ptr) override;
   // Releases every wholly free cached segment to the system; returns the bytes released.
   std::int64_t emptyCache();
   // Tensor.record_stream(stream): the block at `ptr` is also used by work on `stream`. When it is

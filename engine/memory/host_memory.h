@@ -1,6 +1,6 @@
 #pragma once
 // The host's memory, and the one budget every allocator over it shares: the CPU device's
-// (engine/memory/memory.cpp) and the emulated GPU's (engine/runtime/emulated_gpu.cpp), whose memory is
+// (engine/runtime/device_memory.cpp) and the emulated GPU's (engine/runtime/emulated_gpu.cpp), whose memory is
 // host memory too. Below both, so neither reaches into the other for it.
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +18,7 @@ MemoryCapacity hostMemoryCapacity();
 void* allocateHostSegment(std::size_t bytes);
 void freeHostSegment(void* ptr, std::size_t bytes);
 std::int64_t hostSegmentBytesLeft();
-// The budget itself, fixed at first use (torch-style: cpu_default_memory_budget() in memory.h).
+// The budget itself, fixed at first use (torch-style: cpu_default_memory_budget() in engine/runtime/device_memory.h).
 std::int64_t hostBudgetBytes();
 
 }  // namespace gpulab

@@ -11,7 +11,7 @@
 //   adaptive    OH = output_size
 #include <algorithm>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_util.h"
 #include "engine/profiler/profiler.h"
 

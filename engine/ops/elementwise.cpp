@@ -2,7 +2,7 @@
 // is in engine/kernels/functors.h, shared by the CPU and CUDA backends.
 #include <cmath>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
 #include "engine/profiler/profiler.h"

@@ -2,7 +2,7 @@
 // are passed to GEMM as transpose flags, so w.t() and the backward's transposes never copy. Both
 // operands have one floating dtype (the result's); under autocast they are cast to the region's
 // dtype first -- the GEMMs are what mixed precision speeds up.
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/op_util.h"
 #include "engine/profiler/profiler.h"

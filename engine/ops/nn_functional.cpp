@@ -1,7 +1,7 @@
 // torch.nn.functional: softmax, losses and dropout, each a fused kernel pair (forward, backward).
 // Reduction::None is composed from differentiable ops instead (one loss per element or per sample
 // is plain elementwise math), so it needs no kernels of its own and runs wherever those ops do.
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_util.h"
 
 #include "engine/core/number_format.h"

@@ -5,6 +5,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/kernels/backend.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/core/errors.h"
 #include "engine/ops/ops.h"
 

@@ -1,7 +1,7 @@
 // Reductions: the input is viewed as (outer, k, inner) around the reduced dimension, so one kernel
 // covers "all elements" (outer = inner = 1), rows, columns and any middle dimension.
 #include "engine/autograd/grad_mode.h"
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/ops/op_util.h"
 #include "engine/profiler/profiler.h"
 

@@ -4,6 +4,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/kernels/backend.h"
+#include "engine/runtime/device_runtime.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/memory/memory_events.h"

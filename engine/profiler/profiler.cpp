@@ -21,7 +21,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/core/tensor.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/stream.h"

@@ -9,7 +9,7 @@
 // right kernels without knowing the variable exists.
 #include <string>
 
-#include "engine/runtime/cpu_features.h"
+#include "engine/core/cpu_features.h"
 
 namespace gpulab {
 

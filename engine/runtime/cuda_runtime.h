@@ -116,9 +116,9 @@ std::vector<DeviceChoice> availableDevices();
 
 CachingAllocator& deviceAllocator(int index);
 CachingAllocator& pinnedHostAllocator();
-// The driver's view of a GPU's memory through NVML, loaded at run time (see memory.h).
+// The driver's view of a GPU's memory through NVML, loaded at run time (see device_memory.h).
 DriverMemoryInfo driverMemoryInfo(int index);
-// nvidia-smi's numbers for a GPU (see memory.h).
+// nvidia-smi's numbers for a GPU (see device_memory.h).
 DeviceTelemetry deviceTelemetry(int index);
 
 // Copies `bytes` between any two devices, ordered on the current stream of the GPU side (see the

@@ -24,7 +24,7 @@
 #include "engine/kernels/cuda/cuda_check.h"
 #include "engine/kernels/cuda/cuda_context.h"
 #include "engine/memory/host_memory.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/core/errors.h"
 #include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"

@@ -7,7 +7,7 @@
 #include "engine/core/errors.h"
 #include "engine/kernels/backend.h"
 #include "engine/kernels/cpu_backend.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_graph.h"
 
 namespace gpulab::cuda {

@@ -135,3 +135,9 @@ DeviceRuntime* emulatedGpuRuntime();
 [[noreturn]] void refuseModuleDevice(Device device);
 
 }  // namespace gpulab::cuda
+
+namespace gpulab {
+// The kernels that run on `device`: the CPU backend, or its runtime's. Throws when the device's
+// backend is not built or not usable.
+Backend& backendFor(Device device);
+}  // namespace gpulab

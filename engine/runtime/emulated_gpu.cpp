@@ -22,7 +22,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/memory/host_memory.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/emulated_streams.h"
 #include "engine/runtime/stream.h"

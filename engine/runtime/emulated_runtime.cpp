@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/emulated_streams.h"

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 
+#include "engine/core/device.h"
 #include "engine/core/dtype.h"
 #include "engine/core/tensor.h"
 
@@ -42,6 +43,25 @@ struct ExecutionContext {
 
 // This thread's context.
 ExecutionContext& executionContext();
+
+// The slot of ExecutionContext::autocast for a device type.
+constexpr std::size_t autocastSlot(DeviceType t) { return t == DeviceType::CPU ? 0 : 1; }
+
+// RAII: sets this thread's autocast state for a device type and restores it, and counts the region
+// (leaving the outermost one drops the cast cache). The mechanics under torch.autocast
+// (engine/ops/autocast.h, which checks the dtype) and under a checkpoint's recompute, which re-enters
+// the state its forward ran in (engine/autograd/checkpoint.cpp).
+class AutocastStateGuard {
+ public:
+  AutocastStateGuard(DeviceType deviceType, AutocastState state);
+  ~AutocastStateGuard();
+  AutocastStateGuard(const AutocastStateGuard&) = delete;
+  AutocastStateGuard& operator=(const AutocastStateGuard&) = delete;
+
+ private:
+  DeviceType deviceType_;
+  AutocastState previous_;
+};
 
 // RAII: makes cuda:index the current CUDA device of this thread (torch.cuda.device(index)).
 class CudaDeviceGuard {

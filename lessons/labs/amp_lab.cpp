@@ -25,13 +25,13 @@
 #include <optional>
 #include <sstream>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/amp/grad_scaler.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/memory/memory_events.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"

@@ -34,7 +34,7 @@
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/data/dataloader.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
 #include "lessons/labs/training.h"

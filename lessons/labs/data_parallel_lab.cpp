@@ -30,7 +30,7 @@
 #include "engine/core/number_format.h"
 #include "engine/data/dataset.h"
 #include "engine/distributed/distributed.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/cuda_runtime.h"

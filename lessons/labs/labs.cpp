@@ -1,7 +1,7 @@
 #include "lessons/labs/labs.h"
 
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
 // GPULAB_BUILTIN_LABS(X): X(Class) for each lab of the course's one list (lessons/CMakeLists.txt).

@@ -43,7 +43,7 @@
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
 #include "engine/memory/caching_allocator.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/ops/ops.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/stream.h"

@@ -14,7 +14,7 @@
 #include "engine/data/dataloader.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/memory/host_memory.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/memory/memory_events.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"

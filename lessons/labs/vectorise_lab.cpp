@@ -23,7 +23,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/core/number_format.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/ops/ops.h"
 #include "lessons/labs/repeated_timing.h"
 #include "lessons/labs/training.h"

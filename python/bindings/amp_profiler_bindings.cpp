@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/amp/grad_scaler.h"
 #include "engine/optim/optimizer.h"
 #include "engine/profiler/profiler.h"

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 
 namespace {
 

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 #include "engine/amp/grad_scaler.h"
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "engine/core/errors.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/nn/layers.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/optimizer.h"

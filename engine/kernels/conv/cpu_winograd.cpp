@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "engine/core/errors.h"
-#include "engine/runtime/cpu_features.h"
+#include "engine/core/cpu_features.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -7,7 +7,7 @@
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
 #include "engine/kernels/cpu_backend.h"
-#include "engine/runtime/cpu_features.h"
+#include "engine/core/cpu_features.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

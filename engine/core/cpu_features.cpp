@@ -1,4 +1,4 @@
-#include "engine/runtime/cpu_features.h"
+#include "engine/core/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -2,7 +2,8 @@
 // GPU Lab's memory API, with torch.cuda's names: one caching allocator per device (the CPU and the
 // emulated GPU included, so the memory lessons run on a machine without a GPU), statistics,
 // empty_cache, a per-process memory fraction, an emulated CPU memory budget, and the driver's own
-// view (NVML).
+// view (NVML). It finds each device's allocator through the device's runtime, so it lives in the
+// runtime layer, above the allocators themselves (engine/memory).
 #include <cstdint>
 #include <optional>
 #include <string>

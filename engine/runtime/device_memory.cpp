@@ -1,4 +1,4 @@
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 
 #include <algorithm>
 
@@ -6,6 +6,7 @@
 #include "engine/memory/host_memory.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab {
 namespace {
@@ -19,6 +20,16 @@ class CpuRawAllocator final : public RawAllocator {
   std::string kindName() const override { return "CPU"; }
   std::string deviceName() const override { return "CPU"; }
 };
+
+// What a new tensor's Storage asks for (engine/core/allocator.h): the device's allocator and its
+// current stream, once the device is known to be usable. Installed when the engine loads.
+TensorAllocation tensorAllocation(Device device, bool pinned) {
+  if (pinned) return {&pinnedAllocator(), 0};
+  if (!device.isCuda()) return {&allocatorFor(device), 0};
+  cuda::checkDeviceUsable(device);
+  return {&allocatorFor(device), currentStreamId(device)};
+}
+[[maybe_unused]] const bool tensorAllocationInstalled = (setTensorAllocationSource(&tensorAllocation), true);
 
 }  // namespace
 

@@ -25,6 +25,7 @@
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
 #include "engine/core/tensor.h"
+#include "engine/runtime/execution_context.h"
 
 namespace gpulab::amp {
 
@@ -42,7 +43,6 @@ class AutocastGuard {
   // region (torch.autocast(..., enabled=False)).
   AutocastGuard(DeviceType deviceType, DType dtype, bool enabled = true);
   explicit AutocastGuard(DeviceType deviceType) : AutocastGuard(deviceType, defaultDtype(deviceType)) {}
-  ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
@@ -50,9 +50,7 @@ class AutocastGuard {
   static DType defaultDtype(DeviceType deviceType);
 
  private:
-  DeviceType deviceType_;
-  bool previousEnabled_;
-  DType previousDtype_;
+  AutocastStateGuard state_;
 };
 
 bool is_autocast_enabled(DeviceType deviceType);

@@ -1,5 +1,5 @@
 // Autocast's state (per thread, in the execution context), its op policy and its cast cache.
-#include "engine/amp/autocast.h"
+#include "engine/ops/autocast.h"
 
 #include <array>
 #include <string_view>
@@ -12,7 +12,14 @@ namespace gpulab::amp {
 
 namespace {
 
-constexpr std::size_t slotOf(DeviceType t) { return t == DeviceType::CPU ? 0 : 1; }
+
+AutocastState checkedState(DType dtype, bool enabled) {
+  if (enabled && !isReducedPrecision(dtype)) {
+    throw ValueError("autocast: dtype must be float16 or bfloat16, got " + dtypeName(dtype) +
+                     " (outside an autocast region ops already run in float32)");
+  }
+  return {enabled, dtype};
+}
 
 template <std::size_t N>
 bool listed(const std::array<std::string_view, N>& list, std::string_view op) {
@@ -58,32 +65,12 @@ CastPolicy castPolicy(DeviceType deviceType, const char* op) {
 
 DType AutocastGuard::defaultDtype(DeviceType deviceType) { return deviceType == DeviceType::CPU ? kBFloat16 : kFloat16; }
 
-AutocastGuard::AutocastGuard(DeviceType deviceType, DType dtype, bool enabled) : deviceType_(deviceType) {
-  if (enabled && !isReducedPrecision(dtype)) {
-    throw ValueError("autocast: dtype must be float16 or bfloat16, got " + dtypeName(dtype) +
-                     " (outside an autocast region ops already run in float32)");
-  }
-  ExecutionContext& ctx = executionContext();
-  AutocastState& state = ctx.autocast[slotOf(deviceType)];
-  previousEnabled_ = state.enabled;
-  previousDtype_ = state.dtype;
-  state.enabled = enabled;
-  if (enabled) state.dtype = dtype;
-  ++ctx.autocastNesting;
-}
+AutocastGuard::AutocastGuard(DeviceType deviceType, DType dtype, bool enabled)
+    : state_(deviceType, checkedState(dtype, enabled)) {}
 
-AutocastGuard::~AutocastGuard() {
-  ExecutionContext& ctx = executionContext();
-  AutocastState& state = ctx.autocast[slotOf(deviceType_)];
-  state.enabled = previousEnabled_;
-  state.dtype = previousDtype_;
-  // Leaving the outermost region drops the cached weight casts (the weights change at the next step).
-  if (--ctx.autocastNesting == 0) ctx.castCache.clear();
-}
+bool is_autocast_enabled(DeviceType deviceType) { return executionContext().autocast[autocastSlot(deviceType)].enabled; }
 
-bool is_autocast_enabled(DeviceType deviceType) { return executionContext().autocast[slotOf(deviceType)].enabled; }
-
-DType get_autocast_dtype(DeviceType deviceType) { return executionContext().autocast[slotOf(deviceType)].dtype; }
+DType get_autocast_dtype(DeviceType deviceType) { return executionContext().autocast[autocastSlot(deviceType)].dtype; }
 
 void autocast(const char* op, std::initializer_list<Tensor*> inputs) {
   const Tensor* first = nullptr;
@@ -94,7 +81,7 @@ void autocast(const char* op, std::initializer_list<Tensor*> inputs) {
     }
   if (!first) return;
   const DeviceType deviceType = first->device().type();
-  const AutocastState& state = executionContext().autocast[slotOf(deviceType)];
+  const AutocastState& state = executionContext().autocast[autocastSlot(deviceType)];
   if (!state.enabled) return;
   switch (castPolicy(deviceType, op)) {
     case CastPolicy::LowerPrecision:

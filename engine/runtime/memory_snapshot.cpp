@@ -1,4 +1,4 @@
-#include "engine/memory/memory_snapshot.h"
+#include "engine/runtime/memory_snapshot.h"
 
 #include "engine/core/atomic_file.h"
 
@@ -15,7 +15,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
-#include "engine/memory/memory.h"
+#include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""The engine's layers refuse an include that climbs (engine/CMakeLists.txt).
+
+Each layer's files compile against an include directory holding only its own folder and those of
+the layers below it that it uses. This checks both halves of that promise, against the build's own
+include directories:
+  - every header of every layer compiles on its own with only its layer's directory (so a header
+    that climbs fails here even when no file of its layer includes it yet);
+  - in every layer, an include of each layer it may not use fails with "No such file or directory"
+    (so the check itself cannot quietly pass, say if the whole source tree came onto the path).
+The CUDA module's files (engine/kernels/cuda/, *.cu) are above every layer and are not checked.
+"""
+import argparse
+import concurrent.futures
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def compile_probe(compiler, defines, include_root, header, workdir):
+    """Compiles a file that includes only `header` (engine/<layer>/<name>.h); returns (ok, output)."""
+    fd, probe = tempfile.mkstemp(suffix=".cpp", dir=workdir)
+    with os.fdopen(fd, "w") as f:
+        f.write('#include "%s"\n' % header)
+    try:
+        r = subprocess.run([compiler, "-std=c++20", "-fsyntax-only"] + ["-D" + d for d in defines] + ["-I", include_root, probe],
+                           capture_output=True, text=True)
+        return r.returncode == 0, r.stderr
+    finally:
+        os.unlink(probe)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--layers", required=True, help="the build's engine/engine-layers directory")
+    ap.add_argument("--engine", required=True, help="the source tree's engine/ directory")
+    ap.add_argument("--define", action="append", default=[], help="a definition the engine is built with")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+
+    layers = sorted(os.listdir(args.layers))
+    if len(layers) < 2:
+        sys.exit("no engine layers under %s: was the engine configured with its layers?" % args.layers)
+    visible = {l: set(os.listdir(os.path.join(args.layers, l, "engine"))) for l in layers}
+
+    def headers_of(layer):
+        out = []
+        for dirpath, dirnames, filenames in os.walk(os.path.join(args.engine, layer)):
+            dirnames[:] = [d for d in dirnames if d != "cuda"]  # the CUDA module's
+            for name in sorted(filenames):
+                if name.endswith(".h"):
+                    rel = os.path.relpath(os.path.join(dirpath, name), args.engine)
+                    out.append("engine/" + rel.replace(os.sep, "/"))
+        return out
+
+    jobs = []  # (layer, header, must compile)
+    for layer in layers:
+        for header in headers_of(layer):
+            jobs.append((layer, header, True))
+        for other in layers:
+            if other not in visible[layer]:
+                first = headers_of(other)
+                if first:
+                    jobs.append((layer, first[0], False))
+
+    failures = []
+    with tempfile.TemporaryDirectory() as workdir, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        results = pool.map(lambda j: (j, compile_probe(args.compiler, args.define, os.path.join(args.layers, j[0]), j[1], workdir)), jobs)
+        for (layer, header, must_compile), (ok, output) in results:
+            if must_compile and not ok:
+                failures.append("%s: %s does not compile with only the layers below it:\n%s" % (layer, header, output.strip()))
+            elif not must_compile and ok:
+                failures.append("%s: an include of %s compiled, but %s may not use that layer" % (layer, header, layer))
+            elif not must_compile and "No such file or directory" not in output:
+                failures.append("%s: an include of %s failed, but not for want of the file:\n%s" % (layer, header, output.strip()))
+    checked = sum(1 for j in jobs if j[2])
+    refused = len(jobs) - checked
+    print("%d layers; %d headers compiled with their own layer's includes; %d climbing includes refused"
+          % (len(layers), checked, refused))
+    for f in failures:
+        print("FAIL " + f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
