@@ -234,15 +234,23 @@ class TestNotebookKernel : public QObject {
       if (text.contains("Destroyed while process")) ++outlived;
       previous(type, context, text);
     });
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
     for (int round = 0; round < 3; ++round) {
       auto* k = new KernelProcess;
       Recorder r(*k);
       QSignalSpy started(k, &KernelProcess::started);
       k->start(false);
-      // A GiB of touched memory: its release keeps the process alive a moment after the kill.
-      k->run("busy", "held = b'x' * (1 << 30)\nprint('x' * 100000)\nwhile True:\n    pass");
+      // The cell ignores Stop's SIGINT, so shutdown's wait runs out and it kills the process; a GiB of
+      // touched memory, released as the process dies, keeps it alive a moment after the kill. The
+      // cell says when it holds the memory (a file): killed before, a process ends at once.
+      const QString holding = dir.filePath(QString("holding-%1").arg(round));
+      k->run("busy", QString("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nheld = b'x' * (1 << 30)\n"
+                             "open('%1', 'w').close()\nprint('x' * 100000)\nwhile True:\n    pass")
+                         .arg(holding));  // a temporary path: no quotes in it
       QVERIFY(QTest::qWaitFor([&] { return started.count() > 0; }, 30000));
-      QTest::qWait(200);  // output is waiting to be read
+      QVERIFY(QTest::qWaitFor([&] { return QFileInfo::exists(holding); }, 30000));
+      QTest::qWait(100);  // output is waiting to be read
       k->setKillWaitMs(0);
       const qint64 pid = k->processId();
       delete k;
