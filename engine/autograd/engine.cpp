@@ -7,6 +7,7 @@
 
 #include "engine/autograd/grad.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/gradient_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
@@ -23,6 +24,17 @@ bool isGradEnabled() { return gGradEnabled; }
 void setGradEnabled(bool enabled) { gGradEnabled = enabled; }
 
 namespace autograd {
+
+namespace {
+GradientOps installedGradientOps;
+}  // namespace
+
+void installGradientOps(const GradientOps& ops) { installedGradientOps = ops; }
+
+const GradientOps& gradientOps() {
+  if (!installedGradientOps.add) throw Error("autograd: no gradient ops are installed (the engine's ops layer installs them when it loads)");
+  return installedGradientOps;
+}
 
 Node::~Node() {
   // By the time this runs a FunctionNode has already destroyed its saved tensors, while `next` still
@@ -67,7 +79,8 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
   if (!leaf || !gradOutput.defined()) return {};
   NoGradGuard noGrad;
   // .grad has the leaf's dtype, whatever dtype the gradient was computed in.
-  const Tensor g = gradOutput.dtype() == leaf->dtype ? gradOutput : gradOutput.to(leaf->dtype);
+  const GradientOps& ops = gradientOps();
+  const Tensor g = gradOutput.dtype() == leaf->dtype ? gradOutput : ops.cast(gradOutput, leaf->dtype);
   if (!leaf->grad) {
     // PyTorch's AccumulateGrad steals the incoming gradient when nothing else can see it: only the
     // engine and `g` above hold it (not another branch of the graph, not the caller's
@@ -79,10 +92,10 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
                            in.storage->bytes() == static_cast<std::size_t>(gradOutput.numel()) * elementSize(gradOutput.dtype());
     if (!g.sameAs(gradOutput)) leaf->grad = g.detach().implPtr();  // converted to the leaf's dtype: already private
     else if (stealable) leaf->grad = gradOutput.implPtr();
-    else leaf->grad = gradOutput.detach().clone().implPtr();
+    else leaf->grad = ops.clone(gradOutput.detach()).implPtr();
   } else {
     Tensor existing(leaf->grad);
-    existing.copy_(existing + g);  // gradients accumulate across backward calls
+    ops.copyInto(existing, ops.add(existing, g));  // gradients accumulate across backward calls
   }
   return {};
 }
@@ -152,7 +165,7 @@ void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> r
   std::pmr::vector<std::shared_ptr<Node>> ready(&arena);
   for (std::size_t r = 0; r < roots.size(); ++r) {
     Tensor& slot = pending[roots[r].get()];
-    slot = slot.defined() ? slot + rootGrads[r] : std::move(rootGrads[r]);
+    slot = slot.defined() ? gradientOps().add(slot, rootGrads[r]) : std::move(rootGrads[r]);
     if (dependencies[roots[r].get()] == 0 && std::find(ready.begin(), ready.end(), roots[r]) == ready.end()) ready.push_back(roots[r]);
   }
   NoGradGuard noGrad;  // backward itself records nothing (no double backward yet)
@@ -173,9 +186,9 @@ void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> r
       if (!child) continue;
       if (i < grads.size() && grads[i].defined()) {
         Tensor gi = std::move(grads[i]);
-        if (i < node->nextDtypes.size() && gi.dtype() != node->nextDtypes[i]) gi = gi.to(node->nextDtypes[i]);
+        if (i < node->nextDtypes.size() && gi.dtype() != node->nextDtypes[i]) gi = gradientOps().cast(gi, node->nextDtypes[i]);
         Tensor& slot = pending[child.get()];
-        slot = slot.defined() ? slot + gi : gi;
+        slot = slot.defined() ? gradientOps().add(slot, gi) : gi;
       }
       if (--dependencies[child.get()] == 0) ready.push_back(child);
     }
@@ -184,7 +197,7 @@ void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> r
 }
 
 Tensor rootGradient(const Tensor& root, const Tensor& grad) {
-  return grad.defined() && grad.dtype() != root.dtype() ? grad.to(root.dtype()) : grad;
+  return grad.defined() && grad.dtype() != root.dtype() ? gradientOps().cast(grad, root.dtype()) : grad;
 }
 
 }  // namespace
@@ -239,7 +252,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                   "the desired behavior.");
     }
     // A gradient in another dtype than its input (a float16 op's) is given in the input's, as .grad is.
-    if (g.defined() && g.dtype() != inputs[i].dtype()) g = g.to(inputs[i].dtype());
+    if (g.defined() && g.dtype() != inputs[i].dtype()) g = gradientOps().cast(g, inputs[i].dtype());
     out.push_back(g.defined() ? g.detach() : g);
   }
   return out;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/gradient_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/core/dispatch.h"
 #include "engine/core/errors.h"
@@ -18,6 +19,16 @@
 #include "engine/runtime/stream.h"
 
 namespace gpulab {
+
+namespace {
+// Backward's arithmetic on gradients (engine/autograd/gradient_ops.h), installed when the engine loads.
+[[maybe_unused]] const bool gradientOpsInstalled = (autograd::installGradientOps({
+    .add = [](const Tensor& a, const Tensor& b) { return add(a, b); },
+    .cast = [](const Tensor& t, DType dtype) { return t.to(dtype); },
+    .clone = [](const Tensor& t) { return t.clone(); },
+    .copyInto = [](Tensor& dst, const Tensor& src) { dst.copy_(src); },
+}), true);
+}  // namespace
 
 template <class T>
 std::vector<T> Tensor::toVector() const {

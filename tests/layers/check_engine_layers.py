@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The engine's layers refuse an include that climbs (engine/CMakeLists.txt).
+"""The engine's layers point one way (engine/CMakeLists.txt).
 
 Each layer's files compile against an include directory holding only its own folder and those of
-the layers below it that it uses. This checks both halves of that promise, against the build's own
-include directories:
+the layers below it that it uses. This checks that promise against the build itself:
   - every header of every layer compiles on its own with only its layer's directory (so a header
     that climbs fails here even when no file of its layer includes it yet);
   - in every layer, an include of each layer it may not use fails with "No such file or directory"
-    (so the check itself cannot quietly pass, say if the whole source tree came onto the path).
+    (so the check itself cannot quietly pass, say if the whole source tree came onto the path);
+  - what a layer's object files call (nm's undefined symbols) is defined in that layer or in one it
+    may use: a function declared low and defined high (Tensor's op methods are declared in core and
+    defined in ops) compiles anywhere, but a call to it from below would link upwards.
 The CUDA module's files (engine/kernels/cuda/, *.cu) are above every layer and are not checked.
 """
 import argparse
@@ -31,6 +33,36 @@ def compile_probe(compiler, defines, include_root, header, workdir):
         os.unlink(probe)
 
 
+def symbols(objects, *nm_args):
+    out = subprocess.run(["nm", "-C"] + list(nm_args) + objects, check=True, capture_output=True, text=True).stdout
+    return out.splitlines()
+
+
+def check_links(layers_dir, layers, visible):
+    """Each layer's undefined gpulab symbols must be defined in a layer it may use."""
+    defined_in = {}  # symbol -> layers whose objects define it
+    undefined = {}
+    for layer in layers:
+        listing = os.path.join(layers_dir, layer + ".objects")
+        if not os.path.exists(listing):
+            return ["%s: %s is missing (engine/CMakeLists.txt writes it)" % (layer, listing)]
+        with open(listing) as f:
+            objects = [line.strip() for line in f if line.strip()]
+        for line in symbols(objects, "--defined-only"):
+            parts = line.split(" ", 2)
+            if len(parts) == 3 and parts[1] in "TWVBDRu" and "gpulab::" in parts[2]:
+                defined_in.setdefault(parts[2], set()).add(layer)
+        undefined[layer] = {line.split(" U ", 1)[1] for line in symbols(objects, "--undefined-only")
+                            if " U " in line and "gpulab::" in line}
+    failures = []
+    for layer in layers:
+        for sym in sorted(undefined[layer]):
+            where = defined_in.get(sym, set())
+            if where and not (where & visible[layer]):
+                failures.append("%s calls %s, defined in %s, a layer it may not use" % (layer, sym, ", ".join(sorted(where))))
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--compiler", required=True)
@@ -40,7 +72,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
 
-    layers = sorted(os.listdir(args.layers))
+    layers = sorted(d for d in os.listdir(args.layers) if os.path.isdir(os.path.join(args.layers, d)))
     if len(layers) < 2:
         sys.exit("no engine layers under %s: was the engine configured with its layers?" % args.layers)
     visible = {l: set(os.listdir(os.path.join(args.layers, l, "engine"))) for l in layers}
@@ -75,6 +107,7 @@ def main():
                 failures.append("%s: an include of %s compiled, but %s may not use that layer" % (layer, header, layer))
             elif not must_compile and "No such file or directory" not in output:
                 failures.append("%s: an include of %s failed, but not for want of the file:\n%s" % (layer, header, output.strip()))
+    failures += check_links(args.layers, layers, visible)
     checked = sum(1 for j in jobs if j[2])
     refused = len(jobs) - checked
     print("%d layers; %d headers compiled with their own layer's includes; %d climbing includes refused"
