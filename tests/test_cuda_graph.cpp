@@ -217,16 +217,63 @@ class TestCudaGraph : public QObject {
     QCOMPARE(allocatorFor(gpu).pendingBytes(), std::int64_t{0});
   }
 
-  // Random numbers come from a generator on the host: a replay would draw the capture's again.
-  void randomOpsAreRefusedInACapture_data() { addGpuRows(); }
-  void randomOpsAreRefusedInACapture() {
+  // Random ops in a capture draw from the default generator through the graph's counter cell: each
+  // replay takes the generator's next counters, so a replay right after manual_seed(s) draws what the
+  // same ops drew eagerly after it, leaves the generator where they left it, and the next replay draws
+  // new numbers (a new dropout mask each step, as PyTorch's graph-safe generator gives).
+  void randomOpsInACaptureDrawNewNumbersAtEachReplay_data() { addGpuRows(); }
+  void randomOpsInACaptureDrawNewNumbersAtEachReplay() {
+    const Device gpu = *device_;
+    Tensor x = ones({256}, {.device = gpu});
+    auto draw = [&] { return std::vector<Tensor>{rand({64}, defaultGenerator(), {.device = gpu}), dropout(x, 0.5, true),
+                                                 randn({33}, defaultGenerator(), {.device = gpu}),
+                                                 randint(0, 1000, {16}, defaultGenerator(), {.dtype = kInt64, .device = gpu})}; };
+    manual_seed(7);
+    const std::vector<Tensor> eager = draw();
+    const std::uint64_t offsetAfterEager = defaultGenerator().advance(0);
+
+    cuda::CUDAGraph g;
+    std::vector<Tensor> captured;
+    manual_seed(1234);  // whatever the generator says at the capture is not what a replay draws
+    cuda::graph(g, [&] { captured = draw(); });
+    QCOMPARE(defaultGenerator().advance(0), std::uint64_t{0});  // the capture drew nothing from it
+
+    manual_seed(7);
+    g.replay();
+    cuda::synchronize(gpu.index());
+    auto values = [](const Tensor& t) { return t.to(kCPU).toVector<double>(); };
+    for (std::size_t i = 0; i < eager.size(); ++i) QVERIFY2(values(captured[i]) == values(eager[i]), qPrintable(QString::number(i)));
+    QCOMPARE(defaultGenerator().advance(0), offsetAfterEager);
+
+    const std::vector<double> firstMask = values(captured[1]);
+    g.replay();
+    cuda::synchronize(gpu.index());
+    for (std::size_t i = 0; i < eager.size(); ++i) QVERIFY2(values(captured[i]) != values(eager[i]), qPrintable(QString::number(i)));
+    QVERIFY(values(captured[1]) != firstMask);
+    // Still a dropout: every element kept (x 2) or dropped, about half of each.
+    const double kept = (captured[1] == full({256}, 2.0, {.device = gpu})).to(kFloat32).sum().item();
+    QCOMPARE((captured[1] == zeros({256}, {.device = gpu})).to(kFloat32).sum().item() + kept, 256.0);
+    QVERIFY2(kept > 90 && kept < 166, qPrintable(QString::number(kept)));
+    QCOMPARE(defaultGenerator().advance(0), 2 * offsetAfterEager);
+  }
+
+  // A generator of the program's own inside a capture: refused (replays advance the default one only),
+  // the capture abandoned, the device usable; evaluation-mode dropout draws nothing and is captured.
+  void aGeneratorOfItsOwnInACaptureIsRefused_data() { addGpuRows(); }
+  void aGeneratorOfItsOwnInACaptureIsRefused() {
     const Device gpu = *device_;
     Tensor x = ones({64}, {.device = gpu});
+    Generator own(5);
     cuda::CUDAGraph g;
-    const std::string e = textOf([&] { cuda::graph(g, [&] { (void)dropout(x, 0.5, true); }); });
-    QVERIFY2(e.find("dropout inside a CUDA graph capture") != std::string::npos, e.c_str());
+    const std::string e = textOf([&] { cuda::graph(g, [&] { (void)dropout(x, 0.5, true, own); }); });
+    QVERIFY2(e.find("dropout inside a CUDA graph capture draws from a generator of its own") != std::string::npos, e.c_str());
     QVERIFY(!g.captured());
-    QCOMPARE(dropout(x, 0.5, false).sum().item(), 64.0);  // evaluation mode draws nothing and may be captured
+    QCOMPARE(own.advance(0), std::uint64_t{0});
+    cuda::CUDAGraph h;
+    Tensor y;
+    cuda::graph(h, [&] { y = dropout(x * 2.0, 0.5, false); });
+    h.replay();
+    QCOMPARE(y.sum().item(), 128.0);
   }
 
   // PyTorch's rule: nothing may make the host wait on the device while it captures. .item() raises,

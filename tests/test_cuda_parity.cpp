@@ -226,9 +226,23 @@ class TestCudaParity : public QObject {
              randint(0, 10, {500}, b).toVector<std::int64_t>());
     // randint into a floating tensor (the backend supports it; the op layer makes int64 only).
     Tensor ig = Tensor::empty({500}, dt.dtype, gpu), ic = Tensor::empty({500}, dt.dtype);
-    backendFor(gpu).randint(ig, -7, 10, 77, 3);
-    cpuBackend().randint(ic, -7, 10, 77, 3);
+    backendFor(gpu).randint(ig, -7, 10, {77, 3});
+    cpuBackend().randint(ic, -7, 10, {77, 3});
     GPULAB_COMPARE_TENSORS(ig.cpu(), ic, 0, 0);
+    // A captured draw's counters, read by the kernel from device memory (seed 77, base offset 1000)
+    // plus its own offset 3: the numbers the CPU draws at offset 1003.
+    Tensor cell = tensor(std::vector<std::int64_t>{77, 1000}, {2}, {.dtype = kInt64, .device = gpu});
+    const auto* cellPtr = static_cast<const std::uint64_t*>(cell.data_ptr());
+    Tensor ug = Tensor::empty({500}, dt.dtype, gpu), uc = Tensor::empty({500}, dt.dtype);
+    backendFor(gpu).uniform(ug, -1.0, 2.0, {0, 3, cellPtr});
+    cpuBackend().uniform(uc, -1.0, 2.0, {77, 1003});
+    GPULAB_COMPARE_TENSORS(ug.cpu(), uc, 0, 0);
+    Tensor dg = Tensor::empty({500}, dt.dtype, gpu), mg = Tensor::empty({500}, dt.dtype, gpu);
+    Tensor dc = Tensor::empty({500}, dt.dtype), mc = Tensor::empty({500}, dt.dtype);
+    Tensor src = randn({500}, a).to(dt.dtype);
+    backendFor(gpu).dropout(dg, mg, src.to(gpu), 0.3f, {0, 3, cellPtr});
+    cpuBackend().dropout(dc, mc, src, 0.3f, {77, 1003});
+    GPULAB_COMPARE_TENSORS(mg.cpu(), mc, 0, 0);
     Tensor x = randn({999}, a).to(dt.dtype);
     Generator ga(8), gb(8);
     GPULAB_COMPARE_TENSORS(dropout(x.to(gpu), 0.3, true, ga).cpu(), dropout(x, 0.3, true, gb), 0, 0);

@@ -84,14 +84,13 @@ class Backend {
   virtual void pointLossBackward(PointLoss kind, const Tensor& gradA, const Tensor& gradOut, const Tensor& a,
                                  const Tensor& b, double scale) = 0;
 
-  // Random fills from the counter-based generator (element i uses counter offset + i).
-  virtual void uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) = 0;
-  virtual void normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) = 0;
-  virtual void randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed,
-                       std::uint64_t offset) = 0;  // int64 or floating
+  // Random fills from the counter-based generator (element i uses counter offset + i; the counters
+  // are resolved when the kernel runs, fn::RandomCounters).
+  virtual void uniform(const Tensor& out, double low, double high, fn::RandomCounters counters) = 0;
+  virtual void normal(const Tensor& out, double mean, double stddev, fn::RandomCounters counters) = 0;
+  virtual void randint(const Tensor& out, std::int64_t low, std::int64_t high, fn::RandomCounters counters) = 0;  // int64 or floating
   // mask = keep ? 1/(1-p) : 0; out = in * mask.
-  virtual void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
-                       std::uint64_t offset) = 0;
+  virtual void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, fn::RandomCounters counters) = 0;
 
   // Fused optimizer updates, in place (state in the parameter's dtype, math in OpMath): one parameter
   // tensor...

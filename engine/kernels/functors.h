@@ -65,6 +65,18 @@ GPULAB_HD std::uint64_t randomBits(std::uint64_t seed, std::uint64_t counter) {
 GPULAB_HD float uniform01(std::uint64_t seed, std::uint64_t counter) {
   return static_cast<float>(randomBits(seed, counter) >> 40) * (1.0f / 16777216.0f);
 }
+// Where a random fill's counters start. Eager: the generator's seed and offset, by value. Captured
+// into a CUDA graph: `cell` points to device memory holding a seed and a base offset that each replay
+// writes before it launches (engine/runtime/cuda_graph.cpp), and the fill's counters start at
+// cell[1] + offset, its place within the graph -- so every replay draws new numbers, as PyTorch's
+// graph-safe Philox offsets do. A kernel resolves them when it runs.
+struct RandomCounters {
+  std::uint64_t seed = 0;
+  std::uint64_t offset = 0;
+  const std::uint64_t* cell = nullptr;
+  GPULAB_HD RandomCounters resolved() const { return cell ? RandomCounters{cell[0], cell[1] + offset, nullptr} : *this; }
+};
+
 // Standard normal by Box-Muller from two uniforms: counters `first` and `first + 1`. A normal draw
 // of n elements therefore takes 2n counters from its generator (kCountersPerNormal), so the draws
 // that follow it never reuse its bits.

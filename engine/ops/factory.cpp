@@ -47,36 +47,36 @@ Tensor arange(double start, double end, double step, const Options& o) {
   return finish(t, o);
 }
 
-void detail::refuseRandomInCapture(const char* op, Device device) {
-  if (cuda::is_current_stream_capturing(device)) {
-    throw NotImplementedError(std::string(op) + " inside a CUDA graph capture: GPU Lab's random generators advance on the host, so every "
-                              "replay would repeat the numbers drawn at the capture (PyTorch keeps the generator's offset on the GPU for "
-                              "this). Draw them outside the capture -- or leave dropout out of the captured step");
+fn::RandomCounters detail::randomCounters(const char* op, Generator& gen, Device device, std::uint64_t count) {
+  if (!cuda::is_current_stream_capturing(device)) return {gen.seed(), gen.advance(count), nullptr};
+  if (&gen != &defaultGenerator()) {
+    throw NotImplementedError(std::string(op) + " inside a CUDA graph capture draws from a generator of its own: a graph's replays "
+                              "advance the default generator only (as PyTorch 1.13's). Draw from the default generator inside "
+                              "the capture, or outside it");
   }
+  return cuda::capturedRandomCounters(device, count);
 }
 
 Tensor randn(const Shape& shape, Generator& gen, const Options& o) {
-  detail::refuseRandomInCapture("randn", o.device);
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::requireFloat("randn", t);
-  detail::backendOf(t).normal(t, 0.0, 1.0, gen.seed(), gen.advance(fn::kCountersPerNormal * static_cast<std::uint64_t>(t.numel())));
+  detail::backendOf(t).normal(t, 0.0, 1.0,
+                              detail::randomCounters("randn", gen, o.device, fn::kCountersPerNormal * static_cast<std::uint64_t>(t.numel())));
   return finish(t, o);
 }
 
 Tensor rand(const Shape& shape, Generator& gen, const Options& o) {
-  detail::refuseRandomInCapture("rand", o.device);
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::requireFloat("rand", t);
-  detail::backendOf(t).uniform(t, 0.0, 1.0, gen.seed(), gen.advance(static_cast<std::uint64_t>(t.numel())));
+  detail::backendOf(t).uniform(t, 0.0, 1.0, detail::randomCounters("rand", gen, o.device, static_cast<std::uint64_t>(t.numel())));
   return finish(t, o);
 }
 
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, const Options& o) {
   if (high <= low) throw ValueError("random_ expects 'from' to be less than 'to', but got from=" + std::to_string(low) + " >= to=" + std::to_string(high));
   if (o.dtype != kInt64) throw NotImplementedError("randint is implemented for int64 only");
-  detail::refuseRandomInCapture("randint", o.device);
   Tensor t = Tensor::empty(shape, kInt64, o.device);
-  detail::backendOf(t).randint(t, low, high, gen.seed(), gen.advance(static_cast<std::uint64_t>(t.numel())));
+  detail::backendOf(t).randint(t, low, high, detail::randomCounters("randint", gen, o.device, static_cast<std::uint64_t>(t.numel())));
   return t;
 }
 

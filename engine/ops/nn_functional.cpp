@@ -158,10 +158,10 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   if (!training || p == 0.0) return a;
   detail::requireFloat("dropout", a);
   if (p == 1.0) return mul(a, 0.0);
-  detail::refuseRandomInCapture("dropout", a.device());
   Tensor x = a.contiguous();
   Tensor out = detail::emptyLike(x), mask = detail::emptyLike(x);
-  detail::backendOf(x).dropout(out, mask, x, static_cast<float>(p), gen.seed(), gen.advance(static_cast<std::uint64_t>(x.numel())));
+  detail::backendOf(x).dropout(out, mask, x, static_cast<float>(p),
+                               detail::randomCounters("dropout", gen, x.device(), static_cast<std::uint64_t>(x.numel())));
   return autograd::record(out, "NativeDropoutBackward0", {x}, [mask](const Tensor& g, const Needs&) { return Grads{g * mask}; });
 }
 

@@ -5,8 +5,10 @@
 
 #include "engine/autograd/node.h"
 #include "engine/kernels/backend.h"
+#include "engine/kernels/functors.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/core/errors.h"
+#include "engine/core/generator.h"
 #include "engine/ops/ops.h"
 
 namespace gpulab::detail {
@@ -27,10 +29,12 @@ inline void requireFloat(const char* op, const Tensor& t) {
   }
 }
 
-// Random draws take their seed and offset from a generator on the host: captured in a CUDA graph,
-// every replay would draw the capture's numbers again (PyTorch keeps the offset on the device for
-// this). Refused while the tensor's device captures on this thread's stream (factory.cpp).
-void refuseRandomInCapture(const char* op, Device device);
+// The counters a random draw of `count` from `gen` on `device` starts at: the generator's seed and
+// its next `count` counters -- or, while this thread's stream of `device` captures a CUDA graph, the
+// graph's, which each replay advances on the default generator (cuda::capturedRandomCounters), so a
+// captured dropout draws new numbers at every replay. Another generator inside a capture is refused
+// (factory.cpp).
+fn::RandomCounters randomCounters(const char* op, Generator& gen, Device device, std::uint64_t count);
 
 // The C++ type name PyTorch prints in dtype-mismatch errors: float, double, c10::Half, c10::BFloat16, long int.
 inline std::string cppTypeName(DType t) {

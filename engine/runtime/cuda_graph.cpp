@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "engine/core/errors.h"
+#include "engine/core/generator.h"
+#include "engine/core/tensor.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
@@ -29,6 +31,10 @@ struct CUDAGraph::Impl {
   std::unique_ptr<CapturedGraph> graph;  // the device's, once captured
   std::size_t nodes = 0;
   bool captured = false;
+  // Random draws in the graph: the device memory their kernels read the seed and base offset from
+  // (two uint64, allocated from the graph's pool at the first draw), and how many counters they take.
+  Tensor randomCell;
+  std::uint64_t randomCounters = 0;
 };
 
 namespace {
@@ -149,6 +155,17 @@ void CUDAGraph::capture_end() {
 void CUDAGraph::replay() {
   Impl& g = *impl_;
   if (!g.captured) throw Error("Called CUDAGraph::replay without a preceding successful capture.");
+  if (g.randomCell.defined()) {
+    // This replay's draws: the default generator's seed and its next counters, written into the cell
+    // ahead of the graph on the stream it is launched on -- from pinned memory, so the copy is queued,
+    // not waited for, and its block is reused only once the copy has run.
+    Generator& gen = defaultGenerator();
+    Tensor values = Tensor::empty({2}, kInt64, kCPU, /*pinned=*/true);
+    auto* v = static_cast<std::uint64_t*>(values.data_ptr());
+    v[0] = gen.seed();
+    v[1] = gen.advance(g.randomCounters);
+    copyBytes(g.randomCell.data_ptr(), g.device, v, kCPU, 2 * sizeof(std::uint64_t), /*nonBlocking=*/true, /*srcPinned=*/true);
+  }
   g.graph->launch(currentStreamId(g.device));
 }
 
@@ -156,6 +173,8 @@ void CUDAGraph::reset() {
   Impl& g = *impl_;
   if (g.capturing) throw Error("reset() during a capture: end it with capture_end() first");
   g.graph.reset();
+  g.randomCell = Tensor();  // into the pool, before the pool goes
+  g.randomCounters = 0;
   if (g.retained) {
     runtimeFor(g.device).allocator().releasePool(g.pool.id);
     g.retained = false;
@@ -220,6 +239,23 @@ bool isCapturing(Device device) {
   for (const CUDAGraph::Impl* g : registry)
     if (g->device == device) return true;
   return false;
+}
+
+fn::RandomCounters capturedRandomCounters(Device device, std::uint64_t count) {
+  CUDAGraph::Impl* graph = nullptr;
+  {
+    const std::uintptr_t stream = currentStreamId(device);
+    std::lock_guard lock(registryMutex);
+    for (CUDAGraph::Impl* g : registry)
+      if (g->device == device && g->stream == stream) graph = g;
+  }
+  if (!graph) throw Error("capturedRandomCounters: " + device.str() + "'s current stream is not capturing a graph");
+  // Only this thread's stream captures into `graph`, so nothing else touches it meanwhile. The cell is
+  // allocated on the capturing stream, from the graph's pool, and lives as long as the graph.
+  if (!graph->randomCell.defined()) graph->randomCell = Tensor::empty({2}, kInt64, device);
+  const std::uint64_t first = graph->randomCounters;
+  graph->randomCounters += count;
+  return {0, first, static_cast<const std::uint64_t*>(graph->randomCell.data_ptr())};
 }
 
 bool is_current_stream_capturing() { return is_current_stream_capturing(currentCudaDevice()); }

@@ -28,6 +28,9 @@
 //   tensors the capture read (static inputs), results read from the tensors it wrote. The memory the
 //   capture allocates comes from the graph's private pool (engine/memory/caching_allocator.h), kept
 //   until the graph is reset, so the replays' writes never land in another tensor.
+// - Random ops (rand, randn, randint, dropout) draw from the default generator: the capture reserves
+//   their counters within the graph, and each replay takes the next ones from the generator (the
+//   counter cell below), so a captured dropout draws a new mask at every replay, as in PyTorch.
 // - Whatever state the captured work creates must exist before the capture: warm up (a few eager
 //   iterations on the side stream) first. Optimizers need capturable=true, which keeps their step
 //   count on the device (optim::AdamOptions::capturable).
@@ -41,6 +44,7 @@
 #include <optional>
 
 #include "engine/core/device.h"
+#include "engine/kernels/functors.h"
 #include "engine/runtime/stream.h"
 
 namespace gpulab::cuda {
@@ -113,6 +117,13 @@ bool is_current_stream_capturing();
 bool is_current_stream_capturing(Device device);
 // Whether `device` (a GPU, real or emulated) has a capture underway on any stream.
 bool isCapturing(Device device);
+// A random draw of `count` counters by an op whose device's current stream captures a graph: the
+// graph reserves them after the draws before it, and its kernel reads, when it runs, the seed and the
+// base offset each replay writes into the graph's counter cell from the default generator -- which a
+// replay advances by all its draws, as the same ops run eagerly would. So the replays draw new
+// numbers, and a replay right after manual_seed(s) draws what the ops would have drawn eagerly.
+fn::RandomCounters capturedRandomCounters(Device device, std::uint64_t count);
+
 // Raises PyTorch's error when `device` has a capture underway, and marks the capture failed: for the
 // engine's calls that make the host wait on the device (synchronize, a copy to or from host memory).
 // Costs one atomic load when nothing is captured.

@@ -112,18 +112,17 @@ class EmulatedGpuBackend final : public Backend {
       cpu().pointLossBackward(kind, g, go, x, y, scale);
     });
   }
-  void uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) override {
-    submit([=, o = borrow(out)] { cpu().uniform(o, low, high, seed, offset); });
+  void uniform(const Tensor& out, double low, double high, fn::RandomCounters counters) override {
+    submit([=, o = borrow(out)] { cpu().uniform(o, low, high, counters); });
   }
-  void normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) override {
-    submit([=, o = borrow(out)] { cpu().normal(o, mean, stddev, seed, offset); });
+  void normal(const Tensor& out, double mean, double stddev, fn::RandomCounters counters) override {
+    submit([=, o = borrow(out)] { cpu().normal(o, mean, stddev, counters); });
   }
-  void randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed, std::uint64_t offset) override {
-    submit([=, o = borrow(out)] { cpu().randint(o, low, high, seed, offset); });
+  void randint(const Tensor& out, std::int64_t low, std::int64_t high, fn::RandomCounters counters) override {
+    submit([=, o = borrow(out)] { cpu().randint(o, low, high, counters); });
   }
-  void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
-               std::uint64_t offset) override {
-    submit([=, o = borrow(out), m = borrow(mask), i = borrow(in)] { cpu().dropout(o, m, i, p, seed, offset); });
+  void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, fn::RandomCounters counters) override {
+    submit([=, o = borrow(out), m = borrow(mask), i = borrow(in)] { cpu().dropout(o, m, i, p, counters); });
   }
   void sgdStep(const Tensor& param, const Tensor& grad, const Tensor* momentumBuffer, const SgdHyper& h) override {
     submit([h, p = borrow(param), g = borrow(grad), m = borrow(momentumBuffer)] { cpu().sgdStep(p, g, ptr(m), h); });

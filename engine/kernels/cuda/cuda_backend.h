@@ -49,12 +49,10 @@ class CudaBackend final : public Backend {
   void pointLossBackward(PointLoss kind, const Tensor& gradA, const Tensor& gradOut, const Tensor& a, const Tensor& b,
                          double scale) override;
   // random/cuda.cu
-  void uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) override;
-  void normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) override;
-  void randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed,
-               std::uint64_t offset) override;
-  void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
-               std::uint64_t offset) override;
+  void uniform(const Tensor& out, double low, double high, fn::RandomCounters counters) override;
+  void normal(const Tensor& out, double mean, double stddev, fn::RandomCounters counters) override;
+  void randint(const Tensor& out, std::int64_t low, std::int64_t high, fn::RandomCounters counters) override;
+  void dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, fn::RandomCounters counters) override;
   // optim/cuda.cu
   void sgdStep(const Tensor& param, const Tensor& grad, const Tensor* momentumBuffer, const SgdHyper& h) override;
   void adamStep(const Tensor& param, const Tensor& grad, const Tensor& expAvg, const Tensor& expAvgSq,

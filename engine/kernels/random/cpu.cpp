@@ -6,7 +6,8 @@
 
 namespace gpulab {
 
-void CpuBackend::uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) {
+void CpuBackend::uniform(const Tensor& out, double low, double high, fn::RandomCounters counters) {
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   dispatchFloating(out.dtype(), "uniform_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
@@ -17,7 +18,8 @@ void CpuBackend::uniform(const Tensor& out, double low, double high, std::uint64
   });
 }
 
-void CpuBackend::normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) {
+void CpuBackend::normal(const Tensor& out, double mean, double stddev, fn::RandomCounters counters) {
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   dispatchFloating(out.dtype(), "normal_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
@@ -28,8 +30,8 @@ void CpuBackend::normal(const Tensor& out, double mean, double stddev, std::uint
   });
 }
 
-void CpuBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed,
-                         std::uint64_t offset) {
+void CpuBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high, fn::RandomCounters counters) {
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   dispatchAll(out.dtype(), "random_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* o = out.data<T>();
@@ -39,8 +41,8 @@ void CpuBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high,
   });
 }
 
-void CpuBackend::dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
-                         std::uint64_t offset) {
+void CpuBackend::dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, fn::RandomCounters counters) {
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   dispatchFloating(in.dtype(), "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;

@@ -15,32 +15,34 @@ using namespace cuda;
 namespace {
 
 template <class T>
-__global__ void uniformKernel(T* out, std::int64_t n, OpMath<T> low, OpMath<T> span, std::uint64_t seed,
-                              std::uint64_t offset) {
+__global__ void uniformKernel(T* out, std::int64_t n, OpMath<T> low, OpMath<T> span, fn::RandomCounters counters) {
   using M = OpMath<T>;
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   GPULAB_GRID_STRIDE(i, n) out[i] = static_cast<T>(low + span * static_cast<M>(fn::uniform01(seed, offset + i)));
 }
 
 template <class T>
-__global__ void normalKernel(T* out, std::int64_t n, OpMath<T> mean, OpMath<T> stddev, std::uint64_t seed,
-                             std::uint64_t offset) {
+__global__ void normalKernel(T* out, std::int64_t n, OpMath<T> mean, OpMath<T> stddev, fn::RandomCounters counters) {
   using M = OpMath<T>;
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   GPULAB_GRID_STRIDE(i, n) {
     out[i] = static_cast<T>(mean + stddev * static_cast<M>(fn::standardNormal(seed, offset + fn::kCountersPerNormal * i)));
   }
 }
 
 template <class T>
-__global__ void randintKernel(T* out, std::int64_t n, std::int64_t low, std::uint64_t span, std::uint64_t seed,
-                              std::uint64_t offset) {
+__global__ void randintKernel(T* out, std::int64_t n, std::int64_t low, std::uint64_t span,
+                              fn::RandomCounters counters) {
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   GPULAB_GRID_STRIDE(i, n) out[i] = static_cast<T>(low + static_cast<std::int64_t>(fn::randomBits(seed, offset + i) % span));
 }
 
 // mask = keep ? 1/(1-p) : 0 (stored in T); out = in * the unrounded mask value, in OpMath<T>.
 template <class T>
-__global__ void dropoutKernel(T* out, T* mask, const T* in, std::int64_t n, float p, std::uint64_t seed,
-                              std::uint64_t offset) {
+__global__ void dropoutKernel(T* out, T* mask, const T* in, std::int64_t n, float p,
+                              fn::RandomCounters counters) {
   using M = OpMath<T>;
+  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
   const M keepScale = M(1) / (M(1) - static_cast<M>(p));
   GPULAB_GRID_STRIDE(i, n) {
     const M keep = fn::uniform01(seed, offset + i) >= p ? keepScale : M(0);
@@ -51,7 +53,7 @@ __global__ void dropoutKernel(T* out, T* mask, const T* in, std::int64_t n, floa
 
 }  // namespace
 
-void CudaBackend::uniform(const Tensor& out, double low, double high, std::uint64_t seed, std::uint64_t offset) {
+void CudaBackend::uniform(const Tensor& out, double low, double high, fn::RandomCounters counters) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
   auto& c = ctx();
@@ -59,12 +61,12 @@ void CudaBackend::uniform(const Tensor& out, double low, double high, std::uint6
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
     uniformKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, static_cast<M>(low),
-                                                                        static_cast<M>(high - low), seed, offset);
+                                                                        static_cast<M>(high - low), counters);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
 
-void CudaBackend::normal(const Tensor& out, double mean, double stddev, std::uint64_t seed, std::uint64_t offset) {
+void CudaBackend::normal(const Tensor& out, double mean, double stddev, fn::RandomCounters counters) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
   auto& c = ctx();
@@ -72,33 +74,30 @@ void CudaBackend::normal(const Tensor& out, double mean, double stddev, std::uin
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
     normalKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, static_cast<M>(mean),
-                                                                       static_cast<M>(stddev), seed, offset);
+                                                                       static_cast<M>(stddev), counters);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
 
-void CudaBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high, std::uint64_t seed,
-                          std::uint64_t offset) {
+void CudaBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high, fn::RandomCounters counters) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
   auto& c = ctx();
   dispatchAll(out.dtype(), "random_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     randintKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), n, low,
-                                                                        static_cast<std::uint64_t>(high - low), seed, offset);
+                                                                        static_cast<std::uint64_t>(high - low), counters);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }
 
-void CudaBackend::dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, std::uint64_t seed,
-                          std::uint64_t offset) {
+void CudaBackend::dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, fn::RandomCounters counters) {
   const std::int64_t n = in.numel();
   if (n == 0) return;
   auto& c = ctx();
   dispatchFloating(in.dtype(), "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dropoutKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), mask.data<T>(), in.data<T>(), n, p, seed,
-                                                                        offset);
+    dropoutKernel<<<blocksFor(n, c), kThreads, 0, c.currentStream()>>>(out.data<T>(), mask.data<T>(), in.data<T>(), n, p, counters);
     GPULAB_CUDA_CHECK_LAUNCH();
   });
 }

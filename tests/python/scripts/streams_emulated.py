@@ -1,4 +1,4 @@
-"""Streams, events, record_stream, CUDA graphs and checkpointing on the emulated GPU (gpulab-cli run --emulated-gpu):
+"""Streams, events, record_stream, CUDA graphs (dropout replayed with new masks) and checkpointing on the emulated GPU (gpulab-cli run --emulated-gpu):
 lesson 13's copy-on-a-side-stream loop as written, timing events, and checkpoint_sequential's gradients
 equal to the plain ones. Prints "ok" at the end; any failed check raises."""
 import torch
@@ -52,4 +52,22 @@ static.copy_(torch.full((4,), 3.0, device="cuda"))
 g.replay()
 torch.cuda.synchronize()
 assert doubled.sum().item() == 24.0, doubled
+
+# Dropout in a captured step draws a new mask at every replay; a replay right after manual_seed draws
+# the mask the eager call drew after it.
+drop = torch.nn.Dropout(0.5)
+ones = torch.ones(256, device="cuda")
+torch.manual_seed(3)
+eager_mask = drop(ones)
+g2 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g2):
+    masked = drop(ones)
+torch.manual_seed(3)
+g2.replay()
+torch.cuda.synchronize()
+assert torch.equal(masked, eager_mask), (masked, eager_mask)
+g2.replay()
+torch.cuda.synchronize()
+assert not torch.equal(masked, eager_mask)
+assert ((masked == 0).sum() + (masked == 2).sum()).item() == 256
 print("ok")
