@@ -2,6 +2,10 @@
 // Tensor: a strided view of a Storage, with PyTorch's semantics and names. A Tensor is a cheap handle
 // (shared ownership of a TensorImpl); views share storage; operations return new tensors. Autograd
 // state (requires_grad, grad, grad_fn) lives on the impl, as in PyTorch.
+// The methods that run ops (to, clone, copy_, fill_, item, backward, the arithmetic operators, ...)
+// are defined with the ops, in engine/ops/tensor_methods.cpp, as PyTorch defines Tensor's methods with
+// ATen's: the layers below ops (memory, kernels, runtime, profiler, autograd) may not call them --
+// tests/layers checks what each layer's objects call.
 #include <cstdint>
 #include <initializer_list>
 #include <memory>

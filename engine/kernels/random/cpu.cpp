@@ -7,7 +7,8 @@
 namespace gpulab {
 
 void CpuBackend::uniform(const Tensor& out, double low, double high, fn::RandomCounters counters) {
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   dispatchFloating(out.dtype(), "uniform_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
@@ -19,7 +20,8 @@ void CpuBackend::uniform(const Tensor& out, double low, double high, fn::RandomC
 }
 
 void CpuBackend::normal(const Tensor& out, double mean, double stddev, fn::RandomCounters counters) {
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   dispatchFloating(out.dtype(), "normal_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;
@@ -31,7 +33,8 @@ void CpuBackend::normal(const Tensor& out, double mean, double stddev, fn::Rando
 }
 
 void CpuBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high, fn::RandomCounters counters) {
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   dispatchAll(out.dtype(), "random_", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* o = out.data<T>();
@@ -42,7 +45,8 @@ void CpuBackend::randint(const Tensor& out, std::int64_t low, std::int64_t high,
 }
 
 void CpuBackend::dropout(const Tensor& out, const Tensor& mask, const Tensor& in, float p, fn::RandomCounters counters) {
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   dispatchFloating(in.dtype(), "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = OpMath<T>;

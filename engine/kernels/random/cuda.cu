@@ -17,14 +17,16 @@ namespace {
 template <class T>
 __global__ void uniformKernel(T* out, std::int64_t n, OpMath<T> low, OpMath<T> span, fn::RandomCounters counters) {
   using M = OpMath<T>;
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   GPULAB_GRID_STRIDE(i, n) out[i] = static_cast<T>(low + span * static_cast<M>(fn::uniform01(seed, offset + i)));
 }
 
 template <class T>
 __global__ void normalKernel(T* out, std::int64_t n, OpMath<T> mean, OpMath<T> stddev, fn::RandomCounters counters) {
   using M = OpMath<T>;
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   GPULAB_GRID_STRIDE(i, n) {
     out[i] = static_cast<T>(mean + stddev * static_cast<M>(fn::standardNormal(seed, offset + fn::kCountersPerNormal * i)));
   }
@@ -33,7 +35,8 @@ __global__ void normalKernel(T* out, std::int64_t n, OpMath<T> mean, OpMath<T> s
 template <class T>
 __global__ void randintKernel(T* out, std::int64_t n, std::int64_t low, std::uint64_t span,
                               fn::RandomCounters counters) {
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   GPULAB_GRID_STRIDE(i, n) out[i] = static_cast<T>(low + static_cast<std::int64_t>(fn::randomBits(seed, offset + i) % span));
 }
 
@@ -42,7 +45,8 @@ template <class T>
 __global__ void dropoutKernel(T* out, T* mask, const T* in, std::int64_t n, float p,
                               fn::RandomCounters counters) {
   using M = OpMath<T>;
-  [[maybe_unused]] const auto [seed, offset, cell] = counters.resolved();
+  const fn::RandomCounters resolved = counters.resolved();  // (clang 14 cannot capture structured bindings)
+  const std::uint64_t seed = resolved.seed, offset = resolved.offset;
   const M keepScale = M(1) / (M(1) - static_cast<M>(p));
   GPULAB_GRID_STRIDE(i, n) {
     const M keep = fn::uniform01(seed, offset + i) >= p ? keepScale : M(0);
