@@ -7,4 +7,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh python3-torch
 cmake --preset default ${GPULAB_CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$GPULAB_CUDA_ARCHITECTURES}
 cmake --build --preset default
-ctest --preset default
+# Two tests at a time on a machine without a GPU (the timed ones still run alone: RUN_SERIAL); one at
+# a time beside a GPU, whose memory the out-of-memory lessons fill on purpose.
+jobs=2
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then jobs=1; fi
+ctest --preset default -j "$jobs"

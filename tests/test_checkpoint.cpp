@@ -5,6 +5,7 @@
 // propagates as PyTorch's does; the wrapper registers, moves and prints its child.
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "engine/ops/autocast.h"
 #include "engine/autograd/checkpoint.h"
@@ -172,7 +173,8 @@ class TestCheckpoint : public QObject {
     const std::vector<std::shared_ptr<nn::Sequential>> blocks{block(32, 3, gen), block(32, 2, gen)};
     auto plain = chain(blocks, false), checkpointed = chain(blocks, true);
     plain->to(dev);
-    auto [x, target] = batch(16, 32, dev);
+    Tensor x, target;  // not a structured binding: clang 14 cannot capture one in a lambda
+    std::tie(x, target) = batch(16, 32, dev);
     auto gradients = [&](nn::Module& model) {
       model.zero_grad();
       Tensor input = x.detach();
@@ -277,7 +279,8 @@ class TestCheckpoint : public QObject {
                                                           std::make_shared<nn::Dropout>(0.5), std::make_shared<nn::Linear>(48, 24, true, gen),
                                                           std::make_shared<nn::Dropout>(0.3)});
     inner->to(dev);
-    auto [x, target] = batch(32, 24, dev);
+    Tensor x, target;  // not a structured binding: clang 14 cannot capture one in a lambda
+    std::tie(x, target) = batch(32, 24, dev);
     auto run = [&](nn::Module& model, std::uint64_t* offsetAfter) {
       manual_seed(1234);
       auto grads = stepGradients(model, x, target);
@@ -310,7 +313,8 @@ class TestCheckpoint : public QObject {
     for (int i = 0; i < 6; ++i) blocks.push_back(block(256, 4, gen));  // 24 Linear + ReLU layers
     auto plain = chain(blocks, false), checkpointed = chain(blocks, true);
     plain->to(dev);
-    auto [x, target] = batch(256, 256, dev);
+    Tensor x, target;  // not a structured binding: clang 14 cannot capture one in a lambda
+    std::tie(x, target) = batch(256, 256, dev);
     auto peakOfStep = [&](nn::Module& model) {
       model.zero_grad();
       const std::int64_t before = memory_allocated(dev);

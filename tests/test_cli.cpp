@@ -102,7 +102,7 @@ class TestCli : public QObject {
     QFile man(GPULAB_MAN_PAGE);
     QVERIFY(man.open(QIODevice::ReadOnly));
     const QString page = QString::fromUtf8(man.readAll()).replace("\\-", "-");
-    for (const QString& command : {"train", "memory"}) {
+    for (const QString& command : QStringList{"train", "memory"}) {
       const Run help = cli({command, "--help"});
       QCOMPARE(help.exitCode, 0);
       static const QRegularExpression option(R"(^  (--[a-z][a-z0-9-]*))", QRegularExpression::MultilineOption);

@@ -68,7 +68,7 @@ class TestFeedingLab : public QObject {
  private slots:
   // Issue 27 6.3: Stop is seen inside each loader's timed loop (100,000 steps ignored it > 150 s).
   void stopEndsTheTimedLoopsAtOnce() {
-    for (const std::string device : {std::string("cpu"), std::string("cuda")}) {
+    for (const std::string& device : {std::string("cpu"), std::string("cuda")}) {
       if (device == "cuda" && !test::cudaUsable() && !cuda::emulatedDevice()) continue;
       test::RecordingSink s;
       const double seconds = test::secondsToStop("feeding", {{"device", device}, {"steps", "100000"}}, 1500, s);

@@ -94,7 +94,7 @@ class TestSyncLab : public QObject {
   // Issue 27 6.3: Stop is seen inside the timed loops (a million steps took 83 s to stop), and a
   // stopped run sends no half-measured sweep.
   void stopEndsTheTimedLoopsAtOnce() {
-    for (const std::string device : {std::string("cpu"), std::string("cuda")}) {
+    for (const std::string& device : {std::string("cpu"), std::string("cuda")}) {
       if (device == "cuda" && !test::cudaUsable() && !cuda::emulatedDevice()) continue;
       RecordingSink s;
       const double seconds = test::secondsToStop("syncs", {{"device", device}, {"steps", "1000000"}, {"hidden", "64"}}, 300, s);

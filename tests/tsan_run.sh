@@ -1,10 +1,12 @@
 #!/bin/sh
 # Runs a Qt Test suite under ThreadSanitizer without the test functions matching SKIP (an extended
-# regex), which the tsan preset leaves out for a reason outside GPU Lab's code:
+# regex), which the tsan preset leaves out for a reason other than a race:
 #   tests/tsan_run.sh <suite executable> '<regex of function names>'
-# Today: functions that start a QProcess. Qt's QProcess starts children through forkfd's clone(),
+# Today: functions that start a QProcess -- Qt's QProcess starts children through forkfd's clone(),
 # and LLVM 14's TSan runtime aborts in the child ("CHECK failed: tsan_rtl.cpp:234 ((!thr->slot)) != (0)"
-# in __tsan::ForkAfter <- clone) before any race could be reported: a TSan/Qt limitation, not a race.
+# in __tsan::ForkAfter <- clone) before any race could be reported: a TSan/Qt limitation, not a race --
+# and the feeding lab's speed claims: timed tests, which the sanitizer builds leave out (TSan slows
+# them tenfold, and what they assert is a speed, not a thread's safety).
 set -eu
 exe=$1
 skip=$2

@@ -5,8 +5,9 @@ Each layer's files compile against an include directory holding only its own fol
 the layers below it that it uses. This checks that promise against the build itself:
   - every header of every layer compiles on its own with only its layer's directory (so a header
     that climbs fails here even when no file of its layer includes it yet);
-  - in every layer, an include of each layer it may not use fails with "No such file or directory"
-    (so the check itself cannot quietly pass, say if the whole source tree came onto the path);
+  - in every layer, an include of each layer it may not use fails for want of the file (GCC's "No such
+    file or directory", clang's "file not found"; so the check itself cannot quietly pass, say if the
+    whole source tree came onto the path);
   - what a layer's object files call (nm's undefined symbols) is defined in that layer or in one it
     may use: a function declared low and defined high (Tensor's op methods are declared in core and
     defined in ops) compiles anywhere, but a call to it from below would link upwards.
@@ -19,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+
+# What GCC and clang say of an #include whose file is not on the include path.
+MISSING_FILE = ("No such file or directory", "file not found")
 
 def compile_probe(compiler, defines, include_root, header, workdir):
     """Compiles a file that includes only `header` (engine/<layer>/<name>.h); returns (ok, output)."""
@@ -105,7 +109,7 @@ def main():
                 failures.append("%s: %s does not compile with only the layers below it:\n%s" % (layer, header, output.strip()))
             elif not must_compile and ok:
                 failures.append("%s: an include of %s compiled, but %s may not use that layer" % (layer, header, layer))
-            elif not must_compile and "No such file or directory" not in output:
+            elif not must_compile and not any(words in output for words in MISSING_FILE):
                 failures.append("%s: an include of %s failed, but not for want of the file:\n%s" % (layer, header, output.strip()))
     failures += check_links(args.layers, layers, visible)
     checked = sum(1 for j in jobs if j[2])
