@@ -46,7 +46,12 @@ import threading
 import time
 import traceback
 
-MEMORY_INTERVAL = 0.02  # seconds between memory samples while a cell runs: a short cell still draws a curve
+# Seconds between memory samples while a cell runs: 20 ms at first, so that a short cell still draws a
+# curve, then a hundredth of the time the cell has run (at most a quarter of a second): a long run keeps
+# ~100 samples per e-fold of its length, and wakes this thread (and the window's reader) less while it
+# trains -- on two CPUs every wake-up takes one from the training's two threads.
+MEMORY_INTERVAL = 0.02
+MEMORY_INTERVAL_MAX = 0.25
 
 
 class _Channel:
@@ -411,8 +416,8 @@ class Kernel:
         threading.Thread(target=self._sample_memory, daemon=True, name="memory sampler").start()
 
     def _sample_memory(self):
-        """Allocated and reserved memory of cuda:0 every MEMORY_INTERVAL while a cell runs (the
-        allocator's counters: reading them waits for nothing)."""
+        """Allocated and reserved memory of cuda:0 while a cell runs, every MEMORY_INTERVAL at first and
+        less often as it goes on (the allocator's counters: reading them waits for nothing)."""
         cuda = self.torch.cuda
         if not cuda.is_available():
             return
@@ -420,8 +425,9 @@ class Kernel:
             self._running.wait()
             cell, began = self.cell, self._began
             while self._running.is_set() and self.cell == cell:
-                self._send_memory(cell, time.monotonic() - began)
-                time.sleep(MEMORY_INTERVAL)
+                elapsed = time.monotonic() - began
+                self._send_memory(cell, elapsed)
+                time.sleep(min(max(MEMORY_INTERVAL, elapsed / 100), MEMORY_INTERVAL_MAX))
 
     def _send_memory(self, cell, t):
         cuda = self.torch.cuda
