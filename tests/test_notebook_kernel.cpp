@@ -159,6 +159,35 @@ class TestNotebookKernel : public QObject {
   }
 
   // Stop lands within 100 ms in a busy Python loop and in a sleep, and the session keeps its state.
+  // A lab's updates are queued and go out together (python/gpulab/kernel.py, _Channel): in order, and
+  // the last one before a long silence still reaches the window while the cell runs -- with and
+  // without a GPU (the memory sampler sends them; without a GPU it only does that).
+  void queuedUpdatesArriveInOrderWhileTheCellRuns_data() {
+    QTest::addColumn<bool>("emulatedGpu");
+    QTest::newRow("no GPU") << false;
+    QTest::newRow("emulated GPU") << true;
+  }
+  void queuedUpdatesArriveInOrderWhileTheCellRuns() {
+    QFETCH(bool, emulatedGpu);
+    KernelProcess k;
+    Recorder r(k);
+    k.start(emulatedGpu);
+    QVERIFY(QTest::qWaitFor([&] { return r.ready; }, 30000));
+    // 200 updates: more than a queue holds back at once.
+    QCOMPARE(runCell(k, r, "a", "for step in range(200):\n    lab.log(loss=step)\n").result.status, CellResult::Status::Ok);
+    QCOMPARE(r.steps.size(), 200);
+    for (int i = 0; i < 200; ++i) QCOMPARE(r.steps[i], qint64{i});
+    r.steps.clear();
+    QElapsedTimer clock;
+    clock.start();
+    qint64 loggedAt = -1;
+    QMetaObject::Connection c = connect(&k, &KernelProcess::logged, this, [&] { loggedAt = clock.elapsed(); });
+    k.run("b", "lab.log(loss=1.0)\nimport time\ntime.sleep(3)\n");
+    QVERIFY(QTest::qWaitFor([&] { return r.runs["b"].finished; }, 30000));
+    disconnect(c);
+    QVERIFY2(loggedAt >= 0 && loggedAt < 2000, qPrintable(QString::number(loggedAt)));  // not at the cell's end, 3 s on
+  }
+
   void stopInterruptsWithin100msWhereverTheCellIs_data() {
     QTest::addColumn<QString>("code");
     QTest::newRow("endless loop") << "while True:\n    pass";
