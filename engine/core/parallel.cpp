@@ -57,9 +57,12 @@ inline void cpuRelax() {
 // 50 us parts took 78 us with the threads sleeping between jobs and 53 us with them spinning -- a
 // wake-up through the kernel cost ~25 us each way -- and the Fashion-MNIST MLP's training step runs
 // ~20 such jobs a few microseconds apart: its epoch in `gpulab-cli train` went from 1.46-1.78 s to
-// 1.09-1.39 s (four alternating pairs). Past the limit the thread sleeps, so an idle pool takes no
-// CPU; OpenMP runtimes wait the same way (libgomp's spin count, Intel's KMP_BLOCKTIME).
-// GPULAB_SPIN_US overrides it (0: sleep at once, as before).
+// 1.09-1.39 s (four alternating pairs). Spinning longer costs again: a spinning hyperthread slows its
+// sibling's serial work (Python, the small ops), and the MLP's epoch (the best of three, five
+// alternating rounds) took a median 0.90 s with 100 us, 0.93 s with 200 us and 1.00 s or more with
+// 20 us or 1 ms. Past the limit the thread sleeps, so an idle pool takes no CPU; OpenMP runtimes wait
+// the same way (libgomp's spin count, Intel's KMP_BLOCKTIME). GPULAB_SPIN_US overrides it (0: sleep
+// at once, as before).
 std::chrono::microseconds spinTime() {
   static const std::chrono::microseconds t = [] {
     if (const char* env = std::getenv("GPULAB_SPIN_US")) {
@@ -67,7 +70,7 @@ std::chrono::microseconds spinTime() {
       const long us = std::strtol(env, &end, 10);
       if (end != env && us >= 0) return std::chrono::microseconds(std::min<long>(us, 1000000));
     }
-    return std::chrono::microseconds(200);
+    return std::chrono::microseconds(100);
   }();
   return t;
 }
