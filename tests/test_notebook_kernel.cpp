@@ -158,7 +158,6 @@ class TestNotebookKernel : public QObject {
     QVERIFY2(bytes.value("activation") >= 1024 * 512 * 4, qPrintable(QString::number(bytes.value("activation"))));
   }
 
-  // Stop lands within 100 ms in a busy Python loop and in a sleep, and the session keeps its state.
   // A lab's updates are queued and go out together (python/gpulab/kernel.py, _Channel): in order, and
   // the last one before a long silence still reaches the window while the cell runs -- with and
   // without a GPU (the memory sampler sends them; without a GPU it only does that).
@@ -188,6 +187,7 @@ class TestNotebookKernel : public QObject {
     QVERIFY2(loggedAt >= 0 && loggedAt < 2000, qPrintable(QString::number(loggedAt)));  // not at the cell's end, 3 s on
   }
 
+  // Stop lands within 100 ms in a busy Python loop and in a sleep, and the session keeps its state.
   void stopInterruptsWithin100msWhereverTheCellIs_data() {
     QTest::addColumn<QString>("code");
     QTest::newRow("endless loop") << "while True:\n    pass";

@@ -57,10 +57,10 @@ inline void cpuRelax() {
 // 50 us parts took 78 us with the threads sleeping between jobs and 53 us with them spinning -- a
 // wake-up through the kernel cost ~25 us each way -- and the Fashion-MNIST MLP's training step runs
 // ~20 such jobs a few microseconds apart: its epoch in `gpulab-cli train` went from 1.46-1.78 s to
-// 1.09-1.39 s (four alternating pairs). Spinning longer costs again: a spinning hyperthread slows its
-// sibling's serial work (Python, the small ops), and the MLP's epoch (the best of three, five
-// alternating rounds) took a median 0.90 s with 100 us, 0.93 s with 200 us and 1.00 s or more with
-// 20 us or 1 ms. Past the limit the thread sleeps, so an idle pool takes no CPU; OpenMP runtimes wait
+// 1.09-1.39 s spinning up to 200 us (four alternating pairs). Spinning longer costs again: a spinning
+// hyperthread slows its sibling's serial work (Python, the small ops), and the MLP's epoch (the best of
+// three, four to nine alternating rounds) took a median 0.90 s with 50 or 100 us, 0.93 s with 200 us,
+// 1.04 s with 20 us and 1.13 s with 1 ms (tests/bench/README.md, stop 49). Past the limit the thread sleeps, so an idle pool takes no CPU; OpenMP runtimes wait
 // the same way (libgomp's spin count, Intel's KMP_BLOCKTIME). GPULAB_SPIN_US overrides it (0: sleep
 // at once, as before).
 std::chrono::microseconds spinTime() {

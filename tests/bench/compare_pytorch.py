@@ -163,5 +163,6 @@ def main():
                   f"(median of {len(pairs)} alternating pairs; {ratios[0]:.2f}x-{ratios[-1]:.2f}x) -- target <= 1.5x, "
                   f"{'met' if median <= 1.5 else 'NOT met'}")
 
+
 if __name__ == "__main__":
     main()
