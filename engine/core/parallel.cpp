@@ -58,8 +58,8 @@ inline void cpuRelax() {
 // wake-up through the kernel cost ~25 us each way -- and the Fashion-MNIST MLP's training step runs
 // ~20 such jobs a few microseconds apart: its epoch in `gpulab-cli train` went from 1.46-1.78 s to
 // 1.09-1.39 s spinning up to 200 us (four alternating pairs). Spinning longer costs again: a spinning
-// hyperthread slows its sibling's serial work (Python, the small ops), and the MLP's epoch (the best of
-// three, four to nine alternating rounds) took a median 0.90 s with 50 or 100 us, 0.93 s with 200 us,
+// hyperthread slows its sibling's serial work (Python, the small ops), and the MLP's epoch (pause-only
+// spinning, the best of three, four to nine alternating rounds) took a median 0.90 s with 50 or 100 us, 0.93 s with 200 us,
 // 1.04 s with 20 us and 1.13 s with 1 ms (tests/bench/README.md, stop 49). Past the limit the thread sleeps, so an idle pool takes no CPU; OpenMP runtimes wait
 // the same way (libgomp's spin count, Intel's KMP_BLOCKTIME). GPULAB_SPIN_US overrides it (0: sleep
 // at once, as before).
@@ -75,18 +75,25 @@ std::chrono::microseconds spinTime() {
   return t;
 }
 
-// Busy-waits until done() or spinTime() has passed; true when done().
+// Busy-waits until done() or spinTime() has passed; true when done(). After the first few microseconds
+// it also yields the CPU between checks: where other programs are waiting for a CPU (the window, a
+// second training), they run, instead of waiting for a thread that has nothing to do. A Stop in the
+// window beside an MLP training in another process took 57-155 ms with pause-only spinning against
+// 38-40 ms with the threads sleeping (test_gui's stopEndsARunWithin200ms, three pairs).
 template <class Done>
 bool spinUntil(Done&& done) {
   const auto limit = spinTime();
   if (limit.count() == 0) return done();
   const auto start = std::chrono::steady_clock::now();
+  constexpr auto kPauseOnly = std::chrono::microseconds(10);
   while (true) {
     for (int i = 0; i < 32; ++i) {
       if (done()) return true;
       cpuRelax();
     }
-    if (std::chrono::steady_clock::now() - start >= limit) return done();
+    const auto spun = std::chrono::steady_clock::now() - start;
+    if (spun >= limit) return done();
+    if (spun >= kPauseOnly) sched_yield();
   }
 }
 

@@ -8,10 +8,11 @@
 // the spinning takes the core from the thread that runs everything else -- a third of a CNN step here
 // went to it -- and im2col, pools, norms and elementwise ops ran on one thread anyway. So every
 // kernel's threads are these, and a GEMM is split into column (or row) blocks, one single-threaded
-// OpenBLAS call each. Between jobs a worker busy-waits (with a pause instruction) for at most 100 us
-// before it sleeps -- a training step's jobs come microseconds apart, and waking a sleeping thread costs
-// ~25 us on a virtual machine's CPUs -- so the pool spins only while work is streaming
-// (GPULAB_SPIN_US sets the limit; parallel.cpp has the measurements).
+// OpenBLAS call each. Between jobs a worker busy-waits for at most 100 us before it sleeps (a pause
+// instruction between checks, and after 10 us a sched_yield, so that other programs waiting for a CPU
+// run) -- a training step's jobs come microseconds apart, and waking a sleeping thread costs ~25 us on
+// a virtual machine's CPUs -- so the pool spins only while work is streaming (GPULAB_SPIN_US sets the
+// limit; parallel.cpp has the measurements).
 //
 // Determinism: the work is cut into parts by the thread count alone -- never by which threads happen
 // to be free -- so a result summed over parts (a convolution's weight gradient) is the same, bit for
