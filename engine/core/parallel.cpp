@@ -59,10 +59,10 @@ inline void cpuRelax() {
 // ~20 such jobs a few microseconds apart: its epoch in `gpulab-cli train` went from 1.46-1.78 s to
 // 1.09-1.39 s spinning up to 200 us (four alternating pairs). Spinning longer costs again: a spinning
 // hyperthread slows its sibling's serial work (Python, the small ops), and the MLP's epoch (pause-only
-// spinning, the best of three, four to nine alternating rounds) took a median 0.90 s with 50 or 100 us, 0.93 s with 200 us,
-// 1.04 s with 20 us and 1.13 s with 1 ms (tests/bench/README.md, stop 49). Past the limit the thread sleeps, so an idle pool takes no CPU; OpenMP runtimes wait
-// the same way (libgomp's spin count, Intel's KMP_BLOCKTIME). GPULAB_SPIN_US overrides it (0: sleep
-// at once, as before).
+// spinning, the best of three, four to nine alternating rounds) took a median 0.90 s with 50 or
+// 100 us, 0.93 s with 200 us, 1.04 s with 20 us and 1.13 s with 1 ms (tests/bench/README.md, stop 49).
+// Past the limit the thread sleeps, so an idle pool takes no CPU; OpenMP runtimes wait the same way
+// (libgomp's spin count, Intel's KMP_BLOCKTIME). GPULAB_SPIN_US overrides it (0: sleep at once).
 std::chrono::microseconds spinTime() {
   static const std::chrono::microseconds t = [] {
     if (const char* env = std::getenv("GPULAB_SPIN_US")) {
@@ -75,11 +75,12 @@ std::chrono::microseconds spinTime() {
   return t;
 }
 
-// Busy-waits until done() or spinTime() has passed; true when done(). After the first few microseconds
-// it also yields the CPU between checks: where other programs are waiting for a CPU (the window, a
-// second training), they run, instead of waiting for a thread that has nothing to do. A Stop in the
-// window beside an MLP training in another process took 57-155 ms with pause-only spinning against
-// 38-40 ms with the threads sleeping (test_gui's stopEndsARunWithin200ms, three pairs).
+// Busy-waits until done() or spinTime() has passed; true when done(). After the first 10 us it also
+// yields the CPU between checks: where other programs are waiting for a CPU (the window, a second
+// training), they run, instead of waiting for a thread that has nothing to do. A Stop in the window
+// beside an MLP training in another process (test_gui's stopEndsARunWithin200ms) took 57, 155 and
+// 70 ms with pause-only spinning against 38-40 ms with the threads sleeping; with the yield 39, 45, 39
+// and 170 ms against 68, 51, 79 and 79, and the MLP's epoch kept the spinning's speed.
 template <class Done>
 bool spinUntil(Done&& done) {
   const auto limit = spinTime();
