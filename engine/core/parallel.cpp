@@ -20,12 +20,17 @@ namespace gpulab {
 
 namespace {
 
+// The number an environment variable starts with, or `fallback` when it is unset or starts with none.
+long envNumber(const char* name, long fallback) {
+  const char* env = std::getenv(name);
+  if (!env) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  return end != env ? n : fallback;
+}
+
 int threadsAtStart() {
-  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (end != env && n > 0) return static_cast<int>(std::min<long>(n, 1024));
-  }
+  if (const long n = envNumber("OMP_NUM_THREADS", 0); n > 0) return static_cast<int>(std::min<long>(n, 1024));
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
@@ -65,12 +70,8 @@ inline void cpuRelax() {
 // (libgomp's spin count, Intel's KMP_BLOCKTIME). GPULAB_SPIN_US overrides it (0: sleep at once).
 std::chrono::microseconds spinTime() {
   static const std::chrono::microseconds t = [] {
-    if (const char* env = std::getenv("GPULAB_SPIN_US")) {
-      char* end = nullptr;
-      const long us = std::strtol(env, &end, 10);
-      if (end != env && us >= 0) return std::chrono::microseconds(std::min<long>(us, 1000000));
-    }
-    return std::chrono::microseconds(100);
+    const long us = envNumber("GPULAB_SPIN_US", -1);
+    return std::chrono::microseconds(us >= 0 ? std::min<long>(us, 1000000) : 100);
   }();
   return t;
 }
@@ -166,7 +167,7 @@ class Pool {
       if (!ready()) {
         const std::uint64_t seen = jobs_.load(std::memory_order_relaxed);
         lock.unlock();
-        spinUntil([&] { return jobs_.load(std::memory_order_acquire) != seen || stopRequested_.load(std::memory_order_acquire); });
+        spinUntil([&] { return jobs_.load(std::memory_order_acquire) != seen || stopping_.load(std::memory_order_acquire); });
         lock.lock();
         work_.wait(lock, ready);
       }
@@ -181,14 +182,12 @@ class Pool {
   void resize(int workers) {
     {
       std::lock_guard<std::mutex> lock(m_);
-      stopping_ = true;
-      stopRequested_.store(true, std::memory_order_release);
+      stopping_.store(true, std::memory_order_release);
     }
     work_.notify_all();
     for (std::thread& t : workers_) t.join();
     workers_.clear();
-    stopping_ = false;
-    stopRequested_.store(false, std::memory_order_relaxed);
+    stopping_.store(false, std::memory_order_relaxed);
     for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { workerLoop(); });
   }
 
@@ -201,9 +200,8 @@ class Pool {
   int parts_ = 0, next_ = 0;
   std::atomic<int> unfinished_{0};         // parts not finished; read without m_ while the caller spins
   std::atomic<std::uint64_t> jobs_{0};     // jobs posted so far; read without m_ while a worker spins
-  std::atomic<bool> stopRequested_{false};  // stopping_, for the spinning workers
   int runners_ = 0, maxRunners_ = 0;  // the threads in the job, and how many it may have
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};  // set under m_; read without it while a worker spins
   std::exception_ptr error_;
 };
 
