@@ -14,6 +14,7 @@
 
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/core/errors.h"
+#include "engine/core/parallel.h"
 #include "engine/data/dataloader.h"
 #include "test_util.h"
 
@@ -112,6 +113,32 @@ class TestData : public QObject {
         QCOMPARE(in[2 * r + 1], -static_cast<float>(tg[r]));
       }
     }
+  }
+
+  // A batch of wide examples is gathered over the threads (past 64 KB): every row still holds its
+  // own example, beside its own target, on one thread or two.
+  void wideBatchesStayPairedOnEveryThreadCount() {
+    const std::int64_t n = 300, features = 1000;
+    Tensor inputs = arange(static_cast<double>(n * features)).view({n, features});  // row i: i*1000 + f
+    auto ds = std::make_shared<TensorDataset>(inputs, arange(static_cast<double>(n)).to(kInt64));
+    const int threads = numThreads();
+    for (int t : {1, 2}) {
+      setNumThreads(t);
+      DataLoader loader(ds, {.batch_size = 128, .shuffle = true, .seed = 3});
+      std::int64_t rows = 0;
+      for (const Batch& b : loader) {
+        const auto in = b.inputs.toVector<float>();
+        const auto tg = b.targets.toVector<std::int64_t>();
+        for (std::size_t r = 0; r < tg.size(); ++r) {
+          for (std::int64_t f : {std::int64_t{0}, features / 2, features - 1}) {
+            QCOMPARE(in[r * static_cast<std::size_t>(features) + static_cast<std::size_t>(f)], static_cast<float>(tg[r] * features + f));
+          }
+        }
+        rows += static_cast<std::int64_t>(tg.size());
+      }
+      QCOMPARE(rows, n);
+    }
+    setNumThreads(threads);
   }
 
   void batchCountsAndDropLast() {

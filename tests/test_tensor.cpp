@@ -1,8 +1,10 @@
 // Tensors: shapes and strides, views that share storage, factories, broadcasting, dtype moves,
 // reductions, and the errors PyTorch users know.
+#include <bit>
 #include <limits>
 #include <set>
 
+#include "engine/core/parallel.h"
 #include "engine/kernels/functors.h"
 #include "engine/core/errors.h"
 #include "test_util.h"
@@ -131,6 +133,56 @@ class TestTensor : public QObject {
     const std::int64_t big = (std::int64_t{1} << 53) + 1;  // not a double
     Tensor t = tensor(std::vector<std::int64_t>{big, 2, -1}, {3});
     QCOMPARE(t.sum().toVector<std::int64_t>(), (std::vector<std::int64_t>{big + 1}));
+  }
+
+  // Float sums accumulate in double on every path of the CPU kernel (one long run cut in chunks, rows,
+  // column blocks with a ragged last block): 2^24 followed by ones loses every one in float. And a long
+  // run's chunks add up in one order, so the sum is the same bits on one thread or two.
+  void floatSumsKeepEveryTermOnEveryPath() {
+    const float big = 16777216.0f;  // 2^24: big + 1 rounds back to big in float
+    std::vector<float> run(200001, 1.0f);
+    run[0] = big;
+    QCOMPARE(tensor(run, {200001}).sum().item(), big + 200000.0f);
+    QCOMPARE(tensor(run, {1, 200001}).sum(1).toVector<float>(), std::vector<float>{big + 200000.0f});
+    const std::int64_t rows = 3001, cols = 13;
+    std::vector<float> block(static_cast<std::size_t>(rows * cols), 1.0f);
+    for (std::int64_t c = 0; c < cols; ++c) block[static_cast<std::size_t>(c)] = big;
+    QCOMPARE(tensor(block, {rows, cols}).sum(0).toVector<float>(), std::vector<float>(cols, big + 3000.0f));
+
+    Generator g(3);
+    Tensor noise = randn({300000}, g).to(kFloat64);  // float64: a change of order shows in the last bits
+    const int threads = numThreads();
+    setNumThreads(1);
+    const double one = noise.sum().toVector<double>()[0];
+    setNumThreads(2);
+    const double two = noise.sum().toVector<double>()[0];
+    setNumThreads(threads);
+    QCOMPARE(std::bit_cast<std::uint64_t>(two), std::bit_cast<std::uint64_t>(one));
+  }
+
+  // index_select gathers big slices over the threads (past 64 KB): each slice lands where the index
+  // puts it, repeats too, along the first dim and a middle one, on one thread or two.
+  void bigGathersPutEverySliceInItsPlace() {
+    Tensor m = arange(3.0 * 700 * 60).view({3, 700, 60});  // element (a, i, f) = (a * 700 + i) * 60 + f
+    std::vector<std::int64_t> idx;
+    for (std::int64_t j = 0; j < 900; ++j) idx.push_back((j * 389) % 700);  // every row, some twice
+    const Tensor index = tensor(idx, {900});
+    const int threads = numThreads();
+    for (int t : {1, 2}) {
+      setNumThreads(t);
+      const auto middle = index_select(m, 1, index).toVector<float>();  // (3, 900, 60)
+      const auto first = index_select(m.view({2100, 60}), 0, index).toVector<float>();  // (900, 60)
+      for (std::int64_t a = 0; a < 3; ++a) {
+        for (std::size_t j = 0; j < idx.size(); ++j) {
+          for (std::int64_t f : {std::int64_t{0}, std::int64_t{59}}) {
+            QCOMPARE(middle[static_cast<std::size_t>((a * 900 + static_cast<std::int64_t>(j)) * 60 + f)],
+                     static_cast<float>((a * 700 + idx[j]) * 60 + f));
+          }
+        }
+      }
+      for (std::size_t j = 0; j < idx.size(); ++j) QCOMPARE(first[j * 60 + 7], static_cast<float>(idx[j] * 60 + 7));
+    }
+    setNumThreads(threads);
   }
 
   // PyTorch propagates NaN through relu and maximum, whichever argument holds it.

@@ -54,8 +54,13 @@ void parallelRanges(std::int64_t n, std::int64_t grain, F&& fn) {
   parallelFor(n, grain, [&](int, std::int64_t begin, std::int64_t end) { fn(begin, end); });
 }
 
-// Grains for the kernels' element loops: below them, waking a thread costs about what it saves.
-constexpr std::int64_t kElementGrain = std::int64_t{1} << 18;      // a load, an op, a store an element
+// Grains for the kernels' element loops: below them, handing a part to a worker costs about what it
+// saves. Measured here with the workers spinning between jobs (relu, median of nine): 32K elements
+// 5.8-8.4 us on one thread, 9.0-9.3 us cut in two; 128K elements 27.5-28.6 us on one, 18.7-19.8 us
+// cut in two. (With 256K, the grain of the days when every job woke sleeping threads, a middle-sized
+// op ran on one thread while a larger one ran on two: lesson 10's chunk of 128 rows fell behind the
+// larger chunks as soon as their sums ran on two threads as well.)
+constexpr std::int64_t kElementGrain = std::int64_t{1} << 16;      // a load, an op, a store an element
 constexpr std::int64_t kHeavyElementGrain = std::int64_t{1} << 14;  // an optimizer's update: tens of flops
 
 }  // namespace gpulab

@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "engine/core/errors.h"
+#include "engine/core/parallel.h"
 #include "engine/data/dataset.h"
 #include "engine/ops/ops.h"
 
@@ -37,12 +39,21 @@ void TensorDataset::gather(const std::vector<std::int64_t>& indices, const Tenso
   const char* tgSrc = static_cast<const char*>(targets_.data_ptr());
   char* inDst = static_cast<char*>(inputs.data_ptr());
   char* tgDst = static_cast<char*>(targets.data_ptr());
-  for (std::size_t r = 0; r < indices.size(); ++r) {
-    const auto i = static_cast<std::size_t>(indices[r]);
-    if (indices[r] < 0 || indices[r] >= size()) throw IndexError("index " + std::to_string(indices[r]) + " is out of range");
-    std::memcpy(inDst + r * inRow, inSrc + i * inRow, inRow);
-    std::memcpy(tgDst + r * tgRow, tgSrc + i * tgRow, tgRow);
+  for (const std::int64_t i : indices) {
+    if (i < 0 || i >= size()) throw IndexError("index " + std::to_string(i) + " is out of range");
   }
+  // The rows over the threads: a batch gathered from a data set larger than the caches waits on
+  // memory, and each core brings in its own share (a Fashion-MNIST batch, 128 rows of 3 KB: 130 us on
+  // one thread here, 70 us on two).
+  const auto rows = static_cast<std::int64_t>(indices.size());
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{64} << 10) / static_cast<std::int64_t>(std::max<std::size_t>(inRow + tgRow, 1)));
+  parallelRanges(rows, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (auto r = static_cast<std::size_t>(begin); r < static_cast<std::size_t>(end); ++r) {
+      const auto i = static_cast<std::size_t>(indices[r]);
+      std::memcpy(inDst + r * inRow, inSrc + i * inRow, inRow);
+      std::memcpy(tgDst + r * tgRow, tgSrc + i * tgRow, tgRow);
+    }
+  });
 }
 
 std::shared_ptr<TensorDataset> makeRegressionDataset(std::int64_t samples, std::int64_t features, double noise,
