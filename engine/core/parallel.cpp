@@ -58,14 +58,15 @@ inline void cpuRelax() {
 }
 
 // How long a thread busy-waits before it sleeps: a worker for the next job, the caller for the last
-// part. Measured on two vCPUs (2 hyperthreads of an AMD EPYC core, 2026-11-29): a two-part job of
-// 50 us parts took 78 us with the threads sleeping between jobs and 53 us with them spinning -- a
-// wake-up through the kernel cost ~25 us each way -- and the Fashion-MNIST MLP's training step runs
-// ~20 such jobs a few microseconds apart: its epoch in `gpulab-cli train` went from 1.46-1.78 s to
-// 1.09-1.39 s spinning up to 200 us (four alternating pairs). Spinning longer costs again: a spinning
-// hyperthread slows its sibling's serial work (Python, the small ops), and the MLP's epoch (pause-only
+// part. Measured on two vCPUs of an AMD EPYC (2026-11-29): a two-part job of 50 us parts took 78 us
+// with the threads sleeping between jobs and 53 us with them spinning -- a wake-up through the kernel
+// cost ~25 us each way -- and the Fashion-MNIST MLP's training step runs ~20 such jobs a few
+// microseconds apart: its epoch in `gpulab-cli train` went from 1.46-1.78 s to 1.09-1.39 s spinning up
+// to 200 us (four alternating pairs). Spinning longer measured slower again: the MLP's epoch (pause-only
 // spinning, the best of three, four to nine alternating rounds) took a median 0.90 s with 50 or
 // 100 us, 0.93 s with 200 us, 1.04 s with 20 us and 1.13 s with 1 ms (tests/bench/README.md, stop 49).
+// (Put down then to a spinning hyperthread slowing its sibling; later the two vCPUs measured as two
+// cores -- stop 50 -- so why a long spin cost is not settled.)
 // Past the limit the thread sleeps, so an idle pool takes no CPU; OpenMP runtimes wait the same way
 // (libgomp's spin count, Intel's KMP_BLOCKTIME). GPULAB_SPIN_US overrides it (0: sleep at once).
 std::chrono::microseconds spinTime() {
