@@ -62,5 +62,8 @@ void parallelRanges(std::int64_t n, std::int64_t grain, F&& fn) {
 // larger chunks as soon as their sums ran on two threads as well.)
 constexpr std::int64_t kElementGrain = std::int64_t{1} << 16;      // a load, an op, a store an element
 constexpr std::int64_t kHeavyElementGrain = std::int64_t{1} << 14;  // an optimizer's update: tens of flops
+// A gather's rows copied per part (index_select, a DataLoader's batch): a batch from a data set larger
+// than the caches waits on memory, and each core brings in its own share.
+constexpr std::int64_t kCopyGrainBytes = std::int64_t{64} << 10;
 
 }  // namespace gpulab

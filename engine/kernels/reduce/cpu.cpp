@@ -37,10 +37,24 @@ Acc sumOfChunk(const T* x, std::int64_t n) {
   return s;
 }
 
+// The total of x[0, n): its chunks' totals added in order -- the chunks on the pool's threads when
+// `parallel` (one long run), one after another otherwise; the same bits either way.
 template <class Acc, class M, class T>
-Acc sumOfRun(const T* x, std::int64_t n) {
+Acc sumOfRun(const T* x, std::int64_t n, bool parallel) {
+  const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  if (!parallel || chunks < 2) {
+    Acc s = 0;
+    for (std::int64_t c = 0; c < n; c += kSumChunk) s += sumOfChunk<Acc, M>(x + c, std::min(kSumChunk, n - c));
+    return s;
+  }
+  std::vector<Acc> partial(static_cast<std::size_t>(chunks));
+  parallelRanges(chunks, std::max<std::int64_t>(1, kElementGrain / kSumChunk), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      partial[static_cast<std::size_t>(c)] = sumOfChunk<Acc, M>(x + c * kSumChunk, std::min(kSumChunk, n - c * kSumChunk));
+    }
+  });
   Acc s = 0;
-  for (std::int64_t c = 0; c < n; c += kSumChunk) s += sumOfChunk<Acc, M>(x + c, std::min(kSumChunk, n - c));
+  for (const Acc p : partial) s += p;
   return s;
 }
 
@@ -74,20 +88,11 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor* indices, c
     T* o = out.data<T>();
     std::int64_t* idx = indices ? indices->data<std::int64_t>() : nullptr;
     if (op == ReduceOp::Sum) {
-      if (inner == 1 && outer == 1 && k > kSumChunk) {  // one long run: its chunks on the threads
-        const std::int64_t chunks = (k + kSumChunk - 1) / kSumChunk;
-        std::vector<Acc> partial(static_cast<std::size_t>(chunks));
-        parallelRanges(chunks, std::max<std::int64_t>(1, kElementGrain / kSumChunk), [&](std::int64_t begin, std::int64_t end) {
-          for (std::int64_t c = begin; c < end; ++c) {
-            partial[static_cast<std::size_t>(c)] = sumOfChunk<Acc, M>(x + c * kSumChunk, std::min(kSumChunk, k - c * kSumChunk));
-          }
-        });
-        Acc s = 0;
-        for (const Acc p : partial) s += p;  // in order, as sumOfRun adds them
-        o[0] = static_cast<T>(static_cast<M>(s));
-      } else if (inner == 1) {  // rows summed: one total each
+      if (inner == 1 && outer == 1) {  // one run: its chunks on the threads
+        o[0] = static_cast<T>(static_cast<M>(sumOfRun<Acc, M>(x, k, true)));
+      } else if (inner == 1) {  // rows summed: one total each, the rows on the threads
         parallelRanges(outer, std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(k, 1)), [&](std::int64_t begin, std::int64_t end) {
-          for (std::int64_t a = begin; a < end; ++a) o[a] = static_cast<T>(static_cast<M>(sumOfRun<Acc, M>(x + a * k, k)));
+          for (std::int64_t a = begin; a < end; ++a) o[a] = static_cast<T>(static_cast<M>(sumOfRun<Acc, M>(x + a * k, k, false)));
         });
       } else {  // the middle axis of (outer, k, inner): blocks of kLanes columns, each over its k rows
         const std::int64_t blocks = (inner + kLanes - 1) / kLanes;
