@@ -19,6 +19,7 @@
 // bit, from run to run at one thread count. When the pool is already busy (a kernel called from two
 // threads at once: the emulated GPU's stream and a DataLoader's worker) the second caller runs the same
 // parts itself, one after another; inside a part, a nested parallelFor runs serially.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
@@ -62,8 +63,11 @@ void parallelRanges(std::int64_t n, std::int64_t grain, F&& fn) {
 // larger chunks as soon as their sums ran on two threads as well.)
 constexpr std::int64_t kElementGrain = std::int64_t{1} << 16;      // a load, an op, a store an element
 constexpr std::int64_t kHeavyElementGrain = std::int64_t{1} << 14;  // an optimizer's update: tens of flops
-// A gather's rows copied per part (index_select, a DataLoader's batch): a batch from a data set larger
-// than the caches waits on memory, and each core brings in its own share.
-constexpr std::int64_t kCopyGrainBytes = std::int64_t{64} << 10;
+// The grain of a gather's rows (index_select, a DataLoader's batch), rows of `rowBytes` each: 64 KB of
+// copying a part. A batch from a data set larger than the caches waits on memory, and each core
+// brings in its own share.
+constexpr std::int64_t copyGrain(std::int64_t rowBytes) {
+  return std::max<std::int64_t>(1, (std::int64_t{64} << 10) / std::max<std::int64_t>(rowBytes, 1));
+}
 
 }  // namespace gpulab

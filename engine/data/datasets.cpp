@@ -44,8 +44,7 @@ void TensorDataset::gather(const std::vector<std::int64_t>& indices, const Tenso
   }
   // The rows over the threads, as index_select copies them (engine/kernels/index/cpu.cpp).
   const auto rows = static_cast<std::int64_t>(indices.size());
-  const std::int64_t grain = std::max<std::int64_t>(1, kCopyGrainBytes / static_cast<std::int64_t>(std::max<std::size_t>(inRow + tgRow, 1)));
-  parallelRanges(rows, grain, [&](std::int64_t begin, std::int64_t end) {
+  parallelRanges(rows, copyGrain(static_cast<std::int64_t>(inRow + tgRow)), [&](std::int64_t begin, std::int64_t end) {
     for (auto r = static_cast<std::size_t>(begin); r < static_cast<std::size_t>(end); ++r) {
       const auto i = static_cast<std::size_t>(indices[r]);
       std::memcpy(inDst + r * inRow, inSrc + i * inRow, inRow);

@@ -64,6 +64,7 @@ void check(const std::vector<GraphableCallable>& callables, const std::vector<st
                      " callables, " + std::to_string(sampleArgs.size()) + " tuples");
   }
   for (std::size_t k = 0; k < callables.size(); ++k) {
+    if (sampleArgs[k].empty()) throw ValueError("make_graphed_callables needs at least one sample argument for each callable");
     for (const Tensor& a : sampleArgs[k]) {
       if (!a.defined()) throw ValueError("In the beta API, sample_args for each callable must contain only Tensors. Other types are not allowed.");
       if (a.device().type() != DeviceType::CUDA) {
@@ -75,7 +76,6 @@ void check(const std::vector<GraphableCallable>& callables, const std::vector<st
                                   " and " + a.device().str());
       }
     }
-    if (sampleArgs[k].empty()) throw ValueError("make_graphed_callables needs at least one sample argument for each callable");
     for (const Tensor& p : params[k]) {
       if (p.device() != sampleArgs[0][0].device()) {
         throw DeviceMismatchError("Expected all tensors to be on the same device, but found at least two devices, " +

@@ -62,7 +62,7 @@ Acc sumOfRun(const T* x, std::int64_t n, bool parallel) {
 template <class Acc, class M, class T>
 void sumColumns(const T* base, std::int64_t k, std::int64_t inner, std::int64_t c, int width, T* out) {
   Acc totals[kLanes] = {};
-  if (width == kLanes) {
+  if (width == kLanes) {  // a constant count: the compiler keeps the totals in registers
     for (std::int64_t j = 0; j < k; ++j) {
       const T* row = base + j * inner + c;
       for (int l = 0; l < kLanes; ++l) totals[l] += static_cast<Acc>(static_cast<M>(row[l]));
