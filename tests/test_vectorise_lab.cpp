@@ -50,8 +50,11 @@ class TestVectoriseLab : public QObject {
         QCOMPARE(measured(s, "chunked time relative to the fastest"), 1.0);
         continue;
       }
-      QVERIFY(measured(s, "chunked time relative to the fastest") > 1.0);
+      // The challenge's ratio pairs the rounds: a chunk a hair slower by its median can be faster in
+      // most rounds (below 1). Clearly slower -- every run slower than every run of the fastest -- is
+      // slower in every round.
       const bool clearlySlower = measured(s, "chunked time, fastest run relative to the fastest chunk's slowest") > 1.0;
+      if (clearlySlower) QVERIFY(measured(s, "chunked time relative to the fastest") > 1.0);
       QVERIFY2(said.find(clearlySlower ? "slower than the fastest chunk" : "no clear difference from the fastest chunk") != std::string::npos,
                said.c_str());
     }

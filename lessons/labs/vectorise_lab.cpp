@@ -69,6 +69,7 @@ Tensor matmulIdentity(const Tensor& a, const Tensor& b, std::int64_t& ops) {
 
 struct Measured {
   Spread time;                // seconds, over the rounds
+  std::vector<double> rounds; // seconds, one run a round, in the rounds' order
   std::int64_t ops = 0;       // in one run
   std::int64_t peakBytes = 0; // above what was allocated before the run: D and the intermediates
   Tensor result;
@@ -101,8 +102,22 @@ std::vector<Measured> measureInRounds(Device device, const std::vector<std::func
     progress(round + 1);
     if (round >= 2 && secondsSince(begin) >= budget * static_cast<double>(forms.size())) break;
   }
-  for (std::size_t f = 0; f < forms.size(); ++f) out[f].time = spreadOf(times[f]);
+  for (std::size_t f = 0; f < forms.size(); ++f) {
+    out[f].time = spreadOf(times[f]);
+    out[f].rounds = std::move(times[f]);
+  }
   return out;
+}
+
+// How much slower `a` was than `b`, round by round: each round's ratio of their runs, which took turns
+// within a few milliseconds of each other. A slow stretch of the machine (another program, the clock
+// dropping) slows both runs of a round alike and leaves their ratio alone, where it would shift the
+// two medians by different amounts if it fell on more of one's rounds than the other's.
+Spread pairedRatio(const Measured& a, const Measured& b) {
+  std::vector<double> ratios;
+  const std::size_t rounds = std::min(a.rounds.size(), b.rounds.size());
+  for (std::size_t r = 0; r < rounds; ++r) ratios.push_back(a.rounds[r] / b.rounds[r]);
+  return spreadOf(std::move(ratios));
 }
 
 double largestDifference(const Tensor& x, const Tensor& reference, std::int64_t rows) {
@@ -265,8 +280,9 @@ void VectoriseLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   sink.marker("sweep_time", {static_cast<double>(chunk)}, "your chunk: " + std::to_string(chunk));
   sink.marker("sweep_memory", {static_cast<double>(chunk)}, "your chunk: " + std::to_string(chunk));
 
-  // 4. The measurements the lesson's claims and challenge rest on: medians.
-  const double chunkTime = yours.time.median / fastest->time.median;
+  // 4. The measurements the lesson's claims and challenge rest on: medians, and for the challenge the
+  //    median of the paired per-round ratios (pairedRatio).
+  const double chunkTime = &yours == fastest ? 1.0 : pairedRatio(yours, *fastest).median;
   const double chunkMemory = static_cast<double>(yours.peakBytes) / static_cast<double>(std::max<std::int64_t>(whole.peakBytes, 1));
   const double difference = std::max({perRow.difference, yours.difference, whole.difference});
   const double identityDifference = identity.difference;
