@@ -54,7 +54,7 @@ class TestLessonPage : public QObject {
     QVERIFY(w.selectLesson("training-loop"));
     QTRY_VERIFY(!w.lessonLoading());
     const auto cells = w.lessonPage()->cells();
-    QCOMPARE(cells.size(), 4);  // the setup, the loop, the evaluation, the exercise's starter
+    QCOMPARE(cells.size(), 5);  // the setup, the loop, the evaluation, the checkpoint, the exercise's starter
     const QString text = w.lessonPage()->plainText();
     // In the lesson's order: the text that introduces the loop, its code, then what follows it.
     const qsizetype intro = text.indexOf("move **every batch**") >= 0 ? text.indexOf("move **every batch**") : text.indexOf("move every batch");
@@ -85,6 +85,8 @@ class TestLessonPage : public QObject {
     QVERIFY(w.plotPanel()->viewIds().isEmpty());                    // and the runs' views untouched
     QVERIFY(runAndWait(cells[2]));  // the evaluation uses the model the loop trained
     QVERIFY2(cells[2]->outputText().startsWith("test loss "), qPrintable(cells[2]->outputText()));
+    QVERIFY(runAndWait(cells[3]));  // the checkpoint: saved, loaded with weights_only (the default), restored
+    QVERIFY2(cells[3]->outputText().startsWith("epoch 10: 4 tensors back on cuda:0"), qPrintable(cells[3]->outputText()));
   }
 
   void theDeviceChoiceStartsTheSessionOver() {

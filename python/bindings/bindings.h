@@ -64,5 +64,6 @@ void bindData(py::module_& m);        // the engine's DataLoader over (inputs, t
 void bindAmpAndProfiler(py::module_& m);  // autocast, GradScaler, the profiler, the backends' switches
 void bindStreams(py::module_& m);     // torch.cuda.Stream, Event, current_stream, stream contexts
 void bindNumpy(py::module_& m);       // Tensor.numpy() and torch.from_numpy, sharing memory
+void bindSerialization(py::module_& m);  // storages as bytes and views of them, for torch.save and torch.load
 
 }  // namespace gpulab::python

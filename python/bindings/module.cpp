@@ -232,4 +232,5 @@ PYBIND11_MODULE(_C, m) {
   gp::bindAmpAndProfiler(m);
   gp::bindStreams(m);
   gp::bindNumpy(m);
+  gp::bindSerialization(m);
 }

@@ -125,23 +125,14 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     return _C.tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
 
 
-def _rebuild(values, dtype_name, device, requires_grad):
-    """A tensor from its pickled form (torch.save); torch.load's map_location may move it."""
+def _reduce_ex(self, protocol):
+    """pickle.dumps(tensor) and copy.deepcopy(tensor): the bytes of its storage and its view of them
+    (torch.save writes each storage once instead: python/gpulab/serialization.py)."""
     from . import serialization
 
-    tensor = _C.tensor(values, dtype=getattr(_C, dtype_name), device=serialization.mapped(device))
-    if requires_grad:
-        tensor.requires_grad_(True)
-    return tensor
-
-
-def _reduce_ex(self, protocol):
-    data = self.detach().cpu()
-    if data.dtype in (_C.float16, _C.bfloat16):
-        values = data.float().tolist()
-    else:
-        values = data.tolist()
-    return (_rebuild, (values, repr(self.dtype).replace("torch.", ""), str(self.device), self.requires_grad))
+    return (serialization._rebuild_from_storage_bytes,
+            (_C._storage_bytes(self), repr(self.dtype).replace("torch.", ""), str(self.device), tuple(self.shape),
+             tuple(self.stride()), self.storage_offset(), self.requires_grad))
 
 
 def _getattr(self, name):
