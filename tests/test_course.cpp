@@ -2,11 +2,17 @@
 // what is wrong (and leave the other lessons usable), progress survives a restart, and reference
 // runs (recorded on a real GPU) load, or are refused with file, line and what is wrong. Lesson files
 // are capped in size and paragraph length, values of the wrong type and ids outside the grammar are
-// mistakes, a broken lesson cannot take a valid one's id, and progress problems keep every copy.
+// mistakes, a broken lesson cannot take a valid one's id, and progress problems keep every copy. A
+// lesson reads only regular files inside its folder, never too large, and never waits on a FIFO.
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QRegularExpression>
 #include <QTemporaryDir>
+#include <chrono>
+#include <fcntl.h>
+#include <functional>
+#include <future>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -63,6 +69,56 @@ bool isSocket(const QString& path) {
   struct stat st{};
   return ::lstat(QFile::encodeName(path).constData(), &st) == 0 && S_ISSOCK(st.st_mode);
 }
+
+// A course for Note [files a lesson names] (app/course/lesson.h): 01-sample declares the Python lab
+// "scratch" (its code kScratchLab, in scratch_lab.py), 02-other is a lesson of text only.
+const char* kScratchLab = "def run():\n    pass\n";
+
+void writeScratchCourse(const QString& root) {
+  gpulab::test::writeFile(root + "/01-sample/lesson.md", QByteArray(kHeader) + "```lab\n"
+                          R"({"id": "scratch", "title": "T", "code": "scratch_lab.py", "params": [], "measurements": []})" "\n```\n");
+  gpulab::test::writeFile(root + "/01-sample/scratch_lab.py", kScratchLab);
+  gpulab::test::writeFile(root + "/02-other/lesson.md", QByteArray(kHeader).replace("id: sample", "id: other"));
+}
+
+// Makes the file or folder at `path` (in a course writeScratchCourse wrote) what `kind` says: "link
+// outside" (moved into the folder `outside`, linked from where it was), "link inside" (renamed, linked
+// from beside it), "fifo", "folder", "link to /dev/zero", or "too large" (the lab's code, 1.5 MiB).
+bool makeEntry(const QString& path, const QString& kind, const QString& outside) {
+  const QByteArray link = QFile::encodeName(path);
+  const QString moved = outside + "/" + QFileInfo(path).fileName(), renamed = QFileInfo(path).fileName() + ".real";
+  if (kind == "link outside") return QDir().rename(path, moved) && ::symlink(QFile::encodeName(moved).constData(), link.constData()) == 0;
+  if (kind == "link inside") return QDir().rename(path, path + ".real") && ::symlink(QFile::encodeName(renamed).constData(), link.constData()) == 0;
+  if (kind == "too large") {
+    QByteArray code(kScratchLab);
+    code += QByteArray(1536 * 1024 - code.size(), '#');
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.write(code) == code.size();
+  }
+  if (!QFile::remove(path)) return false;
+  if (kind == "fifo") return ::mkfifo(link.constData(), 0600) == 0;
+  if (kind == "folder") return QDir().mkdir(path);
+  if (kind == "link to /dev/zero") return ::symlink("/dev/zero", link.constData()) == 0;
+  return false;
+}
+
+// Runs `work` on a thread of its own. One still running after 10 s waits in open() for a writer to
+// the FIFO at `fifo` (issue 48 1.2: the loader hung for good): the test releases it, opening the FIFO
+// for writing, and says so.
+bool finishesWithoutWaiting(const std::function<void()>& work, const QString& fifo) {
+  std::future<void> done = std::async(std::launch::async, work);
+  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::ready) return true;
+  const QByteArray name = QFile::encodeName(fifo);
+  while (done.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+    const int fd = ::open(name.constData(), O_WRONLY | O_NONBLOCK);  // opens once a reader waits
+    if (fd >= 0) ::close(fd);
+  }
+  return false;
+}
+
+struct DiscardingSink final : lab::MetricSink {
+  void send(const lab::Update&) override {}
+};
 
 }  // namespace
 
@@ -531,6 +587,89 @@ class TestCourse : public QObject {
     QVERIFY2(c.lessons[1].error.startsWith(dir.filePath("02-long/lesson.md") + ":7: a paragraph is longer than 2048 characters; split it with a blank line"),
              qPrintable(c.lessons[1].error));
     QVERIFY2(c.lessons[2].ok(), qPrintable(c.lessons[2].error));
+  }
+
+  // Issue 48 1.2: a file a lesson names -- its lesson.md, its lab's code -- is read only when it
+  // resolves inside the lesson's folder (the folder inside the course's), is a regular file (a FIFO is
+  // never opened: opening one waits for a writer) and is not too large; else the lesson is broken,
+  // saying which file and why, and the other lessons are not affected. Links inside the folder are fine.
+  void aLessonReadsOnlyRegularFilesInsideItsFolder_data() {
+    QTest::addColumn<QString>("entry");  // in the course writeScratchCourse writes
+    QTest::addColumn<QString>("kind");   // what makeEntry makes it
+    QTest::addColumn<QString>("expected");  // in the lesson's error ("%ROOT%": the course, "%OUTSIDE%": a folder outside it); "" when it loads
+    const QString code = "01-sample/scratch_lab.py", text = "01-sample/lesson.md";
+    QTest::newRow("lab code linked outside")
+        << code << "link outside" << "lab block: the lab's code scratch_lab.py resolves to %OUTSIDE%/scratch_lab.py, outside the lesson's folder";
+    QTest::newRow("lab code a FIFO") << code << "fifo" << "lab block: the lab's code scratch_lab.py is a FIFO, not a regular file";
+    QTest::newRow("lab code a folder") << code << "folder" << "lab block: the lab's code scratch_lab.py is a folder, not a regular file";
+    QTest::newRow("lab code too large") << code << "too large" << "lab block: the lab's code scratch_lab.py is 1.5 MiB, over the 1.0 MiB limit";
+    QTest::newRow("lesson.md a FIFO") << text << "fifo" << ":0: lesson.md is a FIFO, not a regular file";
+    QTest::newRow("lesson.md linked to /dev/zero") << text << "link to /dev/zero" << ":0: lesson.md resolves to /dev/zero, outside the lesson's folder";
+    QTest::newRow("lesson.md linked outside") << text << "link outside" << ":0: lesson.md resolves to %OUTSIDE%/lesson.md, outside the lesson's folder";
+    QTest::newRow("folder linked outside")
+        << "01-sample" << "link outside" << ":0: the lesson's folder %ROOT%/01-sample resolves to %OUTSIDE%/01-sample, outside the course's folder";
+    QTest::newRow("lesson.md linked inside its folder") << text << "link inside" << "";
+    QTest::newRow("lab code linked inside its folder") << code << "link inside" << "";
+  }
+  void aLessonReadsOnlyRegularFilesInsideItsFolder() {
+    QFETCH(QString, entry);
+    QFETCH(QString, kind);
+    QFETCH(QString, expected);
+    QTemporaryDir dir, outside;
+    writeScratchCourse(dir.path());
+    QVERIFY(makeEntry(dir.filePath(entry), kind, outside.path()));
+    expected.replace("%ROOT%", dir.path()).replace("%OUTSIDE%", QFileInfo(outside.path()).canonicalFilePath());
+    Course c;
+    QString source;
+    auto load = [&] {
+      c = loadCourse(dir.path());
+      source = c.labSource("scratch");
+    };
+    QVERIFY2(finishesWithoutWaiting(load, dir.filePath(entry)), "the loader opened a FIFO and waited for a writer");
+    QCOMPARE(c.lessons.size(), 2);
+    QVERIFY2(c.lessons[1].ok(), qPrintable(c.lessons[1].error));
+    const Lesson& l = c.lessons[0];
+    if (expected.isEmpty()) {
+      QVERIFY2(l.ok(), qPrintable(l.error));
+      QCOMPARE(source, QString(kScratchLab));
+      return;
+    }
+    QVERIFY2(l.error.startsWith(dir.filePath("01-sample/lesson.md") + ":") && l.error.contains(expected), qPrintable(l.error));
+    QVERIFY2(source.isEmpty(), qPrintable(source));  // the "Lab code" tab shows nothing of it
+  }
+
+  // The code panel and a run read the lab's code again, with the same checks: code swapped for a link
+  // out of the folder or a FIFO after the lesson loaded is neither shown nor run, nor waited on.
+  void aLabsCodeIsCheckedAgainWhenItIsRead_data() {
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("linked outside") << "link outside" << "resolves to %OUTSIDE%/scratch_lab.py, outside the lesson's folder";
+    QTest::newRow("a FIFO") << "fifo" << "is a FIFO, not a regular file";
+  }
+  void aLabsCodeIsCheckedAgainWhenItIsRead() {
+    QFETCH(QString, kind);
+    QFETCH(QString, expected);
+    QTemporaryDir dir, outside;
+    writeScratchCourse(dir.path());
+    const Course c = loadCourse(dir.path());
+    QVERIFY2(c.lessons[0].ok(), qPrintable(c.lessons[0].error));
+    QCOMPARE(c.labSource("scratch"), QString(kScratchLab));
+    const QString code = dir.filePath("01-sample/scratch_lab.py");
+    QVERIFY(makeEntry(code, kind, outside.path()));
+    expected.replace("%OUTSIDE%", QFileInfo(outside.path()).canonicalFilePath());
+    QString source;
+    std::string error;
+    auto readAndRun = [&] {
+      source = c.labSource("scratch");
+      const std::unique_ptr<lab::Lab> theLab = c.makeLab("scratch");
+      const lab::Params params(theLab->params());
+      DiscardingSink sink;
+      const lab::StopToken stop;
+      error = gpulab::test::textOf([&] { theLab->run(params, sink, stop); });
+    };
+    QVERIFY2(finishesWithoutWaiting(readAndRun, code), "reading the lab's code opened a FIFO and waited for a writer");
+    QVERIFY2(source.isEmpty(), qPrintable(source));
+    QVERIFY2(QString::fromStdString(error).startsWith("the scratch lab cannot run: the lab's code scratch_lab.py " + expected), error.c_str());
   }
 
   // Issue 8, defect 8: values of the wrong type, unknown keys and values the lab refuses are mistakes,

@@ -1,7 +1,7 @@
 #include "app/course/course.h"
 
 #include <QDir>
-#include <QFile>
+#include <QFileInfo>
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -33,8 +33,7 @@ QString Course::labSource(const QString& labId) const {
   } catch (const Error&) {
     return {};
   }
-  QFile f(path);
-  return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
+  return QString::fromUtf8(readLabCode(path).bytes);  // nothing when it may not be read: the panel says it is not available
 }
 
 Course loadCourse(const QString& root) {
@@ -44,18 +43,21 @@ Course loadCourse(const QString& root) {
   QVector<PythonLabSpec> declared;  // the Python labs of the lessons so far
   for (const QString& folder : dir.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name)) {
     if (folder == "labs") continue;
-    const QString path = root + "/" + folder + "/lesson.md";
-    QFile f(path);
+    const QString lessonFolder = root + "/" + folder;
+    const QString path = lessonFolder + "/lesson.md";
+    // A folder that is a link out of the course is not a lesson of it (Note [files a lesson names]).
+    const QString resolved = QFileInfo(lessonFolder).canonicalFilePath();
+    const LessonFile file = liesInside(resolved, root)
+                                ? readLessonFile(lessonFolder, "lesson.md", "lesson.md", kMaxLessonBytes)
+                                : LessonFile{.problem = QString("the lesson's folder %1 resolves to %2, outside the course's folder").arg(lessonFolder, resolved)};
     Lesson lesson;
-    if (!f.open(QIODevice::ReadOnly)) {
+    if (!file.problem.isEmpty()) {
       lesson.id = folder;
       lesson.title = folder;
-      lesson.folder = root + "/" + folder;
-      lesson.error = path + ":0: cannot read lesson.md";
+      lesson.folder = lessonFolder;
+      lesson.error = path + ":0: " + file.problem;
     } else {
-      // Never more than the cap is read: a huge (or endless) file costs neither memory nor time.
-      const QByteArray bytes = f.read(kMaxLessonBytes + 1);
-      lesson = parseLessonFile(bytes, path, std::max<qint64>(f.size(), bytes.size()), declared);
+      lesson = parseLessonFile(file.bytes, path, file.size, declared);
     }
     // With the labs it declares, for the lessons after it -- unless it is broken: a draft or a copy
     // must not take a lab's id away from the lesson that declares it.

@@ -1,17 +1,24 @@
 #include "app/course/lesson.h"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QLocale>
 #include <QRegularExpression>
+#include <QScopeGuard>
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <optional>
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <utility>
 
 #include "engine/core/errors.h"
@@ -266,6 +273,7 @@ PythonLabSpec parseLab(const QJsonObject& o, const Lesson& lesson, int line) {
   spec.sourcePath = lesson.folder.section('/', -1) + "/" + code;
   spec.path = lesson.folder + "/" + code;
   if (!QFile::exists(spec.path)) throw LessonError{line, QString("lab block: the lab's code %1 is not in the lesson's folder").arg(code)};
+  if (const LessonFile read = readLabCode(spec.path); !read.problem.isEmpty()) throw LessonError{line, "lab block: " + read.problem};
   if (const QJsonValue e = o.value("emulated_gpu"); !e.isUndefined()) {
     if (!e.isBool()) throw LessonError{line, what + ": \"emulated_gpu\" must be true or false"};
     spec.emulatedGpu = e.toBool();
@@ -561,7 +569,75 @@ qsizetype invalidUtf8At(const QByteArray& b) {
   return -1;
 }
 
+// What a file that is not a regular one is: "lesson.md is a FIFO, not a regular file".
+QString fileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
 }  // namespace
+
+bool liesInside(const QString& resolved, const QString& folder) {
+  const QString inside = QFileInfo(folder).canonicalFilePath();
+  return !inside.isEmpty() && resolved.startsWith(inside.endsWith('/') ? inside : inside + '/');
+}
+
+LessonFile readLessonFile(const QString& folder, const QString& name, const QString& what, qint64 maxBytes) {
+  LessonFile file;
+  auto refused = [&](const QString& problem) {
+    file.problem = problem;
+    file.bytes.clear();
+    return file;
+  };
+  auto cannotRead = [&](const QString& why) { return refused(QString("cannot read %1 (%2)").arg(what, why)); };
+  const QString path = folder + "/" + name;
+  const QString resolved = QFileInfo(path).canonicalFilePath();
+  if (resolved.isEmpty()) return cannotRead("there is no such file");
+  if (!liesInside(resolved, folder)) return refused(QString("%1 resolves to %2, outside the lesson's folder").arg(what, resolved));
+  if (resolved.startsWith(':')) {  // built into the program (Note [files a lesson names])
+    QFile f(resolved);
+    if (!f.open(QIODevice::ReadOnly)) return cannotRead(f.errorString());
+    file.bytes = f.read(maxBytes + 1);
+    file.size = f.size();
+    return file;
+  }
+  const QByteArray native = QFile::encodeName(resolved);
+  auto notRegular = [&](mode_t mode) { return refused(QString("%1 is %2, not a regular file").arg(what, fileKind(mode))); };
+  struct stat st {};
+  if (::stat(native.constData(), &st) != 0) return cannotRead(QString::fromLocal8Bit(std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return notRegular(st.st_mode);
+  const int fd = ::open(native.constData(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return cannotRead(QString::fromLocal8Bit(std::strerror(errno)));
+  const auto closeFd = qScopeGuard([fd] { ::close(fd); });
+  if (::fstat(fd, &st) != 0) return cannotRead(QString::fromLocal8Bit(std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return notRegular(st.st_mode);
+  file.bytes.resize(maxBytes + 1);
+  qsizetype got = 0;
+  while (got < file.bytes.size()) {
+    const ssize_t n = ::read(fd, file.bytes.data() + got, static_cast<std::size_t>(file.bytes.size() - got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return cannotRead(QString::fromLocal8Bit(std::strerror(errno)));
+    if (n == 0) break;
+    got += n;
+  }
+  file.bytes.truncate(got);
+  file.size = std::max<qint64>(st.st_size, got);  // a file that grew since fstat is as large as what was read
+  return file;
+}
+
+LessonFile readLabCode(const QString& path) {
+  const QFileInfo code(path);
+  LessonFile file = readLessonFile(code.path(), code.fileName(), "the lab's code " + code.fileName(), kMaxLabCodeBytes);
+  if (file.problem.isEmpty() && file.size > kMaxLabCodeBytes) {
+    file.problem = QString("the lab's code %1 is %2, over the %3 limit").arg(code.fileName(), formatSize(file.size), formatSize(kMaxLabCodeBytes));
+    file.bytes.clear();
+  }
+  return file;
+}
 
 bool isValidLessonId(const QString& id) {
   if (id.isEmpty() || id.size() > 64) return false;

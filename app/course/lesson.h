@@ -166,4 +166,42 @@ std::unique_ptr<lab::Lab> makeLab(const Lesson& lesson, const QString& id);
 // "3.2 MiB", "64 KiB", "812 bytes": sizes in lesson errors.
 QString formatSize(qint64 bytes);
 
+// Note [files a lesson names]
+// A lesson folder may come from anyone (gpulab-cli --lessons DIR, a folder a course's author shares),
+// and what it names is shown (the "Lab code" tab) and run. Issue 48 1.2: a lab's code linked to
+// /etc/shadow showed it whole, a lesson.md that was a FIFO hung the loader for good (opening a FIFO
+// for reading waits for a writer) and one linked to /dev/zero was read up to the cap. So a file a
+// lesson names -- its lesson.md, its lab's code -- is read only when
+//  - its real path (every link resolved) lies inside the lesson's folder, and the folder's inside the
+//    course's (loadCourse): a link to another file of the same folder is fine;
+//  - it is a regular file, checked before it is opened, so a FIFO or a device is never opened;
+//  - it is small: at most its cap and one byte more is read, so a file too large costs nothing.
+// It is opened by its real path without following a last link and without blocking, and checked again
+// once open, so a file swapped for a link or a FIFO after the checks is refused too. Limits: a hard
+// link is a regular file inside the folder (Debian's fs.protected_hardlinks keeps anyone from linking
+// a file they cannot read and write); a folder of the path swapped for a link while the file opens is
+// not caught (openat2's RESOLVE_BENEATH would). The lessons built into the program (":/lessons", Qt's
+// resources) are copies of regular files made at build time, read as they are.
+struct LessonFile {
+  QByteArray bytes;  // at most maxBytes + 1 of them: more than maxBytes means the file is larger
+  qint64 size = 0;   // the whole file's size
+  QString problem;   // why it was not read, naming it ("the lab's code x.py is a FIFO, not a regular file"); empty when it was
+};
+
+// `name` in `folder`, read as Note [files a lesson names] says; `what` names it in the problem
+// ("lesson.md", "the lab's code x.py").
+LessonFile readLessonFile(const QString& folder, const QString& name, const QString& what, qint64 maxBytes);
+
+// Whether `resolved`, a path with every link resolved, lies inside `folder` (whose links are resolved here).
+bool liesInside(const QString& resolved, const QString& folder);
+
+// A Python lab's code is at most this large: the largest shipped lab is under 40 KiB, and the code
+// panel shows the file whole.
+inline constexpr qint64 kMaxLabCodeBytes = 1024 * 1024;
+
+// A lab's code at `path` (a Python lab's spec.path; a built-in lab's source in the course's labs/),
+// read by readLessonFile from the folder it is in; larger than kMaxLabCodeBytes is a problem too. What
+// the lesson's loader checks, and what the code panel shows and a run runs.
+LessonFile readLabCode(const QString& path);
+
 }  // namespace gpulab::course

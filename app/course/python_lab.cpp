@@ -1,6 +1,5 @@
 #include "app/course/python_lab.h"
 
-#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QStringList>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "app/course/lab_json.h"
+#include "app/course/lesson.h"
 #include "app/notebook/headless_session.h"
 #include "engine/core/errors.h"
 
@@ -83,9 +83,10 @@ namespace {
 }  // namespace
 
 void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab::StopToken& stop) {
-  QFile file(spec_.path);
-  if (!file.open(QIODevice::ReadOnly)) throw Error("cannot read the " + id() + " lab's code, " + str(spec_.path));
-  const QString source = QString::fromUtf8(file.readAll());
+  // Read again as the lesson's loader read it: the file may have changed since (Note [files a lesson names]).
+  const LessonFile code = readLabCode(spec_.path);
+  if (!code.problem.isEmpty()) throw Error("the " + id() + " lab cannot run: " + str(code.problem));
+  const QString source = QString::fromUtf8(code.bytes);
   // An update the sink refuses (the protocol's checker, an undeclared measurement) ends the run with
   // its error; nothing the lab sends after it is passed on. Nothing thrown may cross the session's
   // event loop: it is kept, and thrown once the run has ended.
