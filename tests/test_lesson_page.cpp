@@ -246,6 +246,37 @@ class TestLessonPage : public QObject {
     QVERIFY(w.lessonPage()->externalCodeBanner()->isHidden());  // said once
   }
 
+  // Issue 48 1.3: an exercise's values are code the lesson runs after the learner's run. From a folder
+  // outside GPU Lab, the banner names them and the exercise's panel shows them; and a value is an
+  // expression under guard: one that imports os is not measured, and what it would have run did not run.
+  void anExercisesValuesAreShownAndGuarded() {
+    QTemporaryDir lessons;
+    const QString marker = lessons.filePath("ran");
+    const QString hostile = QString("__import__('os').system('touch %1') == 0").arg(marker);
+    gpulab::test::writeFile(lessons.filePath("01-ex/lesson.md"),
+                            QString("---\nid: ex\ntitle: Ex\nchapter: Mine\n---\nText\n\n```exercise\n"
+                                    "{\"title\": \"T\", \"text\": \"Run it\", \"values\": {\"done\": \"%1\", \"x set\": \"x == 1\"},\n"
+                                    " \"checks\": [{\"measurement\": \"done\", \"at_least\": 1}, {\"measurement\": \"x set\", \"at_least\": 1}]}\n```\n\n"
+                                    "```python exercise\nx = 0\n```\n\n```python solution\nx = 1\n```\n").arg(hostile).toUtf8());
+    MainWindow w(lessons.path(), progressPath());
+    QVERIFY(w.selectLesson("ex"));
+    QTRY_VERIFY(!w.lessonLoading());
+    const QString banner = w.lessonPage()->externalCodeBanner()->text()->text();
+    QVERIFY(!w.lessonPage()->externalCodeBanner()->isHidden());
+    QVERIFY2(banner.contains(hostile) && banner.contains("x == 1"), qPrintable(banner));
+    const auto panels = w.lessonPage()->exercisePanels();
+    QCOMPARE(panels.size(), 1);
+    QVERIFY2(panels.front()->values()->text().contains("done = " + hostile), qPrintable(panels.front()->values()->text()));
+    QVERIFY(!panels.front()->values()->isHidden());
+    w.lessonPage()->externalCodeBanner()->findChild<QPushButton*>("externalCodeUnderstood")->click();
+    CodeCell* cell = w.lessonPage()->cells().front();
+    cell->editor()->setPlainText("x = 1\n");
+    QVERIFY(runAndWait(cell));
+    QVERIFY2(panels.front()->result()->text().startsWith("✗ Not met yet."), qPrintable(panels.front()->result()->text()));
+    QVERIFY2(panels.front()->result()->text().contains("x set: measured 1"), qPrintable(panels.front()->result()->text()));
+    QVERIFY(!QFile::exists(marker));
+  }
+
   // A Python lab is the folder's code too, even in a lesson without cells.
   void aFolderWhoseLabIsPythonSaysSo() {
     QTemporaryDir lessons;

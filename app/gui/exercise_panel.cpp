@@ -34,6 +34,19 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
                        .arg(metBefore ? "✓" : "✎").arg(number).arg(checksAsked(exercise.challenge)) +
                    (metBefore ? "\nYou met it before; run it again to see its measurements." : "") +
                    (exercise.needsCuda ? "\nIt needs cuda:0: run it on the emulated GPU (or a real one)." : ""));
+  // The values are Python expressions the lesson evaluates after the run, over what it left: shown, so
+  // that nothing is run that the learner cannot read (a lesson folder may come from anywhere).
+  values_ = new QLabel;
+  values_->setObjectName("exerciseValues");
+  values_->setWordWrap(true);
+  values_->setTextFormat(Qt::PlainText);
+  values_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  QStringList values;
+  for (auto v = exercise.values.cbegin(); v != exercise.values.cend(); ++v) values << QString("  %1 = %2").arg(v.key(), v.value());
+  values_->setText("Measured after your run, by evaluating:\n" + values.join('\n'));
+  values_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  values_->setAccessibleName("What the exercise evaluates after your run");
+  values_->setVisible(!values.isEmpty());
   hint_ = new QPushButton;
   hint_->setObjectName("exerciseHint");
   hints_ = new QLabel;
@@ -63,6 +76,7 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
   layout->setContentsMargins(6, 4, 6, 4);
   layout->setSpacing(4);
   layout->addWidget(result_);
+  layout->addWidget(values_);
   layout->addLayout(buttons);
   layout->addWidget(hints_);
   layout->addWidget(solution_);

@@ -26,6 +26,7 @@ class ExercisePanel final : public QFrame {
   // needs one): says why, the grade stays as it was.
   void showNotGraded(const QString& why);
   QLabel* result() const { return result_; }
+  QLabel* values() const { return values_; }
   QPushButton* hintButton() const { return hint_; }
   QLabel* hints() const { return hints_; }
   QPushButton* solutionButton() const { return showSolution_; }
@@ -37,6 +38,7 @@ class ExercisePanel final : public QFrame {
   QStringList hintTexts_;
   int hintsShown_ = 0;
   QLabel* result_;
+  QLabel* values_;  // the expressions the exercise evaluates after the run
   QPushButton* hint_;
   QLabel* hints_;
   QPushButton* showSolution_;

@@ -202,17 +202,25 @@ LessonPage::~LessonPage() {
 void LessonPage::setExternalFolder(const QString& folder, bool acknowledged) {
   externalFolder_ = folder;
   externalAcknowledged_ = acknowledged;
-  external_->text()->setText("These lessons come from a folder outside GPU Lab (" + folder +
-                              "). Their code cells and Python labs run on this machine, with your permissions, when you press Run — "
-                              "only run code you trust.");
   updateExternalBanner();
 }
 
 void LessonPage::updateExternalBanner() {
-  // Code of the folder's: a cell, or a Python lab one of the lesson's run blocks runs.
-  const bool runsCode = !cells_.isEmpty() || std::any_of(lesson_.runs.begin(), lesson_.runs.end(), [&](const course::RunBlock& r) {
-                          return lesson_.pythonLab(r.lab) != nullptr;
-                        });
+  // Code of the folder's: a cell, a Python lab one of the lesson's run blocks runs, or an exercise's
+  // values -- expressions evaluated after the learner's run, which the banner names (each exercise's
+  // panel shows them too).
+  QStringList values;
+  for (const course::Exercise& e : lesson_.exercises)
+    for (auto v = e.values.cbegin(); v != e.values.cend(); ++v) values << v.value();
+  const bool runsCode = !cells_.isEmpty() || !values.isEmpty() ||
+                        std::any_of(lesson_.runs.begin(), lesson_.runs.end(), [&](const course::RunBlock& r) { return lesson_.pythonLab(r.lab) != nullptr; });
+  QString text = "These lessons come from a folder outside GPU Lab (" + externalFolder_ +
+                 "). Their code cells and Python labs run on this machine, with your permissions, when you press Run";
+  if (!values.isEmpty()) {
+    text += "; after an exercise's run this lesson evaluates " + QString(values.size() == 1 ? "this expression" : "these expressions") +
+            " (an expression only: no imports, files or hidden names): " + values.join("; ");
+  }
+  external_->text()->setText(text + " — only run code you trust.");
   external_->setVisible(!externalFolder_.isEmpty() && !externalAcknowledged_ && runsCode);
 }
 

@@ -14,7 +14,8 @@ In, on stdin, one JSON object per line:
 With "measure" (an exercise's run: lessons/README.md), the finished event carries what the run
 measured -- errors, device-mismatch errors, out-of-memory errors (1 or 0), seconds, peak allocated
 (bytes on cuda:0, with a CUDA device), "last NAME" for each name the cell logged, and each of the
-values, evaluated in the session after the run (a bool counts 1 or 0) -- and, for a value that could
+values, evaluated over the session's names after the run (a bool counts 1 or 0; under the guard of
+gpulab/exercise_values.py, as a lesson's text may come from anywhere) -- and, for a value that could
 not be measured, why.
 Stop is SIGINT: Python raises KeyboardInterrupt in the running cell at its next bytecode, even inside
 time.sleep, and the session goes on.
@@ -146,6 +147,10 @@ class Lab:
 
     lab.log(loss=loss.item(), accuracy=acc) adds one point to each named series; step= places it
     (by default one step after the previous point of this cell)."""
+
+    # An exercise's values may call its methods (python/gpulab/exercise_values.py): they ask the session
+    # a question (lab.fits, lab.call_with_cuda_available) or report to the window; none reads or writes files.
+    callable_from_exercise_values = True
 
     def __init__(self, kernel):
         self._kernel = kernel
@@ -523,7 +528,9 @@ class Kernel:
         unmeasured = {}
         for name, expression in (measure.get("values") or {}).items():
             try:
-                value = eval(compile(str(expression), f"<value {name}>", "eval"), self.namespace)
+                from gpulab import exercise_values
+
+                value = exercise_values.evaluate(expression, name, self.namespace)  # a lesson's text, under guard
                 if hasattr(value, "item"):
                     value = value.item()
                 if not isinstance(value, (bool, int, float)):
