@@ -3,7 +3,10 @@
 // CUDA libraries: engine/runtime/cuda_runtime_loader.cpp dlopen()s the module on first use and calls
 // it through this table, so a CUDA build of GPU Lab starts -- and runs on the CPU, saying why -- on a
 // machine without the CUDA runtime, cuBLAS, cuDNN or a driver. The module is built from the same tree
-// with the same compiler as the engine, so C++ types cross the boundary; the build id guards that.
+// with the same compiler as the engine, so C++ types cross the boundary; the build id guards that: it is
+// derived from every engine header the two sides compile with and from the compilers (Note [CUDA module
+// build id], cmake/cuda_module_build_id.cmake), and both include it from one generated header,
+// gpulab/cuda_module_build_id.h (kModuleBuildId, "<version>/abi<kModuleAbiVersion>/<hash>").
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -32,9 +35,8 @@ namespace gpulab::cuda {
 // 7: NCCL collectives (ncclInfo, allReduce, broadcast) for engine/distributed.
 // 8: NVTX ranges (rangePush, rangePop) for the profiler.
 // 9: CUDA graphs (graphCaptureBegin ... graphDestroy).
+// The table's history, for people; the build id (above), derived from the headers, is what guards it.
 constexpr int kModuleAbiVersion = 9;
-// The project version and the table's size: a module from another build is refused, not trusted.
-inline constexpr const char* kModuleBuildId = GPULAB_VERSION_STRING "/abi9";
 
 // Whether the module can run NCCL collectives, and the one line that says so or why not.
 struct NcclInfo {
@@ -104,7 +106,23 @@ void ncclBroadcast(const std::vector<CollectiveBuffer>& buffers, std::size_t cou
 // The file name the loader looks for next to the engine library (or at $GPULAB_CUDA_MODULE).
 inline constexpr const char* kModuleFileName = "libgpulab-cuda.so";
 
+// What loading the module at `path` gave: its table, or none and why (not there, not a GPU Lab module,
+// from another build: "... it was built as <its id>, this engine expects <ours> ..."). The engine takes
+// this step once, on first use, with the module beside its library or at $GPULAB_CUDA_MODULE; here it is
+// on its own, in every build -- a CPU-only engine never takes it for itself -- so that the refusal of a
+// module from another build is tested on any machine (tests/test_device_runtime.cpp). A module that was
+// opened stays loaded for the life of the process, refused or not.
+struct LoadedModule {
+  const ModuleApi* api = nullptr;
+  std::string reason;  // why there is no table, when api is null
+};
+LoadedModule loadModule(const std::string& path);
+
 }  // namespace gpulab::cuda
 
-// The module's only entry point; null when abiVersion/buildId do not match the module's own.
+// The module's entry points, plain C so that the engine can ask a module of any build which build it
+// is: its kModuleBuildId, and its table. The loader asks for the id first and for the table only when
+// the id is its own. The table's entry still refuses (null) an abiVersion or buildId not its own: an
+// engine from before the id's entry point asks for the table directly.
+extern "C" const char* gpulab_cuda_module_build_id();
 extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion, const char* buildId);

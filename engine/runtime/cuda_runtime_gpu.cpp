@@ -30,6 +30,9 @@
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_selection.h"
 #include "engine/runtime/nvml_processes.h"
+// Generated (Note [CUDA module build id], cmake/cuda_module_build_id.cmake): kModuleBuildId, the id of
+// this build, which the engine's loader compares with its own.
+#include "gpulab/cuda_module_build_id.h"
 
 namespace gpulab {
 Backend& cudaBackend(int device);  // engine/kernels/cuda/cuda_backend.cu
@@ -903,7 +906,10 @@ void graphDestroyImpl(void* handle) {
 
 }  // namespace gpulab::cuda
 
-// The module's one entry point: the table the engine's loader (cuda_runtime_loader.cpp) calls through.
+// The module's entry points (cuda_module.h): which build it is, and the table the engine's loader
+// (cuda_runtime_loader.cpp) calls through.
+extern "C" const char* gpulab_cuda_module_build_id() { return gpulab::cuda::kModuleBuildId; }
+
 extern "C" const gpulab::cuda::ModuleApi* gpulab_cuda_module_api(int abiVersion, const char* buildId) {
   using namespace gpulab::cuda;
   if (abiVersion != kModuleAbiVersion || std::strcmp(buildId, kModuleBuildId) != 0) return nullptr;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -20,15 +21,42 @@
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/stream.h"
+// Generated from the headers the loader and the module compile with (Note [CUDA module build id],
+// cmake/cuda_module_build_id.cmake): kModuleBuildId, the id the module must have been built with.
+#include "gpulab/cuda_module_build_id.h"
 
 namespace gpulab::cuda {
 
-namespace {
+LoadedModule loadModule(const std::string& path) {
+  LoadedModule l;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* err = dlerror();
+    l.reason = "GPU Lab's CUDA module could not be loaded (" + std::string(err ? err : path.c_str()) +
+               "). A GPU needs the NVIDIA driver and the CUDA 13 runtime, cuBLAS and cuDNN 9 libraries";
+    return l;
+  }
+  using Entry = const ModuleApi* (*)(int, const char*);
+  using BuildId = const char* (*)();
+  auto entry = reinterpret_cast<Entry>(dlsym(handle, "gpulab_cuda_module_api"));
+  if (!entry) {
+    l.reason = "GPU Lab's CUDA module " + path + " has no entry point (not a GPU Lab module)";
+    return l;
+  }
+  // Its build first, through plain C: nothing that depends on C++ layouts is called in a module from
+  // another build. A module without the build id's entry point is from before it, so from another build.
+  auto buildIdOf = reinterpret_cast<BuildId>(dlsym(handle, "gpulab_cuda_module_build_id"));
+  const char* theirs = buildIdOf ? buildIdOf() : nullptr;
+  if (theirs && std::strcmp(theirs, kModuleBuildId) == 0) l.api = entry(kModuleAbiVersion, kModuleBuildId);
+  if (!l.api) {
+    l.reason = "GPU Lab's CUDA module " + path + " is from another build of GPU Lab (" +
+               (theirs ? "it was built as " + std::string(theirs) : std::string("it does not say which build it is")) +
+               ", this engine expects " + kModuleBuildId + "): reinstall GPU Lab or rebuild both from one tree";
+  }
+  return l;  // the module stays loaded for the life of the process, refused or not (ours registers an at-exit release)
+}
 
-struct Loaded {
-  const ModuleApi* api = nullptr;
-  std::string reason;  // why there is no module, when api is null
-};
+namespace {
 
 #if GPULAB_CUDA_MODULE
 // Next to the library this function is in (libgpulab-engine.so, wherever it was installed or built).
@@ -42,35 +70,18 @@ std::string moduleBesideEngine() {
   return kModuleFileName;  // the dynamic loader's search path
 }
 
-Loaded load() {
-  Loaded l;
+LoadedModule load() {
   const char* env = std::getenv("GPULAB_CUDA_MODULE");
-  const std::string path = env && *env ? env : moduleBesideEngine();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* err = dlerror();
-    l.reason = "GPU Lab's CUDA module could not be loaded (" + std::string(err ? err : path.c_str()) +
-               "). A GPU needs the NVIDIA driver and the CUDA 13 runtime, cuBLAS and cuDNN 9 libraries";
-    return l;
-  }
-  using Entry = const ModuleApi* (*)(int, const char*);
-  auto entry = reinterpret_cast<Entry>(dlsym(handle, "gpulab_cuda_module_api"));
-  if (!entry) {
-    l.reason = "GPU Lab's CUDA module " + path + " has no entry point (not a GPU Lab module)";
-    return l;
-  }
-  l.api = entry(kModuleAbiVersion, kModuleBuildId);
-  if (!l.api) l.reason = "GPU Lab's CUDA module " + path + " is from another build of GPU Lab (expected " + kModuleBuildId + ")";
-  return l;  // the module stays loaded for the life of the process (it registers an at-exit release)
+  return loadModule(env && *env ? env : moduleBesideEngine());
 }
 #else
-Loaded load() {
+LoadedModule load() {
   return {nullptr, "GPU Lab was built without CUDA support (the CUDA toolkit was not found or GPULAB_CUDA=OFF)"};
 }
 #endif
 
-const Loaded& loaded() {
-  static const Loaded l = load();
+const LoadedModule& loaded() {
+  static const LoadedModule l = load();
   return l;
 }
 
