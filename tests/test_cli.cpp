@@ -164,6 +164,34 @@ class TestCli : public QObject {
     QVERIFY(text.out.contains("default device:"));
   }
 
+  // Issue 48 5.3: `memory --help` offered --device cpu, which the lab refuses (a lab of a GPU's memory).
+  void theMemoryHelpOffersOnlyWhatTheLabTakes() {
+    const Run help = cli({"memory", "--help"});
+    const qsizetype at = help.out.indexOf("--device");
+    QVERIFY(at >= 0);
+    const QString device = help.out.mid(at, help.out.indexOf("--seed", at) - at);
+    QVERIFY2(!device.contains("cpu") && device.contains("emulated GPU"), qPrintable(device));
+  }
+
+  // Issue 48 5.3: without a GPU the emulated GPU is a device the lessons use: listed, with what it is and
+  // how to turn it off; and with it off, that is said.
+  void devicesListTheEmulatedGpu() {
+    if (gpulab::test::cudaUsable()) QSKIP("a real GPU is usable: the emulated GPU is off unless asked for");
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("GPULAB_EMULATED_GPU");
+    Run text = cli({"devices"}, env);
+    QVERIFY2(text.out.contains("cuda:0: GPU Lab's emulated GPU") && text.out.contains("GPULAB_EMULATED_GPU=0"), qPrintable(text.out));
+    QVERIFY2(!text.out.contains("Lessons run on the CPU"), qPrintable(text.out));
+    Run json = cli({"devices", "--json"}, env);
+    const QJsonObject emulated = json.events.front()["emulated_gpu"].toObject();
+    QCOMPARE(emulated["device"].toString(), QString("cuda:0"));
+    QVERIFY(emulated["total_memory"].toDouble() > 0);
+    env.insert("GPULAB_EMULATED_GPU", "0");
+    Run off = cli({"devices"}, env);
+    QVERIFY2(off.out.contains("emulated GPU off (GPULAB_EMULATED_GPU=0): lessons run on the CPU"), qPrintable(off.out));
+    QVERIFY(cli({"devices", "--json"}, env).events.front()["emulated_gpu"].isNull());
+  }
+
   void hiddenGpusAreReportedAsSuch() {
     if (!gpulab::cuda::compiledWithCuda()) QSKIP("built without CUDA");
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();

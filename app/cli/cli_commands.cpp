@@ -20,6 +20,7 @@
 #include "engine/core/number_format.h"
 #include "engine/runtime/blas_kernels.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/emulated_gpu.h"
 #include "app/course/course.h"
 #include "app/course/challenge.h"
 #include "app/course/lab_json.h"
@@ -205,6 +206,14 @@ int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) 
                   {"cuda_visible_devices", QString::fromStdString(a.cuda_visible_devices)}, {"devices", devices},
                   {"cpu_blas", QString::fromStdString(blasKernelsSummary())}};
     if (!a.usable) o["reason"] = QString::fromStdString(a.reason);
+    // The emulated GPU is a device too: what the lessons' cells and labs use as cuda:N without a GPU.
+    if (const std::optional<Device> e = cuda::emulatedDevice()) {
+      o["emulated_gpu"] = QJsonObject{{"device", QString::fromStdString(e->str())}, {"total_memory", qint64(cuda::emulatedGpuBudget())},
+                                      {"status", QString::fromStdString(cuda::emulatedGpuStatus())}};
+    } else {
+      o["emulated_gpu"] = QJsonValue::Null;
+      o["emulated_gpu_status"] = QString::fromStdString(cuda::emulatedGpuStatus());
+    }
     out << jsonLine(o) << "\n";
     return kExitOk;
   }
@@ -220,8 +229,18 @@ int devicesCommand(const QStringList& args, QTextStream& out, QTextStream& err) 
                .arg(QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.total_memory))))
                .arg(QString::fromStdString(formatBytes(static_cast<std::int64_t>(d.free_memory))));
   }
-  if (!a.usable) out << "No usable GPU: " << QString::fromStdString(a.reason) << ". Lessons run on the CPU.\n";
-  out << "default device: " << defaultDev << "\n";
+  if (!a.usable) out << "No usable GPU: " << QString::fromStdString(a.reason) << ".\n";
+  if (const std::optional<Device> e = cuda::emulatedDevice()) {
+    out << QString("%1: GPU Lab's %2 -- %3 of this machine's memory as its own, the CPU's kernels as its compute. "
+                   "The lessons' code cells and labs use it as %1 on this machine, so the same-device rule and out-of-memory "
+                   "errors happen for real; its times are your CPU's, not a GPU's. Off: GPULAB_EMULATED_GPU=0 (in the window, "
+                   "the lesson's \"code runs on\" choice; gpulab-cli run uses it only with --emulated-gpu)\n")
+               .arg(QString::fromStdString(e->str()), QString::fromStdString(cuda::kEmulatedGpuPhrase),
+                    QString::fromStdString(formatBytes(cuda::emulatedGpuBudget())));
+  } else if (!a.usable) {
+    out << "The " << QString::fromStdString(cuda::emulatedGpuStatus()) << ": lessons run on the CPU.\n";
+  }
+  out << "default device: " << defaultDev << (a.usable ? "" : " (torch.cuda.is_available() is False: an emulated GPU is not a real one)") << "\n";
   return kExitOk;
 }
 

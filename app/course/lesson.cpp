@@ -239,6 +239,7 @@ lab::ParamSpec parseLabParam(const QJsonValue& v, int line) {
     if (!gpuOnly.isUndefined() && !gpuOnly.isBool()) throw LessonError{line, what + ": \"gpu_only\" must be true or false"};
     if (gpuOnly.toBool()) {
       spec.suggestionLabels.front() = "auto (the GPU; without one, the emulated GPU)";
+      spec.description = description + ": auto (the GPU; without one, the emulated GPU), cuda or cuda:N";  // --help offers no cpu either
       for (std::size_t i = spec.suggestions.size(); i-- > 0;) {
         if (spec.suggestions[i] != "cpu") continue;
         spec.suggestions.erase(spec.suggestions.begin() + static_cast<std::ptrdiff_t>(i));
