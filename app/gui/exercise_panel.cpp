@@ -25,6 +25,12 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
     : QFrame(parent), hintTexts_(exercise.hints) {
   setObjectName(QString("exercise%1").arg(number));
   setFrameShape(QFrame::StyledPanel);
+  // The values are Python expressions the lesson evaluates after the run, over what it left: listed
+  // under the checks, before and after a run, so that nothing runs that the learner cannot read (a
+  // lesson folder may come from anywhere).
+  QStringList values;
+  for (auto v = exercise.values.cbegin(); v != exercise.values.cend(); ++v) values << QString("  %1 = %2").arg(v.key(), v.value());
+  if (!values.isEmpty()) valuesText_ = "\nMeasured after your run, by evaluating:\n" + values.join('\n');
   result_ = new QLabel;
   result_->setObjectName("exerciseResult");
   result_->setWordWrap(true);
@@ -33,20 +39,7 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
   result_->setText(QString("%1 Exercise %2 — run the cell to grade it. Graded from what the run measures: %3")
                        .arg(metBefore ? "✓" : "✎").arg(number).arg(checksAsked(exercise.challenge)) +
                    (metBefore ? "\nYou met it before; run it again to see its measurements." : "") +
-                   (exercise.needsCuda ? "\nIt needs cuda:0: run it on the emulated GPU (or a real one)." : ""));
-  // The values are Python expressions the lesson evaluates after the run, over what it left: shown, so
-  // that nothing is run that the learner cannot read (a lesson folder may come from anywhere).
-  values_ = new QLabel;
-  values_->setObjectName("exerciseValues");
-  values_->setWordWrap(true);
-  values_->setTextFormat(Qt::PlainText);
-  values_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  QStringList values;
-  for (auto v = exercise.values.cbegin(); v != exercise.values.cend(); ++v) values << QString("  %1 = %2").arg(v.key(), v.value());
-  values_->setText("Measured after your run, by evaluating:\n" + values.join('\n'));
-  values_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-  values_->setAccessibleName("What the exercise evaluates after your run");
-  values_->setVisible(!values.isEmpty());
+                   (exercise.needsCuda ? "\nIt needs cuda:0: run it on the emulated GPU (or a real one)." : "") + valuesText_);
   hint_ = new QPushButton;
   hint_->setObjectName("exerciseHint");
   hints_ = new QLabel;
@@ -76,7 +69,6 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
   layout->setContentsMargins(6, 4, 6, 4);
   layout->setSpacing(4);
   layout->addWidget(result_);
-  layout->addWidget(values_);
   layout->addLayout(buttons);
   layout->addWidget(hints_);
   layout->addWidget(solution_);
@@ -103,13 +95,13 @@ void ExercisePanel::showHint() {
 void ExercisePanel::showResult(const course::ChallengeResult& result) {
   QStringList lines{result.met ? "✓ Exercise met." : "✗ Not met yet."};
   for (const course::CheckResult& c : result.checks) lines << (c.met ? "  ✓ " : "  ✗ ") + c.line;
-  result_->setText(lines.join('\n'));
+  result_->setText(lines.join('\n') + valuesText_);
   result_->setStyleSheet(result.met ? "color: #1a7f37;" : "color: #b35900;");
   showSolution_->setEnabled(true);  // they tried
 }
 
 void ExercisePanel::showNotGraded(const QString& why) {
-  result_->setText("Not graded: " + why);
+  result_->setText("Not graded: " + why + valuesText_);
   result_->setStyleSheet("");
 }
 

@@ -26,7 +26,6 @@ class ExercisePanel final : public QFrame {
   // needs one): says why, the grade stays as it was.
   void showNotGraded(const QString& why);
   QLabel* result() const { return result_; }
-  QLabel* values() const { return values_; }
   QPushButton* hintButton() const { return hint_; }
   QLabel* hints() const { return hints_; }
   QPushButton* solutionButton() const { return showSolution_; }
@@ -36,9 +35,9 @@ class ExercisePanel final : public QFrame {
   void showHint();
 
   QStringList hintTexts_;
+  QString valuesText_;  // "Measured after your run, by evaluating: ...": the exercise's values, always shown
   int hintsShown_ = 0;
   QLabel* result_;
-  QLabel* values_;  // the expressions the exercise evaluates after the run
   QPushButton* hint_;
   QLabel* hints_;
   QPushButton* showSolution_;
