@@ -90,6 +90,12 @@ inline std::vector<OpCase> opCases() {
       {"cross_entropy_none", {{4, 5}}, [](V x) { return cross_entropy(x[0], x[1], Reduction::None); }, OpCase::Any, {labels({3, 0, 0, 4})}},
       {"nll_loss_none", {{4, 5}}, [](V x) { return nll_loss(x[0].log_softmax(1), x[1], Reduction::None); }, OpCase::Any, {labels({1, 1, 2, 4})}},
       {"rdiv_scalar", {{5}}, [](V x) { return -2.0 / x[0]; }, OpCase::AwayFromZero},
+      // Python's % (torch.remainder): d/da = 1, d/db = -floor(a / b); smooth away from the steps, which
+      // N(0,1) inputs miss by far more than the finite difference's step. (floor_divide has no gradient.)
+      {"remainder", {{3, 4}, {3, 4}}, [](V x) { return remainder(x[0], x[1]); }, OpCase::AwayFromZero},
+      {"remainder_broadcast", {{3, 1}, {4}}, [](V x) { return remainder(x[0], x[1]); }, OpCase::AwayFromZero},
+      {"remainder_scalar", {{6}}, [](V x) { return remainder(x[0] * 3.0, 0.7); }},
+      {"remainder_negative_scalar", {{6}}, [](V x) { return remainder(x[0], -0.45); }},
       {"transpose", {{3, 4}}, [](V x) { return x[0].t() * 1.0; }},
       {"slice_step", {{6, 3}}, [](V x) { return x[0].slice(0, 1, 6, 2) * 1.0; }},
       {"sub_scalar", {{3, 4}}, [](V x) { return x[0] - 0.75; }},
@@ -103,6 +109,33 @@ inline std::vector<OpCase> opCases() {
       {"unsqueeze_expand", {{3}}, [](V x) { return x[0].unsqueeze(0).expand({4, 3}) * 1.0; }},
       {"flatten", {{2, 3, 4}}, [](V x) { return x[0].flatten(1) * 1.0; }},
       {"clone", {{5}}, [](V x) { return x[0].clone(); }},
+      // In-place writes through views (Note [In-place ops on views], engine/ops/tensor_methods.cpp): the
+      // base's rebased history (CopySlices), a view made before the write (regenerated as
+      // AsStridedBackward0), and the base written under a view.
+      {"inplace_mul_through_slice", {{4, 3}, {2, 3}}, [](V x) { Tensor y = x[0] * 1.0; y.slice(0, 1, 3).mul_(x[1]); return y; }},
+      {"inplace_add_through_transpose", {{3, 4}, {3}},
+       [](V x) { Tensor y = x[0] * x[0]; y.t().select(0, 1).add_(x[1].tanh()); return y; }},
+      {"inplace_copy_seen_by_an_earlier_view", {{3, 3}, {3}},
+       [](V x) {
+         Tensor y = x[0] * 2.0;
+         Tensor u = y.slice(1, 0, 2);
+         y.select(1, 1).copy_(sin(x[1]));
+         return u * y.slice(1, 1, 3);
+       }},
+      {"inplace_base_written_under_a_view", {{3, 3}, {3}},
+       [](V x) {
+         Tensor y = x[0] * x[0];
+         Tensor v = y.slice(0, 0, 2);
+         y.mul_(x[1]);
+         return v * 3.0;
+       }},
+      {"inplace_fill_and_zero_through_views", {{3, 4}},
+       [](V x) {
+         Tensor y = x[0] * 3.0;  // not exp(): it saves its result, which the writes would overwrite
+         y.slice(0, 0, 1).fill_(0.5);
+         y.select(1, 2).zero_();
+         return y * x[0];
+       }},
       {"dropout", {{40}}, [](V x) { Generator g(7); return dropout(x[0], 0.3, true, g); }},
       // Convolution and pooling (engine/ops/conv.cpp). Inputs N(0,1): no two values of a pooling window
       // tie (max_pool2d's gradient is defined only without ties).

@@ -288,6 +288,46 @@ class TestCudaParity : public QObject {
     GPULAB_COMPARE_TENSORS(gq, cq, dt.optim.atol, dt.optim.rtol);
   }
 
+  // Python's // and % (floor_divide, remainder; floor_divide has no gradient, so no op-table row): one
+  // functor on both devices (engine/kernels/functors.h), so exact (0, 0) -- fmod is exact in IEEE
+  // arithmetic and each correction after it one operation, rounded once. Contiguous, broadcast
+  // (strided), number and number-first operands, in every dtype with these kernels, with the edges
+  // among the inputs: signed zeros, infinities, NaN, a zero divisor for floats, INT64_MIN // -1.
+  void floorDivideAndRemainderMatchCpu_data() {
+    QTest::addColumn<int>("dtype");
+    for (const DType d : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64}) QTest::newRow(dtypeName(d).c_str()) << static_cast<int>(d);
+  }
+  void floorDivideAndRemainderMatchCpu() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    QFETCH(int, dtype);
+    const DType dt = static_cast<DType>(dtype);
+    const Device gpu = test::cudaDevice();
+    Generator g(13);
+    Tensor a = randn({300}, g) * 20.0, b = randn({300}, g) * 4.0;
+    if (dt == kInt64) {
+      const std::int64_t min = std::numeric_limits<std::int64_t>::min();
+      a = cat({a.to(kInt64), tensor(std::vector<std::int64_t>{min, min, 7, -7, 0, (std::int64_t{1} << 62) + 1}, {6})});
+      b = cat({b.to(kInt64), tensor(std::vector<std::int64_t>{-1, 3, -2, 2, -5, (std::int64_t{1} << 53) + 1}, {6})});
+      b = where(eq(b, 0.0), 3.0, b);  // the CPU raises ZeroDivisionError for an integer zero divisor
+    } else {
+      const float inf = INFINITY, nan = NAN;
+      a = cat({a, tensor({0.0f, -0.0f, inf, -inf, nan, 7.5f, -7.5f, 3.0f, 1.0f}, {9})}).to(dt);
+      b = cat({b, tensor({2.0f, -2.0f, 2.0f, -2.0f, 2.0f, 0.0f, inf, -inf, 0.3f}, {9})}).to(dt);
+    }
+    const Tensor column = b.slice(0, 0, 5).reshape({5, 1});  // broadcast against a's first 7: strided operands
+    auto both = [&](const std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>& f) {
+      GPULAB_COMPARE_TENSORS(f(a.to(gpu), b.to(gpu), column.to(gpu)).cpu(), f(a, b, column), 0, 0);
+    };
+    both([](const Tensor& x, const Tensor& y, const Tensor&) { return floor_divide(x, y); });
+    both([](const Tensor& x, const Tensor& y, const Tensor&) { return remainder(x, y); });
+    both([](const Tensor& x, const Tensor&, const Tensor& c) { return floor_divide(x.slice(0, 0, 7), c); });
+    both([](const Tensor& x, const Tensor&, const Tensor& c) { return remainder(x.slice(0, 0, 7), c); });
+    both([](const Tensor& x, const Tensor&, const Tensor&) { return floor_divide(x, -3.0); });
+    both([](const Tensor& x, const Tensor&, const Tensor&) { return remainder(x, 0.3); });
+    both([](const Tensor&, const Tensor& y, const Tensor&) { return floor_divide(7.0, y); });
+    both([](const Tensor&, const Tensor& y, const Tensor&) { return remainder(-7.0, y); });
+  }
+
   void stridedCopiesAndInt64ReductionsMatch() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");
     Generator g(11);

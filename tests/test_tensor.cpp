@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "engine/autograd/node.h"
 #include "engine/core/parallel.h"
 #include "engine/kernels/functors.h"
 #include "engine/core/errors.h"
@@ -215,13 +216,15 @@ class TestTensor : public QObject {
     Tensor y = tensor({1, 3, 3, 2}, {4}).requires_grad_();
     y.max().backward();
     QCOMPARE(y.grad().toVector<float>(), (std::vector<float>{0, 0.5, 0.5, 0}));
+    // An integer arange of fractional arguments, as PyTorch 2 makes it: the length from the values as
+    // given, the elements from the start and step truncated (1.13 truncated everything first).
     auto ints = [](double start, double end, double step) { return arange(start, end, step, {.dtype = kInt64}).toVector<std::int64_t>(); };
-    QCOMPARE(ints(0.5, 5, 1.5), (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+    QCOMPARE(ints(0.5, 5, 1.5), (std::vector<std::int64_t>{0, 1, 2}));
     QCOMPARE(ints(-1.5, 3, 1.2), (std::vector<std::int64_t>{-1, 0, 1, 2}));
     QCOMPARE(ints(1, 10, 3.5), (std::vector<std::int64_t>{1, 4, 7}));
-    QCOMPARE(arange(2.7, {.dtype = kInt64}).toVector<std::int64_t>(), (std::vector<std::int64_t>{0, 1}));
-    QCOMPARE(arange(0.9, {.dtype = kInt64}).numel(), 0);
-    QVERIFY_THROWS_EXCEPTION(ValueError, arange(0, 2.5, 0.5, {.dtype = kInt64}));  // the step truncates to 0
+    QCOMPARE(arange(2.7, {.dtype = kInt64}).toVector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 2}));
+    QCOMPARE(arange(0.9, {.dtype = kInt64}).numel(), 1);
+    QCOMPARE(ints(0, 2.5, 0.5), (std::vector<std::int64_t>(5, 0)));  // the step truncates to 0: five zeros
     QCOMPARE(arange(0.5, 5, 1.5).toVector<float>(), (std::vector<float>{0.5, 2, 3.5}));  // floats keep theirs
   }
 
@@ -326,6 +329,163 @@ class TestTensor : public QObject {
     QVERIFY(!std::isnan(p.sum().item()));
     // exp(log_softmax) loses a little: lse near 1000 carries float32 rounding of about 6e-5.
     GPULAB_COMPARE_TENSORS(x.log_softmax(1).exp(), p, 1e-6, 1e-4);
+  }
+
+  // Issue 48, section 2, item 3: int64 values past 2^53 (where a double stops holding every integer)
+  // and at int64's edges go in exactly; what does not fit raises PyTorch's error.
+  void int64FactoriesAreExactPastTwoToThe53() {
+    const std::int64_t big = (std::int64_t{1} << 53) + 1, max = std::numeric_limits<std::int64_t>::max(),
+                       min = std::numeric_limits<std::int64_t>::min();
+    QCOMPARE(full_int64({2}, big).toVector<std::int64_t>(), (std::vector<std::int64_t>{big, big}));
+    QCOMPARE(full_int64({1}, max).toVector<std::int64_t>(), (std::vector<std::int64_t>{max}));
+    QCOMPARE(full_int64({1}, min).toVector<std::int64_t>(), (std::vector<std::int64_t>{min}));
+    QCOMPARE(full_int64({2}, 7).toVector<std::int64_t>(), (std::vector<std::int64_t>{7, 7}));
+    QCOMPARE(full_int64({1}, big, {.dtype = kFloat64}).toVector<double>(), (std::vector<double>{9007199254740992.0}));  // rounds, as PyTorch
+    // torch.arange(2**53, 2**53 + 3) has three elements, each itself (the double form gave four).
+    QCOMPARE(arange_int64(big - 1, big + 2).toVector<std::int64_t>(), (std::vector<std::int64_t>{big - 1, big, big + 1}));
+    QCOMPARE(arange_int64(big + 2, big - 1, -1).toVector<std::int64_t>(), (std::vector<std::int64_t>{big + 2, big + 1, big}));
+    QCOMPARE(arange_int64(max - 2, max).toVector<std::int64_t>(), (std::vector<std::int64_t>{max - 2, max - 1}));
+    QCOMPARE(arange_int64(min, min + 4, 2).toVector<std::int64_t>(), (std::vector<std::int64_t>{min, min + 2}));
+    QCOMPARE(arange_int64(0, 10, 3).toVector<std::int64_t>(), (std::vector<std::int64_t>{0, 3, 6, 9}));
+    QCOMPARE(arange_int64(big - 1, big + 2, 1, {.dtype = kFloat64}).numel(), 4);  // floats compute in double, as in PyTorch
+    QCOMPARE(test::textOf([] { arange_int64(5, 0); }), std::string("upper bound and lower bound inconsistent with step sign"));
+    QCOMPARE(test::textOf([] { arange_int64(0, 5, 0); }), std::string("step must be nonzero"));
+    // Into int64, NaN, the infinities and values past its range raise rather than become INT64_MIN.
+    const std::string overflow = "value cannot be converted to type int64_t without overflow";
+    const double inf = std::numeric_limits<double>::infinity();
+    for (const double v : {inf, -inf, std::numeric_limits<double>::quiet_NaN(), 1e19, 9223372036854775808.0}) {
+      QCOMPARE(test::textOf([v] { full({2}, v, {.dtype = kInt64}); }), overflow);
+    }
+    QCOMPARE(full({1}, -9223372036854775808.0, {.dtype = kInt64}).toVector<std::int64_t>(), (std::vector<std::int64_t>{min}));
+    QCOMPARE(full({1}, -2.7, {.dtype = kInt64}).toVector<std::int64_t>(), (std::vector<std::int64_t>{-2}));
+    QCOMPARE(full({2}, inf).toVector<float>(), (std::vector<float>{INFINITY, INFINITY}));  // floats take them
+    QCOMPARE(test::textOf([inf] { arange(0.0, inf); }), std::string("unsupported range: 0 -> inf"));
+    QCOMPARE(test::textOf([inf] { arange(-inf, 0.5); }), std::string("unsupported range: -inf -> 0.5"));
+    QCOMPARE(test::textOf([inf] { arange(0.0, 5.0, inf); }), std::string("step must be finite but got inf"));
+    QCOMPARE(test::textOf([] { arange(0.0, 5.0, 1e-300); }), std::string("invalid size, possible overflow?"));
+  }
+
+  // Issue 48, section 2, item 5: the mean of nothing is NaN (0 / 0), in every floating dtype and along
+  // an empty dim; sums of nothing stay 0.
+  void meanOfNothingIsNan() {
+    for (const DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      QVERIFY(std::isnan(Tensor::empty({0}, d).mean().item()));
+      const std::vector<double> cols = mean(Tensor::empty({0, 3}, d), 0).toVector<double>();
+      QCOMPARE(cols.size(), std::size_t{3});
+      for (const double c : cols) QVERIFY(std::isnan(c));
+      QCOMPARE(mean(Tensor::empty({0, 3}, d), 1).numel(), 0);
+    }
+    QCOMPARE(Tensor::empty({0}).sum().item(), 0.0);
+    QCOMPARE(zeros({2, 3}).mean().item(), 0.0);
+    Tensor x = Tensor::empty({0, 3}).requires_grad_();
+    mean(x, 0).sum().backward();
+    QCOMPARE(x.grad().sizes(), (Shape{0, 3}));
+    QCOMPARE(test::textOf([] { mean(ones({2}, {.dtype = kInt64})); }),
+             std::string("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long"));
+    QVERIFY_THROWS_EXCEPTION(NotImplementedError, mean(ones({2}, {.dtype = kBool}), 0));
+  }
+
+  // expand: -1 keeps a size; any other negative size PyTorch's geometry lets through fails its element
+  // count ("numel: integer multiplication overflow"), so no tensor of size -2 exists to print.
+  void expandTakesMinusOneOnly() {
+    QCOMPARE(ones({1, 3}).expand({-1, 3}).sizes(), (Shape{1, 3}));
+    QCOMPARE(ones({2, 3}).expand({4, -1, -1}).sizes(), (Shape{4, 2, 3}));
+    QCOMPARE(ones({1, 3}).expand({0, 3}).sizes(), (Shape{0, 3}));
+    QCOMPARE(test::textOf([] { ones({1, 3}).expand({-2, 3}); }), std::string("numel: integer multiplication overflow"));
+    QCOMPARE(test::textOf([] { ones({1}).expand({-5}); }), std::string("numel: integer multiplication overflow"));
+    QCOMPARE(test::textOf([] { ones({1, 1}).expand({2, -2}); }), std::string("numel: integer multiplication overflow"));
+    QCOMPARE(test::textOf([] { ones({3}).expand({-1, 3}); }),
+             std::string("The expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension 0"));
+    QCOMPARE(test::textOf([] { ones({2, 3}).expand({-2, 3}); }),
+             std::string("The expanded size of the tensor (-2) must match the existing size (2) at non-singleton dimension 0.  Target "
+                         "sizes: [-2, 3].  Tensor sizes: [2, 3]"));
+    QCOMPARE(test::textOf([] { ones({2, 3}).expand({3}); }),
+             std::string("expand(torch.FloatTensor{[2, 3]}, size=[3]): the number of sizes provided (1) must be greater or equal to "
+                         "the number of dimensions in the tensor (2)"));
+  }
+
+  // Python's // and % (torch.floor_divide, torch.remainder): floor division and the remainder with the
+  // divisor's sign, PyTorch's values at the edges (the CPU reference of the CUDA kernels).
+  void floorDivideAndRemainderFollowPython() {
+    const float inf = INFINITY;
+    const Tensor x = tensor({-7.5f, -3.0f, -2.0f, 0.0f, 1.0f, 2.5f, 7.0f, inf}, {8});
+    auto values = [](const Tensor& t) { return t.toVector<double>(); };
+    auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+      if (a.size() != b.size()) return false;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        if (std::isnan(a[i]) || std::isnan(b[i])) {
+          if (!(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+        } else if (a[i] != b[i] || std::signbit(a[i]) != std::signbit(b[i])) {  // -0.0 is not 0.0 here
+          return false;
+        }
+      }
+      return true;
+    };
+    const double nan = std::nan("");
+    QVERIFY(same(values(floor_divide(x, 2.0)), {-4, -2, -1, 0, 0, 1, 3, nan}));
+    QVERIFY(same(values(floor_divide(x, -2.0)), {3, 1, 1, -0.0, -1, -2, -4, nan}));
+    QVERIFY(same(values(floor_divide(x, 0.0)), {-inf, -inf, -inf, nan, inf, inf, inf, inf}));
+    QVERIFY(same(values(floor_divide(x, 0.3)), {-25, -10, -7, 0, 3, 8, 23, nan}));  // 0.3 as float32, as PyTorch rounds it
+    QVERIFY(same(values(remainder(x, 2.0)), {0.5, 1, -0.0, 0, 1, 0.5, 1, nan}));
+    QVERIFY(same(values(remainder(x, -2.0)), {-1.5, -1, -0.0, 0, -1, -1.5, -1, nan}));
+    QVERIFY(same(values(remainder(x, inf)), {inf, inf, inf, 0, 1, 2.5, 7, nan}));
+    QVERIFY(same(values(remainder(7.0, tensor({2.5f, -2.5f}, {2}))), {2, -0.5}));
+    QVERIFY(same(values(floor_divide(-7.5, tensor({2.0f, -2.0f}, {2}))), {-4, 3}));
+    // Integers, with the same signs; 2^62 + 1 stays exact; INT64_MIN // -1 wraps as in PyTorch 2 (1.13's
+    // CPU kernel traps with SIGFPE there).
+    const Tensor i = tensor(std::vector<std::int64_t>{-7, -3, -1, 0, 1, 2, 7}, {7});
+    QCOMPARE(floor_divide(i, 2.0).toVector<std::int64_t>(), (std::vector<std::int64_t>{-4, -2, -1, 0, 0, 1, 3}));
+    QCOMPARE(floor_divide(i, -2.0).toVector<std::int64_t>(), (std::vector<std::int64_t>{3, 1, 0, 0, -1, -1, -4}));
+    QCOMPARE(remainder(i, 3.0).toVector<std::int64_t>(), (std::vector<std::int64_t>{2, 0, 2, 0, 1, 2, 1}));
+    QCOMPARE(remainder(i, -3.0).toVector<std::int64_t>(), (std::vector<std::int64_t>{-1, 0, -1, 0, -2, -1, -2}));
+    QCOMPARE(floor_divide(i, 2.0).dtype(), kInt64);
+    QCOMPARE(floor_divide(i, 2.5).dtype(), kFloat32);  // a fraction makes it float, as PyTorch
+    const std::int64_t min = std::numeric_limits<std::int64_t>::min(), big = (std::int64_t{1} << 62) + 1;
+    const Tensor edges = tensor(std::vector<std::int64_t>{min, big}, {2});
+    const Tensor by = tensor(std::vector<std::int64_t>{-1, (std::int64_t{1} << 53) + 1}, {2});
+    QCOMPARE(floor_divide(edges, by).toVector<std::int64_t>(), (std::vector<std::int64_t>{min, 511}));
+    QCOMPARE(remainder(edges, by).toVector<std::int64_t>(), (std::vector<std::int64_t>{0, 9007199254740482}));
+    // An integer division by zero raises on the CPU, as PyTorch's CPU kernel; bool with bool is refused.
+    QCOMPARE(test::textOf([&] { floor_divide(i, 0.0); }), std::string("ZeroDivisionError"));
+    QCOMPARE(test::textOf([&] { remainder(i, i); }), std::string("ZeroDivisionError"));
+    QCOMPARE(test::textOf([&] { floor_divide(5.0, i); }), std::string("ZeroDivisionError"));
+    QCOMPARE(floor_divide(Tensor::empty({0}, kInt64), 0.0).numel(), 0);  // nothing divided, nothing raised
+    const Tensor b = tensor(std::vector<std::int64_t>{1, 0}, {2}).to(kBool);
+    QCOMPARE(test::textOf([&] { floor_divide(b, b); }), std::string("\"div_floor_cpu\" not implemented for 'Bool'"));
+    QCOMPARE(test::textOf([&] { remainder(b, b); }), std::string("\"remainder_cpu\" not implemented for 'Bool'"));
+    QCOMPARE(floor_divide(b, 2.0).dtype(), kInt64);  // a bool tensor with an int: int64, as PyTorch
+    QCOMPARE(remainder(b, 2.0).toVector<std::int64_t>(), (std::vector<std::int64_t>{1, 0}));
+    QCOMPARE(result_type(b, full({}, 2.0, {.dtype = kInt64})), kInt64);  // a 0-dim int64 outranks a bool tensor
+    // float16 and bfloat16 compute in float and round once, with the number rounded to the dtype first.
+    QCOMPARE(remainder(full({1}, -7.5, {.dtype = kFloat16}), 0.3).toVector<double>(), (std::vector<double>{0.001220703125}));
+    QCOMPARE(remainder(full({1}, -7.5, {.dtype = kBFloat16}), 0.3).toVector<double>(), (std::vector<double>{0.01953125}));
+  }
+
+  // remainder's gradient is 1 for the dividend and -floor(a / b) for the divisor; floor_divide has none,
+  // and backward through it raises PyTorch's error (its result still requires grad, as in PyTorch).
+  void floorDivideAndRemainderGradients() {
+    Tensor a = tensor({7.5f, -3.2f, 4.0f}, {3}).requires_grad_();
+    Tensor b = tensor({2.0f, 1.5f, -1.5f}, {3}).requires_grad_();
+    Tensor r = remainder(a, b);
+    QCOMPARE(r.grad_fn()->name(), std::string("RemainderBackward1"));
+    r.sum().backward();
+    QCOMPARE(a.grad().toVector<float>(), (std::vector<float>{1, 1, 1}));
+    QCOMPARE(b.grad().toVector<float>(), (std::vector<float>{-3, 3, 3}));
+    Tensor c = tensor({7.5f, -3.2f}, {2}).requires_grad_();
+    Tensor s = remainder(c, 2.0);
+    QCOMPARE(s.grad_fn()->name(), std::string("RemainderBackward0"));
+    s.sum().backward();
+    QCOMPARE(c.grad().toVector<float>(), (std::vector<float>{1, 1}));
+    Tensor q = floor_divide(c, 2.0);
+    QVERIFY(q.requires_grad());
+    QCOMPARE(q.grad_fn()->name(), std::string("NotImplemented"));
+    QCOMPARE(test::textOf([&] { q.sum().backward(); }), std::string("derivative for aten::floor_divide is not implemented"));
+    QCOMPARE(test::textOf([&] { remainder(7.0, c).sum().backward(); }), std::string("derivative for aten::remainder is not implemented"));
+    QVERIFY(!floor_divide(c.detach(), 2.0).requires_grad());
+    // The engine stays usable after the error: the next backward works.
+    Tensor d = tensor({1.5f}, {1}).requires_grad_();
+    remainder(d, 1.0).sum().backward();
+    QCOMPARE(d.grad().toVector<float>(), (std::vector<float>{1}));
   }
 
   void printsLikePyTorch() {

@@ -173,7 +173,7 @@ Tensor checkpoint(const MultiFn& fn, const std::vector<Tensor>& inputs, const st
   return autograd::record(out, "CheckpointFunctionBackward", edges,
                           [fn, saved, params, rng, autocast](const Tensor& grad, const std::vector<bool>& needs) {
                             return recomputeBackward(fn, saved, params, rng, autocast, grad, needs);
-                          });
+                          }, saved);
 }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, const std::vector<Tensor>& params,

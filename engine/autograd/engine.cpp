@@ -57,13 +57,58 @@ Node::~Node() {
   }  // `node` is destroyed at the end of each iteration, with no edges and no saved tensors left
 }
 
-std::vector<Tensor> FunctionNode::apply(const Tensor& gradOutput) {
-  if (!backward_) {
-    throw Error("Trying to backward through the graph a second time (or directly access saved tensors after they "
-                "have already been freed). Saved intermediate values of the graph are freed when you call "
-                ".backward(). Specify retain_graph=True if you need to backward through the graph a second time.");
+namespace {
+
+// "torch.FloatTensor", "torch.cuda.HalfTensor": the legacy type name PyTorch's errors print.
+std::string legacyTypeName(const TensorImpl& t) {
+  std::string name;
+  switch (t.dtype) {
+    case DType::Float32: name = "FloatTensor"; break;
+    case DType::Float64: name = "DoubleTensor"; break;
+    case DType::Float16: name = "HalfTensor"; break;
+    case DType::BFloat16: name = "BFloat16Tensor"; break;
+    case DType::Int64: name = "LongTensor"; break;
+    case DType::Bool: name = "BoolTensor"; break;
   }
+  return (t.storage && t.storage->device().isCuda() ? "torch.cuda." : "torch.") + name;
+}
+
+}  // namespace
+
+void FunctionNode::checkSavedVersions() const {
+  for (const SavedTensor& s : saved_) {
+    const std::uint32_t now = s.impl->version->value.load(std::memory_order_relaxed);
+    if (now == s.version) continue;
+    std::string producer;
+    if (s.source == SavedTensor::kOutput) {
+      producer = name_;
+    } else if (auto original = s.original.lock()) {
+      if (const auto& fn = Tensor(original).grad_fn()) producer = fn->name();  // as it is now, as PyTorch names it
+    } else if (s.originalWasView) {
+      producer = "AsStridedBackward0";  // what a written view's grad_fn has become (Note [In-place ops on views])
+    } else if (s.source >= 0 && static_cast<std::size_t>(s.source) < next.size() && next[s.source] &&
+               !dynamic_cast<const AccumulateGrad*>(next[s.source].get())) {
+      producer = next[s.source]->name();
+    }
+    throw Error("one of the variables needed for gradient computation has been modified by an inplace operation: [" +
+                legacyTypeName(*s.impl) + " " + shapeStr(s.impl->sizes) + "]" + (producer.empty() ? "" : ", which is output 0 of " + producer + ",") +
+                " is at version " + std::to_string(now) + "; expected version " + std::to_string(s.version) +
+                " instead. Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True).");
+  }
+}
+
+const char* releasedGraphMessage() {
+  return "Trying to backward through the graph a second time (or directly access saved tensors after they have already been "
+         "freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify "
+         "retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors "
+         "after calling backward.";
+}
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& gradOutput) {
+  if (!backward_) throw Error(releasedGraphMessage());
   if (!gradOutput.defined()) return {};
+  checkSavedVersions();
   // PyTorch names a backward node's event after the node (built only while a profile records).
   // Its input (the incoming gradient) places it on a device, where the profiler times it too.
   const profiler::RecordScope record(profiler::isProfiling() ? "autograd::engine::evaluate_function: " + name_ : std::string(),
@@ -86,13 +131,23 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
     // engine and `g` above hold it (not another branch of the graph, not the caller's
     // backward(gradient)), no view shares its storage, and it has the leaf's plain layout. Otherwise
     // .grad gets a private copy.
-    const TensorImpl& in = gradOutput.impl();
-    const bool stealable = gradOutput.implPtr().use_count() == 2 && in.storage.use_count() == 1 && in.offset == 0 &&
-                           in.grad_fn == nullptr && !in.requires_grad && in.sizes == leaf->sizes && gradOutput.is_contiguous() &&
+    // A gradient that arrives as a view (ViewBackward0's reshape) of a buffer that only that view holds
+    // is as private: its base's handle on the storage does not count, and is dropped when .grad takes it.
+    TensorImpl& in = gradOutput.impl();
+    const bool privateBase = in.viewBase && in.viewBase.use_count() == 1 && in.viewBase->storage == in.storage;
+    const long storageUses = in.storage.use_count() - (privateBase ? 1 : 0);
+    const bool stealable = gradOutput.implPtr().use_count() == 2 && storageUses == 1 && (!in.viewBase || privateBase) &&
+                           in.offset == 0 && in.grad_fn == nullptr && !in.requires_grad && in.sizes == leaf->sizes &&
+                           gradOutput.is_contiguous() &&
                            in.storage->bytes() == static_cast<std::size_t>(gradOutput.numel()) * elementSize(gradOutput.dtype());
-    if (!g.sameAs(gradOutput)) leaf->grad = g.detach().implPtr();  // converted to the leaf's dtype: already private
-    else if (stealable) leaf->grad = gradOutput.implPtr();
-    else leaf->grad = ops.clone(gradOutput.detach()).implPtr();
+    if (!g.sameAs(gradOutput)) {
+      leaf->grad = g.detach().implPtr();  // converted to the leaf's dtype: already private
+    } else if (stealable) {
+      in.viewBase.reset();  // .grad is no view of anything, as PyTorch's
+      leaf->grad = gradOutput.implPtr();
+    } else {
+      leaf->grad = ops.clone(gradOutput.detach()).implPtr();
+    }
   } else {
     Tensor existing(leaf->grad);
     ops.copyInto(existing, ops.add(existing, g));  // gradients accumulate across backward calls
@@ -101,7 +156,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
 }
 
 std::shared_ptr<Node> gradientEdge(const Tensor& t) {
-  if (!t.defined() || !t.requires_grad()) return nullptr;
+  if (!t.defined() || !t.requires_grad()) return nullptr;  // requires_grad() brings a view's history up to date
   TensorImpl& impl = t.impl();
   if (impl.grad_fn) return impl.grad_fn;
   auto acc = impl.grad_accumulator.lock();
@@ -112,14 +167,38 @@ std::shared_ptr<Node> gradientEdge(const Tensor& t) {
   return acc;
 }
 
-bool anyRequiresGrad(const std::vector<Tensor>& inputs) {
-  if (!isGradEnabled()) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+namespace {
+
+// A view made under no_grad is not part of its base's history. Once the base (or another view of it)
+// has been written in place, which history it would have is ambiguous: PyTorch refuses to use it with
+// grad mode on, and so does this engine, rather than give it one.
+void checkNoGradView(const TensorImpl& t) {
+  if (!t.viewCreatedInNoGrad || !detail::viewHistoryIsStale(t) || !t.viewBase->requires_grad) return;
+  throw Error("A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
+              "grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+              "your code by moving both the view and the inplace either both inside the no_grad block (if you don't want "
+              "the inplace to be tracked) or both outside (if you want the inplace to be tracked).");
 }
 
-Tensor record(Tensor result, const char* name, const std::vector<Tensor>& inputs, FunctionNode::Backward backward) {
+bool sameGeometry(const TensorImpl& a, const TensorImpl& b) {
+  return a.version == b.version && a.offset == b.offset && a.sizes == b.sizes && a.strides == b.strides;
+}
+
+}  // namespace
+
+bool anyRequiresGrad(const std::vector<Tensor>& inputs) {
+  if (!isGradEnabled()) return false;
+  bool any = false;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    checkNoGradView(t.impl());
+    any = any || t.requires_grad();
+  }
+  return any;
+}
+
+Tensor record(Tensor result, const char* name, const std::vector<Tensor>& inputs, FunctionNode::Backward backward,
+              const std::vector<Tensor>& saved) {
   if (!anyRequiresGrad(inputs)) return result;
   auto node = std::make_shared<FunctionNode>(name, std::move(backward));
   node->next.reserve(inputs.size());
@@ -127,6 +206,28 @@ Tensor record(Tensor result, const char* name, const std::vector<Tensor>& inputs
   for (const Tensor& t : inputs) {
     node->next.push_back(gradientEdge(t));
     node->nextDtypes.push_back(t.defined() ? t.dtype() : kFloat32);
+  }
+  if (!saved.empty()) {
+    std::vector<SavedTensor>& versions = node->saved();
+    versions.reserve(saved.size());
+    for (const Tensor& t : saved) {
+      if (!t.defined()) continue;
+      SavedTensor entry{t.implPtr(), t._version()};
+      // Which tensor it was saved from: the one with its counter and geometry (a detach() of it).
+      if (sameGeometry(t.impl(), result.impl())) {
+        entry.source = SavedTensor::kOutput;
+      } else {
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+          if (inputs[i].defined() && sameGeometry(t.impl(), inputs[i].impl())) {
+            entry.source = static_cast<int>(i);
+            entry.original = inputs[i].implPtr();
+            entry.originalWasView = inputs[i].is_view() && inputs[i].requires_grad();
+            break;
+          }
+        }
+      }
+      versions.push_back(std::move(entry));
+    }
   }
   result.impl().requires_grad = true;
   result.impl().grad_fn = std::move(node);
@@ -138,7 +239,9 @@ namespace {
 // The walk behind backward() and grad(): from each root with its gradient, every node once all its
 // consumers have delivered theirs. With `kept` (grad()), a gradient reaching one of its nodes is
 // stored there as it goes on, and no AccumulateGrad runs: grad() leaves every .grad as it was.
-void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> rootGrads, std::unordered_map<Node*, Tensor>* kept) {
+// Without `retainGraph`, each node releases what it saved once it has run.
+void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> rootGrads, std::unordered_map<Node*, Tensor>* kept,
+          bool retainGraph) {
   // The walk's bookkeeping lives in an arena on this stack frame (spilling to the heap for a large
   // graph): a training step's backward then makes no heap allocation of its own besides the gradients.
   alignas(std::max_align_t) std::byte scratch[16384];
@@ -192,7 +295,7 @@ void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> r
       }
       if (--dependencies[child.get()] == 0) ready.push_back(child);
     }
-    node->release();
+    if (!retainGraph) node->release();
   }
 }
 
@@ -200,24 +303,14 @@ Tensor rootGradient(const Tensor& root, const Tensor& grad) {
   return grad.defined() && grad.dtype() != root.dtype() ? gradientOps().cast(grad, root.dtype()) : grad;
 }
 
-}  // namespace
-
-void runBackward(const Tensor& root, const Tensor& grad) {
-  auto rootNode = gradientEdge(root);
-  if (!rootNode) {
-    throw Error("element 0 of tensors does not require grad and does not have a grad_fn");
-  }
-  walk({rootNode}, {rootGradient(root, grad)}, nullptr);
-}
-
-std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gradOutputs, const std::vector<Tensor>& inputs,
-                         bool allowUnused) {
+// The roots' nodes and their starting gradients (ones for an undefined one of a one-element output),
+// checked as PyTorch checks them.
+void rootsOf(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gradOutputs, std::vector<std::shared_ptr<Node>>& roots,
+             std::vector<Tensor>& rootGrads) {
   if (gradOutputs.size() != outputs.size()) {
     throw Error("grad requires one grad_output per output: got " + std::to_string(gradOutputs.size()) + " for " +
                 std::to_string(outputs.size()) + " outputs");
   }
-  std::vector<std::shared_ptr<Node>> roots;
-  std::vector<Tensor> rootGrads;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     auto node = gradientEdge(outputs[i]);
     if (!node) throw Error("element " + std::to_string(i) + " of tensors does not require grad and does not have a grad_fn");
@@ -233,6 +326,30 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     roots.push_back(std::move(node));
     rootGrads.push_back(rootGradient(outputs[i], g));
   }
+}
+
+}  // namespace
+
+void runBackward(const Tensor& root, const Tensor& grad, bool retainGraph) {
+  auto rootNode = gradientEdge(root);
+  if (!rootNode) {
+    throw Error("element 0 of tensors does not require grad and does not have a grad_fn");
+  }
+  walk({rootNode}, {rootGradient(root, grad)}, nullptr, retainGraph);
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retainGraph) {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<Tensor> rootGrads;
+  rootsOf(roots, grads, nodes, rootGrads);
+  walk(nodes, std::move(rootGrads), nullptr, retainGraph);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gradOutputs, const std::vector<Tensor>& inputs,
+                         bool allowUnused, bool retainGraph) {
+  std::vector<std::shared_ptr<Node>> roots;
+  std::vector<Tensor> rootGrads;
+  rootsOf(outputs, gradOutputs, roots, rootGrads);
   // The node each input's gradient flows into: its grad_fn, or its AccumulateGrad (the one the graph
   // holds, found through the leaf's weak handle; a new one, never reached, when the graph has none).
   std::vector<std::shared_ptr<Node>> targets;
@@ -243,7 +360,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     kept.emplace(node.get(), Tensor());
     targets.push_back(std::move(node));
   }
-  walk(roots, std::move(rootGrads), &kept);
+  walk(roots, std::move(rootGrads), &kept, retainGraph);
   std::vector<Tensor> out;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     Tensor g = kept.at(targets[i].get());

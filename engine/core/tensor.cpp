@@ -98,14 +98,33 @@ void Tensor::set_grad(const Tensor& grad) {
   impl().grad = grad.defined() ? grad.implPtr() : nullptr;
 }
 
-Tensor Tensor::detach() const {
-  auto impl2 = std::make_shared<TensorImpl>();
-  impl2->storage = impl().storage;
-  impl2->sizes = impl().sizes;
-  impl2->strides = impl().strides;
-  impl2->offset = impl().offset;
-  impl2->dtype = impl().dtype;
+namespace detail {
+namespace {
+ViewHistoryRefresh installedRefresh = nullptr;
+}
+void installViewHistoryRefresh(ViewHistoryRefresh refresh) { installedRefresh = refresh; }
+void refreshViewHistorySlow(TensorImpl& view) {
+  if (installedRefresh) installedRefresh(view);
+}
+}  // namespace detail
+
+namespace {
+// A tensor over the same storage and geometry as `from`, with no history, counting its in-place
+// writes with `version` (a fresh counter where none is given).
+Tensor aliasWithoutHistory(const TensorImpl& from, std::shared_ptr<VersionCounter> version) {
+  auto impl2 = version ? std::make_shared<TensorImpl>(std::move(version)) : std::make_shared<TensorImpl>();
+  impl2->storage = from.storage;
+  impl2->sizes = from.sizes;
+  impl2->strides = from.strides;
+  impl2->offset = from.offset;
+  impl2->dtype = from.dtype;
   return Tensor(std::move(impl2));
 }
+}  // namespace
+
+// PyTorch's detach() shares the version counter, so that a saved tensor sees writes made through it.
+Tensor Tensor::detach() const { return aliasWithoutHistory(impl(), impl().version); }
+
+Tensor Tensor::variable_data() const { return aliasWithoutHistory(impl(), nullptr); }
 
 }  // namespace gpulab

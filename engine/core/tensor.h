@@ -6,6 +6,7 @@
 // are defined with the ops, in engine/ops/tensor_methods.cpp, as PyTorch defines Tensor's methods with
 // ATen's: the layers below ops (memory, kernels, runtime, profiler, autograd) may not call them --
 // tests/layers checks what each layer's objects call.
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -30,7 +31,18 @@ class Node;
 
 class Tensor;
 
+// PyTorch's version counter (Tensor._version): every in-place write bumps it. A tensor, its views and
+// its detach()es share one counter (Tensor.data gets its own, as in PyTorch), so a tensor saved for
+// backward can tell at backward time that it was overwritten since (engine/autograd/node.h).
+struct VersionCounter {
+  std::atomic<std::uint32_t> value{0};
+};
+
 struct TensorImpl {
+  TensorImpl() : version(std::make_shared<VersionCounter>()) {}
+  // A tensor over the same data that shares `counter` (a view, a detach()).
+  explicit TensorImpl(std::shared_ptr<VersionCounter> counter) : version(std::move(counter)) {}
+
   std::shared_ptr<Storage> storage;
   Shape sizes;
   Shape strides;  // in elements
@@ -40,7 +52,32 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;        // set on results of recorded ops
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: created on first use
+  std::shared_ptr<VersionCounter> version;
+
+  // Views (PyTorch's _base; see Note [In-place ops on views] in engine/ops/tensor_methods.cpp). Set on
+  // every view (view, reshape, transpose, slice, select, (un)squeeze, expand, ...): the tensor at the
+  // root of its chain of views, never itself a view. The view's geometry over the shared storage is
+  // its own sizes/strides/offset.
+  std::shared_ptr<TensorImpl> viewBase;
+  // The version when this view's grad_fn was derived: an in-place write through the base or another
+  // view since then has changed the base's history, and grad_fn is derived again from it.
+  std::uint32_t viewVersion = 0;
+  bool viewCreatedInNoGrad = false;  // PyTorch's CreationMeta::NO_GRAD_MODE
 };
+
+namespace detail {
+// Brings a view's grad_fn up to date with its base's history when an in-place write has changed that
+// since (autograd's work, installed by the ops layer when the engine loads: core cannot call it).
+using ViewHistoryRefresh = void (*)(TensorImpl& view);
+void installViewHistoryRefresh(ViewHistoryRefresh refresh);
+void refreshViewHistorySlow(TensorImpl& view);
+inline bool viewHistoryIsStale(const TensorImpl& impl) {
+  return impl.viewBase && impl.viewVersion != impl.version->value.load(std::memory_order_relaxed);
+}
+inline void refreshViewHistory(TensorImpl& impl) {
+  if (viewHistoryIsStale(impl)) refreshViewHistorySlow(impl);
+}
+}  // namespace detail
 
 class Tensor {
  public:
@@ -104,21 +141,37 @@ class Tensor {
   Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
   Tensor expand(const Shape& shape) const;
 
-  // Autograd.
-  bool requires_grad() const { return impl().requires_grad; }
+  // Autograd. A view's grad_fn (and so requires_grad and is_leaf) follows in-place writes through its
+  // base or another view of it (Note [In-place ops on views]).
+  bool requires_grad() const { return refreshed().requires_grad; }
   Tensor& requires_grad_(bool enabled = true);
   Tensor grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
   void set_grad(const Tensor& grad);
-  bool is_leaf() const { return impl().grad_fn == nullptr; }
-  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  bool is_leaf() const { return refreshed().grad_fn == nullptr; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return refreshed().grad_fn; }
   // Accumulates d(this)/d(leaf) into every leaf's grad. Without an argument *this must be a scalar.
-  void backward(const Tensor& gradient = Tensor()) const;
-  Tensor detach() const;  // same storage, no history
+  // retain_graph keeps what the graph saved, so that it can be walked again.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  Tensor detach() const;  // same storage and version counter, no history
+  // Tensor.data: same storage, no history, and a version counter of its own, so in-place writes
+  // through it go unseen by autograd's checks (PyTorch's variable_data(); why .data is discouraged).
+  Tensor variable_data() const;
+  // Views: is_view() when this tensor shares its base's memory through a view op (PyTorch's
+  // _is_view()); _base() is that base (undefined otherwise). _version() counts in-place writes.
+  bool is_view() const { return impl().viewBase != nullptr; }
+  Tensor _base() const { return impl().viewBase ? Tensor(impl().viewBase) : Tensor(); }
+  std::uint32_t _version() const { return impl().version->value.load(std::memory_order_relaxed); }
 
-  // In-place (not recorded by autograd; refused on leaves that require grad while grad mode is on).
+  // In-place, recorded by autograd as PyTorch records them (in-place through a view rewrites the
+  // base's history: CopySlices). Refused on a leaf that requires grad and on a view of one while grad
+  // mode is on. add_ and mul_ compute out of place and copy the result in, as the Python methods do.
   Tensor& zero_();
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);
+  Tensor& add_(const Tensor& other);
+  Tensor& add_(double other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double other);
 
   // Arithmetic and math, as methods (see engine/ops/ops.h for the functions).
   Tensor operator-() const;
@@ -147,6 +200,11 @@ class Tensor {
   bool sameAs(const Tensor& other) const { return impl_ == other.impl_; }
 
  private:
+  TensorImpl& refreshed() const {
+    TensorImpl& i = impl();
+    detail::refreshViewHistory(i);
+    return i;
+  }
   std::shared_ptr<TensorImpl> impl_;
 };
 

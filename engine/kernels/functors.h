@@ -16,6 +16,7 @@ enum class UnaryOp { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, GeluTa
 // Binary ops also carry the backward rules of unary ops, f(grad, saved): one launch per backward.
 enum class BinaryOp {
   Add, Sub, Mul, Div, Maximum, Minimum, Pow, Eq, Ne, Lt, Gt, Le, Ge,
+  FloorDivide, Remainder,  // Python's // and %
   ReluBackward,     // (grad, input)
   SigmoidBackward,  // (grad, output)
   TanhBackward,     // (grad, output)
@@ -115,11 +116,55 @@ GPULAB_MATH1(erf_, erff, ::erf)
 GPULAB_MATH1(fabs_, fabsf, ::fabs)
 GPULAB_MATH1(sin_, sinf, ::sin)
 GPULAB_MATH1(cos_, cosf, ::cos)
+GPULAB_MATH1(floor_, floorf, ::floor)
 #undef GPULAB_MATH1
-GPULAB_HD float pow_(float a, float b) { return powf(a, b); }
-GPULAB_HD double pow_(double a, double b) { return ::pow(a, b); }
+#define GPULAB_MATH2(NAME, FLOATFN, DOUBLEFN)                                  \
+  GPULAB_HD float NAME(float a, float b) { return FLOATFN(a, b); }             \
+  GPULAB_HD double NAME(double a, double b) { return DOUBLEFN(a, b); }         \
+  template <class T>                                                           \
+  GPULAB_HD T NAME(T a, T b) { return static_cast<T>(FLOATFN(static_cast<float>(a), static_cast<float>(b))); }
+GPULAB_MATH2(pow_, powf, ::pow)
+GPULAB_MATH2(fmod_, fmodf, ::fmod)
+GPULAB_MATH2(copysign_, copysignf, ::copysign)
+#undef GPULAB_MATH2
+
+// Python's a // b and a % b (torch.floor_divide, torch.remainder): the quotient rounded toward -inf,
+// and the remainder with the divisor's sign, so that a == (a // b) * b + a % b. These are PyTorch's
+// c10::div_floor_floating / div_floor_integer and its remainder kernels step for step (fmod first,
+// then corrected), so the rounding at the edges is PyTorch's too: 7.5 // 0.3 is 24.0 in float32.
+// Integers: a zero divisor never reaches a CPU kernel (the op raises ZeroDivisionError first, as
+// PyTorch's CPU kernels do); a GPU checks nothing, as PyTorch's CUDA kernels check nothing, and gets 0
+// here instead of the trap an integer division by zero is on x86 (the emulated GPU runs this on the
+// CPU). INT64_MIN // -1 wraps to INT64_MIN and INT64_MIN % -1 is 0, PyTorch 2's results (idiv traps).
 template <class T>
-GPULAB_HD T pow_(T a, T b) { return static_cast<T>(powf(static_cast<float>(a), static_cast<float>(b))); }
+GPULAB_HD T floorDivide(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == T(0)) return T(0);
+    if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));  // -a, wrapping
+    const T q = a / b, r = a % b;
+    return r != T(0) && ((r < T(0)) != (b < T(0))) ? q - T(1) : q;
+  } else {
+    if (b == T(0)) return a / b;  // IEEE's inf, -inf or NaN
+    const T mod = fmod_(a, b);
+    T div = (a - mod) / b;
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) div -= T(1);
+    if (div == T(0)) return copysign_(T(0), a / b);  // -0.0 where the true quotient is negative
+    T floored = floor_(div);
+    if (div - floored > T(0.5)) floored += T(1);  // div is a whole number up to rounding: round it, not floor it
+    return floored;
+  }
+}
+template <class T>
+GPULAB_HD T floorRemainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == T(0) || b == T(-1)) return T(0);
+    const T r = a % b;
+    return r != T(0) && ((r < T(0)) != (b < T(0))) ? r + b : r;
+  } else {
+    const T mod = fmod_(a, b);  // NaN for b == 0 and for an infinite a, as in PyTorch
+    return mod != T(0) && (b < T(0)) != (mod < T(0)) ? mod + b : mod;
+  }
+}
 
 // In double: T(constant) then rounds once to the math type, so float64 GELU gets double constants.
 constexpr double kSqrt2OverPi = 0.7978845608028654;
@@ -204,6 +249,8 @@ GPULAB_BINARY(Lt, T(a < b))
 GPULAB_BINARY(Gt, T(a > b))
 GPULAB_BINARY(Le, T(a <= b))
 GPULAB_BINARY(Ge, T(a >= b))
+GPULAB_BINARY(FloorDivide, floorDivide(a, b))
+GPULAB_BINARY(Remainder, floorRemainder(a, b))
 GPULAB_BINARY(ReluBackward, b <= T(0) ? T(0) : a)         // a = grad, b = input (NaN input passes grad, as PyTorch's threshold_backward)
 GPULAB_BINARY(SigmoidBackward, a * b * (T(1) - b))        // b = output
 GPULAB_BINARY(TanhBackward, a * (T(1) - b * b))           // b = output
@@ -250,6 +297,8 @@ void dispatchBinary(BinaryOp op, F&& f) {
     case BinaryOp::Gt: return f(Gt{});
     case BinaryOp::Le: return f(Le{});
     case BinaryOp::Ge: return f(Ge{});
+    case BinaryOp::FloorDivide: return f(FloorDivide{});
+    case BinaryOp::Remainder: return f(Remainder{});
     case BinaryOp::ReluBackward: return f(ReluBackward{});
     case BinaryOp::SigmoidBackward: return f(SigmoidBackward{});
     case BinaryOp::TanhBackward: return f(TanhBackward{});

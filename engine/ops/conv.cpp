@@ -182,7 +182,7 @@ Tensor conv2d(const Tensor& input0, const Tensor& weight0, const Tensor& bias0, 
       grads[2] = sum(g.transpose(0, 1).reshape({shape.outChannels, -1}), 1);
     }
     return grads;
-  });
+  }, {sx, sw});
 }
 
 ConvPadding parseConvPadding(const std::string& text) {

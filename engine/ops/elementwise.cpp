@@ -78,7 +78,7 @@ Tensor unaryWithBackward(const char* name, const char* backwardName, UnaryOp op,
   Tensor saved = saveOutput ? out.detach() : a.detach();
   return autograd::record(out, backwardName, {a}, [saved, backwardOp](const Tensor& g, const Needs&) {
     return Grads{computeBinary(backwardOp, g.contiguous(), saved.contiguous(), saved.dtype())};
-  });
+  }, {saved});
 }
 
 }  // namespace
@@ -111,7 +111,7 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
   Tensor sa = a.detach(), sb = b.detach();
   return autograd::record(out, "MulBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
     return Grads{n[0] ? sum_to_size(g * sb, sa.sizes()) : Tensor(), n[1] ? sum_to_size(g * sa, sb.sizes()) : Tensor()};
-  });
+  }, {sa, sb});
 }
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
@@ -126,7 +126,7 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   return autograd::record(out, "DivBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
     return Grads{n[0] ? sum_to_size(g / sb, sa.sizes()) : Tensor(),
                  n[1] ? sum_to_size(neg(g * sa / (sb * sb)), sb.sizes()) : Tensor()};
-  });
+  }, {sa, sb});
 }
 
 namespace {
@@ -148,7 +148,7 @@ Tensor extremum(BinaryOp op, const char* name, const char* profiled, const char*
       return sum_to_size(g * share * rsub(computeBinary(loses, x, y, sa.dtype()), 1.0), saved.sizes());
     };
     return Grads{n[0] ? side(aLoses, sa) : Tensor(), n[1] ? side(bLoses, sb) : Tensor()};
-  });
+  }, {sa, sb});
 }
 
 }  // namespace
@@ -225,7 +225,7 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   return autograd::record(out, "WhereBackward0", {a, b}, [c, as, bs](const Tensor& g, const Needs& n) {
     const Tensor zero = zeros({}, {.dtype = g.dtype(), .device = g.device()});
     return Grads{n[0] ? sum_to_size(where(c, g, zero), as) : Tensor(), n[1] ? sum_to_size(where(c, zero, g), bs) : Tensor()};
-  });
+  }, {c});
 }
 
 namespace {
@@ -264,7 +264,7 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
     if (min) inside = logical_and(inside, ge(sa, *min));
     if (max) inside = logical_and(inside, le(sa, *max));
     return Grads{where(inside, g, 0.0)};
-  });
+  }, {sa});
 }
 
 Tensor add(const Tensor& a0, double s) {
@@ -315,7 +315,7 @@ Tensor rdiv(const Tensor& a1, double s) {
   // its node's name.
   return autograd::record(out, "MulBackward0", {a}, [sa, s](const Tensor& g, const Needs&) {
     return Grads{mul(g / (sa * sa), -s)};
-  });
+  }, {sa});
 }
 
 Tensor pow(const Tensor& a0, double e) {
@@ -327,8 +327,75 @@ Tensor pow(const Tensor& a0, double e) {
   Tensor sa = a.detach();
   return autograd::record(out, "PowBackward0", {a}, [sa, e](const Tensor& g, const Needs&) {
     return Grads{e == 2.0 ? g * sa * 2.0 : g * pow(sa, e - 1.0) * e};
+  }, {sa});
+}
+
+namespace {
+
+// floor_divide's and remainder's operands in one dtype, checked as PyTorch's kernels check them: no
+// bool with bool (its kernels have no bool instance), and on the CPU no integer division by zero.
+// `kernel` is PyTorch's kernel name ("div_floor", "remainder"), which its error names.
+std::pair<Tensor, Tensor> divisionOperands(const char* op, const char* kernel, const Tensor& a0, const Tensor& b0) {
+  auto [a, b] = prepareOperands(op, a0, b0);
+  if (a.dtype() == kBool) {
+    throw NotImplementedError(std::string("\"") + kernel + (a.device().isCpu() ? "_cpu" : "_cuda") + "\" not implemented for 'Bool'");
+  }
+  // The CPU check reads the divisor, which is on the host; a GPU's kernels check nothing (as PyTorch's
+  // CUDA kernels), so nothing waits for the device there.
+  if (a.dtype() == kInt64 && b.device().isCpu()) {
+    NoGradGuard noGrad;
+    const Shape shape = detail::broadcastShapes(a.sizes(), b.sizes());
+    const bool empty = std::any_of(shape.begin(), shape.end(), [](std::int64_t s) { return s == 0; });
+    if (!empty && any(eq(b, 0.0)).item() != 0.0) throw Error("ZeroDivisionError");
+  }
+  return {a, b};
+}
+
+// The result of an op PyTorch defines no derivative for: it requires grad when an input does, and
+// backward through it raises PyTorch's error (its node is PyTorch's "NotImplemented" too).
+Tensor withoutDerivative(const Tensor& out, const char* op, std::initializer_list<Tensor> inputs) {
+  if (!autograd::anyRequiresGrad(inputs)) return out;
+  const std::string message = std::string("derivative for aten::") + op + " is not implemented";
+  return autograd::record(out, "NotImplemented", std::vector<Tensor>(inputs), [message](const Tensor&, const Needs&) -> Grads {
+    throw Error(message);
   });
 }
+
+}  // namespace
+
+Tensor floor_divide(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::floor_divide", {&a0, &b0});
+  auto [a, b] = divisionOperands("floor_divide", "div_floor", a0, b0);
+  return withoutDerivative(computeBinary(BinaryOp::FloorDivide, a, b, a.dtype()), "floor_divide", {a, b});
+}
+Tensor floor_divide(const Tensor& a, double b) { return floor_divide(a, scalarBeside(a, b)); }
+Tensor floor_divide(double a, const Tensor& b) { return floor_divide(scalarBeside(b, a), b); }
+
+namespace {
+// remainder's three forms. `other` a number (PyTorch's Scalar overload, RemainderBackward0): only
+// `self` takes a gradient; `self` a number: no derivative at all, as PyTorch's remainder(Scalar, Tensor).
+enum class NumberSide { None, Other, Self };
+Tensor remainderOf(const Tensor& a0, const Tensor& b0, NumberSide number) {
+  const profiler::RecordScope record("aten::remainder", {&a0, &b0});
+  auto [a, b] = divisionOperands("remainder", "remainder", a0, b0);
+  Tensor out = computeBinary(BinaryOp::Remainder, a, b, a.dtype());
+  if (number == NumberSide::Self) return withoutDerivative(out, "remainder", {b});
+  if (!autograd::anyRequiresGrad({a, b})) return out;
+  const Shape as = a.sizes();
+  if (number == NumberSide::Other) {
+    return autograd::record(out, "RemainderBackward0", {a}, [as](const Tensor& g, const Needs&) { return Grads{sum_to_size(g, as)}; });
+  }
+  // a % b == a - floor(a / b) * b, and the floor is flat between its steps: d/da = 1, d/db = -floor(a / b).
+  const Tensor sa = a.detach(), sb = b.detach();
+  return autograd::record(out, "RemainderBackward1", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
+    return Grads{n[0] ? sum_to_size(g, sa.sizes()) : Tensor(), n[1] ? sum_to_size(neg(g * floor_divide(sa, sb)), sb.sizes()) : Tensor()};
+  }, {sa, sb});
+}
+}  // namespace
+
+Tensor remainder(const Tensor& a, const Tensor& b) { return remainderOf(a, b, NumberSide::None); }
+Tensor remainder(const Tensor& a, double b) { return remainderOf(a, scalarBeside(a, b), NumberSide::Other); }
+Tensor remainder(double a, const Tensor& b) { return remainderOf(scalarBeside(b, a), b, NumberSide::Self); }
 
 Tensor neg(const Tensor& a) {
   const profiler::RecordScope record("aten::neg", {&a});
@@ -346,7 +413,7 @@ Tensor exp(const Tensor& a0) {
   Tensor out = computeUnary("exp", UnaryOp::Exp, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor so = out.detach();
-  return autograd::record(out, "ExpBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g * so}; });
+  return autograd::record(out, "ExpBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g * so}; }, {so});
 }
 
 Tensor log(const Tensor& a0) {
@@ -355,7 +422,7 @@ Tensor log(const Tensor& a0) {
   Tensor out = computeUnary("log", UnaryOp::Log, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach();
-  return autograd::record(out, "LogBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g / sa}; });
+  return autograd::record(out, "LogBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g / sa}; }, {sa});
 }
 
 Tensor sqrt(const Tensor& a) {
@@ -363,7 +430,7 @@ Tensor sqrt(const Tensor& a) {
   Tensor out = computeUnary("sqrt", UnaryOp::Sqrt, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor so = out.detach();
-  return autograd::record(out, "SqrtBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g / (so * 2.0)}; });
+  return autograd::record(out, "SqrtBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g / (so * 2.0)}; }, {so});
 }
 
 Tensor sin(const Tensor& a0) {
@@ -372,7 +439,7 @@ Tensor sin(const Tensor& a0) {
   Tensor out = computeUnary("sin", UnaryOp::Sin, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach();
-  return autograd::record(out, "SinBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g * cos(sa)}; });
+  return autograd::record(out, "SinBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g * cos(sa)}; }, {sa});
 }
 
 Tensor cos(const Tensor& a0) {
@@ -381,7 +448,7 @@ Tensor cos(const Tensor& a0) {
   Tensor out = computeUnary("cos", UnaryOp::Cos, a);
   if (!autograd::anyRequiresGrad({a})) return out;
   Tensor sa = a.detach();
-  return autograd::record(out, "CosBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{neg(g * sin(sa))}; });
+  return autograd::record(out, "CosBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{neg(g * sin(sa))}; }, {sa});
 }
 
 Tensor abs(const Tensor& a) {
@@ -415,11 +482,11 @@ DType result_type(const Tensor& a, const Tensor& b) {
   const bool aScalar = a.dim() == 0, bScalar = b.dim() == 0;
   if (aScalar == bScalar) return promoteTypes(a.dtype(), b.dtype());
   // A 0-dim tensor beside a dimensioned one decides the dtype only when it is of a higher category
-  // (a float scalar with an int64 tensor); otherwise the dimensioned tensor's dtype wins, so
-  // half_tensor * torch.tensor(2.0) stays float16.
+  // (a float scalar with an int64 tensor, an int64 one with a bool tensor); otherwise the dimensioned
+  // tensor's dtype wins, so half_tensor * torch.tensor(2.0) stays float16.
   const Tensor& dimensioned = aScalar ? b : a;
   const Tensor& scalar = aScalar ? a : b;
-  if (isFloatingPoint(scalar.dtype()) && !isFloatingPoint(dimensioned.dtype())) return scalar.dtype();
+  if (categoryOf(scalar.dtype()) > categoryOf(dimensioned.dtype())) return scalar.dtype();
   return dimensioned.dtype();
 }
 

@@ -2,6 +2,8 @@
 // gives the same numbers on every run and on every device.
 #include <cmath>
 #include <cstring>
+#include <locale>
+#include <sstream>
 
 #include "engine/ops/op_util.h"
 #include "engine/profiler/profiler.h"
@@ -15,14 +17,42 @@ Tensor finish(Tensor t, const Options& o) {
   if (o.requires_grad) t.requires_grad_(true);
   return t;
 }
+
+// A double holds every integer up to 2^53 exactly: int64 values within that go through the backends'
+// double fill and arange, and only those beyond it are written on the host (then copied to the device).
+constexpr std::int64_t kExactInDouble = std::int64_t(1) << 53;
+bool exactInDouble(std::int64_t v) { return v >= -kExactInDouble && v <= kExactInDouble; }
+
+// A host int64 tensor of `shape` whose element i is start + i * step, placed and typed as asked; the
+// unsigned arithmetic wraps, and every value it lands on lies in int64's range (between start and an
+// int64 end), so the result is exact.
+Tensor int64OnHost(const Shape& shape, std::int64_t start, std::int64_t step, const Options& o) {
+  Tensor host = Tensor::empty(shape, kInt64, kCPU);
+  auto* p = host.data<std::int64_t>();
+  for (std::int64_t i = 0, n = host.numel(); i < n; ++i) {
+    p[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(start) + static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(step));
+  }
+  return finish(host.to(o.dtype).to(o.device).detach(), o);
+}
 }  // namespace
 
 Tensor full(const Shape& shape, double value, const Options& o) {
   const profiler::RecordScope record("aten::full");
   checkScalarFits(value, o.dtype);
+  // PyTorch's checked conversion of the fill value (c10::checked_convert): into int64, NaN, the
+  // infinities and values past its range raise rather than become INT64_MIN.
+  if (o.dtype == kInt64 && !(value >= -9223372036854775808.0 && value < 9223372036854775808.0)) {
+    throw Error("value cannot be converted to type int64_t without overflow");
+  }
   Tensor t = Tensor::empty(shape, o.dtype, o.device);
   detail::backendOf(t).fill(t, value);
   return finish(t, o);
+}
+
+Tensor full_int64(const Shape& shape, std::int64_t value, const Options& o) {
+  if (o.dtype != kInt64 || exactInDouble(value)) return full(shape, static_cast<double>(value), o);
+  const profiler::RecordScope record("aten::full");
+  return int64OnHost(shape, value, 0, o);
 }
 Tensor zeros(const Shape& shape, const Options& o) { return full(shape, 0.0, o); }
 Tensor ones(const Shape& shape, const Options& o) { return full(shape, 1.0, o); }
@@ -32,18 +62,56 @@ Tensor scalar_tensor(double value, const Options& o) { return full({}, value, o)
 
 Tensor arange(double end, const Options& o) { return arange(0.0, end, 1.0, o); }
 Tensor arange(double start, double end, double step, const Options& o) {
+  // PyTorch 2's checks and words (1.13 let an infinite step through as an empty tensor and said
+  // "larger bound").
+  if (!std::isfinite(start) || !std::isfinite(end)) {
+    std::ostringstream os;  // the bounds as PyTorch prints them: 0, 0.5, inf, nan
+    os.imbue(std::locale::classic());
+    os << "unsupported range: " << start << " -> " << end;
+    throw Error(os.str());
+  }
+  if (!std::isfinite(step)) {
+    std::ostringstream os;
+    os.imbue(std::locale::classic());
+    os << "step must be finite but got " << step;
+    throw Error(os.str());
+  }
+  if (step == 0.0) throw ValueError("step must be nonzero");
+  if ((step > 0 && end < start) || (step < 0 && end > start)) throw ValueError("upper bound and lower bound inconsistent with step sign");
+  // The length from the values as given, in double -- also for an integer dtype, as PyTorch 2's
+  // arange(0.5, 5, 1.5, dtype=torch.int64) has ceil(4.5 / 1.5) = 3 elements (1.13 truncated the
+  // bounds and the step first and had 5).
+  const double size = std::ceil((end - start) / step);
+  if (!(size >= 0 && size <= 9223372036854775807.0)) throw Error("invalid size, possible overflow?");
+  const auto n = static_cast<std::int64_t>(size);
   if (!isFloatingPoint(o.dtype)) {
-    // An integer arange takes its bounds and step as integers first, truncated as PyTorch's
-    // Scalar::to<int64_t> truncates: arange(0.5, 5, 1.5, dtype=int64) is 0, 1, 2, 3, 4.
+    // Element i of an integer arange is start + i * step with both truncated to integers, as PyTorch's
+    // Scalar::to<int64_t> truncates them: 0, 1, 2 for that arange.
     start = std::trunc(start);
-    end = std::trunc(end);
     step = std::trunc(step);
   }
-  if (step == 0.0) throw ValueError("arange: step must be nonzero");
-  if ((end - start) / step < 0.0) throw ValueError("arange: upper bound and larger bound inconsistent with step sign");
-  const auto n = static_cast<std::int64_t>(std::ceil((end - start) / step));
   Tensor t = Tensor::empty({n}, o.dtype, o.device);
   detail::backendOf(t).arange(t, start, step);
+  return finish(t, o);
+}
+
+Tensor arange_int64(std::int64_t start, std::int64_t end, std::int64_t step, const Options& o) {
+  // A floating arange of integers computes in double, as PyTorch's: torch.arange(2**53, 2**53 + 3,
+  // dtype=torch.float64) has its four elements there too.
+  if (isFloatingPoint(o.dtype)) return arange(static_cast<double>(start), static_cast<double>(end), static_cast<double>(step), o);
+  if (step == 0) throw ValueError("step must be nonzero");
+  // The length, exactly: ceil((end - start) / step) in 128 bits, where end - start cannot overflow.
+  const __int128 span = static_cast<__int128>(end) - start;
+  if ((span > 0 && step < 0) || (span < 0 && step > 0)) throw ValueError("upper bound and lower bound inconsistent with step sign");
+  const __int128 n128 = span == 0 ? 0 : (span + step + (step > 0 ? -1 : 1)) / step;
+  const auto n = static_cast<std::int64_t>(n128);
+  const std::int64_t last = n == 0 ? start : static_cast<std::int64_t>(start + static_cast<__int128>(step) * (n - 1));
+  if (!(exactInDouble(start) && exactInDouble(last))) {
+    const profiler::RecordScope record("aten::arange");
+    return int64OnHost({n}, start, step, o);
+  }
+  Tensor t = Tensor::empty({n}, o.dtype, o.device);
+  detail::backendOf(t).arange(t, static_cast<double>(start), static_cast<double>(step));
   return finish(t, o);
 }
 

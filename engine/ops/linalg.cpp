@@ -103,7 +103,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
     Tensor sa = a.detach(), sb = b.detach();
     return autograd::record(out, "MmBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
       return Grads{n[0] ? mm(g, sb.t()) : Tensor(), n[1] ? mm(sa.t(), g) : Tensor()};
-    });
+    }, {sa, sb});
   }
   if (a.dim() == 3 && b.dim() == 3) {
     if (a.size(0) != b.size(0) || a.size(2) != b.size(1)) shapeError(a, b);
@@ -112,7 +112,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
     Tensor sa = a.detach(), sb = b.detach();
     return autograd::record(out, "BmmBackward0", {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
       return Grads{n[0] ? bmm(g, sb.transpose(1, 2)) : Tensor(), n[1] ? bmm(sa.transpose(1, 2), g) : Tensor()};
-    });
+    }, {sa, sb});
   }
   if (a.dim() == 3 && b.dim() == 2) {  // (B, n, k) @ (k, m): one GEMM over the flattened batch
     if (a.size(2) != b.size(0)) shapeError(a, b);
@@ -179,7 +179,7 @@ Tensor linear(const Tensor& input0, const Tensor& weight0, const Tensor& bias0) 
     }
     if (n[2]) grads[2] = sum(g, 0);
     return grads;
-  });
+  }, {sx, sw});
 }
 
 }  // namespace gpulab

@@ -33,7 +33,7 @@ Tensor softmaxImpl(const Tensor& a, std::int64_t dim, bool log) {
                             Tensor gi = detail::emptyLike(so);
                             detail::backendOf(so).softmaxBackward(gi, g.contiguous(), so, rows, cols, log);
                             return Grads{gi};
-                          });
+                          }, {so});
 }
 
 Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input0, const Tensor& target0, Reduction reduction) {
@@ -70,7 +70,7 @@ Tensor pointLoss(const char* name, PointLoss kind, const Tensor& input0, const T
                             Tensor gx = detail::emptyLike(sx);
                             detail::backendOf(sx).pointLossBackward(kind, gx, g.contiguous(), sx, sy, scale);
                             return Grads{n[0] ? gx : Tensor(), n[1] ? neg(gx) : Tensor()};
-                          });
+                          }, {sx, sy});
 }
 
 }  // namespace

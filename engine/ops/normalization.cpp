@@ -141,7 +141,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                               }
                               if (n[2]) grads[2] = sum(rows(gs), 1);
                               return grads;
-                            });
+                            }, {sx, sw});
   }
 
   Tensor out = detail::emptyLike(x);
@@ -168,7 +168,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                                  sx, sw.defined() ? &sw : nullptr, saveMean, saveInvStd, shape);
                             if (!n[0]) grads[0] = Tensor();
                             return grads;
-                          });
+                          }, {sx, sw});
 }
 
 }  // namespace gpulab

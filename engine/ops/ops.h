@@ -24,6 +24,12 @@ Tensor ones(const Shape& shape, const Options& options = {});
 Tensor full(const Shape& shape, double value, const Options& options = {});
 Tensor arange(double end, const Options& options = {});
 Tensor arange(double start, double end, double step = 1.0, const Options& options = {});
+// The same with int64 values taken exactly: a double holds every integer only up to 2^53, so
+// torch.full((2,), 2**53 + 1) and torch.arange(2**53, 2**53 + 3) come here (the double forms would
+// round 2**53 + 1 to 2**53, and give that arange four elements). Into an int64 tensor every value is
+// exact; a floating dtype takes the double forms' arithmetic, as PyTorch's does.
+Tensor full_int64(const Shape& shape, std::int64_t value, const Options& options = {.dtype = kInt64});
+Tensor arange_int64(std::int64_t start, std::int64_t end, std::int64_t step = 1, const Options& options = {.dtype = kInt64});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor randn(const Shape& shape, Generator& gen = defaultGenerator(), const Options& options = {});
@@ -79,6 +85,21 @@ Tensor div(const Tensor& a, double b);  // a / b (float32 for an int64 `a`, as i
 Tensor rsub(const Tensor& a, double b);  // b - a
 Tensor rdiv(const Tensor& a, double b);  // b / a (float32 even for an int64 `a`, as in PyTorch)
 Tensor pow(const Tensor& a, double exponent);
+// Python's a // b and a % b (torch.floor_divide, torch.remainder): the quotient rounded toward -inf
+// and the remainder with the sign of the divisor (engine/kernels/functors.h), in the operands'
+// promoted dtype; bool with bool is refused, as PyTorch's kernels refuse it. An integer division by
+// zero raises "ZeroDivisionError" on the CPU (a GPU checks nothing, as PyTorch's CUDA kernels).
+// remainder's gradient is the incoming one for `a` and -grad * floor(a / b) for `b`; floor_divide has
+// none: backward through it raises, as PyTorch's "derivative for aten::floor_divide is not implemented".
+// A number joins as a 0-dim tensor of the tensor's dtype where it fits its category, else int64 or
+// float32 (as where's numbers), rounded to that dtype as PyTorch's CPU kernels round it; the
+// number-first remainder has no gradient, as in PyTorch.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, double b);
+Tensor floor_divide(double a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+Tensor remainder(double a, const Tensor& b);
 // torch.result_type(a, b): the dtype an op of a and b computes in (float16 with float32 gives
 // float32; a 0-dim tensor only decides when it is of a higher category, see elementwise.cpp).
 DType result_type(const Tensor& a, const Tensor& b);

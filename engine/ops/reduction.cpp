@@ -1,5 +1,7 @@
 // Reductions: the input is viewed as (outer, k, inner) around the reduced dimension, so one kernel
 // covers "all elements" (outer = inner = 1), rows, columns and any middle dimension.
+#include <limits>
+
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/op_util.h"
@@ -68,22 +70,37 @@ Tensor sum(const Tensor& a0, std::int64_t dim, bool keepdim) {
   });
 }
 
+namespace {
+// mean takes floating tensors only, with PyTorch 2's words (1.13 raised the same as a RuntimeError).
+void requireMeanDtype(const Tensor& a) {
+  if (!isFloatingPoint(a.dtype())) {
+    throw NotImplementedError("mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: " +
+                              scalarTypeName(a.dtype()));
+  }
+}
+// The factor a sum of `count` elements is scaled by: 1 / count, and NaN for no elements -- the mean of
+// nothing is 0 / 0, NaN in PyTorch (torch.empty(0).mean()), never 0.
+double meanFactor(std::int64_t count) {
+  return count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(count);
+}
+}  // namespace
+
 // float16/bfloat16 means are summed and divided in float32 and rounded once, as PyTorch's kernels
 // (rounding the sum first would round twice).
 Tensor mean(const Tensor& a) {
   const profiler::RecordScope record("aten::mean", {&a});
-  detail::requireFloat("mean", a);
-  const double inv = 1.0 / static_cast<double>(std::max<std::int64_t>(a.numel(), 1));
+  requireMeanDtype(a);
+  const double inv = meanFactor(a.numel());
   if (isReducedPrecision(a.dtype())) return mul(sum(a.to(kFloat32)), inv).to(a.dtype());
   return mul(sum(a), inv);
 }
 
 Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim) {
   const profiler::RecordScope record("aten::mean", {&a});
-  detail::requireFloat("mean", a);
+  requireMeanDtype(a);
   dim = wrapDim(dim, a.dim());
   const std::int64_t k = a.dim() == 0 ? 1 : a.size(dim);
-  const double inv = 1.0 / static_cast<double>(std::max<std::int64_t>(k, 1));
+  const double inv = meanFactor(k);
   if (isReducedPrecision(a.dtype())) return mul(sum(a.to(kFloat32), dim, keepdim), inv).to(a.dtype());
   return mul(sum(a, dim, keepdim), inv);
 }
@@ -103,7 +120,7 @@ Tensor max(const Tensor& a) {
     // NaNs (NaN != NaN: x != x marks them), as PyTorch's evenly_distribute_backward does.
     const Tensor mask = logical_or(eq(sa, so), logical_and(ne(sa, sa), ne(so, so))).to(g.dtype());
     return Grads{mask * (g / sum(mask))};
-  });
+  }, {sa, so});
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, std::int64_t dim, bool keepdim) {

@@ -1,6 +1,7 @@
 // View ops: they share storage with their input and record a backward that maps the gradient back
 // to the input's shape.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "engine/autograd/grad_mode.h"
@@ -11,12 +12,17 @@ namespace gpulab {
 namespace detail {
 
 Tensor makeView(const Tensor& base, Shape sizes, Shape strides, std::int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.impl().storage;
+  const TensorImpl& from = base.impl();
+  auto impl = std::make_shared<TensorImpl>(from.version);  // a view shares its base's version counter
+  impl->storage = from.storage;
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->offset = offset;
-  impl->dtype = base.dtype();
+  impl->dtype = from.dtype;
+  // A view of a view views the root (PyTorch's _base); see Note [In-place ops on views].
+  impl->viewBase = from.viewBase ? from.viewBase : base.implPtr();
+  impl->viewVersion = from.version->value.load(std::memory_order_relaxed);
+  impl->viewCreatedInNoGrad = !isGradEnabled() || (from.viewBase && from.viewCreatedInNoGrad);
   return Tensor(std::move(impl));
 }
 
@@ -169,15 +175,35 @@ Tensor Tensor::squeeze(std::int64_t d) const {
   return recordReshapeBack(detail::makeView(*this, sz, st, storage_offset()), "SqueezeBackward1", *this);
 }
 
+namespace {
+// PyTorch's check of a new tensor's element count (c10's safe_compute_numel): the sizes multiplied as
+// unsigned 64-bit numbers must neither overflow nor pass INT64_MAX. A negative size that expand lets
+// through (-2 where the tensor has a 1) is a huge unsigned number there, so it fails here, with
+// PyTorch's words -- unless a zero size makes the product 0, which PyTorch lets through as well.
+void checkNumel(const Shape& sizes) {
+  std::uint64_t n = 1;
+  bool overflows = false;
+  for (const std::int64_t s : sizes) overflows |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(s), &n);
+  if (overflows || n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    throw Error("numel: integer multiplication overflow");
+  }
+}
+}  // namespace
+
 Tensor Tensor::expand(const Shape& shape) const {
   if (shape.size() < sizes().size()) {
-    throw ValueError("expand: the number of sizes provided (" + std::to_string(shape.size()) +
+    throw ValueError("expand(torch." + std::string(is_cuda() ? "cuda." : "") + scalarTypeName(dtype()) + "Tensor{" + shapeStr(sizes()) +
+                     "}, size=" + shapeStr(shape) + "): the number of sizes provided (" + std::to_string(shape.size()) +
                      ") must be greater or equal to the number of dimensions in the tensor (" + std::to_string(dim()) + ")");
   }
   const std::size_t lead = shape.size() - sizes().size();
   Shape sz(shape.size()), st(shape.size());
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) {
+      // -1 keeps an existing dim's size; a new leading dim has none to keep.
+      if (shape[i] == -1) {
+        throw ValueError("The expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension " + std::to_string(i));
+      }
       sz[i] = shape[i];
       st[i] = 0;
       continue;
@@ -193,6 +219,7 @@ Tensor Tensor::expand(const Shape& shape) const {
     st[i] = have == want ? strides()[i - lead] : 0;
   }
   if (sz == sizes()) return *this;
+  checkNumel(sz);
   Shape inShape = sizes();
   return autograd::record(detail::makeView(*this, sz, st, storage_offset()), "ExpandBackward0", {*this},
                           [inShape](const Tensor& g, const Needs&) { return Grads{sum_to_size(g, inShape)}; });

@@ -12,6 +12,7 @@
 #include "engine/core/device.h"
 #include "engine/core/dtype.h"
 #include "engine/core/tensor.h"
+#include "engine/ops/ops.h"
 
 namespace gpulab::python {
 
@@ -54,6 +55,29 @@ Tensor tensorFromData(py::handle data, std::optional<DType> dtype, std::optional
 std::optional<Tensor> sharedFromNumpy(py::handle object);
 // torch.where(condition, input, other) where input and other may each be a tensor or a Python number.
 Tensor whereOf(const Tensor& condition, py::handle input, py::handle other);
+
+// A Python number as PyTorch's Scalar holds it: a bool, an int with all its 64 bits (a double holds
+// integers exactly only up to 2^53), or a float. An int past int64 is kept as its double (`exact`
+// false): PyTorch 2 turns it into a floating Scalar too, which an int64 tensor then refuses.
+struct Number {
+  enum Kind { Bool, Int, Float } kind = Float;
+  std::int64_t i = 0;
+  double d = 0;
+  bool exact = true;
+  double value() const { return kind == Float || !exact ? d : static_cast<double>(i); }
+};
+// torch.mm and Tensor.mm: matrices only (torch.matmul is the one that takes 1-D and batched operands),
+// refused with PyTorch's words ("self must be a matrix").
+Tensor mmOf(const Tensor& a, const Tensor& b);
+
+// bool, int, float, or a one-element tensor (its value); nothing for anything else.
+std::optional<Number> numberFrom(py::handle object);
+// The dtype PyTorch gives a number alone (torch.full's fill_value): bool, int64 or the default float32.
+DType dtypeOf(const Number& n);
+// A tensor of `shape` filled with `n`, exactly (torch.full): into int64 an int keeps its 64 bits, and
+// NaN, the infinities and values past int64's range raise PyTorch's "value cannot be converted to type
+// int64_t without overflow".
+Tensor filled(const Shape& shape, const Number& n, const Options& options);
 
 void bindTypes(py::module_& m);    // dtype, device helpers, Size registration, exceptions
 void bindTensor(py::module_& m);   // the Tensor class

@@ -121,7 +121,83 @@ std::shared_ptr<py::object> heldUnderGil(py::object callable) {
   });
 }
 
+// torch.arange's arguments as exact int64s when every one is a Python int (bools count), as PyTorch's
+// integer arange takes them; nothing when one is not, or lies past int64 (then they go as doubles).
+std::optional<std::vector<std::int64_t>> exactInts(const std::vector<py::object>& given) {
+  std::vector<std::int64_t> out;
+  for (const py::object& g : given) {
+    if (!py::isinstance<py::int_>(g)) return std::nullopt;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(g.ptr(), &overflow);
+    if (overflow != 0) return std::nullopt;
+    out.push_back(v);
+  }
+  return out;
+}
+
+// torch.manual_seed's seed as PyTorch takes it: int(seed) first (so '3' and 1.5 are seeds, and 'a'
+// raises int()'s ValueError), then as an unsigned 64-bit number, a negative one by its bits (-1 is
+// 2**64 - 1); past both ranges PyTorch 2's ValueError (1.13: RuntimeError "Overflow when unpacking long").
+std::uint64_t seedFrom(py::handle seed) {
+  const py::object asInt = py::reinterpret_steal<py::object>(PyNumber_Long(seed.ptr()));
+  if (!asInt) throw py::error_already_set();
+  const unsigned long long u = PyLong_AsUnsignedLongLong(asInt.ptr());
+  if (!PyErr_Occurred()) return u;
+  PyErr_Clear();
+  int overflow = 0;
+  const long long s = PyLong_AsLongLongAndOverflow(asInt.ptr(), &overflow);
+  if (overflow != 0) throw py::value_error("Overflow when unpacking long long");
+  return static_cast<std::uint64_t>(s);
+}
+
 }  // namespace
+
+std::optional<Number> numberFrom(py::handle o) {
+  if (py::isinstance<py::bool_>(o)) return Number{Number::Bool, o.cast<bool>() ? 1 : 0, o.cast<bool>() ? 1.0 : 0.0};
+  if (py::isinstance<py::int_>(o)) {
+    int overflow = 0;
+    const long long i = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+    if (overflow == 0) return Number{Number::Int, i, static_cast<double>(i)};
+    const double d = PyLong_AsDouble(o.ptr());  // OverflowError past double's range
+    if (d == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    return Number{Number::Int, 0, d, /*exact=*/false};
+  }
+  if (py::isinstance<py::float_>(o)) return Number{Number::Float, 0, o.cast<double>()};
+  if (py::isinstance<Tensor>(o)) {
+    const Tensor& t = o.cast<const Tensor&>();
+    if (t.numel() != 1) throw Error("a Tensor with " + std::to_string(t.numel()) + " elements cannot be converted to Scalar");
+    py::gil_scoped_release release;
+    if (isFloatingPoint(t.dtype())) return Number{Number::Float, 0, t.item()};
+    const std::int64_t i = t.toVector<std::int64_t>()[0];
+    return Number{t.dtype() == kBool ? Number::Bool : Number::Int, i, static_cast<double>(i)};
+  }
+  // Other numbers (numpy's scalars): an int when they have __index__, else a float when __float__.
+  if (PyIndex_Check(o.ptr())) {
+    const py::object asInt = py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr()));
+    if (asInt) return numberFrom(asInt);
+    PyErr_Clear();
+  }
+  if (Py_TYPE(o.ptr())->tp_as_number && Py_TYPE(o.ptr())->tp_as_number->nb_float) {
+    const double d = PyFloat_AsDouble(o.ptr());
+    if (d == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    return Number{Number::Float, 0, d};
+  }
+  return std::nullopt;
+}
+
+Tensor mmOf(const Tensor& a, const Tensor& b) {
+  if (a.dim() != 2) throw Error("self must be a matrix");
+  if (b.dim() != 2) throw Error("mat2 must be a matrix");
+  return matmul(a, b);
+}
+
+DType dtypeOf(const Number& n) { return n.kind == Number::Bool ? kBool : n.kind == Number::Int ? kInt64 : kFloat32; }
+
+Tensor filled(const Shape& shape, const Number& n, const Options& o) {
+  py::gil_scoped_release release;
+  if (n.kind != Number::Float && n.exact) return full_int64(shape, n.i, o);
+  return full(shape, n.value(), o);
+}
 
 void bindFunctions(py::module_& m) {
   // Creation.
@@ -135,20 +211,23 @@ void bindFunctions(py::module_& m) {
   defLike(m, "empty_like", [](const Shape& s, const Options& o) { return Tensor::empty(s, o.dtype, o.device); });
   defLike(m, "randn_like", [](const Shape& s, const Options& o) { return randn(s, defaultGenerator(), o); });
   defLike(m, "rand_like", [](const Shape& s, const Options& o) { return rand(s, defaultGenerator(), o); });
-  m.def("full", [](py::object size, double value, py::kwargs kwargs) {
+  // full's dtype, unless given, is the fill value's: torch.full((2,), 7) is int64, (2,), True bool.
+  auto fillValue = [](const char* function, py::handle value) {
+    const std::optional<Number> n = numberFrom(value);
+    if (!n) throw py::type_error(std::string(function) + "(): argument 'fill_value' (position 2) must be Number, not " + typeName(value));
+    return *n;
+  };
+  m.def("full", [fillValue](py::object size, py::handle value, py::kwargs kwargs) {
     const FactoryOptions o = factoryOptions("full", kwargs);
     const Shape shape = shapeFromSequence(size, "full");
-    Tensor t;
-    {
-      py::gil_scoped_release release;
-      t = full(shape, value, engineOptions(o));
-    }
+    const Number n = fillValue("full", value);
+    Tensor t = filled(shape, n, engineOptions(o, dtypeOf(n)));
     if (o.requiresGrad) t.requires_grad_(true);
     return t;
   }, py::arg("size"), py::arg("fill_value"));
-  m.def("full_like", [](const Tensor& like, double value, py::kwargs kwargs) {
+  m.def("full_like", [fillValue](const Tensor& like, py::handle value, py::kwargs kwargs) {
     FactoryOptions o = factoryOptions("full_like", kwargs);
-    Tensor t = full(like.sizes(), value, {.dtype = o.dtype.value_or(like.dtype()), .device = o.device.value_or(like.device())});
+    Tensor t = filled(like.sizes(), fillValue("full_like", value), {.dtype = o.dtype.value_or(like.dtype()), .device = o.device.value_or(like.device())});
     if (o.requiresGrad) t.requires_grad_(true);
     return t;
   }, py::arg("input"), py::arg("fill_value"));
@@ -189,11 +268,20 @@ void bindFunctions(py::module_& m) {
     }
     FactoryOptions o = factoryOptions("arange", kwargs, {"start", "end", "step"});
     const DType dtype = o.dtype.value_or(allInts ? kInt64 : kFloat32);
+    // Ints into an int64 arange are taken exactly (arange(2**53, 2**53 + 3) has three elements); an int
+    // past int64 there is PyTorch 2's error.
+    const std::optional<std::vector<std::int64_t>> ints = dtype == kInt64 ? exactInts(given) : std::nullopt;
+    if (dtype == kInt64 && allInts && !ints) throw Error("value cannot be converted to type int64_t without overflow");
     Tensor t;
     {
       py::gil_scoped_release release;
       const Options opts{.dtype = dtype, .device = o.device.value_or(kCPU)};
-      t = v.size() == 1 ? arange(v[0], opts) : arange(v[0], v[1], v.size() == 3 ? v[2] : 1.0, opts);
+      if (ints) {
+        const std::vector<std::int64_t>& n = *ints;
+        t = n.size() == 1 ? arange_int64(0, n[0], 1, opts) : arange_int64(n[0], n[1], n.size() == 3 ? n[2] : 1, opts);
+      } else {
+        t = v.size() == 1 ? arange(v[0], opts) : arange(v[0], v[1], v.size() == 3 ? v[2] : 1.0, opts);
+      }
     }
     if (o.requiresGrad) t.requires_grad_(true);
     return t;
@@ -207,7 +295,7 @@ void bindFunctions(py::module_& m) {
     return pinMemory ? t.pin_memory() : t;
   }, py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(), py::arg("requires_grad") = false,
         py::arg("pin_memory") = false);
-  m.def("manual_seed", [](std::uint64_t seed) { manual_seed(seed); }, py::arg("seed"));
+  m.def("manual_seed", [](py::handle seed) { manual_seed(seedFrom(seed)); }, py::arg("seed"));
   m.def("initial_seed", []() { return defaultGenerator().seed(); });
   // The CPU kernels' threads (engine/core/parallel.h); OMP_NUM_THREADS sets them at start, as in PyTorch.
   m.def("get_num_threads", []() { return numThreads(); });
@@ -215,7 +303,7 @@ void bindFunctions(py::module_& m) {
 
   // Math (torch.add(a, b), torch.matmul(a, b), ...).
   m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, NoGil());
-  m.def("mm", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, NoGil());
+  m.def("mm", [](const Tensor& a, const Tensor& b) { return mmOf(a, b); }, NoGil());
   m.def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil());
   m.def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil());
   m.def("exp", [](const Tensor& a) { return exp(a); }, NoGil());
@@ -249,6 +337,10 @@ void bindFunctions(py::module_& m) {
   m.def("_max_dim", [](const Tensor& a, std::int64_t dim, bool keepdim) { return max(a, dim, keepdim); }, NoGil());
   m.def("_min", [](const Tensor& a) { return min(a); }, NoGil());
   m.def("_min_dim", [](const Tensor& a, std::int64_t dim, bool keepdim) {
+    // (max of -a would name max() in the error for an empty dim)
+    if (a.dim() > 0 && a.size(wrapDim(dim, a.dim())) == 0) {
+      throw IndexError("min(): Expected reduction dim " + std::to_string(wrapDim(dim, a.dim())) + " to have non-zero size.");
+    }
     auto [values, indices] = max(-a, dim, keepdim);
     return std::pair{-values, indices};
   }, NoGil());
@@ -267,20 +359,6 @@ void bindFunctions(py::module_& m) {
     py::gil_scoped_release release;
     return checkpoint(call, inputs, params, preserveRng);
   }, py::arg("function"), py::arg("inputs"), py::arg("params"), py::arg("preserve_rng_state") = true);
-  // torch.autograd.grad: the engine's walk, its gradients returned (None for an unused input).
-  m.def("_autograd_grad", [](const std::vector<Tensor>& outputs, const std::vector<std::optional<Tensor>>& gradOutputs,
-                             const std::vector<Tensor>& inputs, bool allowUnused) {
-    std::vector<Tensor> weights;
-    for (const auto& g : gradOutputs) weights.push_back(g.value_or(Tensor()));
-    std::vector<Tensor> grads;
-    {
-      py::gil_scoped_release release;
-      grads = autograd::grad(outputs, weights, inputs, allowUnused);
-    }
-    py::list out;
-    for (const Tensor& g : grads) out.append(g.defined() ? py::cast(g) : py::none());
-    return out;
-  }, py::arg("outputs"), py::arg("grad_outputs"), py::arg("inputs"), py::arg("allow_unused") = false);
   // torch.autograd.Function's node: `output` (computed by the Function's forward without a graph)
   // becomes, as a new tensor on the same memory, the output of a node named `name` whose backward
   // calls `backward(grad)` -- the Function's backward, one gradient (or None) per tensor in
@@ -316,10 +394,12 @@ void bindFunctions(py::module_& m) {
   m.def("linear", [](const Tensor& input, const Tensor& weight, std::optional<Tensor> bias) {
     return linear(input, weight, bias.value_or(Tensor()));
   }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), NoGil());
+  // (torch.nn.functional.dropout checks p first, in PyTorch's words; this is the same check's class.)
   m.def("dropout", [](const Tensor& a, double p, bool training) {
-    if (p < 0 || p > 1) throw ValueError("dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+    if (p < 0 || p > 1) throw py::value_error("dropout probability has to be between 0 and 1, but got " + std::string(py::repr(py::float_(p))));
+    py::gil_scoped_release release;
     return dropout(a, p, training);
-  }, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true, NoGil());
+  }, py::arg("input"), py::arg("p") = 0.5, py::arg("training") = true);
   m.def("conv2d", [](const Tensor& input, const Tensor& weight, std::optional<Tensor> bias, py::object stride, py::object padding,
                      py::object dilation, std::int64_t groups) {
     const Tensor b = bias.value_or(Tensor());

@@ -58,7 +58,16 @@ Shape shapeFromSequence(py::handle sequence, const char* function) {
       throw py::type_error(std::string(function) + "(): argument 'size' must be a tuple of ints, but found element of type " +
                            typeName(item));
     }
-    shape.push_back(item.cast<std::int64_t>());
+    // A size past int64 is PyTorch 2's TypeError, in its words (torch.empty(2**63)); pybind11's own
+    // cast would fail with "Unable to cast Python instance to C++ type".
+    int overflow = 0;
+    const long long size = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+    if (overflow != 0) {
+      throw py::type_error(std::string(function) + "(): argument '" + (std::string(function) == "reshape" ? "shape" : "size") +
+                           "' failed to unpack the object at pos " + std::to_string(shape.size() + 1) +
+                           " with error \"Overflow when unpacking long long\"");
+    }
+    shape.push_back(size);
   }
   return shape;
 }
@@ -86,33 +95,63 @@ py::object dtypeObject(DType dtype) {
 
 namespace {
 
-// Nested sequences: their shape (checked rectangular) and their values in row-major order.
+// Nested sequences: their shape (checked rectangular) and their values in row-major order. A value
+// keeps what Python gave: an int all its 64 bits (a double holds integers exactly only up to 2^53,
+// and torch.tensor([2**53 + 1]) must not round), a float its double.
+struct Value {
+  enum Kind : std::uint8_t { Float, Int, Bool, BigInt } kind;  // BigInt: an int past int64, kept as its double
+  std::int64_t i = 0;
+  double d = 0;
+  bool fromFloatTensor = false;  // a one-element floating tensor, which PyTorch will not read as an integer
+};
 struct Flattened {
   Shape shape;
-  std::vector<double> values;
+  std::vector<Value> values;
   bool anyFloat = false, anyInt = false, anyBool = false;
+  std::optional<DType> tensorType;  // the promoted dtype of the one-element tensors among the data
 };
+
+void checkDepth(std::size_t depth, const Flattened& out, const char* got) {
+  if (depth != out.shape.size()) {
+    throw py::value_error("expected sequence of length " + std::to_string(out.shape[depth]) + " at dim " + std::to_string(depth) + got);
+  }
+}
 
 void flatten(py::handle data, std::size_t depth, Flattened& out) {
   if (py::isinstance<Tensor>(data)) {
     const Tensor& t = data.cast<const Tensor&>();
     if (t.numel() != 1 || t.dim() != 0) throw py::value_error("only one element tensors can be converted to Python scalars");
-    out.values.push_back(t.item());
-    out.anyFloat = out.anyFloat || isFloatingPoint(t.dtype());
-    out.anyInt = out.anyInt || t.dtype() == kInt64;
-    out.anyBool = out.anyBool || t.dtype() == kBool;
-    if (depth != out.shape.size()) throw py::value_error("expected sequence of length " + std::to_string(out.shape[depth]) + " at dim " + std::to_string(depth));
+    Value v{isFloatingPoint(t.dtype()) ? Value::Float : t.dtype() == kBool ? Value::Bool : Value::Int};
+    if (v.kind == Value::Float) {
+      v.d = t.item();
+      v.fromFloatTensor = true;
+    } else {
+      v.i = t.toVector<std::int64_t>()[0];
+      v.d = static_cast<double>(v.i);
+    }
+    out.values.push_back(v);
+    out.tensorType = out.tensorType ? promoteTypes(*out.tensorType, t.dtype()) : t.dtype();
+    checkDepth(depth, out, "");
     return;
   }
   if (py::isinstance<py::bool_>(data)) {
     out.anyBool = true;
-    out.values.push_back(data.cast<bool>() ? 1.0 : 0.0);
+    const bool b = data.cast<bool>();
+    out.values.push_back({Value::Bool, b ? 1 : 0, b ? 1.0 : 0.0});
   } else if (py::isinstance<py::int_>(data)) {
     out.anyInt = true;
-    out.values.push_back(static_cast<double>(data.cast<long long>()));
+    int overflow = 0;
+    const long long i = PyLong_AsLongLongAndOverflow(data.ptr(), &overflow);
+    if (overflow == 0) {
+      out.values.push_back({Value::Int, i, static_cast<double>(i)});
+    } else {
+      const double d = PyLong_AsDouble(data.ptr());  // OverflowError past double's range, as PyTorch
+      if (d == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+      out.values.push_back({Value::BigInt, 0, d});
+    }
   } else if (py::isinstance<py::float_>(data)) {
     out.anyFloat = true;
-    out.values.push_back(data.cast<double>());
+    out.values.push_back({Value::Float, 0, data.cast<double>()});
   } else if (py::isinstance<py::sequence>(data) && !py::isinstance<py::str>(data)) {
     const py::sequence seq = py::reinterpret_borrow<py::sequence>(data);
     const auto n = static_cast<std::int64_t>(seq.size());
@@ -128,7 +167,23 @@ void flatten(py::handle data, std::size_t depth, Flattened& out) {
   } else {
     throw py::type_error("Could not infer dtype of " + typeName(data));
   }
-  if (depth != out.shape.size()) throw py::value_error("expected sequence of length " + std::to_string(out.shape[depth]) + " at dim " + std::to_string(depth) + " (got a number)");
+  checkDepth(depth, out, " (got a number)");
+}
+
+// A value stored into an int64 (or bool) tensor, as PyTorch's torch.tensor stores it.
+std::int64_t integerOf(const Value& v) {
+  switch (v.kind) {
+    case Value::Int:
+    case Value::Bool: return v.i;
+    case Value::BigInt: throw py::value_error("Overflow when unpacking long long");  // PyTorch 2's ValueError (1.13: RuntimeError "... long")
+    case Value::Float: break;
+  }
+  // A one-element floating tensor is read through __index__, which refuses it.
+  if (v.fromFloatTensor) throw py::type_error("only integer tensors of a single element can be converted to an index");
+  // A float truncates; NaN, the infinities and values past int64's range raise (c10::checked_convert),
+  // where a plain conversion would give INT64_MIN.
+  if (!(v.d >= -9223372036854775808.0 && v.d < 9223372036854775808.0)) throw Error("value cannot be converted to type int64 without overflow");
+  return static_cast<std::int64_t>(v.d);
 }
 
 }  // namespace
@@ -148,21 +203,33 @@ Tensor tensorFromData(py::handle data, std::optional<DType> dtype, std::optional
   Flattened flat;
   flatten(data, 0, flat);
   // Floats, or no values at all (torch.tensor([]) is float32), give the default dtype; ints int64;
-  // Python bools alone bool.
+  // Python bools alone bool; one-element tensors among them promote with that (a float64 one gives
+  // float64), as PyTorch infers it.
   const bool allBool = flat.anyBool && !flat.anyInt && !flat.anyFloat;
-  const DType type = dtype.value_or(flat.anyFloat || flat.values.empty() ? kFloat32 : allBool ? kBool : kInt64);
+  const bool onlyTensors = !flat.anyBool && !flat.anyInt && !flat.anyFloat && flat.tensorType;
+  const DType fromPython = flat.anyFloat || flat.values.empty() ? kFloat32 : allBool ? kBool : kInt64;
+  const DType inferred = onlyTensors ? *flat.tensorType : flat.tensorType ? promoteTypes(fromPython, *flat.tensorType) : fromPython;
+  const DType type = dtype.value_or(inferred);
   Tensor out;
-  {
-    py::gil_scoped_release release;
-    if (type == kInt64) {
-      std::vector<std::int64_t> values(flat.values.size());
-      for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int64_t>(flat.values[i]);
-      out = tensor(values, flat.shape);
-    } else {
-      out = Tensor::empty(flat.shape, kFloat64, kCPU);
-      std::copy(flat.values.begin(), flat.values.end(), out.data<double>());
-      if (type != kFloat64) out = out.to(type);
+  if (type == kInt64 || type == kBool) {
+    std::vector<std::int64_t> values(flat.values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const Value& v = flat.values[i];
+      // Into bool any non-zero number is true, NaN and ints past int64 included (PyTorch reads them as
+      // bools directly); a floating tensor is refused there too.
+      const bool asBool = type == kBool && !v.fromFloatTensor && (v.kind == Value::Float || v.kind == Value::BigInt);
+      values[i] = asBool ? (v.d != 0.0) : integerOf(v);
     }
+    py::gil_scoped_release release;
+    out = tensor(values, flat.shape);
+    if (type == kBool) out = out.to(kBool);
+    if (device && *device != kCPU) out = out.to(*device);
+  } else {
+    py::gil_scoped_release release;
+    out = Tensor::empty(flat.shape, kFloat64, kCPU);
+    double* p = out.data<double>();
+    for (std::size_t i = 0; i < flat.values.size(); ++i) p[i] = flat.values[i].d;
+    if (type != kFloat64) out = out.to(type);
     if (device && *device != kCPU) out = out.to(*device);
   }
   if (requiresGrad) out.requires_grad_(true);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/autograd/grad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/errors.h"
@@ -52,6 +53,52 @@ Tensor logicalOperand(const Tensor& self, const Tensor& other, const char* op) {
 }
 Tensor logicalOperand(const Tensor& self, double other, const char* op) {
   return logicalOperand(self, full({}, other, {.dtype = kBool, .device = self.device()}), op);
+}
+
+// An int a double holds exactly (|i| <= 2^53).
+bool exactInDouble(std::int64_t i) { return i >= -(std::int64_t(1) << 53) && i <= (std::int64_t(1) << 53); }
+
+// The second operand of // and % beside `self`, as PyTorch pairs them: a tensor; or a Python number,
+// handed to the engine as a double where the engine's rule for a number (engine/ops/ops.h) gives
+// PyTorch's dtype and value, else as a 0-dim tensor of PyTorch's dtype for it -- a float beside an
+// integer tensor (int64 // 2.0 is float32; the engine would read 2.0 as an int), a bool beside a bool
+// tensor (refused, as PyTorch refuses bool // bool), an int past 2^53 beside an int64 one (exact).
+std::optional<Operand> divisionOperand(const Tensor& self, py::handle o) {
+  if (py::isinstance<Tensor>(o)) return Operand(o.cast<Tensor>());
+  if (!isNumber(o)) return std::nullopt;
+  const Number n = *numberFrom(o);
+  const bool integral = !isFloatingPoint(self.dtype());
+  const bool asTensor = integral && (n.kind == Number::Float || (n.kind == Number::Bool && self.dtype() == kBool) ||
+                                     (n.kind == Number::Int && !(n.exact && exactInDouble(n.i))));
+  if (!asTensor) return Operand(n.value());
+  return Operand(filled({}, n, {.dtype = dtypeOf(n), .device = self.device()}));
+}
+
+// x.fill_(v), x[i] = v: a number written into a tensor exactly and checked as PyTorch writes it (into
+// int64, 2**53 + 1 stays itself and NaN raises), through a 0-dim tensor where a double would not do.
+void fillWith(Tensor& target, const Number& n) {
+  if (target.dtype() == kInt64 && !(n.kind != Number::Float && n.exact && exactInDouble(n.i))) {
+    const Tensor value = filled({}, n, {.dtype = kInt64, .device = target.device()});
+    py::gil_scoped_release release;
+    target.copy_(value);
+    return;
+  }
+  py::gil_scoped_release release;
+  target.fill_(n.value());
+}
+
+// Python's // and % (and their reflected forms): as binary(), with the operand as divisionOperand
+// makes it. `op` takes the tensor and the operand, a Tensor or a double.
+template <class Op>
+py::object division(const Tensor& self, py::handle other, Op op) {
+  const std::optional<Operand> operand = divisionOperand(self, other);
+  if (!operand) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  Tensor out;
+  {
+    py::gil_scoped_release release;
+    out = std::visit([&](const auto& o) { return op(self, o); }, *operand);
+  }
+  return py::cast(std::move(out));
 }
 
 // x.sum(), x.sum(1), x.sum(dim=(0, 1), keepdim=True): a reduction over no dim (all), one dim or several.
@@ -145,11 +192,17 @@ Tensor indexed(const Tensor& self, py::handle index) {
     if (item.is(py::ellipsis())) {
       if (ellipsis) throw py::index_error("an index can only have a single ellipsis ('...')");
       ellipsis = true;
-    } else if (!item.is_none()) {
+    } else if (!item.is_none() && !py::isinstance<py::bool_>(item)) {
       ++named;
     }
   }
   if (named > self.dim()) throw py::index_error("too many indices for tensor of dimension " + std::to_string(self.dim()));
+  // PyTorch pairs several index tensors up (x[i, j] takes x[i[k], j[k]]); one at a time here would
+  // take every combination instead, a wrong result without a word.
+  const auto advanced = std::count_if(items.begin(), items.end(), [](py::handle item) {
+    return py::isinstance<Tensor>(item) || py::isinstance<py::list>(item);
+  });
+  if (advanced > 1) throw NotImplementedError("GPU Lab's torch indexes with one tensor (or list) of indices at a time yet, not x[i, j] with several");
   Tensor out = self;
   std::int64_t dim = 0;
   for (py::handle item : items) {
@@ -157,7 +210,12 @@ Tensor indexed(const Tensor& self, py::handle index) {
       out = out.unsqueeze(dim++);
     } else if (item.is(py::ellipsis())) {
       dim += self.dim() - named;
-    } else if (py::isinstance<py::int_>(item) && !py::isinstance<py::bool_>(item)) {
+    } else if (py::isinstance<py::bool_>(item)) {
+      // x[True] adds a dim of size 1 and x[False] one of size 0, as PyTorch's 0-d bool mask does.
+      out = out.unsqueeze(dim);
+      if (!item.cast<bool>()) out = out.slice(dim, 0, 0, 1);
+      ++dim;
+    } else if (py::isinstance<py::int_>(item)) {
       out = out.select(dim, item.cast<std::int64_t>());
     } else if (py::isinstance<py::slice>(item)) {
       Py_ssize_t start = 0, stop = 0, step = 0;
@@ -172,12 +230,88 @@ Tensor indexed(const Tensor& self, py::handle index) {
     } else if (py::isinstance<Tensor>(item)) {
       out = gathered(out, dim, item.cast<const Tensor&>());
       ++dim;
+    } else if (py::isinstance<py::str>(item)) {
+      // PyTorch reads any other sequence as a tensor of indices, and a str holds no numbers for one.
+      throw py::type_error("new(): invalid data type 'str'");
+    } else if (py::isinstance<py::list>(item)) {
+      // x[[0, 2]]: the list as a tensor of indices, int64 whatever numbers it holds (x[[0.0, 1.9]] takes
+      // 0 and 1, as PyTorch's indexing_tensor_from_data makes it), or a mask when it holds bools.
+      Tensor index = tensorFromData(item, std::nullopt, std::nullopt, false);
+      if (index.dtype() != kBool) index = tensorFromData(item, kInt64, std::nullopt, false);
+      out = index.dtype() == kBool ? masked(out, dim, index) : gathered(out, dim, index);
+      ++dim;
+    } else if (PyIndex_Check(item.ptr())) {
+      // Anything with __index__ is an int (numpy's integers: x[np.argmax(a)]).
+      const py::object asInt = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr()));
+      if (!asInt) throw py::error_already_set();
+      out = out.select(dim, asInt.cast<std::int64_t>());
     } else {
-      throw py::type_error("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices (got " +
-                           typeName(item) + ")");
+      // A float, or anything else, is an IndexError in PyTorch, in these words.
+      throw py::index_error("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices (got " +
+                            typeName(item) + ")");
     }
   }
   return out;
+}
+
+// x[..., idx, ...] = v with one tensor (or list) of indices along a dim, or a 1-d mask among other
+// indices (x[:, mask] = v), PyTorch's index_put_: indexed() gathers a copy, and a write into that would
+// change nothing, so this writes once per index through a basic-indexing view of `self` (the advanced
+// item replaced by that index), element k of the value (broadcast to x[idx]'s shape) into the k-th
+// view. False when `index` has no such item (a mask alone is where()'s, in __setitem__).
+bool assignThroughIndices(Tensor& self, py::handle index, py::handle value) {
+  std::vector<py::object> items;
+  if (py::isinstance<py::tuple>(index)) {
+    for (py::handle item : index) items.push_back(py::reinterpret_borrow<py::object>(item));
+  } else {
+    items.push_back(py::reinterpret_borrow<py::object>(index));
+  }
+  const auto at = std::find_if(items.begin(), items.end(), [](const py::object& item) {
+    return py::isinstance<Tensor>(item) || py::isinstance<py::list>(item);
+  });
+  if (at == items.end()) return false;
+  const Tensor target = indexed(self, index);  // checks the index (bounds, dtype, a mask's shape), and gives x[idx]'s shape
+  Tensor positions = py::isinstance<Tensor>(*at) ? at->cast<Tensor>() : tensorFromData(*at, std::nullopt, std::nullopt, false);
+  if (positions.dtype() == kBool) {
+    // A mask along one dim selects the positions where it holds.
+    if (positions.dim() != 1) throw NotImplementedError("GPU Lab's torch assigns through a mask of several dims only as the whole index (x[mask] = v) yet");
+    py::gil_scoped_release release;
+    positions = nonzero(positions).reshape({-1});
+  } else if (!py::isinstance<Tensor>(*at)) {
+    positions = tensorFromData(*at, kInt64, std::nullopt, false);
+  }
+  // Where the index's dim lands in x[idx]: after the dims the items before it leave.
+  std::int64_t named = 0, resultDim = 0;
+  for (const py::object& item : items) {
+    if (!item.is_none() && !item.is(py::ellipsis()) && !py::isinstance<py::bool_>(item)) ++named;
+  }
+  for (auto it = items.begin(); it != at; ++it) {
+    if (it->is(py::ellipsis())) resultDim += self.dim() - named;
+    else if (it->is_none() || py::isinstance<py::slice>(*it) || py::isinstance<py::bool_>(*it) || py::isinstance<Tensor>(*it)) ++resultDim;
+  }
+  const std::vector<std::int64_t> ps = positions.reshape({-1}).toVector<std::int64_t>();
+  Tensor source;
+  std::optional<Number> number;
+  if (isNumber(value)) {
+    number = numberFrom(value);
+  } else if (py::isinstance<Tensor>(value)) {
+    const Tensor& v = value.cast<const Tensor&>();
+    py::gil_scoped_release release;
+    source = (v.dtype() == self.dtype() ? v : v.to(self.dtype())).expand(target.sizes());
+  } else {
+    throw py::type_error("can't assign a " + typeName(value) + " to a Tensor");
+  }
+  for (std::size_t k = 0; k < ps.size(); ++k) {
+    *at = py::int_(ps[k]);
+    Tensor view = indexed(self, py::tuple(py::cast(items)));
+    if (number) {
+      fillWith(view, *number);
+    } else {
+      py::gil_scoped_release release;
+      view.copy_(positions.dim() == 0 ? source : source.select(resultDim, static_cast<std::int64_t>(k)));
+    }
+  }
+  return true;
 }
 
 // x.to(...): to(device), to(dtype), to(device, dtype), to(other), with non_blocking= and copy=.
@@ -258,6 +392,22 @@ Tensor& inPlace(Tensor& self, py::handle other, Op op) {
   return self;
 }
 
+// x //= y, x %= y, x.floor_divide_(y), x.remainder_(y): computed, then written into x -- which must
+// be able to hold the result's dtype, as PyTorch requires of in-place ops (an int64 tensor //= 2.5
+// raises rather than truncating a float result).
+template <class Op>
+Tensor& inPlaceDivision(Tensor& self, py::handle other, Op op, const char* name) {
+  const std::optional<Operand> operand = divisionOperand(self, other);
+  if (!operand) throw py::type_error(std::string(name) + "(): argument 'other' (position 1) must be Tensor or Number, not " + typeName(other));
+  py::gil_scoped_release release;
+  const Tensor result = std::visit([&](const auto& o) { return op(self, o); }, *operand);
+  if (categoryOf(result.dtype()) > categoryOf(self.dtype())) {
+    throw Error("result type " + scalarTypeName(result.dtype()) + " can't be cast to the desired output type " + scalarTypeName(self.dtype()));
+  }
+  self.copy_(result.dtype() == self.dtype() ? result : result.to(self.dtype()));
+  return self;
+}
+
 }  // namespace
 
 void bindTensor(py::module_& m) {
@@ -298,6 +448,29 @@ void bindTensor(py::module_& m) {
       .def("data_ptr", [](const Tensor& self) { return reinterpret_cast<std::uintptr_t>(self.data_ptr()); })
       .def("_is_same", [](const Tensor& self, const Tensor& other) { return self.sameAs(other); });
 
+  // The engine's backward walk for torch.autograd.backward (several roots, one walk) and
+  // torch.autograd.grad, with retain_graph (python/gpulab/autograd). An undefined gradient is ones for
+  // a one-element root.
+  m.def("_run_backward", [](const std::vector<Tensor>& tensors, const std::vector<std::optional<Tensor>>& grads, bool retainGraph) {
+    std::vector<Tensor> weights;
+    for (const auto& g : grads) weights.push_back(g.value_or(Tensor()));
+    py::gil_scoped_release release;
+    autograd::backward(tensors, weights, retainGraph);
+  }, py::arg("tensors"), py::arg("grad_tensors"), py::arg("retain_graph"));
+  m.def("_run_grad", [](const std::vector<Tensor>& outputs, const std::vector<std::optional<Tensor>>& gradOutputs,
+                        const std::vector<Tensor>& inputs, bool allowUnused, bool retainGraph) {
+    std::vector<Tensor> weights;
+    for (const auto& g : gradOutputs) weights.push_back(g.value_or(Tensor()));
+    std::vector<Tensor> grads;
+    {
+      py::gil_scoped_release release;
+      grads = autograd::grad(outputs, weights, inputs, allowUnused, retainGraph);
+    }
+    py::list out;
+    for (const Tensor& g : grads) out.append(g.defined() ? py::cast(g) : py::none());
+    return out;
+  }, py::arg("outputs"), py::arg("grad_outputs"), py::arg("inputs"), py::arg("allow_unused"), py::arg("retain_graph"));
+
   // Autograd.
   t.def_property("requires_grad", &Tensor::requires_grad, [](Tensor& self, bool on) { self.requires_grad_(on); })
       .def("requires_grad_", [](Tensor& self, bool on) -> Tensor& { return self.requires_grad_(on); }, py::arg("requires_grad") = true,
@@ -308,15 +481,24 @@ void bindTensor(py::module_& m) {
       }, [](Tensor& self, py::object grad) { self.set_grad(grad.is_none() ? Tensor() : grad.cast<Tensor>()); })
       .def("backward", [](const Tensor& self, py::object gradient, py::object retainGraph, bool createGraph) {
         if (createGraph) throw NotImplementedError("GPU Lab's torch has no backward(create_graph=True) (higher-order gradients) yet");
-        (void)retainGraph;
+        const bool retain = retainGraph.is_none() ? createGraph : py::bool_(retainGraph).cast<bool>();  // None: create_graph, as PyTorch
         const Tensor g = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
         py::gil_scoped_release release;
-        self.backward(g);
+        self.backward(g, retain);
       }, py::arg("gradient") = py::none(), py::arg("retain_graph") = py::none(), py::arg("create_graph") = false)
       .def("detach", &Tensor::detach)
-      // x.data: the same memory without history; x.data = y points x at y's memory (how module.to()
-      // moves a parameter and keeps the Parameter object).
-      .def_property("data", &Tensor::detach, [](Tensor& self, const Tensor& other) {
+      // Views and versions: x._base is the tensor x views (None when x is no view), x._version counts
+      // the in-place writes into x's memory (autograd's saved-tensor check).
+      .def_property_readonly("_base", [](const Tensor& self) -> py::object {
+        const Tensor base = self._base();
+        return base.defined() ? py::cast(base) : py::none();
+      })
+      .def("_is_view", &Tensor::is_view)
+      .def_property_readonly("_version", &Tensor::_version)
+      // x.data: the same memory without history, and with a version counter of its own (in-place
+      // writes through it escape autograd's checks, as in PyTorch); x.data = y points x at y's memory
+      // (how module.to() moves a parameter and keeps the Parameter object).
+      .def_property("data", &Tensor::variable_data, [](Tensor& self, const Tensor& other) {
         TensorImpl& impl = self.impl();
         const TensorImpl& src = other.impl();
         impl.storage = src.storage;
@@ -324,6 +506,7 @@ void bindTensor(py::module_& m) {
         impl.strides = src.strides;
         impl.offset = src.offset;
         impl.dtype = src.dtype;
+        impl.viewBase.reset();  // x now holds y's memory: no view of what it viewed before
       });
 
   // Devices and dtypes.
@@ -345,12 +528,21 @@ void bindTensor(py::module_& m) {
       .def("contiguous", [](const Tensor& self, py::kwargs) { return self.contiguous(); })
       .def("clone", [](const Tensor& self, py::kwargs) { return self.clone(); })
       .def("item", [](const Tensor& self) -> py::object {
+        // An integer tensor's value with all its 64 bits (through a double, 2**53 + 1 would round).
+        if (!isFloatingPoint(self.dtype()) && self.numel() == 1) {
+          std::int64_t v;
+          {
+            py::gil_scoped_release release;
+            v = self.toVector<std::int64_t>()[0];
+          }
+          if (self.dtype() == kBool) return py::bool_(v != 0);
+          return py::int_(v);
+        }
         double v;
         {
           py::gil_scoped_release release;
-          v = self.item();
+          v = self.item();  // throws PyTorch's error for a tensor of several elements
         }
-        if (self.dtype() == kBool) return py::bool_(v != 0.0);
         if (!isFloatingPoint(self.dtype())) return py::int_(static_cast<long long>(v));
         return py::float_(v);
       })
@@ -387,24 +579,25 @@ void bindTensor(py::module_& m) {
       .def("expand_as", [](const Tensor& self, const Tensor& other) { return self.expand(other.sizes()); })
       .def("__getitem__", &indexed)
       .def("__setitem__", [](Tensor& self, py::handle index, py::handle value) {
+        // PyTorch 2 unpacks an int value as an int64 first, whatever the tensor's dtype.
+        if (py::isinstance<py::int_>(value) && !numberFrom(value)->exact) throw py::value_error("Overflow when unpacking long long");
         if (py::isinstance<Tensor>(index) && index.cast<const Tensor&>().dtype() == kBool) {
           // x[mask] = v: v where the mask holds (the mask's dims lead; the rest broadcast).
           Tensor mask = index.cast<Tensor>();
           Shape shape = mask.sizes();
           shape.resize(static_cast<std::size_t>(std::max(self.dim(), mask.dim())), 1);
           Tensor filler;
-          if (isNumber(value)) filler = full({}, value.cast<double>(), {.dtype = self.dtype(), .device = self.device()});
+          if (isNumber(value)) filler = filled({}, *numberFrom(value), {.dtype = self.dtype(), .device = self.device()});
           else if (py::isinstance<Tensor>(value) && value.cast<const Tensor&>().numel() == 1) filler = value.cast<Tensor>().reshape({});
           else throw NotImplementedError("GPU Lab's torch assigns a number or a one-element tensor through a bool mask (x[mask] = v), not several values yet");
           py::gil_scoped_release release;
           self.copy_(where(mask.reshape(shape), filler.to(self.dtype()), self));
           return;
         }
+        if (assignThroughIndices(self, index, value)) return;
         Tensor target = indexed(self, index);
         if (isNumber(value)) {
-          const double number = value.cast<double>();
-          py::gil_scoped_release release;
-          target.fill_(number);
+          fillWith(target, *numberFrom(value));
         } else if (py::isinstance<Tensor>(value)) {
           const Tensor& src = value.cast<const Tensor&>();
           py::gil_scoped_release release;
@@ -460,7 +653,7 @@ void bindTensor(py::module_& m) {
       .def("softmax", &Tensor::softmax, py::arg("dim"), NoGil())
       .def("log_softmax", &Tensor::log_softmax, py::arg("dim"), NoGil())
       .def("matmul", &Tensor::matmul, NoGil())
-      .def("mm", &Tensor::matmul, NoGil())
+      .def("mm", &mmOf, NoGil())
       .def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil())
       .def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil())
       .def("index_select", [](const Tensor& self, std::int64_t dim, const Tensor& index) { return index_select(self, dim, index); },
@@ -497,6 +690,31 @@ void bindTensor(py::module_& m) {
   for (const char* name : {"__mul__", "__rmul__", "mul"}) def(name, times);
   for (const char* name : {"__truediv__", "div"}) def(name, over);
   def("__rtruediv__", into);
+  // Python's // and %: floor division and the remainder with the divisor's sign, for tensors and
+  // numbers on either side (2 // x, x % y); remainder has a gradient, floor_divide none (PyTorch's).
+  auto floorDivided = [](const Tensor& x, const auto& y) { return floor_divide(x, y); };
+  auto modulo = [](const Tensor& x, const auto& y) { return remainder(x, y); };
+  auto floorDividing = [](const Tensor& x, const auto& y) { return floor_divide(y, x); };  // y // x
+  auto moduloOf = [](const Tensor& x, const auto& y) { return remainder(y, x); };         // y % x
+  auto defDivision = [&](const char* name, auto op) {
+    t.def(name, [op](const Tensor& a, py::handle b) { return division(a, b, op); });
+  };
+  defDivision("__floordiv__", floorDivided);
+  defDivision("__rfloordiv__", floorDividing);
+  defDivision("__mod__", modulo);
+  defDivision("__rmod__", moduloOf);
+  // The named methods raise for what is neither a tensor nor a number, as PyTorch's do.
+  auto defNamedDivision = [&](const char* name, auto op) {
+    t.def(name, [op, name](const Tensor& a, py::handle b) {
+      py::object out = division(a, b, op);
+      if (out.is(py::handle(Py_NotImplemented))) {
+        throw py::type_error(std::string(name) + "(): argument 'other' (position 1) must be Tensor or Number, not " + typeName(b));
+      }
+      return out;
+    }, py::arg("other"));
+  };
+  defNamedDivision("floor_divide", floorDivided);
+  defNamedDivision("remainder", modulo);
   // Comparisons give bool tensors; Python reflects them itself (3 < x is x > 3).
   for (const char* name : {"__eq__", "eq"}) def(name, [](const Tensor& x, const auto& y) { return eq(x, y); });
   for (const char* name : {"__ne__", "ne"}) def(name, [](const Tensor& x, const auto& y) { return ne(x, y); });
@@ -547,6 +765,12 @@ void bindTensor(py::module_& m) {
   defInPlace("__iand__", both);
   defInPlace("__ior__", either);
   defInPlace("__ixor__", oneOf);
+  for (const char* name : {"floor_divide_", "__ifloordiv__"}) {
+    t.def(name, [floorDivided, name](Tensor& a, py::handle b) -> Tensor& { return inPlaceDivision(a, b, floorDivided, name); }, ref);
+  }
+  for (const char* name : {"remainder_", "__imod__"}) {
+    t.def(name, [modulo, name](Tensor& a, py::handle b) -> Tensor& { return inPlaceDivision(a, b, modulo, name); }, ref);
+  }
   t.def("masked_fill_", [](Tensor& self, const Tensor& mask, double value) -> Tensor& {
      return self.copy_(masked_fill(self, mask, value));
    }, py::arg("mask"), py::arg("value"), ref, NoGil())
@@ -554,7 +778,12 @@ void bindTensor(py::module_& m) {
         return self.copy_(clamp(self, min, max));
       }, py::arg("min") = py::none(), py::arg("max") = py::none(), ref, NoGil());
   t.def("zero_", &Tensor::zero_, ref, NoGil())
-      .def("fill_", [](Tensor& self, double v) -> Tensor& { return self.fill_(v); }, ref, NoGil())
+      .def("fill_", [](Tensor& self, py::handle value) -> Tensor& {
+        const std::optional<Number> n = numberFrom(value);
+        if (!n) throw py::type_error("fill_(): argument 'value' (position 1) must be Number, not " + typeName(value));
+        fillWith(self, *n);
+        return self;
+      }, py::arg("value"), ref)
       .def("copy_", [](Tensor& self, const Tensor& src, bool) -> Tensor& {
         py::gil_scoped_release release;
         return self.copy_(src.dtype() == self.dtype() ? src : src.to(self.dtype()));

@@ -167,6 +167,25 @@ def pow(input, exponent):  # noqa: A001
     return input ** exponent
 
 
+def _number_first(name, method, reflected):
+    """torch.floor_divide / torch.remainder: a tensor's method, or with a number first (torch.remainder(7, x)),
+    the tensor's reflected operator."""
+
+    def function(input, other):  # noqa: A002
+        if isinstance(input, Tensor):
+            return getattr(input, method)(other)
+        if isinstance(other, Tensor) and isinstance(input, (_builtins.int, _builtins.float)):
+            return getattr(other, reflected)(input)
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+
+    function.__name__ = function.__qualname__ = name
+    return function
+
+
+floor_divide = _number_first("floor_divide", "floor_divide", "__rfloordiv__")
+remainder = _number_first("remainder", "remainder", "__rmod__")
+
+
 def _method_as_function(name):
     """torch.name(input, ...) as input.name(...), for the functions that are a Tensor method too."""
 

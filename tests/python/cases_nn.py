@@ -7,6 +7,9 @@ OPTIONS = {
     # PyTorch 1.13 loads a moment of the wrong shape and fails at the next step, inside its kernel
     # ("The size of tensor a (3) must match ..."); GPU Lab refuses it when loading, naming it.
     "optimizer_load_wrong_shape": {"ours": ("error", "RuntimeError", "loaded state dict's exp_avg for parameter 0 has shape [2], but the parameter has shape [4, 3]")},
+    # SGD's lr has a default, 1e-3, since PyTorch 2.2 (1.13 required it: ValueError "parameter group
+    # didn't specify a value of required optimization parameter lr"); GPU Lab follows PyTorch 2.
+    "sgd_without_lr": {"ours": ("value", ("list", (0.001, 0.001, ("list", (0.999, 1.999)))))},
 }
 
 
@@ -323,3 +326,63 @@ def case_python_dataset_workers(torch):
 
     batches = list(torch.utils.data.DataLoader(Rows(), batch_size=3, num_workers=2))
     return [len(batches), [b[1] for b in batches], batches[-1][0]]
+
+
+# ---- layers without inputs, dropout's p, SGD's lr (issue 48, section 2, item 5) ---------------------
+
+def case_linear_without_inputs(torch):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Initializing zero-element tensors is a no-op", in both
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(0, 2)
+        empty = torch.nn.Linear(0, 0)
+        conv = torch.nn.Conv2d(0, 2, 3)
+        w = torch.nn.init.kaiming_uniform_(torch.empty(2, 0))
+        v = torch.nn.init.kaiming_normal_(torch.empty(0, 3))
+    # (conv.bias is left as torch.empty made it in PyTorch, whose Conv2d initialises no bias of fan_in 0)
+    return [layer.weight.shape, layer.bias, layer(torch.ones(3, 0)), repr(layer), empty.weight.shape, repr(conv), conv.bias.shape, w.shape, v.shape,
+            torch.nn.Linear(2, 0)(torch.ones(1, 2)).shape]
+
+
+def case_linear_without_inputs_warns(torch):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.nn.Linear(0, 2)
+    return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def case_dropout_probability_above_one(torch):
+    return torch.nn.functional.dropout(torch.ones(2), p=2)
+
+
+def case_dropout_probability_below_zero(torch):
+    return torch.nn.functional.dropout(torch.ones(2), -0.5)
+
+
+def case_dropout_probability_checked_in_eval(torch):
+    return torch.nn.functional.dropout(torch.ones(2), p=1.5, training=False)
+
+
+def case_dropout_probability_of_a_module(torch):
+    return torch.nn.Dropout(p=2)
+
+
+def case_dropout_probability_at_the_ends(torch):
+    return [torch.nn.functional.dropout(torch.ones(3), p=1.0), torch.nn.functional.dropout(torch.ones(3), p=0.0),
+            torch.nn.functional.dropout(torch.ones(3), p=1, training=False)]
+
+
+def case_sgd_without_lr(torch):
+    p = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    opt = torch.optim.SGD([p], momentum=0.9)
+    p.grad = torch.ones(2)
+    opt.step()
+    return [opt.defaults["lr"], opt.param_groups[0]["lr"], p.detach().tolist()]
+
+
+def case_sgd_with_a_negative_lr(torch):
+    return torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=-1)

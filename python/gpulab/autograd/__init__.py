@@ -20,35 +20,54 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise NotImplementedError("GPU Lab's torch has no torch.autograd.grad(create_graph=True) (higher-order gradients) yet")
     if is_grads_batched:
         raise NotImplementedError("GPU Lab's torch has no torch.autograd.grad(is_grads_batched=True) yet")
-    if retain_graph:
-        raise NotImplementedError("GPU Lab's torch frees the graph after each backward pass: retain_graph=True is not supported yet")
+    retain_graph = create_graph if retain_graph is None else retain_graph  # PyTorch's default
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     grad_outputs = (None,) * len(outputs) if grad_outputs is None else _as_tuple(grad_outputs)
     if len(grad_outputs) != len(outputs):
         raise RuntimeError(f"grad requires one grad_output per output: got {len(grad_outputs)} for {len(outputs)} outputs")
-    return tuple(_C._autograd_grad(list(outputs), list(grad_outputs), list(inputs), bool(allow_unused)))
+    return tuple(_C._run_grad(list(outputs), list(grad_outputs), list(inputs), bool(allow_unused), bool(retain_graph)))
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
-    """torch.autograd.backward: each tensor's .backward(its gradient), accumulating into the leaves."""
+    """torch.autograd.backward: the gradients of all `tensors` (each weighted by its grad_tensor; None:
+    ones, for a one-element tensor) accumulated into the leaves, in one walk of the graph they share.
+    retain_graph (default: create_graph) keeps the graph for another backward."""
     if inputs is not None:
         raise NotImplementedError("GPU Lab's torch has no torch.autograd.backward(inputs=...) yet")
+    if create_graph:
+        raise NotImplementedError("GPU Lab's torch has no backward(create_graph=True) (higher-order gradients) yet")
+    retain_graph = create_graph if retain_graph is None else retain_graph
     tensors = _as_tuple(tensors)
     grads = (None,) * len(tensors) if grad_tensors is None else _as_tuple(grad_tensors)
-    for tensor, gradient in zip(tensors, grads):
-        tensor.backward(gradient, retain_graph=retain_graph, create_graph=create_graph)
+    _C._run_backward(list(tensors), list(grads), bool(retain_graph))
 
 
 class FunctionCtx:
-    """The `ctx` a Function's forward fills and its backward reads."""
+    """The `ctx` a Function's forward fills and its backward reads. Saved tensors are checked as the
+    engine's ops check theirs: one written in place since it was saved raises PyTorch's error."""
 
     def save_for_backward(self, *tensors):
         self._saved = tensors
+        self._saved_versions = tuple(t._version if isinstance(t, Tensor) else None for t in tensors)
 
     @property
     def saved_tensors(self):
-        return getattr(self, "_saved", ())
+        saved = getattr(self, "_saved", ())
+        outputs = getattr(self, "_saved_is_output", (False,) * len(saved))
+        for tensor, version, is_output in zip(saved, self._saved_versions if saved else (), outputs):
+            if version is not None and tensor._version != version:
+                # Named as PyTorch names it: the Function's own node for its output, the tensor's grad_fn
+                # otherwise (none for a leaf).
+                producer = getattr(self, "_node_name", None) if is_output else None
+                if producer is None and tensor.grad_fn is not None:
+                    producer = tensor.grad_fn.name()
+                which = f", which is output 0 of {producer}," if producer else ""
+                raise RuntimeError("one of the variables needed for gradient computation has been modified by an inplace operation: "
+                                   f"[{tensor.type()} {list(tensor.shape)}]{which} is at version {tensor._version}; expected version "
+                                   f"{version} instead. Hint: enable anomaly detection to find the operation that failed to compute its "
+                                   "gradient, with torch.autograd.set_detect_anomaly(True).")
+        return saved
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable = tensors
@@ -108,6 +127,8 @@ class Function:
         if not (_C.is_grad_enabled() and any(args[i].requires_grad for i in positions)):
             return (out,) if as_tuple else out
         name = cls.__name__ + "Backward"
+        ctx._node_name = name
+        ctx._saved_is_output = tuple(t is out for t in getattr(ctx, "_saved", ()))
 
         def backward(grad_output):
             grads = cls.backward(ctx, grad_output)

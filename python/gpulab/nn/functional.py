@@ -36,6 +36,8 @@ def log_softmax(input, dim=None, dtype=None):
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
+    if p < 0.0 or p > 1.0:  # before anything else, in training or not, as PyTorch checks it
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     out = _C.dropout(input, p, training)
     return input.copy_(out) if inplace else out
 

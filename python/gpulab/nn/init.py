@@ -1,5 +1,6 @@
 """torch.nn.init: fill a tensor in place, without recording a graph."""
 import math
+import warnings
 
 from .._grad_mode import no_grad
 
@@ -63,7 +64,18 @@ def xavier_normal_(tensor, gain=1.0):
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
+def _no_elements(tensor):
+    """A tensor with a zero in its shape has nothing to initialise (and a fan of 0 to divide by): the
+    kaiming initialisers leave it as it is, with PyTorch's warning (nn.Linear(0, 2) is a valid layer)."""
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op")
+        return True
+    return False
+
+
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+    if _no_elements(tensor):
+        return tensor
     fan_in, fan_out = _fans(tensor)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out)
     bound = math.sqrt(3.0) * std
@@ -71,6 +83,8 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+    if _no_elements(tensor):
+        return tensor
     fan_in, fan_out = _fans(tensor)
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out))
 

@@ -5,14 +5,11 @@ from .. import _C
 from .optimizer import Optimizer  # noqa: F401
 from . import lr_scheduler  # noqa: F401
 
-_required = object()
-
-
 class SGD(Optimizer):
-    def __init__(self, params, lr=_required, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
+    # lr defaults to 1e-3 as in PyTorch 2.2 and later (1.13 required it: "parameter group didn't specify
+    # a value of required optimization parameter lr").
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
                  foreach=None, differentiable=False):
-        if lr is _required:
-            raise TypeError("SGD.__init__() missing 1 required positional argument: 'lr'")
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
