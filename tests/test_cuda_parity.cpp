@@ -212,6 +212,29 @@ class TestCudaParity : public QObject {
     }
   }
 
+  // torch.use_deterministic_algorithms(True): index_select's backward (index_add) adds the rows in
+  // index order on the GPU, as the CPU does -- the CPU's bits, every run -- where atomics may differ
+  // in the last bits from run to run. Many repeats of few indices, so that atomics would collide.
+  void deterministicIndexAddMatchesTheCpuBitForBit() {
+    if (!test::cudaUsable()) QSKIP("no CUDA device");
+    struct Restore {
+      ~Restore() { cuda::setDeterministicAlgorithms(false); }
+    } restore;
+    cuda::setDeterministicAlgorithms(true);
+    Generator g(3);
+    const Tensor source = randn({2, 7, 33}, g);
+    const Tensor index = randint(0, 7, {4000}, g, {.dtype = kInt64});
+    const Tensor weights = randn({2, 4000, 33}, g);
+    auto gradientOn = [&](Device d) {
+      const Tensor x = source.to(d).detach().requires_grad_(true);  // a leaf on each device
+      (index_select(x, 1, index.to(d)) * weights.to(d)).sum().backward();
+      return x.grad().cpu();
+    };
+    const Tensor cpu = gradientOn(kCPU), first = gradientOn(test::cudaDevice()), second = gradientOn(test::cudaDevice());
+    QCOMPARE(first.toVector<float>(), cpu.toVector<float>());
+    QCOMPARE(second.toVector<float>(), first.toVector<float>());
+  }
+
   void randomNumbersAreIdenticalOnBothDevices_data() { addDTypeRows(); }
   void randomNumbersAreIdenticalOnBothDevices() {
     if (!test::cudaUsable()) QSKIP("no CUDA device");

@@ -134,7 +134,7 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
   snapshotWritten_ = false;
   const bool recording = !snapshotPath_.isEmpty();
   notebook::CellResult result;
-  if (recording) result = session.run("memory history", "import torch\ntorch.cuda.memory._record_memory_history()", std::nullopt, INT_MAX);
+  if (recording) result = session.run("memory history", "import torch\ntorch.cuda.memory._record_memory_history(max_entries=100000)", std::nullopt, INT_MAX);
   if (result.status == notebook::CellResult::Status::Ok) result = session.run(spec_.sourcePath, source, std::nullopt, INT_MAX);
   if (result.status == notebook::CellResult::Status::Ok) result = session.run("run", callFor(params), std::nullopt, INT_MAX);
   if (recording && result.status != notebook::CellResult::Status::KernelDied) {

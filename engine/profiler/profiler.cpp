@@ -166,6 +166,7 @@ void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> i
   for (const Tensor* t : inputs) {
     if (!o.device && t && t->defined() && t->is_cuda()) o.device = t->device();
   }
+  if (!c.options.record_device) o.device.reset();  // fixed while recording: one Profile at a time
   if (o.device) {
     // The device's first op of this profile also records its origin: the stream's clock mapped to the
     // host's. Claimed under the lock, recorded outside it, filled in only if the same profile still runs.
@@ -390,6 +391,7 @@ std::vector<const OpAverage*> KeyAverages::sorted(const std::string& sort_by, in
 }
 
 std::string KeyAverages::table(const std::string& sort_by, int row_limit) const {
+  if (rows.empty()) return "";
   const std::vector<const OpAverage*> sorted = this->sorted(sort_by, row_limit);
   const double selfTotal = selfCpuTimeTotalUs(), selfDeviceTotal = selfDeviceTimeTotalUs();
   std::size_t nameWidth = 4;

@@ -38,6 +38,9 @@ namespace gpulab::profiler {
 struct ProfileOptions {
   bool record_shapes = false;   // each event's input shapes ("[[128, 784], [256, 784], [256]]")
   bool profile_memory = false;  // each event's net CPU allocation (allocated minus freed), bytes
+  // ProfilerActivity.CUDA: each op's device time (real or emulated GPU) beside its CPU time. Off
+  // (activities=[CPU]): ops on a GPU are recorded as CPU ops only, as PyTorch's profiler does.
+  bool record_device = true;
 };
 
 struct Event {
@@ -81,6 +84,7 @@ class KeyAverages {
   // "self_cpu_time_total", "cpu_time", "cuda_time_total" (or "device_time_total"), "self_cuda_time_total"
   // (or "self_device_time_total"), "cuda_time" ("device_time"), "count", "cpu_memory_usage",
   // "self_cpu_memory_usage"; anything else throws ValueError listing these. row_limit <= 0: every row.
+  // No rows (nothing ran inside the profile): an empty string, as PyTorch's, whatever sort_by says.
   std::string table(const std::string& sort_by = "cpu_time_total", int row_limit = 100) const;
   // The rows table() prints, in its order: sorted by `sort_by` (largest first, ties in first-run order),
   // cut to row_limit (<= 0: all). Throws ValueError for an unknown key, as table() does.

@@ -77,6 +77,11 @@ void setCudnnDeterministic(bool enabled);
 bool cudnnDeterministic();
 void setCudnnAllowTf32(bool allow);
 bool cudnnAllowTf32();
+// torch.use_deterministic_algorithms: every op takes a deterministic algorithm on a real GPU too --
+// the convolutions as with cudnn.deterministic (which this does not change, as in PyTorch), index_add
+// without atomics. Every op GPU Lab has has one, so none raises for want of it.
+void setDeterministicAlgorithms(bool enabled);
+bool deterministicAlgorithms();
 
 // What cuDNN chose for each convolution pass and shape, for a lesson to show: every candidate
 // algorithm with its time (benchmark mode; -1 when only the heuristics ranked it), its workspace and

@@ -91,6 +91,7 @@ std::atomic<bool> allowTf32Flag{false};
 // torch.backends.cudnn's defaults: benchmark off, deterministic off, allow_tf32 on.
 std::atomic<bool> cudnnBenchmarkFlag{false};
 std::atomic<bool> cudnnDeterministicFlag{false};
+std::atomic<bool> deterministicAlgorithmsFlag{false};
 std::atomic<bool> cudnnAllowTf32Flag{true};
 
 }  // namespace
@@ -249,5 +250,7 @@ void setCudnnDeterministic(bool enabled) { cudnnDeterministicFlag.store(enabled)
 bool cudnnDeterministic() { return cudnnDeterministicFlag.load(std::memory_order_relaxed); }
 void setCudnnAllowTf32(bool allow) { cudnnAllowTf32Flag.store(allow); }
 bool cudnnAllowTf32() { return cudnnAllowTf32Flag.load(std::memory_order_relaxed); }
+void setDeterministicAlgorithms(bool enabled) { deterministicAlgorithmsFlag.store(enabled); }
+bool deterministicAlgorithms() { return deterministicAlgorithmsFlag.load(std::memory_order_relaxed); }
 
 }  // namespace gpulab::cuda

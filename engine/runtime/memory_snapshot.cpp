@@ -394,6 +394,15 @@ void MemoryHistory::collect() const {
   }
 }
 
+void MemoryHistory::setMaxEntries(std::size_t maxEntries) {
+  std::lock_guard lock(mutex_);
+  collect();  // what was recorded under the old bound is kept as that bound allowed
+  maxEntries_ = maxEntries;
+  for (auto& [key, trace] : traces_) {
+    while (trace.size() > maxEntries_) trace.pop_front();
+  }
+}
+
 std::size_t MemoryHistory::entryCount(Device device) const {
   std::lock_guard lock(mutex_);
   collect();

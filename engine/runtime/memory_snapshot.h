@@ -199,6 +199,10 @@ class MemoryHistory {
   // `path` once complete. Throws IOError naming the path and the system's reason.
   void writeSnapshot(const std::string& path) const;
 
+  // What _record_memory_history(max_entries=n) does to a history already recording: from now on the
+  // newest n entries are kept (fewer than it holds: the oldest are dropped now).
+  void setMaxEntries(std::size_t maxEntries);
+
   // How many trace entries the history holds for a GPU Lab device (at most max_entries).
   std::size_t entryCount(Device device) const;
 

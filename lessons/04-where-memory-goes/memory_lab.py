@@ -98,7 +98,7 @@ class MemoryTimeline:
         self.now = 0.0                    # the last entry's time on the view's clock
         self.oom = None                   # the last "oom" entry, and the blocks live then
         self.blocks_at_oom = {}
-        torch.cuda.memory._record_memory_history(max_entries=10**7)
+        torch.cuda.memory._record_memory_history(max_entries=10**7, clear_history=True)  # entries from here on
         lab.view("memory", f"Memory on {device} by category", kind="stacked", x=("time", "s"), y=("memory", "bytes"),
                  y_from_zero=True,
                  series=[(c, c.replace("_", " ")) for c in CATEGORIES] +

@@ -73,10 +73,11 @@ void bindAmpAndProfiler(py::module_& m) {
       .def("table", &profiler::KeyAverages::table, py::arg("sort_by") = "cpu_time_total", py::arg("row_limit") = 100)
       .def("__str__", [](const profiler::KeyAverages& k) { return k.table(); });
   py::class_<profiler::Profile>(m, "_Profile")
-      .def(py::init([](bool recordShapes, bool profileMemory) {
-             return std::make_unique<profiler::Profile>(profiler::ProfileOptions{.record_shapes = recordShapes, .profile_memory = profileMemory});
+      .def(py::init([](bool recordShapes, bool profileMemory, bool recordDevice) {
+             return std::make_unique<profiler::Profile>(
+                 profiler::ProfileOptions{.record_shapes = recordShapes, .profile_memory = profileMemory, .record_device = recordDevice});
            }),
-           py::arg("record_shapes"), py::arg("profile_memory"))
+           py::arg("record_shapes"), py::arg("profile_memory"), py::arg("record_device"))
       .def("stop", &profiler::Profile::stop, NoGil())
       .def("step", &profiler::Profile::step)
       .def("key_averages", &profiler::Profile::key_averages, py::arg("group_by_input_shape") = false)
@@ -86,6 +87,8 @@ void bindAmpAndProfiler(py::module_& m) {
   m.def("_cudnn_benchmark", &cuda::cudnnBenchmark);
   m.def("_set_cudnn_deterministic", &cuda::setCudnnDeterministic);
   m.def("_cudnn_deterministic", &cuda::cudnnDeterministic);
+  m.def("_set_deterministic_algorithms", &cuda::setDeterministicAlgorithms);
+  m.def("_deterministic_algorithms", &cuda::deterministicAlgorithms);
   m.def("_set_cudnn_allow_tf32", &cuda::setCudnnAllowTf32);
   m.def("_cudnn_allow_tf32", &cuda::cudnnAllowTf32);
   m.def("_set_matmul_allow_tf32", &cuda::setAllowTf32);

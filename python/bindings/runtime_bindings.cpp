@@ -175,6 +175,7 @@ void bindRuntime(py::module_& m) {
   // allocator's events, in the format of PyTorch's snapshots (pytorch.org/memory_viz opens it).
   py::class_<MemoryHistory>(m, "_MemoryHistory")
       .def(py::init<std::size_t>(), py::arg("max_entries"))
+      .def("set_max_entries", &MemoryHistory::setMaxEntries, py::arg("max_entries"))
       .def("snapshot_pickle", [](const MemoryHistory& h) {
         std::string bytes;
         {

@@ -229,18 +229,49 @@ concat = cat
 
 
 def use_deterministic_algorithms(mode, *, warn_only=False):
-    """Every op GPU Lab's engine has is deterministic on the CPU and the emulated GPU; on a real GPU the
-    cuDNN convolutions follow torch.backends.cudnn.deterministic, which this sets too."""
-    global _deterministic
-    _deterministic = _builtins.bool(mode)
-    _C._set_cudnn_deterministic(_deterministic)
+    """As PyTorch's: with mode True every op takes a deterministic algorithm. On the CPU and the
+    emulated GPU every op of GPU Lab's already is; on a real GPU the convolutions then choose as with
+    torch.backends.cudnn.deterministic (whose own setting this leaves alone) and index_add (index_select's
+    and embedding's backward) adds in index order instead of with atomics. GPU Lab has no op without a
+    deterministic algorithm, so warn_only -- warn instead of raise for such an op -- never comes into play;
+    it is kept, as PyTorch keeps it, for is_deterministic_algorithms_warn_only_enabled()."""
+    global _deterministic_warn_only
+    if not isinstance(mode, _builtins.bool) or not isinstance(warn_only, _builtins.bool):
+        bad = ("mode", mode) if not isinstance(mode, _builtins.bool) else ("warn_only", warn_only)
+        raise TypeError(f"_set_deterministic_algorithms(): argument '{bad[0]}' must be bool, not {type(bad[1]).__name__}")
+    _C._set_deterministic_algorithms(mode)
+    _deterministic_warn_only = warn_only  # kept with mode False too, as PyTorch keeps it
 
 
-_deterministic = False
+_deterministic_warn_only = False
 
 
 def are_deterministic_algorithms_enabled():
-    return _deterministic
+    return _C._deterministic_algorithms()
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    return _deterministic_warn_only
+
+
+def set_deterministic_debug_mode(debug_mode):
+    """0 or "default": off; 1 or "warn": on, warn only; 2 or "error": on."""
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError(f"invalid value of debug_mode, expected one of `default`, `warn`, `error`, but got {debug_mode}")
+        debug_mode = modes[debug_mode]
+    elif not isinstance(debug_mode, _builtins.int) or isinstance(debug_mode, _builtins.bool):
+        raise TypeError(f"debug_mode must be str or int, but got {type(debug_mode)}")
+    if debug_mode not in (0, 1, 2):
+        raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got {debug_mode}")
+    use_deterministic_algorithms(debug_mode != 0, warn_only=debug_mode == 1)
+
+
+def get_deterministic_debug_mode():
+    if not are_deterministic_algorithms_enabled():
+        return 0
+    return 1 if _deterministic_warn_only else 2
 
 
 def get_default_dtype():

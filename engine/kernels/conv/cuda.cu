@@ -441,7 +441,7 @@ std::vector<Candidate> candidatesFrom(const std::vector<typename Ops::Perf>& per
                  (t.fp32NoTf32 ? "TF32 is off" : "it would convert float32 down to float16") + ")";
     } else if (deterministic && !c.deterministic) {
       c.usable = false;
-      c.status = "not deterministic (cudnn.deterministic is on)";
+      c.status = "not deterministic (cudnn.deterministic or use_deterministic_algorithms is on)";
     } else {
       c.math = use;
       if (timed) c.ms = p.time;
@@ -483,7 +483,8 @@ void runPlan(Ops& ops, const ConvPlan& plan, const Conv& s, std::int64_t batch, 
 // One chunk of one pass: through the device's cache (see above).
 template <class Ops>
 void runConvolution(Ops& ops, const Conv& s, std::int64_t batch, const CudnnTypes& t, DType dtype, Device device) {
-  const bool benchmark = cudnnBenchmark(), deterministic = cudnnDeterministic(), tf32 = cudnnAllowTf32();
+  // torch.use_deterministic_algorithms(True) asks for what cudnn.deterministic does, as in PyTorch.
+  const bool benchmark = cudnnBenchmark(), deterministic = cudnnDeterministic() || deterministicAlgorithms(), tf32 = cudnnAllowTf32();
   const ConvKey key = makeKey(Ops::kPass, s, batch, dtype, t, benchmark, deterministic, tf32);
   DeviceConvCache& cache = *findConvCache(device.index(), true);
   auto lookup = [&]() -> std::shared_ptr<const ConvPlan> {

@@ -32,7 +32,15 @@ def is_nccl_available():
 
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None, group_name="",
                        pg_options=None):
-    """PyTorch's env:// rendezvous reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun sets them)."""
+    """PyTorch's checks, in PyTorch's order: the arguments, then the env:// rendezvous (RANK, WORLD_SIZE,
+    MASTER_ADDR and MASTER_PORT, which torchrun sets); then, where PyTorch would make the process group
+    with `backend`, NotImplementedError naming it."""
+    import datetime
+
+    if timeout is not None and not isinstance(timeout, datetime.timedelta):
+        raise TypeError(f"Expected timeout argument to be of type datetime.timedelta, got {timeout}")
+    if backend is not None and not isinstance(backend, str):
+        raise ValueError("Backend constructor parameter must be string-ish")
     if init_method in (None, "env://") and store is None:
         for name in _REQUIRED:
             if name == "RANK" and rank >= 0 or name == "WORLD_SIZE" and world_size >= 0:
@@ -40,8 +48,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
             if name not in os.environ:
                 raise ValueError(f"Error initializing torch.distributed using env:// rendezvous: environment variable {name} "
                                  "expected, but not set")
-    raise NotImplementedError("GPU Lab's torch has no process groups yet: it runs in one process (the lesson 'Several GPUs' "
-                              "runs DistributedDataParallel's ranks in GPU Lab's engine)")
+    chosen = backend.lower() if backend else "the default backend (gloo on the CPU, nccl on a GPU)"
+    raise NotImplementedError(f"torch.distributed.init_process_group(backend={backend!r}): GPU Lab's torch has no process "
+                              f"groups yet, so it cannot make one with {chosen}; it runs in one process (the lesson "
+                              "'Several GPUs' runs DistributedDataParallel's ranks in GPU Lab's engine)")
 
 
 def _no_group(*args, **kwargs):
