@@ -28,6 +28,8 @@
 #include <QTextEdit>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSettings>
+#include <QSplitter>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -42,6 +44,7 @@
 #include <functional>
 #include <limits>
 #include <thread>
+#include <algorithm>
 
 #include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
@@ -828,9 +831,10 @@ class TestGui : public QObject {
   // shown with "Compare with a real GPU" stays while its box is checked.
   void resetClearsTheLearnersRuns() {
     GPULAB_SKIP_WITHOUT_PYTHON();
-    QTemporaryDir refs;
+    QTemporaryDir refs, data;
     copyFixtures(refs, {"training-loop"});
-    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    // A progress file of its own: the ticked "Compare with a real GPU" is kept for the lesson.
+    MainWindow w(gpulab::course::kEmbeddedRoot, data.filePath("progress.json"));
     w.setReferenceRunsRoot(refs.path());
     w.show();
     w.plotPanel()->setOverlay(true);
@@ -1716,6 +1720,50 @@ class TestGui : public QObject {
     QVERIFY2(w.welcomeView()->toPlainText().contains("✓ Device setup"), qPrintable(w.welcomeView()->toPlainText()));
   }
 
+  // Issue 48, 4.6: the welcome page's sentence says what completes a lesson, and the map shows each of
+  // those things: a lesson with every quiz answered right and every challenge met but an exercise
+  // unsolved is not complete, and the map says which exercise count is short.
+  void theCourseMapShowsWhatCompletesALesson() {
+    QTemporaryDir data;
+    const QString progress = data.filePath("progress.json");
+    const gpulab::course::Course course = gpulab::course::loadCourse();
+    const gpulab::course::Lesson* lesson = course.find("training-loop");  // a quiz, challenges and an exercise
+    QVERIFY(lesson && !lesson->quizzes.isEmpty() && !lesson->exercises.isEmpty());
+    {
+      gpulab::course::ProgressStore p(progress);
+      for (int q = 0; q < lesson->quizzes.size(); ++q) {
+        const auto& answers = lesson->quizzes[q].answers;
+        const auto right = std::find_if(answers.begin(), answers.end(), [](const auto& a) { return a.correct; });
+        p.setAnswer(lesson->id, q, static_cast<int>(right - answers.begin()));
+      }
+      for (int r = 0; r < lesson->runs.size(); ++r)
+        if (lesson->runs[r].challenge) p.setChallengeMet(lesson->id, r);
+    }
+    auto lineOf = [&](MainWindow& w, const QString& title) {
+      for (const QString& line : w.welcomeView()->toPlainText().split('\n'))
+        if (line.contains(title)) return line;
+      return QString();
+    };
+    {
+      MainWindow w(gpulab::course::kEmbeddedRoot, progress);
+      QVERIFY(w.welcomeShown());
+      const QString text = w.welcomeView()->toPlainText();
+      QVERIFY2(text.contains("A lesson is complete when its quiz is answered correctly, its challenges are met and its exercises are solved"),
+               qPrintable(text));
+      const QString line = lineOf(w, lesson->title);
+      QVERIFY2(line.contains(QString("exercises solved: 0 of %1").arg(lesson->exercises.size())), qPrintable(line));
+      QVERIFY2(!line.contains("✓"), qPrintable(line));  // quiz and challenges met are not enough
+      QVERIFY(!navigatorLabel(w, lesson->id).startsWith("✓"));
+      for (const auto& l : w.course().lessons)  // every lesson with exercises shows them
+        if (!l.exercises.isEmpty()) QVERIFY2(lineOf(w, l.title).contains("exercises solved: "), qPrintable(l.title));
+    }
+    for (int e = 0; e < lesson->exercises.size(); ++e) gpulab::course::ProgressStore(progress).setExerciseMet(lesson->id, e);
+    MainWindow w(gpulab::course::kEmbeddedRoot, progress);
+    const QString line = lineOf(w, lesson->title);
+    QVERIFY2(line.contains(QString("exercises solved: %1 of %1").arg(lesson->exercises.size())) && line.contains("✓"), qPrintable(line));
+    QVERIFY(navigatorLabel(w, lesson->id).startsWith("✓"));
+  }
+
   // Issue 10: the app reopens the last lesson and run block; the session file is the test's own.
   void reopeningLandsOnTheLastLesson() {
     QTemporaryDir data;
@@ -1859,6 +1907,96 @@ class TestGui : public QObject {
   }
 
   // Issue 10: code blocks wrap in the lesson view rather than being cut off.
+  // Issue 48, 4.8: what the learner set in a lesson is there when they come back to it, after a
+  // restart too: the run parameters (per run block), where its cells run and "Compare with a real
+  // GPU" (per lesson), and the splitters (the window's). A stored value that is malformed or out of
+  // range leaves the default; Reset in the run area forgets the parameters. Before, all were lost.
+  void aLessonsSettingsSurviveLeavingItAndARestart() {
+    QTemporaryDir data, refs;
+    copyFixtures(refs, {"training-loop"});
+    const QString progress = data.filePath("progress.json");
+    const bool gpu = gpulab::cuda::availability().usable;  // then cuda:0 is the GPU, and no other choice is offered
+    const int defaultDevice = gpu ? 0 : 1;
+    auto open = [&](MainWindow& w) {
+      w.setReferenceRunsRoot(refs.path());
+      w.resize(1280, 800);
+      w.show();
+      return QTest::qWaitForWindowExposed(&w);
+    };
+    auto epochs = [](MainWindow& w) { return qobject_cast<QSpinBox*>(w.runPanel()->parameterControl("epochs"))->value(); };
+    auto lr = [](MainWindow& w) { return w.runPanel()->settings().at("lr"); };
+    int presetEpochs = 0;
+    std::string presetLr;
+    QList<int> moved, defaultSizes;
+    {
+      MainWindow w(gpulab::course::kEmbeddedRoot, progress);
+      QVERIFY(open(w));
+      QSplitter* main = qobject_cast<QSplitter*>(w.centralWidget());  // the navigator | the lesson | the views
+      QVERIFY(main);
+      defaultSizes = main->sizes();
+      QVERIFY(w.selectLesson("training-loop"));
+      presetEpochs = epochs(w);
+      presetLr = lr(w);
+      QVERIFY(w.runPanel()->setParameter("epochs", QString::number(presetEpochs + 2)));
+      QVERIFY(w.runPanel()->setParameter("lr", "0.0003"));
+      if (!gpu) w.lessonPage()->deviceChoice()->setCurrentIndex(0);  // this machine as it is
+      QVERIFY(w.plotPanel()->referenceOffered());
+      w.plotPanel()->referenceCheckBox()->click();
+      const int total = defaultSizes[0] + defaultSizes[1] + defaultSizes[2];
+      main->setSizes({250, total - 250 - 420, 420});
+      moved = main->sizes();
+      QVERIFY(moved != defaultSizes);
+      // Another lesson has its own: the lesson's values, the default device, unticked.
+      QVERIFY(w.selectLesson("device-setup"));
+      QCOMPARE(w.lessonPage()->deviceChoice()->currentIndex(), defaultDevice);
+      QVERIFY(!w.plotPanel()->referenceCheckBox()->isChecked());
+      // And back: as the learner left it.
+      QVERIFY(w.selectLesson("training-loop"));
+      QCOMPARE(epochs(w), presetEpochs + 2);
+      QCOMPARE(lr(w), std::string("0.0003"));
+      QCOMPARE(w.lessonPage()->deviceChoice()->currentIndex(), 0);
+      QVERIFY(w.plotPanel()->referenceCheckBox()->isChecked());
+      QCOMPARE(main->sizes(), moved);
+      w.close();
+    }
+    {
+      MainWindow w(gpulab::course::kEmbeddedRoot, progress);  // a restart: it opens on the last lesson
+      QVERIFY(open(w));
+      QCOMPARE(w.currentLessonId(), QString("training-loop"));
+      QCOMPARE(epochs(w), presetEpochs + 2);
+      QCOMPARE(lr(w), std::string("0.0003"));
+      QCOMPARE(w.lessonPage()->deviceChoice()->currentIndex(), 0);
+      QVERIFY(w.plotPanel()->referenceCheckBox()->isChecked());
+      QVERIFY(referenceGraphCount(w) > 0);
+      QCOMPARE(qobject_cast<QSplitter*>(w.centralWidget())->sizes(), moved);
+      // Reset: the lesson's values, for good.
+      w.runPanel()->resetButton()->click();
+      QCOMPARE(epochs(w), presetEpochs);
+      QVERIFY(w.selectLesson("device-setup"));
+      QVERIFY(w.selectLesson("training-loop"));
+      QCOMPARE(epochs(w), presetEpochs);
+      QCOMPARE(lr(w), presetLr);
+    }
+    {
+      // What a hand-edited or damaged file may hold.
+      MainWindow w(gpulab::course::kEmbeddedRoot, progress);
+      QSettings stored(w.sessionFile(), QSettings::IniFormat);
+      stored.setValue("lessons/training-loop/run0/epochs", "many");
+      stored.setValue("lessons/training-loop/run0/lr", "1e9");  // beyond the parameter's range
+      stored.setValue("lessons/training-loop/cellsOnEmulatedGpu", "maybe");
+      stored.setValue("lessons/training-loop/compareWithRealGpu", "perhaps");
+      stored.setValue("window/mainSplitter", QByteArray("not a splitter's state"));
+    }
+    MainWindow w(gpulab::course::kEmbeddedRoot, progress);
+    QVERIFY(open(w));
+    QCOMPARE(w.currentLessonId(), QString("training-loop"));
+    QCOMPARE(epochs(w), presetEpochs);
+    QCOMPARE(lr(w), presetLr);
+    QCOMPARE(w.lessonPage()->deviceChoice()->currentIndex(), defaultDevice);
+    QVERIFY(!w.plotPanel()->referenceCheckBox()->isChecked());
+    QCOMPARE(qobject_cast<QSplitter*>(w.centralWidget())->sizes(), defaultSizes);
+  }
+
   void codeBlocksWrap() {
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
     QVERIFY(w.selectLesson("out-of-memory"));

@@ -102,6 +102,7 @@ class TestLessonPage : public QObject {
     QVERIFY2(first.startsWith("Using cuda"), qPrintable(first));
     QVERIFY2(cell->outputText().startsWith("Using cpu"), qPrintable(cell->outputText()));
     QVERIFY2(w.lessonPage()->sessionState()->text().contains("CPU"), qPrintable(w.lessonPage()->sessionState()->text()));
+    w.lessonPage()->deviceChoice()->setCurrentIndex(1);  // the default again: the choice is kept per lesson (issue 48, 4.8)
   }
 
   void editsSurviveARestartAndResetForgetsThem() {

@@ -109,7 +109,24 @@ class PythonLabsTest : public QObject {
     const auto device = sink.all<lab::RunDevice>();
     QCOMPARE(static_cast<int>(device.size()), 1);
     QCOMPARE(QString::fromStdString(device.front().device), test::cudaUsable() ? QString("cuda:0") : QString("cpu"));
-    QCOMPARE(static_cast<int>(sink.rows("devices").size()), test::cudaUsable() ? static_cast<int>(cuda::availability().devices.size()) : 0);
+    // Issue 48, 4.8: the CPU is a device too, and without a GPU the emulated one stands in (the table
+    // was empty on a CPU-only machine): each row says what it is, the emulated GPU labelled so, and
+    // the note says how to turn it off.
+    const auto devices = sink.rows("devices");
+    QCOMPARE(static_cast<int>(devices.size()), 1 + (test::cudaUsable() ? static_cast<int>(cuda::availability().devices.size()) : 1));
+    QCOMPARE(std::get<std::string>(devices.front().cells[0]), std::string("cpu"));
+    const std::string cpuName = std::get<std::string>(devices.front().cells[1]);
+    QVERIFY2(cpuName.find(" cores") != std::string::npos, cpuName.c_str());
+    const lab::Value& cpuMemory = devices.front().cells[4];  // bytes, as the OS reports them
+    QVERIFY(std::holds_alternative<std::int64_t>(cpuMemory) ? std::get<std::int64_t>(cpuMemory) > 0
+                                                            : std::holds_alternative<double>(cpuMemory) && std::get<double>(cpuMemory) > 0);
+    if (!test::cudaUsable()) {
+      QCOMPARE(std::get<std::string>(devices.back().cells[0]), std::string("cuda:0 (emulated)"));
+      const std::string name = std::get<std::string>(devices.back().cells[1]);
+      QVERIFY2(name.find("emulated GPU") != std::string::npos, name.c_str());
+      const std::string note = sink.checker.find("devices")->note;
+      QVERIFY2(note.find("GPULAB_EMULATED_GPU=0") != std::string::npos && note.find("this machine as it is") != std::string::npos, note.c_str());
+    }
     // Each timing is repeated, its spread shown: the median between the slowest and fastest round.
     const auto rounds = sink.rows("rounds");
     QCOMPARE(static_cast<int>(rounds.size()), test::cudaUsable() ? 2 : 1);

@@ -1,16 +1,24 @@
 #include "app/gui/code_cell.h"
 
 #include <algorithm>
+#include <cstdlib>
 
+#include <QApplication>
+#include <QDir>
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QScrollBar>
 #include <QKeyEvent>
+#include <QScrollArea>
 #include <QTextBlock>
+#include <QWheelEvent>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace gpulab::app {
@@ -76,9 +84,33 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   output_->setObjectName("cellOutput");
   output_->setReadOnly(true);
   output_->setFont(mono);
-  output_->setLineWrapMode(QPlainTextEdit::WidgetWidth);  // an error's long line reads without scrolling sideways, as in a notebook
-  output_->setMaximumHeight(220);
+  // Unwrapped, as a terminal shows it: memory_summary()'s and the profiler's tables keep their columns
+  // (wrapped at the box's width they read as noise; issue 48, 4.8), a long line scrolls sideways.
+  output_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  output_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  output_->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);  // fitOutputToText sets its height
   output_->hide();
+  // input(): the prompt and a box for the answer, under the output, as a notebook shows them.
+  inputRow_ = new QWidget;
+  inputRow_->setObjectName("cellInputRow");
+  inputPrompt_ = new QLabel;
+  inputPrompt_->setFont(mono);
+  input_ = new QLineEdit;
+  input_->setObjectName("cellInput");
+  input_->setFont(mono);
+  input_->setPlaceholderText("the cell's input() waits for this: type, then Enter");
+  auto* inputLayout = new QHBoxLayout(inputRow_);
+  inputLayout->setContentsMargins(0, 0, 0, 0);
+  inputLayout->addWidget(inputPrompt_);
+  inputLayout->addWidget(input_, 1);
+  inputRow_->hide();
+  outputNotice_ = new QLabel;
+  outputNotice_->setObjectName("cellOutputNotice");
+  outputNotice_->setWordWrap(true);
+  outputNotice_->setTextFormat(Qt::RichText);
+  outputNotice_->setOpenExternalLinks(true);  // the file opens in the desktop's viewer; nothing here waits for it
+  outputNotice_->setTextInteractionFlags(Qt::TextBrowserInteraction);
+  outputNotice_->hide();
 
   run_ = new QPushButton("▶ Run");
   run_->setObjectName("cellRun");
@@ -89,7 +121,7 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   stop_->setEnabled(false);
   reset_ = new QPushButton("↺ Reset");
   reset_->setObjectName("cellReset");
-  reset_->setToolTip("Bring back the lesson's code (Ctrl+Z undoes it)");
+  reset_->setToolTip("Bring back the lesson's code and clear the output, as a fresh cell (Ctrl+Z brings your code back)");
   reset_->setEnabled(false);
   status_ = new QLabel("In [ ]");
   status_->setToolTip("In [n]: the cell ran n-th in this Python session (a restart counts from 1 again)");
@@ -114,20 +146,42 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   layout->addLayout(bar);
   layout->addWidget(editor_);
   layout->addWidget(output_);
+  layout->addWidget(inputRow_);
+  layout->addWidget(outputNotice_);
 
   connect(run_, &QPushButton::clicked, this, &CodeCell::run);
-  connect(stop_, &QPushButton::clicked, this, [this] { emit stopRequested(id_); });
+  connect(stop_, &QPushButton::clicked, this, [this] {
+    // Once: the session interrupts the cell and, if that goes unheeded, ends it (KernelProcess::stop).
+    stop_->setEnabled(false);
+    stop_->setText("■ Stopping…");
+    emit stopRequested(id_);
+  });
+  connect(input_, &QLineEdit::returnPressed, this, [this] {
+    const QString text = input_->text();
+    input_->clear();
+    inputRow_->hide();
+    emit inputSubmitted(id_, text);
+  });
   connect(reset_, &QPushButton::clicked, this, &CodeCell::reset);
   editor_->installEventFilter(this);  // Ctrl+Enter runs the cell
+  // The wheel over either box: see wheel().
+  editor_->viewport()->installEventFilter(this);
+  output_->viewport()->installEventFilter(this);
   connect(editor_, &QPlainTextEdit::textChanged, this, [this] {
-    reset_->setEnabled(edited());
+    updateResetButton();
     fitEditorToCode();
     emit codeEdited(id_, code());
   });
+  // A line wider than the box brings the horizontal scroll bar: the box grows by its height, so the
+  // bar never covers the last line.
+  connect(editor_->horizontalScrollBar(), &QScrollBar::rangeChanged, this, &CodeCell::fitEditorToCode);
+  connect(output_->horizontalScrollBar(), &QScrollBar::rangeChanged, this, &CodeCell::fitOutputToText);
   fitEditorToCode();
 }
 
 bool CodeCell::eventFilter(QObject* watched, QEvent* event) {
+  if (event->type() == QEvent::Wheel && (watched == editor_->viewport() || watched == output_->viewport()))
+    return wheel(watched == editor_->viewport() ? editor_ : output_, static_cast<QWheelEvent*>(event));
   // Before the editor sees it, which would insert a line break.
   if (watched == editor_ && event->type() == QEvent::KeyPress) {
     const auto* key = static_cast<QKeyEvent*>(event);
@@ -141,6 +195,39 @@ bool CodeCell::eventFilter(QObject* watched, QEvent* event) {
 
 QString CodeCell::code() const { return editor_->toPlainText(); }
 
+bool CodeCell::wheel(QPlainTextEdit* box, QWheelEvent* event) {
+  // Qt gives a vertical wheel that a box cannot scroll to its horizontal scroll bar: over a cell with
+  // a long line, turning the wheel to read on down the lesson scrolled the cell sideways instead
+  // (issue 48, 4.8). Here a vertical wheel scrolls the box while it can move that way, then the page;
+  // only a horizontal wheel (or Shift with the wheel) scrolls the box sideways.
+  const QPoint angle = event->angleDelta();
+  const QPoint pixels = event->pixelDelta();
+  const bool shift = event->modifiers() & Qt::ShiftModifier;
+  const bool sideways = shift || std::abs(angle.x()) > std::abs(angle.y());
+  if (sideways) {
+    QScrollBar* bar = box->horizontalScrollBar();
+    const int along = std::abs(angle.x()) > std::abs(angle.y()) ? angle.x() : angle.y();
+    const int alongPixels = std::abs(pixels.x()) > std::abs(pixels.y()) ? pixels.x() : pixels.y();
+    // A wheel's notch (120) moves three lines' worth, as Qt scrolls; a touchpad's pixels as they are.
+    const int step = alongPixels != 0 ? alongPixels : along * QApplication::wheelScrollLines() * bar->singleStep() / 120;
+    bar->setValue(bar->value() - step);
+    return true;  // never the page: it does not scroll sideways
+  }
+  QScrollBar* own = box->verticalScrollBar();
+  if (angle.y() != 0 && own->maximum() > own->minimum() && (angle.y() > 0 ? own->value() > own->minimum() : own->value() < own->maximum()))
+    return false;  // the box scrolls its own lines (Qt sends the wheel to its vertical bar)
+  // The page: the lesson's scroll area around the cell, if there is one.
+  for (QWidget* w = parentWidget(); w; w = w->parentWidget()) {
+    if (auto* area = qobject_cast<QAbstractScrollArea*>(w)) {
+      QWheelEvent forwarded(area->verticalScrollBar()->mapFromGlobal(event->globalPosition()), event->globalPosition(), QPoint(0, pixels.y()),
+                            QPoint(0, angle.y()), event->buttons(), event->modifiers(), event->phase(), event->inverted());
+      QCoreApplication::sendEvent(area->verticalScrollBar(), &forwarded);
+      break;
+    }
+  }
+  return true;
+}
+
 void CodeCell::run() {
   if (run_->isEnabled()) emit runRequested(id_, code());
 }
@@ -153,9 +240,49 @@ QString CodeCell::outputText() const { return output_->toPlainText(); }
 
 void CodeCell::reset() {
   // Through a cursor, not setPlainText, so that Ctrl+Z brings the learner's edit back.
-  QTextCursor cursor(editor_->document());
-  cursor.select(QTextCursor::Document);
-  cursor.insertText(original_);
+  if (edited()) {
+    QTextCursor cursor(editor_->document());
+    cursor.select(QTextCursor::Document);
+    cursor.insertText(original_);
+  }
+  // A fresh cell: the last run's output, traceback and count went with its code (issue 48, 4.8: the
+  // traceback of the learner's code stayed under the lesson's). A running cell's output is its run's.
+  if (!running_) {
+    clearOutput();
+    status_->setText("In [ ]");
+    executionCount_ = 0;
+    fresh_ = true;
+  }
+  updateResetButton();
+}
+
+void CodeCell::updateResetButton() { reset_->setEnabled(edited() || (!fresh_ && !running_)); }
+
+void CodeCell::clearOutput() {
+  output_->clear();
+  output_->hide();
+  inputRow_->hide();
+  outputNotice_->hide();
+  shown_ = 0;
+  lineLength_ = 0;
+  capLimit_ = -1;
+  capFile_.clear();
+  capWhy_.clear();
+  fitOutputToText();
+}
+
+void CodeCell::fitOutputToText() {
+  // As tall as its lines, up to kOutputMaxLines; then it scrolls. The horizontal bar, when a line is
+  // wider than the box, below the last line.
+  // Every block, the empty one after a final newline too: QPlainTextEdit scrolls by blocks, and one
+  // left out would leave the box a line to scroll -- a wheel over it would move the output, not the page.
+  const int lines = std::clamp(output_->document()->blockCount(), 1, kOutputMaxLines);
+  const QFontMetrics metrics(output_->font());
+  QScrollBar* bar = output_->horizontalScrollBar();
+  const int barHeight = bar->maximum() > bar->minimum() ? bar->sizeHint().height() : 0;
+  const int height = lines * metrics.lineSpacing() + 2 * static_cast<int>(output_->document()->documentMargin()) + 2 * output_->frameWidth() +
+                     2 + barHeight;
+  if (output_->minimumHeight() != height || output_->maximumHeight() != height) output_->setFixedHeight(height);
 }
 
 void CodeCell::fitEditorToCode() {
@@ -164,50 +291,149 @@ void CodeCell::fitEditorToCode() {
   const QFontMetrics metrics(editor_->font());
   // Room for the horizontal scroll bar too: a long line scrolls sideways, and the bar must not hide
   // the last line.
-  editor_->setFixedHeight(lines * metrics.lineSpacing() + 2 * static_cast<int>(editor_->document()->documentMargin()) + 6 +
-                          editor_->horizontalScrollBar()->sizeHint().height());
+  QScrollBar* bar = editor_->horizontalScrollBar();
+  const int barHeight = bar->maximum() > bar->minimum() ? bar->sizeHint().height() : 0;
+  editor_->setFixedHeight(lines * metrics.lineSpacing() + 2 * static_cast<int>(editor_->document()->documentMargin()) + 6 + barHeight);
 }
 
 void CodeCell::markQueued() {
   // Waiting for the cells before it: Stop would interrupt one of those, so it waits too.
   status_->setText("In [*]");
-  output_->clear();
-  output_->hide();
+  clearOutput();
   running_ = true;
+  started_ = false;
+  fresh_ = false;
   run_->setEnabled(false);
   stop_->setEnabled(false);
+  updateResetButton();
 }
 
 void CodeCell::markStarted(int executionCount) {
   executionCount_ = executionCount;
   status_->setText("In [*]");
   running_ = true;
+  started_ = true;
   run_->setEnabled(false);
   stop_->setEnabled(true);
 }
 
 void CodeCell::appendOutput(const QString& name, const QString& text) {
+  // The kernel sends at most kCellOutputLimit characters of a run (code points; twice as many UTF-16
+  // units at worst): past that only what no kernel sends, kept out of the box all the same.
+  constexpr qint64 kMaxShown = 2 * kCellOutputLimit;
+  if (shown_ >= kMaxShown) return;
+  const QString part = shown_ + text.size() > kMaxShown ? text.left(kMaxShown - shown_) : text;
+  shown_ += part.size();
+  // Qt lays a paragraph out whole, again at every insert into it, at a cost that grows faster than its
+  // length: one line of 256K characters, arriving in pieces, held the window for 19 s. A line longer
+  // than kMaxLine is shown broken into lines of kMaxLine (the file of a capped output has it whole).
+  constexpr qsizetype kMaxLine = 2000;
+  QString shown;
+  shown.reserve(part.size() + part.size() / kMaxLine + 1);
+  for (qsizetype from = 0; from < part.size();) {
+    const qsizetype newline = part.indexOf('\n', from);
+    const qsizetype end = newline < 0 ? part.size() : newline;
+    for (qsizetype room = kMaxLine - lineLength_; end - from > room; room = kMaxLine) {
+      shown += QStringView(part).sliced(from, room);
+      shown += '\n';
+      from += room;
+      lineLength_ = 0;
+    }
+    shown += QStringView(part).sliced(from, end - from);
+    lineLength_ += end - from;
+    from = end;
+    if (newline >= 0) {
+      shown += '\n';
+      lineLength_ = 0;
+      ++from;
+    }
+  }
   QTextCursor cursor(output_->document());
   cursor.movePosition(QTextCursor::End);
   QTextCharFormat format;
   if (name == "stderr") format.setForeground(QColor(0xb3, 0x3a, 0x00));
-  cursor.insertText(text, format);
+  cursor.insertText(shown, format);
   output_->show();
+  fitOutputToText();
+  if (shown_ >= kMaxShown && capLimit_ < 0) showOutputCapped(kMaxShown, {}, "the window keeps no more of one cell's output");
+}
+
+void CodeCell::showOutputCapped(qint64 limit, const QString& file, const QString& why) {
+  if (capLimit_ < 0) {
+    // Where the output stops, in the output itself; what became of the rest, under it.
+    QTextCursor cursor(output_->document());
+    cursor.movePosition(QTextCursor::End);
+    QTextCharFormat grey;
+    grey.setForeground(QColor(0x6a, 0x73, 0x7d));
+    grey.setFontItalic(true);
+    cursor.insertText("\n⋯ the output goes on: see below\n", grey);
+    lineLength_ = 0;
+    output_->show();
+    fitOutputToText();
+  }
+  capLimit_ = limit;
+  capFile_ = file;
+  capWhy_ = why;
+  showNotice(limit, -1, file, why);
+}
+
+void CodeCell::showNotice(qint64 limit, qint64 printed, const QString& file, const QString& why) {
+  const QLocale english(QLocale::English);  // 1,000,000: digits grouped, whatever the desktop's locale
+  QString text = printed >= 0 ? QString("Output cut: this cell printed %1 characters, and the window shows the first %2.")
+                                    .arg(english.toString(printed), english.toString(limit))
+                              : QString("Output cut: the window shows the first %1 characters of a cell's output.").arg(english.toString(limit));
+  if (!file.isEmpty()) {
+    // The home folder as "~", as the lesson page shows the working folder.
+    QString shown = QDir::toNativeSeparators(file);
+    const QString home = QDir::toNativeSeparators(QDir::homePath());
+    if (shown.startsWith(home + QDir::separator())) shown = "~" + shown.mid(home.size());
+    text += QString(" The whole output is in <a href=\"%1\">%2</a>.")
+                .arg(QUrl::fromLocalFile(file).toString(QUrl::FullyEncoded).toHtmlEscaped(), shown.toHtmlEscaped());
+  } else if (!why.isEmpty()) {
+    text += " The rest was not kept (" + why.toHtmlEscaped() + ").";
+  }
+  outputNotice_->setText(text);
+  outputNotice_->setToolTip(file);
+  outputNotice_->show();
+}
+
+void CodeCell::requestInput(const QString& prompt) {
+  inputPrompt_->setText(prompt.isEmpty() ? "input:" : prompt);
+  input_->clear();
+  inputRow_->show();
+  input_->setFocus();
 }
 
 void CodeCell::markFinished(const notebook::CellResult& result) {
   using Status = notebook::CellResult::Status;
+  using Ending = notebook::CellResult::Ending;
   running_ = false;
   run_->setEnabled(true);
   stop_->setEnabled(false);
-  status_->setText(QString("In [%1]").arg(executionCount_));
+  stop_->setText("■ Stop");
+  inputRow_->hide();
+  updateResetButton();
+  // A cell that never started (queued when its session ended) shows no count, as a notebook's.
+  status_->setText(started_ ? QString("In [%1]").arg(executionCount_) : QString("In [ ]"));
+  if (result.outputChars >= 0) showNotice(capLimit_ >= 0 ? capLimit_ : kCellOutputLimit, result.outputChars, result.outputFile, capWhy_);
   if (result.status == Status::Ok) return;
   QTextCursor cursor(output_->document());
   cursor.movePosition(QTextCursor::End);
   QTextCharFormat red;
   red.setForeground(QColor(0xd6, 0x27, 0x28));
-  if (result.status == Status::KernelDied) {
-    cursor.insertText("The Python session ended while this cell ran (" + result.message + "); Restart starts a new one.\n", red);
+  if (result.status == Status::KernelDied && result.ending == Ending::KilledByStop) {
+    cursor.insertText(result.started ? "■ Stop ended the Python session: " + result.message +
+                                           ". What the cells defined is gone; the next Run starts a new session.\n"
+                                     : "Not run: " + result.message + ".\n",
+                      red);
+  } else if (result.status == Status::KernelDied && result.ending == Ending::Ended) {
+    cursor.insertText(result.started ? "The Python session was restarted while this cell ran.\n"
+                                     : "Not run: the Python session was restarted before this cell's turn.\n",
+                      red);
+  } else if (result.status == Status::KernelDied) {
+    cursor.insertText(result.started ? "The Python session ended while this cell ran (" + result.message + "); Restart starts a new one.\n"
+                                     : "Not run: " + result.message + "; Restart starts a new session.\n",
+                      red);
   } else {
     // The lessons' own errors stand out as the labs' do: named before the traceback.
     if (result.kind == "device") cursor.insertText("✗ Tensors on two devices: the same-device rule.\n", red);
@@ -215,9 +441,19 @@ void CodeCell::markFinished(const notebook::CellResult& result) {
     cursor.insertText(result.traceback.isEmpty() ? result.errorType + ": " + result.message + "\n" : result.traceback, red);
   }
   output_->show();
+  fitOutputToText();
 }
 
 NotebookSession::NotebookSession(QObject* parent) : QObject(parent) {
+  kernel_.setAllowStdin(true);  // input() gets a box under its cell
+  setWorkingDirectory({});
+  connect(&kernel_, &notebook::KernelProcess::inputRequested, this, [this](const QString& id, const QString& prompt) {
+    if (CodeCell* c = cell(id)) c->requestInput(prompt);
+  });
+  connect(&kernel_, &notebook::KernelProcess::outputCapped, this,
+          [this](const QString& id, qint64 limit, const QString& file, const QString& why) {
+            if (CodeCell* c = cell(id)) c->showOutputCapped(limit, file, why);
+          });
   connect(&kernel_, &notebook::KernelProcess::started, this, [this](const QString& id) {
     if (CodeCell* c = cell(id)) c->markStarted(++executionCount_);
   });
@@ -238,6 +474,14 @@ void NotebookSession::addCell(CodeCell* c, bool setup, const std::optional<QMap<
   if (measure) exerciseValues_.insert(c->id(), *measure);
   connect(c, &CodeCell::runRequested, this, [this, c] { run(c); });
   connect(c, &CodeCell::stopRequested, this, [this] { kernel_.stop(); });
+  connect(c, &CodeCell::inputSubmitted, this, [this](const QString&, const QString& text) { kernel_.sendInput(text); });
+}
+
+void NotebookSession::setWorkingDirectory(const QString& folder) {
+  kernel_.setWorkingDirectory(folder);
+  // A capped output's whole beside the cells' own files, out of their way (as a notebook's
+  // .ipynb_checkpoints); without a folder of its own, in the temporary folder.
+  kernel_.setOutputLimit(kCellOutputLimit, folder.isEmpty() ? QDir::temp().filePath("gpulab-output") : QDir(folder).filePath(".gpulab-output"));
 }
 
 void NotebookSession::run(CodeCell* c) {
@@ -256,7 +500,7 @@ void NotebookSession::run(CodeCell* c) {
 }
 
 void NotebookSession::clear() {
-  kernel_.shutdown();
+  kernel_.end();  // without waiting: a cell that ignores the interrupt ends with its process group, a second later
   for (const QPointer<CodeCell>& c : std::as_const(cells_))
     if (c) disconnect(c, nullptr, this, nullptr);
   cells_.clear();

@@ -14,10 +14,17 @@
 #include "app/notebook/kernel_process.h"
 
 class QLabel;
+class QLineEdit;
 class QPlainTextEdit;
 class QPushButton;
+class QWheelEvent;
 
 namespace gpulab::app {
+
+// What the window shows of one cell's output: its first million characters. The kernel sends no more
+// (the whole goes to a file, which the cell links to): one print of 100 MB made the window unresponsive
+// for 25 s and 1 GB larger (issue 48, 3.5).
+inline constexpr qint64 kCellOutputLimit = 1'000'000;
 
 // Python's colours in a cell: keywords, builtins, strings, numbers and comments.
 class PythonHighlighter : public QSyntaxHighlighter {
@@ -43,12 +50,22 @@ class CodeCell : public QWidget {
   // What the cell printed and raised, as shown.
   QString outputText() const;
   bool running() const { return running_; }
+  // The box under the output where the learner answers the cell's input() (shown while it waits).
+  QLineEdit* inputField() const { return input_; }
+  // Under the output: that it was cut, how much the cell printed and the file with the whole.
+  QLabel* outputNotice() const { return outputNotice_; }
+  // What the cell printed and raised: monospace, lines unwrapped (a table such as memory_summary()'s
+  // or the profiler's keeps its columns; a long line scrolls sideways), as tall as what it shows up to
+  // kOutputMaxLines lines, then it scrolls.
+  QPlainTextEdit* output() const { return output_; }
+  static constexpr int kOutputMaxLines = 24;
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  public slots:
-  // The lesson's code back (undoable, as any edit).
+  // The lesson's code back (undoable, as any edit), and the cell as fresh: no output, no error, "In [ ]"
+  // (unless it is running: then the output is the run's).
   void reset();
   // What Run (and Ctrl+Enter) does: asks its session to run the code, unless it is running already.
   void run();
@@ -57,25 +74,47 @@ class CodeCell : public QWidget {
   // It runs as the session's `executionCount`-th cell ("In [n]", as a notebook counts).
   void markStarted(int executionCount);
   void appendOutput(const QString& name, const QString& text);
+  // The kernel sends no more of this run's output (KernelProcess::outputCapped): said under it.
+  void showOutputCapped(qint64 limit, const QString& file, const QString& why);
+  // The cell's input(prompt) waits: the box under the output takes the answer (Enter sends it).
+  void requestInput(const QString& prompt);
   void markFinished(const gpulab::notebook::CellResult& result);
 
  signals:
   void runRequested(const QString& id, const QString& code);
   void stopRequested(const QString& id);
+  void inputSubmitted(const QString& id, const QString& text);
   void codeEdited(const QString& id, const QString& code);  // after every edit (a reset too)
 
  private:
   void fitEditorToCode();
+  void fitOutputToText();
+  void clearOutput();
+  void updateResetButton();
+  // A wheel turned over the editor or the output: vertical scrolls the box while it has lines to scroll
+  // that way, else the page; horizontal (or Shift+wheel) scrolls the box sideways.
+  bool wheel(QPlainTextEdit* box, QWheelEvent* event);
+  void showNotice(qint64 limit, qint64 printed, const QString& file, const QString& why);
 
   QString id_, original_;
   QPlainTextEdit* editor_;
   QPlainTextEdit* output_;
+  QWidget* inputRow_;
+  QLabel* inputPrompt_;
+  QLineEdit* input_;
+  QLabel* outputNotice_;
   QLabel* status_;
   QPushButton* run_;
   QPushButton* stop_;
   QPushButton* reset_;
   bool running_ = false;
+  bool started_ = false;    // this run has started (not only queued)
+  qint64 shown_ = 0;        // UTF-16 units of this run's output in the box
+  qsizetype lineLength_ = 0;  // of the box's last line, as far as the output goes
+  qint64 capLimit_ = -1;    // the kernel's limit, once this run's output passed it
+  QString capFile_, capWhy_;
   int executionCount_ = 0;  // "In [n]": its last run was the session's n-th
+  bool fresh_ = true;       // no run shown: nothing printed, no count (Reset makes a cell fresh again)
 };
 
 // One kernel for a lesson's cells: routes each cell's Run to the kernel and the kernel's events back
@@ -102,6 +141,10 @@ class NotebookSession : public QObject {
   void restart();
   bool busy() const { return !kernel_.busyCells().isEmpty(); }
   notebook::KernelProcess& kernel() { return kernel_; }
+  // The folder the cells run in from the next session on (created when it starts; their files land
+  // there, a capped output's whole in its .gpulab-output); empty: this program's working folder.
+  void setWorkingDirectory(const QString& folder);
+  const QString& workingDirectory() const { return kernel_.workingDirectory(); }
 
  signals:
   // The session is up, on this device ("cpu", or cuda:0's name, which may be the emulated GPU).

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QAbstractItemModel>
 #include <QAbstractTextDocumentLayout>
 #include <QComboBox>
 #include <QDeadlineTimer>
+#include <QDesktopServices>
+#include <QDir>
 #include <QFrame>
 #include <QGridLayout>
 #include <QHBoxLayout>
@@ -14,6 +17,7 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QScrollBar>
+#include <QSettings>
 #include <QTextBlock>
 #include <QTextBrowser>
 #include <QTextCursor>
@@ -23,6 +27,7 @@
 #include <QVBoxLayout>
 
 #include "app/gui/exercise_panel.h"
+#include "app/gui/lesson_settings.h"
 #include "app/gui/warning_banner.h"
 #include "engine/runtime/cuda_runtime.h"
 
@@ -95,6 +100,15 @@ class TextSegment final : public QTextBrowser {
 QString cellId(int index) { return QString::number(index + 1); }
 int cellIndex(const QString& id) { return id.toInt() - 1; }
 
+// A lesson's working folder's name: its id (course/lesson.h: [a-z0-9-]), anything else in it made
+// harmless -- a lesson from an outside folder that failed to load may have any id, and none may name
+// a folder outside the root.
+QString workingFolderName(const QString& lessonId) {
+  QString name = lessonId;
+  name.replace(QRegularExpression("[^A-Za-z0-9_.-]"), "_");
+  return name.isEmpty() || name == "." || name == ".." ? QString("lesson") : name;
+}
+
 }  // namespace
 
 LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidget(parent), progress_(progress) {
@@ -129,8 +143,8 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
     device_->setItemData(1, false, Qt::UserRole - 1);  // disabled item
     device_->setItemData(1, "cuda:0 is this machine's GPU", Qt::ToolTipRole);
   }
-  device_->setCurrentIndex(gpu ? 0 : 1);
-  session_.setEmulatedGpu(!gpu);
+  device_->setCurrentIndex(defaultDeviceIndex());
+  session_.setEmulatedGpu(device_->currentData().toBool());
   restart_ = new QPushButton("⟲ Restart");
   restart_->setObjectName("sessionRestart");
   restart_->setToolTip("A fresh Python session: every name the cells defined is forgotten, as a notebook's restart does");
@@ -138,15 +152,28 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
   state_->setObjectName("sessionState");
   state_->setWordWrap(true);
   state_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  folder_ = new QLabel;
+  folder_->setObjectName("workingFolder");
+  folder_->setTextFormat(Qt::RichText);
+  folder_->setWordWrap(true);
+  folder_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  folder_->setTextInteractionFlags(Qt::TextBrowserInteraction);
   auto* bar = new QGridLayout(sessionBar_);
   bar->setContentsMargins(6, 2, 6, 2);
   bar->setVerticalSpacing(0);
-  // Two rows, so that the bar asks for no more width than the text below it.
+  // Rows, so that the bar asks for no more width than the text below it.
   bar->addWidget(new QLabel("Code runs on"), 0, 0);
   bar->addWidget(device_, 0, 1);
   bar->addWidget(restart_, 1, 0);
   bar->addWidget(state_, 1, 1);
+  bar->addWidget(folder_, 2, 0, 1, 2);
   bar->setColumnStretch(1, 1);
+  connect(folder_, &QLabel::linkActivated, this, [this](const QString& link) {
+    // Made now if no cell ran yet; the desktop's file manager opens it, and nothing here waits for it.
+    const QString folder = QUrl(link).toLocalFile();
+    QDir().mkpath(folder);
+    QDesktopServices::openUrl(QUrl::fromLocalFile(folder));
+  });
 
   auto* understood = new QPushButton("Understood");
   understood->setObjectName("externalCodeUnderstood");
@@ -168,6 +195,12 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
   connect(device_, &QComboBox::currentIndexChanged, this, [this] {
     session_.setEmulatedGpu(device_->currentData().toBool());
     if (!session_.kernel().isRunning()) showSessionState("Python session: starts when you run a cell");
+    // The learner's choice, kept for this lesson (the default is not: a lesson shows the default
+    // until the learner changes it).
+    if (restoringDevice_ || !settings_ || lesson_.id.isEmpty()) return;
+    const QString key = lessonSettingsGroup(lesson_.id) + "/" + kDeviceSetting;
+    if (device_->currentIndex() == defaultDeviceIndex()) settings_->remove(key);
+    else settings_->setValue(key, device_->currentData().toBool());
   });
   connect(restart_, &QPushButton::clicked, this, [this] {
     session_.restart();
@@ -225,6 +258,43 @@ void LessonPage::updateExternalBanner() {
 }
 
 void LessonPage::showSessionState(const QString& text) { state_->setText(text); }
+
+int LessonPage::defaultDeviceIndex() const {
+  // Without a usable GPU, the emulated one as cuda:0, so that the lessons' CUDA code runs (with one,
+  // the constructor disables that choice).
+  const bool emulatedOffered = device_->model()->flags(device_->model()->index(1, 0)) & Qt::ItemIsEnabled;
+  return emulatedOffered ? 1 : 0;
+}
+
+void LessonPage::restoreDeviceChoice() {
+  int index = defaultDeviceIndex();
+  if (settings_ && !lesson_.id.isEmpty()) {
+    // A stored choice that is no flag, or one this machine does not offer (the emulated GPU where a
+    // real GPU is cuda:0), leaves the default.
+    if (const std::optional<bool> emulated = storedFlag(settings_->value(lessonSettingsGroup(lesson_.id) + "/" + kDeviceSetting))) {
+      const int stored = device_->findData(*emulated);
+      if (stored >= 0 && (device_->model()->flags(device_->model()->index(stored, 0)) & Qt::ItemIsEnabled)) index = stored;
+    }
+  }
+  restoringDevice_ = true;
+  device_->setCurrentIndex(index);
+  restoringDevice_ = false;
+  session_.setEmulatedGpu(device_->currentData().toBool());
+}
+
+void LessonPage::showWorkingFolder(const QString& folder) {
+  folder_->setVisible(!folder.isEmpty());
+  if (folder.isEmpty()) return;
+  // The home folder as "~": the path then fits the bar at 1280 pixels.
+  QString shown = QDir::toNativeSeparators(folder);
+  const QString home = QDir::toNativeSeparators(QDir::homePath());
+  if (shown.startsWith(home + QDir::separator())) shown = "~" + shown.mid(home.size());
+  folder_->setText(QString("Working folder: <a href=\"%1\">%2</a>")
+                       .arg(QUrl::fromLocalFile(folder).toString(QUrl::FullyEncoded).toHtmlEscaped(), shown.toHtmlEscaped()));
+  folder_->setToolTip(QDir::toNativeSeparators(folder) +
+                      "\nThe cells' working folder, this lesson's own (as a notebook runs in its folder): open('notes.txt', 'w'), "
+                      "torch.save(model.state_dict(), 'model.pt') and prof.export_chrome_trace('trace.json') write here. Click to open it.");
+}
 
 void LessonPage::clearContent() {
   saveEdits();
@@ -289,7 +359,12 @@ void LessonPage::setLesson(const course::Lesson& lesson) {
     return;
   }
   lesson_ = lesson;
+  restoreDeviceChoice();  // this lesson's, after the last lesson's session ended (clearContent)
   sessionBar_->setVisible(!lesson.cells.isEmpty());
+  // The session ended with the last lesson (clearContent): the next one starts in this lesson's folder.
+  const QString folder = workingRoot_.isEmpty() ? QString() : QDir(workingRoot_).filePath(workingFolderName(lesson.id));
+  session_.setWorkingDirectory(folder);
+  showWorkingFolder(folder);
   // The text views and the cells, in the lesson's order; the texts fill in once parsed.
   for (qsizetype i = 0; i < lesson.texts.size(); ++i) {
     addTextView();

@@ -8,6 +8,11 @@
 //
 // The learner's edits are kept in the progress file (per lesson, per cell), written when they pause
 // typing and when the lesson changes; Reset brings back the lesson's code and forgets the edit.
+// Where the cells run is kept per lesson in the session settings (setSettings, lesson_settings.h).
+//
+// The cells run in a working folder of the lesson's own, <working root>/<lesson id> (MainWindow: under
+// the user's data folder), shown in the bar above the text as a notebook's folder is: what they write
+// (a checkpoint, a profiler's trace.json) lands there, not where the program was started.
 //
 // Lessons read from a folder outside the program (--lessons DIR) can carry code: a banner says that
 // their code runs on this machine, once per folder (dismissed for good with "Understood"). Nothing
@@ -33,6 +38,7 @@ class QComboBox;
 class QFrame;
 class QLabel;
 class QPushButton;
+class QSettings;
 class QTextBrowser;
 class QTextDocument;
 class QThread;
@@ -59,6 +65,15 @@ class LessonPage final : public QWidget {
   bool loading() const { return loading_; }
   // Lessons from this folder carry code from outside the program (empty: the embedded lessons).
   void setExternalFolder(const QString& folder, bool acknowledged);
+  // Where the lessons' working folders are: <root>/<lesson id>, created when a session starts (empty,
+  // the default: the cells run in the program's own working folder). For the next lesson shown.
+  void setWorkingRoot(const QString& root) { workingRoot_ = root; }
+  // Where the "Code runs on" choice is kept, per lesson: "lessons/<id>/cellsOnEmulatedGpu" (nullptr,
+  // the default: nowhere; every lesson opens on the default). For the next lesson shown.
+  void setSettings(QSettings* settings) { settings_ = settings; }
+  static constexpr QLatin1String kDeviceSetting{"cellsOnEmulatedGpu"};
+  // The folder the shown lesson's cells run in (empty without a working root).
+  QString workingFolder() const { return session_.workingDirectory(); }
 
   // What the page shows, as plain text: the texts and the cells' code, in order.
   QString plainText() const;
@@ -71,6 +86,7 @@ class LessonPage final : public QWidget {
   QFrame* sessionBar() const { return sessionBar_; }
   QComboBox* deviceChoice() const { return device_; }
   QLabel* sessionState() const { return state_; }
+  QLabel* workingFolderLabel() const { return folder_; }
   WarningBanner* externalCodeBanner() const { return external_; }
   // A problem with what cell `cellId` sent (a lab protocol update the window refused), under the cell
   // as its error output.
@@ -95,8 +111,11 @@ class LessonPage final : public QWidget {
   void installTexts(std::vector<std::unique_ptr<QTextDocument>> docs);
   QTextBrowser* addTextView();
   void showSessionState(const QString& text);
+  void showWorkingFolder(const QString& folder);
   void updateExternalBanner();  // shown for a lesson with cells from a folder not yet acknowledged
   void gradeExercise(const QString& cellId, const notebook::CellResult& result);
+  void restoreDeviceChoice();  // the shown lesson's, or the default
+  int defaultDeviceIndex() const;
 
   course::ProgressStore& progress_;
   QScrollArea* scroll_;
@@ -106,6 +125,10 @@ class LessonPage final : public QWidget {
   QComboBox* device_;
   QPushButton* restart_;
   QLabel* state_;
+  QLabel* folder_;  // the cells' working folder, a link that opens it
+  QString workingRoot_;
+  QSettings* settings_ = nullptr;
+  bool restoringDevice_ = false;  // the choice is being set from the settings, not by the learner
   WarningBanner* external_;
   QString externalFolder_;
   bool externalAcknowledged_ = false;

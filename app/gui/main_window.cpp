@@ -1,6 +1,7 @@
 #include "app/gui/main_window.h"
 
 #include <QAction>
+#include <QCheckBox>
 #include <QCloseEvent>
 #include <QDeadlineTimer>
 #include <QDesktopServices>
@@ -37,6 +38,7 @@
 #include "app/gui/cell_views.h"
 #include "app/gui/code_cell.h"
 #include "app/gui/lesson_page.h"
+#include "app/gui/lesson_settings.h"
 #include "app/gui/plot_panel.h"
 #include "app/gui/quiz_widget.h"
 #include "app/gui/run_panel.h"
@@ -88,6 +90,21 @@ bool answeredRight(const course::ProgressStore& progress, const course::Lesson& 
   return a >= 0 && a < lesson.quizzes[q].answers.size() && lesson.quizzes[q].answers[a].correct;
 }
 
+// What lessonComplete asks of a lesson, in words: "answer the quiz, meet the challenge and solve the exercise".
+QString whatCompletes(const course::Lesson& lesson) {
+  QStringList parts;
+  if (!lesson.quizzes.isEmpty()) parts << "answer the quiz";
+  int challenges = 0;
+  for (const course::RunBlock& r : lesson.runs) challenges += r.challenge.has_value();
+  if (challenges) parts << (challenges == 1 ? "meet the challenge" : "meet the challenges");
+  if (!lesson.exercises.isEmpty()) parts << (lesson.exercises.size() == 1 ? "solve the exercise" : "solve the exercises");
+  if (parts.size() > 1) {
+    const QString last = parts.takeLast();
+    parts.last() += " and " + last;
+  }
+  return parts.join(", ");
+}
+
 // cuBLAS reports major*10000 + minor*100 + patch (as the engine stores it); cuDNN 9 does the same,
 // cuDNN 8 and older major*1000 + minor*100 + patch.
 QString threePart(int v, int major) { return QString("%1.%2.%3").arg(v / major).arg((v % major) / 100).arg(v % 100); }
@@ -114,6 +131,10 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
 
   pageTabs_ = new QTabWidget;
   lesson_ = new LessonPage(progress_);
+  // The lessons' working folders beside the progress file: in the user's data folder
+  // (AppDataLocation), or where a test's (or --progress's) file is.
+  lesson_->setWorkingRoot(QFileInfo(progress_.path()).absoluteDir().filePath("work"));
+  lesson_->setSettings(session_.get());  // where each lesson's cells run
   codeView_ = new QPlainTextEdit;
   codeView_->setReadOnly(true);
   codeView_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -126,6 +147,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   pageTabs_->addTab(quiz_, "Quiz");
 
   runPanel_ = new RunPanel;
+  runPanel_->setSettings(session_.get());  // the learner's parameter values, per lesson and run block
   plots_ = new PlotPanel;
   plots_->setObjectName("runViews");
   // The code cells' views have a panel of their own: a cell run never wipes a lab run's curves, and
@@ -139,6 +161,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   viewPanels_->setTabToolTip(0, "The views of the lesson's runs (the run area below)");
   viewPanels_->setTabToolTip(1, "The views of the lesson's code cells: what they log, cuda:0's memory, the views they declare");
   auto* right = new QSplitter(Qt::Vertical);
+  right->setObjectName("viewsSplitter");
   right->addWidget(viewPanels_);
   right->addWidget(runPanel_);
   // Half each: in a 1280x800 window the run panel then shows a run's parameters in full.
@@ -184,6 +207,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   pageLayout->addWidget(pages_, 1);
 
   auto* main = new QSplitter(Qt::Horizontal);
+  main->setObjectName("mainSplitter");
   main->addWidget(navigator_);
   main->addWidget(page);
   main->addWidget(right);
@@ -191,6 +215,21 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   main->setStretchFactor(1, 1);
   main->setStretchFactor(2, 1);
   setCentralWidget(main);
+  // Where the learner put the splitters, as they left them (issue 48, 4.8: a restart forgot them). The
+  // window's layout, not a lesson's: the same in every lesson, so nothing jumps from one to the next.
+  // A stored state Qt cannot read, or one that hides a pane, leaves the defaults.
+  splitters_ = {main, right};
+  const std::vector<QList<int>> defaults = {{230, 460, 580}, {400, 400}};  // as set above: the views and the run area half each
+  for (std::size_t i = 0; i < splitters_.size(); ++i) {
+    QSplitter* s = splitters_[i];
+    connect(s, &QSplitter::splitterMoved, this, &MainWindow::saveSplitters);
+    const QVariant stored = session_->value(splitterKey(s));
+    if (!stored.isValid()) continue;  // never moved: as laid out above
+    const bool read = s->restoreState(stored.toByteArray());
+    const QList<int> sizes = s->sizes();
+    if (!read || sizes.size() != defaults[i].size() || std::any_of(sizes.begin(), sizes.end(), [](int size) { return size <= 0; }))
+      s->setSizes(defaults[i]);
+  }
 
   runState_ = new QLabel("idle");
   statusBar()->addPermanentWidget(runState_);
@@ -295,6 +334,14 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
     exportHistory_->setEnabled(true);
   });
   connect(quiz_, &QuizWidget::answered, this, &MainWindow::onAnswered);
+  // "Compare with a real GPU", kept per lesson when the learner ticks or unticks it (--compare, for
+  // screenshots, is not kept).
+  connect(plots_->referenceCheckBox(), &QCheckBox::clicked, this, [this](bool on) {
+    if (currentId_.isEmpty()) return;
+    const QString key = lessonSettingsGroup(currentId_) + "/" + kCompareSetting;
+    if (on) session_->setValue(key, true);
+    else session_->remove(key);
+  });
 
   // Authors' mode: a lessons folder is reloaded when its files change.
   reloadDelay_.setSingleShot(true);
@@ -340,7 +387,14 @@ MainWindow::~MainWindow() {
   lesson_->saveEdits();
 }
 
+QString MainWindow::splitterKey(const QSplitter* splitter) { return "window/" + splitter->objectName(); }
+
+void MainWindow::saveSplitters() {
+  for (QSplitter* s : splitters_) session_->setValue(splitterKey(s), s->saveState());
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
+  saveSplitters();
   lesson_->saveEdits();
   lesson_->session().clear();  // a running cell is interrupted, the session ended
   runner_.stop();  // the runner's destructor joins the worker once the lab has stopped
@@ -385,7 +439,7 @@ void MainWindow::rebuildNavigator() {
       item->setForeground(0, QColor(214, 39, 40));
       item->setToolTip(0, l.error);
     } else {
-      item->setToolTip(0, l.title + (lessonComplete(l) ? "\nComplete" : "\nNot complete yet: answer the quiz and meet the challenges"));
+      item->setToolTip(0, l.title + (lessonComplete(l) ? "\nComplete" : "\nNot complete yet: " + whatCompletes(l)));
     }
     if (l.id == currentId_ && !welcomeShown()) navigator_->setCurrentItem(item);
   }
@@ -442,6 +496,8 @@ void MainWindow::showLesson(const course::Lesson* lesson) {
   quiz_->setLesson(lesson->ok() ? lesson : nullptr);
   showRunSource();
   showReference();
+  // This lesson's "Compare with a real GPU": as the learner left it here, unticked by default.
+  plots_->setShowReference(storedFlag(session_->value(lessonSettingsGroup(lesson->id) + "/" + kCompareSetting)).value_or(false));
   showChallenge();
   updateNextLesson();
   pageTabs_->setCurrentIndex(0);
@@ -610,7 +666,8 @@ QString MainWindow::courseMapHtml() const {
                  "<p>GPU Lab teaches how deep learning uses a GPU — devices, the training loop, where memory goes, "
                  "running out of it — the way PyTorch does it. Each lesson explains an idea with PyTorch code, then "
                  "<b>runs it for real</b> on GPU Lab's own engine: press <b>Run</b> in the run area and watch the plots "
-                 "and the console. A lesson is complete when its quiz is answered correctly and its challenges are met.</p>";
+                 "and the console. A lesson is complete when its quiz is answered correctly, its challenges are met and its "
+                 "exercises are solved.</p>";
   const cuda::Availability a = cuda::availability();
   const QString why = QString::fromStdString(a.reason).toHtmlEscaped();
   if (a.usable) {
@@ -642,9 +699,12 @@ QString MainWindow::courseMapHtml() const {
     }
     int right = 0;
     for (int q = 0; q < l.quizzes.size(); ++q) right += answeredRight(progress_, l, q);
+    int solved = 0;  // exercises count for completion too (lessonComplete)
+    for (int e = 0; e < l.exercises.size(); ++e) solved += progress_.exerciseMet(l.id, e);
     if (!l.ok()) status << "could not be loaded";
     if (l.ok() && !l.quizzes.isEmpty()) status << QString("quiz: %1 of %2 right").arg(right).arg(l.quizzes.size());
     if (l.ok()) status << (challenges == 0 ? QString("no challenge") : QString("challenges met: %1 of %2").arg(met).arg(challenges));
+    if (l.ok() && !l.exercises.isEmpty()) status << QString("exercises solved: %1 of %2").arg(solved).arg(l.exercises.size());
     const QString mark = !l.ok() ? "⚠" : lessonComplete(l) ? "✓" : "○";
     const QString here = l.id == currentId_ ? " <i>(where you left off)</i>" : QString();
     html += QString("<li>%1 <a href=\"%2:%3\">%4</a> — %5%6</li>")

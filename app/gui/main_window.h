@@ -46,6 +46,7 @@ class QThread;
 class QStackedWidget;
 class QPushButton;
 class QAction;
+class QSplitter;
 
 namespace gpulab::app {
 
@@ -103,8 +104,11 @@ class MainWindow final : public QMainWindow {
   QAction* exportMemoryHistoryAction() const { return exportHistory_; }
   QAction* recordMemoryHistoryAction() const { return recordHistory_; }
   bool exportMemoryHistory(const QString& path) const;
-  // Where the last lesson and run block are remembered.
+  // Where the last lesson and run block are remembered, and what each lesson keeps between visits
+  // (lesson_settings.h): its run parameters, where its cells run, "Compare with a real GPU"; and where
+  // the splitters are (window/<splitter name>).
   QString sessionFile() const { return session_->fileName(); }
+  static constexpr QLatin1String kCompareSetting{"compareWithRealGpu"};
   // Help > About: GPU Lab's version and the versions of what it runs on (Qt, CUDA runtime and driver,
   // cuBLAS, cuDNN, as the engine reports them), or why there is no GPU. Non-modal; returns the dialog.
   QDialog* showAbout();
@@ -149,6 +153,8 @@ class MainWindow final : public QMainWindow {
   QString courseMapHtml() const;
   void askExportMemoryHistory();
   void showProgressProblem();
+  void saveSplitters();
+  static QString splitterKey(const QSplitter* splitter);
   void showReference();  // offers the recording of the selected run block, if there is one
   const course::ReferenceRuns* referenceRuns(const course::Lesson& lesson);
 
@@ -168,6 +174,7 @@ class MainWindow final : public QMainWindow {
   QAction* recordHistory_ = nullptr;
   QByteArray memoryHistory_;  // the last ended run's, pickled
   std::unique_ptr<QSettings> session_;
+  std::vector<QSplitter*> splitters_;  // the window's: lesson | views, and views / run area
   // The run going on (or the last): its lesson, run block and measurements, for its challenge.
   QString runLesson_;
   int runBlock_ = -1;

@@ -12,6 +12,7 @@
 #include <QRegularExpression>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSettings>
 #include <QSpinBox>
 #include <QTextDocument>
 #include <QTextEdit>
@@ -21,6 +22,7 @@
 #include <climits>
 #include <utility>
 
+#include "app/gui/lesson_settings.h"
 #include "app/gui/units.h"
 #include "lessons/labs/labs.h"
 
@@ -186,6 +188,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   connect(pause_, &QPushButton::clicked, this, &RunPanel::pauseClicked);
   connect(stop_, &QPushButton::clicked, this, &RunPanel::stopClicked);
   connect(reset_, &QPushButton::clicked, this, [this] {
+    if (const QString group = settingsGroup(); settings_ && !group.isEmpty()) settings_->remove(group);  // the lesson's values again
     rebuildControls();
     emit resetClicked();
   });
@@ -215,6 +218,7 @@ void RunPanel::selectRun(int index) { runs_->setCurrentIndex(index); }
 void RunPanel::rebuildControls() {
   while (form_->rowCount() > 0) form_->removeRow(0);
   controls_.clear();
+  presets_.clear();
   hint_->clear();
   const int i = runs_->currentIndex();
   if (!lesson_ || i < 0 || i >= lesson_->runs.size()) return;
@@ -281,6 +285,33 @@ void RunPanel::rebuildControls() {
     form_->addRow(QString::fromStdString(spec.name), w);
     controls_[name] = w;
   }
+  // What the learner left here before (issue 48, 4.8: forgotten when they left the lesson), checked as
+  // a value typed in would be: one the parameter refuses is dropped, and the lesson's value stays.
+  const QString group = settingsGroup();
+  for (const auto& [name, w] : controls_) {
+    presets_[name] = controlValue(w);
+    if (!settings_) continue;
+    const QString key = group + "/" + name;
+    const QVariant stored = settings_->value(key);
+    if (!stored.isValid()) continue;
+    try {
+      lab::Params check = params;
+      check.set(name.toStdString(), stored.toString().toStdString());
+      setParameter(name, stored.toString());
+    } catch (const std::exception&) {
+      settings_->remove(key);
+    }
+  }
+  // From now on each change is kept (after the values above, which are kept already).
+  for (const auto& [name, w] : controls_) {
+    const QString n = name;
+    auto keep = [this, n] { keepParameter(n); };
+    if (auto* sb = qobject_cast<QSpinBox*>(w)) connect(sb, &QSpinBox::valueChanged, this, keep);
+    else if (auto* db = qobject_cast<QDoubleSpinBox*>(w)) connect(db, &QDoubleSpinBox::valueChanged, this, keep);
+    else if (auto* cb = qobject_cast<QCheckBox*>(w)) connect(cb, &QCheckBox::toggled, this, keep);
+    else if (auto* combo = qobject_cast<QComboBox*>(w)) connect(combo, &QComboBox::currentIndexChanged, this, keep);
+    else if (auto* le = qobject_cast<QLineEdit*>(w)) connect(le, &QLineEdit::textChanged, this, keep);
+  }
   hint_->setText(QString("Lab <b>%1</b>: %2").arg(run.lab, QString::fromStdString(theLab->title())));
   // A widget added to a shown layout stays hidden until a queued show, and a hidden row has no size:
   // the scroll area would take its height from an empty form and keep 0 px (the controls vanished
@@ -294,18 +325,34 @@ std::map<std::string, std::string> RunPanel::settings() const {
   const int i = runs_->currentIndex();
   if (!lesson_ || i < 0 || i >= lesson_->runs.size()) return out;
   out = lesson_->runs[i].params;
-  for (const auto& [name, w] : controls_) {
-    std::string v;
-    if (auto* sb = qobject_cast<QSpinBox*>(w)) v = std::to_string(sb->value());
-    else if (auto* db = qobject_cast<QDoubleSpinBox*>(w)) v = QString::number(db->value(), 'g', 10).toStdString();
-    else if (auto* cb = qobject_cast<QCheckBox*>(w)) v = cb->isChecked() ? "true" : "false";
-    else if (auto* combo = qobject_cast<QComboBox*>(w)) {
-      v = (combo->property("suggestions").toBool() ? combo->currentData().toString() : combo->currentText()).toStdString();
-    }
-    else if (auto* le = qobject_cast<QLineEdit*>(w)) v = le->text().trimmed().toStdString();
-    out[name.toStdString()] = v;
-  }
+  for (const auto& [name, w] : controls_) out[name.toStdString()] = controlValue(w).toStdString();
   return out;
+}
+
+QString RunPanel::controlValue(const QWidget* w) const {
+  if (auto* sb = qobject_cast<const QSpinBox*>(w)) return QString::number(sb->value());
+  if (auto* db = qobject_cast<const QDoubleSpinBox*>(w)) return QString::number(db->value(), 'g', 10);
+  if (auto* cb = qobject_cast<const QCheckBox*>(w)) return cb->isChecked() ? "true" : "false";
+  if (auto* combo = qobject_cast<const QComboBox*>(w))
+    return combo->property("suggestions").toBool() ? combo->currentData().toString() : combo->currentText();
+  if (auto* le = qobject_cast<const QLineEdit*>(w)) return le->text().trimmed();
+  return {};
+}
+
+QString RunPanel::settingsGroup() const {
+  const int i = runs_->currentIndex();
+  if (!lesson_ || i < 0 || i >= lesson_->runs.size()) return {};
+  return lessonSettingsGroup(lesson_->id) + QString("/run%1").arg(i);
+}
+
+void RunPanel::keepParameter(const QString& name) {
+  const auto it = controls_.find(name);
+  const QString group = settingsGroup();
+  if (!settings_ || it == controls_.end() || group.isEmpty()) return;
+  const QString value = controlValue(it->second);
+  // Only what differs from the lesson's: a lesson that changes its preset later shows the new one.
+  if (value == presets_[name]) settings_->remove(group + "/" + name);
+  else settings_->setValue(group + "/" + name, value);
 }
 
 bool RunPanel::setParameter(const QString& name, const QString& value) {

@@ -9,6 +9,11 @@
 // The challenge box, under the parameters: the selected run block's challenge (lesson.h) in its own
 // words, "met" once a run met it; after a graded run, each check's line (what was measured against
 // what was asked), green when the run met it. The grading is the main window's (course::grade).
+//
+// The learner's parameter values are kept (setSettings): per lesson and run block, only those that
+// differ from the lesson's, so a lesson opened again -- after a restart too -- shows what the learner
+// left there. A kept value the parameter would refuse (a malformed file, a lesson that changed its
+// range) is dropped and the lesson's value shown. Reset forgets them.
 #include <QElapsedTimer>
 #include <QTimer>
 #include <QWidget>
@@ -30,6 +35,7 @@ class QLabel;
 class QFrame;
 class QAction;
 class QHBoxLayout;
+class QSettings;
 
 namespace gpulab::app {
 
@@ -40,6 +46,9 @@ class RunPanel final : public QWidget {
   explicit RunPanel(QWidget* parent = nullptr);
 
   void setLesson(const course::Lesson* lesson);
+  // Where the learner's parameter values are kept: "lessons/<lesson id>/run<N>/<parameter>" (N from
+  // 0); nullptr (the default): nowhere. Applies from the next run block shown.
+  void setSettings(QSettings* settings) { settings_ = settings; }
   int currentRun() const;
   int runCount() const;
   void selectRun(int index);
@@ -91,6 +100,9 @@ class RunPanel final : public QWidget {
 
  private:
   void rebuildControls();
+  QString controlValue(const QWidget* w) const;  // as settings() gives it
+  QString settingsGroup() const;                 // of the selected run block; empty without one
+  void keepParameter(const QString& name);
   void append(const QString& html);
   void setChallengeLook(bool met);
   const course::Lesson* lesson_ = nullptr;
@@ -120,6 +132,8 @@ class RunPanel final : public QWidget {
   QLabel* challenge_;
   bool challengeMet_ = false;
   std::map<QString, QWidget*> controls_;
+  std::map<QString, QString> presets_;  // each control's value as the lesson sets it
+  QSettings* settings_ = nullptr;
   std::map<std::string, lab::ViewSpec> views_;  // the running lab's views: its table rows' columns
   std::map<std::string, int> rowsShown_;         // rows of each table printed so far
 };

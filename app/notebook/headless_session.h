@@ -45,7 +45,9 @@ class HeadlessSession {
     stopDelivered_ = true;
   }
   // Runs one cell and waits for its end (a cell past `timeoutMs` is interrupted, then reported as
-  // such); measureValues as KernelProcess::run.
+  // such -- or, where the interrupt goes unheeded, ends with its session: KernelProcess::stop);
+  // measureValues as KernelProcess::run. The cells run in this program's working folder, and input()
+  // raises (no one could answer it).
   CellResult run(const QString& cellId, const QString& code, const std::optional<QMap<QString, QString>>& measureValues = std::nullopt,
                  int timeoutMs = 600000);
 

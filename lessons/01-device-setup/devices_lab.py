@@ -11,21 +11,57 @@ import time
 import torch
 
 
+def cpu_row():
+    """The CPU is a device too: cpu, every tensor's home unless it is moved. Its name, cores and memory
+    as the operating system reports them (Linux's /proc/cpuinfo and sysconf)."""
+    name = ""
+    try:
+        with open("/proc/cpuinfo") as info:
+            name = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    except OSError:
+        pass
+    cores = os.cpu_count() or 1
+    name = f"{name or 'this machine’s CPU'}, {cores} cores"
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        total, free = os.sysconf("SC_PHYS_PAGES") * page, os.sysconf("SC_AVPHYS_PAGES") * page
+    except (ValueError, OSError, AttributeError):
+        total = free = "—"
+    return "cpu", name, "—", "—", total, free
+
+
+EMULATED_NOTE = ("cuda:0 (emulated) is GPU Lab's emulated GPU: tensors in memory of its own, computed by your CPU. The lesson's "
+                 "code cells use it as cuda:0 while 'Code runs on' above the lesson says so (the default without a GPU); "
+                 "to turn it off choose 'this machine as it is' there (outside the window: GPULAB_EMULATED_GPU=0). "
+                 "This run shows the machine as it is, so it does not use it.")
+
+
 def list_devices():
-    """Step 1: what torch.cuda reports, as a table -- or why there is no GPU."""
+    """Step 1: what torch.cuda reports, as a table -- or why there is no GPU. The CPU is always one of
+    the devices; without a usable GPU, GPU Lab's emulated GPU stands in for one (labelled, never timed)."""
     available = torch.cuda.is_available()
     print(f"torch.cuda.is_available() -> {available}")
-    why = "" if available else f"No usable GPU: {torch._C._cuda_unavailable_reason()}. Everything runs on the CPU."
+    real = torch._C._cuda_real_device_count()
+    why = "" if real else f"No usable GPU: {torch._C._cuda_unavailable_reason()}. Everything here runs on the CPU."
     if why:
         print(why)
     print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(not set)')}")
+    emulated_here = available and any(torch.cuda.is_emulated(i) for i in range(torch.cuda.device_count()))
     lab.view("devices", "Devices", kind="table",
              columns=["device", "name", "compute capability", "SMs", ("total memory", "bytes"), ("free memory", "bytes")],
-             note=why)
+             note=why + ("" if real or emulated_here else " " + EMULATED_NOTE))
+    lab.row("devices", *cpu_row())
     for i in range(torch.cuda.device_count() if available else 0):
         p = torch.cuda.get_device_properties(i)
         free, total = torch.cuda.mem_get_info(i)
-        lab.row("devices", f"cuda:{i}", p.name, f"{p.major}.{p.minor}", p.multi_processor_count, total, free)
+        if torch.cuda.is_emulated(i):
+            # Not a GPU: no compute capability, no SMs -- its memory is a budget of this machine's.
+            lab.row("devices", f"cuda:{i} (emulated)", p.name, "—", "—", total, free)
+        else:
+            lab.row("devices", f"cuda:{i}", p.name, f"{p.major}.{p.minor}", p.multi_processor_count, total, free)
+    if not real and not emulated_here:
+        lab.row("devices", "cuda:0 (emulated)", f"GPU Lab's {torch._C._emulated_gpu_phrase()} (code cells only)",
+                "—", "—", "—", "—")
     if not available:
         print("GPU Lab's code cells can still use cuda:0: choose 'emulated GPU as cuda:0' above the lesson. Its tensors "
               "live in memory of their own, computed by the CPU: the same-device rule and out-of-memory errors are "

@@ -4,6 +4,9 @@
 // receives each finished batch.
 #include <pybind11/stl.h>
 
+#include <memory>
+#include <mutex>
+
 #include "engine/data/dataloader.h"
 #include "engine/data/dataset.h"
 #include "python/bindings/bindings.h"
@@ -12,10 +15,18 @@ namespace gpulab::python {
 
 namespace {
 
+// One epoch of the engine's DataLoader, as Python iterates it. Threads may share one, and each batch
+// goes to exactly one of the threads that call next() on it (as PyTorch's single-process iterator does
+// as a rule; tests/python/dataloader_threads.py):
+// `mutex` makes advancing it and taking the batch one step, taken without the GIL -- the advance may
+// wait for a worker -- and in that order, so that no thread waits for the GIL while holding it.
+// Without it two threads advanced the same C++ iterator at once: batches were lost and repeated, and
+// the heap corrupted (issue 48, 3.1).
 struct EpochIterator {
   std::shared_ptr<data::DataLoader> loader;
   data::DataLoader::Iterator it;
   bool started = false;
+  std::unique_ptr<std::mutex> mutex = std::make_unique<std::mutex>();  // on the heap: pybind11 moves the iterator
 };
 
 }  // namespace
@@ -34,13 +45,18 @@ void bindData(py::module_& m) {
   py::class_<EpochIterator>(m, "_TensorLoaderIterator")
       .def("__iter__", [](EpochIterator& self) -> EpochIterator& { return self; }, py::return_value_policy::reference_internal)
       .def("__next__", [](EpochIterator& self) {
+        data::Batch batch;
+        bool done = false;
         {
           py::gil_scoped_release release;  // a worker may still be gathering the batch
+          std::lock_guard lock(*self.mutex);
           if (self.started) ++self.it;
           self.started = true;
+          done = self.it == self.loader->end();
+          if (!done) batch = *self.it;  // this thread's batch: the next thread's advance replaces *it
         }
-        if (self.it == self.loader->end()) throw py::stop_iteration();
-        return py::make_tuple(self.it->inputs, self.it->targets);
+        if (done) throw py::stop_iteration();
+        return py::make_tuple(std::move(batch.inputs), std::move(batch.targets));
       });
   py::class_<data::DataLoader, std::shared_ptr<data::DataLoader>>(m, "_TensorLoader")
       .def(py::init([](const Tensor& inputs, const Tensor& targets, std::int64_t batchSize, bool shuffle, bool dropLast, int workers,

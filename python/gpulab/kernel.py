@@ -1,11 +1,18 @@
-"""python3 -m gpulab.kernel [--emulated-gpu]: the notebook kernel behind a lesson's code cells.
+"""python3 -m gpulab.kernel [--emulated-gpu] [--output-limit CHARS --output-folder DIR]: the notebook
+kernel behind a lesson's code cells.
 
 One process holds one session: the cells the learner runs share its namespace, as a notebook's cells
 do, with ``import torch`` giving GPU Lab's torch. GPU Lab's window (app/notebook/kernel_process.h)
 starts it, sends it cells and reads what happens as JSON lines; a restart is a new process.
 
-In, on stdin, one JSON object per line:
+In, on stdin, one JSON object per line (read from a private copy of the stdin the process was given:
+fd 0 itself then reads /dev/null, so that nothing a cell runs -- input(), sys.stdin, os.read(0), a
+subprocess -- can take a line meant for the kernel):
     {"op": "run", "cell": "c1", "code": "x = torch.ones(3)\\nprint(x)"}
+    {"op": "run", "cell": "c1", "code": "name = input('name? ')", "allow_stdin": true}
+    {"op": "input_reply", "value": "Ada"}        (the answer to the cell's input_request; without
+                                                 "allow_stdin" input() raises StdinNotImplementedError,
+                                                 as ipykernel's does for a frontend without input)
     {"op": "hold_at_progress", "on": true}     (a lab's session: the window answers each lab.progress()
     {"op": "go_on"}  or  {"op": "stop"}          with one of these, once it has shown the update -- or
                                                  held it while paused -- and the lab waits for that
@@ -18,12 +25,20 @@ values, evaluated over the session's names after the run (a bool counts 1 or 0; 
 gpulab/exercise_values.py, as a lesson's text may come from anywhere) -- and, for a value that could
 not be measured, why.
 Stop is SIGINT: Python raises KeyboardInterrupt in the running cell at its next bytecode, even inside
-time.sleep, and the session goes on.
+time.sleep or input(), and the session goes on. (A cell that ignores SIGINT is the window's to end: it
+kills the kernel's process group after a grace period, app/notebook/kernel_process.h.)
 
 Out, on the stdout the process was given (the cells' own output is captured), one JSON object per line:
     {"event": "ready", "torch": "1.13.0+gpulab...", "cuda": true, "device": "GPU Lab emulated GPU ...", "emulated": true}
     {"event": "started", "cell": "c1"}
     {"event": "stream", "cell": "c1", "name": "stdout", "text": "tensor([1., 1., 1.])\\n"}
+                              (what the cell printed, coalesced: the prints of ~20 ms, at most
+                               STREAM_CHUNK characters, in one event)
+    {"event": "input_request", "cell": "c1", "prompt": "name? "}               (input() waits for input_reply)
+    {"event": "output_capped", "cell": "c1", "limit": 1000000, "file": "/.../cell-c1.txt"}
+                              (with --output-limit: the cell printed more than CHARS characters; what
+                               follows goes only to the file, which holds the whole output -- "file"
+                               is empty when it could not be written, with "why")
     {"event": "log", "cell": "c1", "step": 0, "values": {"loss": 0.52}}       (lab.log(loss=...))
     {"event": "lab", "cell": "c1", "update": {"event": "point", "view": "v", ...}}
                               (lab.view/point/marker/level/bar/row/span/measurement/message/progress/
@@ -33,14 +48,20 @@ Out, on the stdout the process was given (the cells' own output is captured), on
      "categories": {"parameter": 4096, "gradient": 0, "activation": 0, ...}}   (live bytes by what they are for)
     {"event": "finished", "cell": "c1", "status": "ok" | "error" | "interrupted", "seconds": 0.01,
      "error": {"type": "RuntimeError", "message": "...", "traceback": "...", "kind": "device" | "oom" | ""},
-     "measurements": [{"name": "errors", "value": 0, "unit": ""}, ...], "unmeasured": {"name": "why"}}
+     "measurements": [{"name": "errors", "value": 0, "unit": ""}, ...], "unmeasured": {"name": "why"},
+     "output": {"chars": 100000000, "limit": 1000000, "file": "/.../cell-c1.txt"}}   (when it was capped)
 Text written below Python (the engine's own std::cout) goes to stderr, which the window shows as is.
+The cells run in the folder the process was started in (the window's: the lesson's working folder).
 """
 import ast
+import builtins
+import collections
+import io
 import json
 import linecache
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -66,19 +87,26 @@ class _Channel:
     memory.
 
     send() writes at once. queue() holds a lab's points and records back until the next send() (the
-    lab's lab.progress(), a printed line, a memory sample, the cell's end), QUEUE_DELAY after the
-    first of them, or QUEUE_LINES of them: a training step's report (four points, a record, its
-    progress) is one write and one wake-up of the window's reader, not six -- on two CPUs each
-    wake-up took a CPU from the training (issue 30). The order of the lines is kept."""
+    lab's lab.progress(), a memory sample, the cell's end), QUEUE_DELAY after the first of them, or
+    QUEUE_LINES of them: a training step's report (four points, a record, its progress) is one write
+    and one wake-up of the window's reader, not six -- on two CPUs each wake-up took a CPU from the
+    training (issue 30). stream() holds printed text back the same way and joins it: the prints of
+    QUEUE_DELAY (the memory sampler sends them then, `output_waiting` wakes it), up to STREAM_CHUNK
+    characters, are one stream event -- a million print() calls were two million JSON lines, 140 s of
+    the kernel's time and as many wake-ups of the window (issue 48, 3.5). The order of the lines is
+    kept: held text goes before any line queued or sent after it."""
 
     QUEUE_DELAY = 0.02  # seconds
     QUEUE_LINES = 64
+    STREAM_CHUNK = 1 << 16  # characters of printed text in one stream event at most
 
     def __init__(self, fd):
         self._fd = fd
         self._lock = threading.Lock()
         self._queued = []
         self._queued_since = 0.0
+        self._stream = None  # [cell, name, texts, characters]: printed text not sent yet, of one stream of one cell
+        self.output_waiting = threading.Event()  # set while printed text is held back
 
     def send(self, **event):
         self._write(self._encode(event))
@@ -86,6 +114,7 @@ class _Channel:
     def queue(self, **event):
         line = self._encode(event)
         with self._lock:
+            self._queue_stream()
             if not self._queued:
                 self._queued_since = time.monotonic()
             self._queued.append(line)
@@ -93,10 +122,45 @@ class _Channel:
         if due:
             self.flush()
 
+    def stream(self, cell, name, text):
+        """Printed text of `cell` ("stdout" or "stderr"), held back and joined with the prints after it."""
+        with self._lock:  # the common case, first and short: a print joins the text held for its stream
+            held = self._stream
+            if held is not None and held[0] == cell and held[1] == name and held[3] + len(text) < self.STREAM_CHUNK:
+                held[2].append(text)
+                held[3] += len(text)
+                return
+        while text:
+            with self._lock:
+                held = self._stream
+                if held is not None and (held[0] != cell or held[1] != name):
+                    self._queue_stream()
+                    held = None
+                if held is None:
+                    held = self._stream = [cell, name, [], 0]
+                    self.output_waiting.set()
+                piece, text = (text, "") if held[3] + len(text) <= self.STREAM_CHUNK else \
+                    (text[:self.STREAM_CHUNK - held[3]], text[self.STREAM_CHUNK - held[3]:])
+                held[2].append(piece)
+                held[3] += len(piece)
+                due = held[3] >= self.STREAM_CHUNK
+            if due:
+                self.flush()
+
     def flush(self):
-        """Writes what queue() holds back, if anything."""
-        if self._queued:
+        """Writes what queue() and stream() hold back, if anything."""
+        if self._queued or self._stream is not None:
             self._write(b"")
+        else:
+            self.output_waiting.clear()
+
+    def _queue_stream(self):
+        """The held text as a stream event at the end of the queue (with the lock held)."""
+        held, self._stream = self._stream, None
+        if held is not None:
+            if not self._queued:
+                self._queued_since = time.monotonic()
+            self._queued.append(self._encode({"event": "stream", "cell": held[0], "name": held[1], "text": "".join(held[2])}))
 
     @staticmethod
     def _encode(event):
@@ -109,6 +173,8 @@ class _Channel:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if main else None
         try:
             with self._lock:
+                self._queue_stream()
+                self.output_waiting.clear()
                 data = memoryview(b"".join(self._queued) + line if self._queued else line)
                 self._queued.clear()
                 while data:
@@ -122,21 +188,104 @@ class _Channel:
         os.close(self._fd)
 
 
-class _CellStream:
-    """sys.stdout / sys.stderr while cells run: each write is a stream event of the running cell."""
+class _Commands:
+    """The window's commands, one JSON object a line, from a private copy of the stdin the process was
+    given (main() points fd 0 itself at /dev/null). input() reads them while its cell runs, and keeps
+    the lines that are not its answer -- the next cell the learner queued meanwhile -- for the main
+    loop, in their order."""
+
+    def __init__(self, fd):
+        self._file = os.fdopen(fd, "rb")
+        self._kept = collections.deque()
+
+    def read_line(self):
+        """The next line ("" at the end of the input), the kept ones first. A Stop (KeyboardInterrupt)
+        ends the wait."""
+        if self._kept:
+            return self._kept.popleft()
+        return self.read_new_line()
+
+    def read_new_line(self):
+        """The next line that came from the window, past the kept ones (input()'s answer is never
+        among them)."""
+        return self._file.readline().decode("utf-8", errors="replace")
+
+    def keep(self, line):
+        self._kept.append(line)
+
+
+class StdinNotImplementedError(NotImplementedError):
+    """input() in a session whose window has no input box (ipykernel raises its namesake there)."""
+
+
+class _CellStream(io.TextIOBase):
+    """sys.stdout / sys.stderr while cells run: what is written is the running cell's output
+    (Kernel.output). A file's manners: close() closes it (a write then raises ValueError, as on a
+    closed file), and the next cell gets a fresh one (Kernel._install_streams)."""
 
     def __init__(self, kernel, name):
-        self._kernel = kernel
-        self.name = name
-        self.encoding = "utf-8"
+        super().__init__()
+        self._output = kernel.output
+        self._stream = name  # "stdout" or "stderr": the stream event's name
+
+    @property
+    def name(self):
+        return f"<{self._stream}>"
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    @property
+    def errors(self):
+        return "strict"
+
+    def writable(self):
+        return True
 
     def write(self, text):
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        if text.__class__ is not str and not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if text:
-            self._kernel.channel.send(event="stream", cell=self._kernel.cell, name=self.name, text=text)
+            self._output(self._stream, text)
         return len(text)
 
     def flush(self):
-        pass
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+
+    def isatty(self):
+        return False
+
+
+class _CellStdin(io.TextIOBase):
+    """sys.stdin while cells run: a line read from it is one the learner types into the input box under
+    the cell (Kernel.input), as input() reads one."""
+
+    def __init__(self, kernel):
+        super().__init__()
+        self._kernel = kernel
+
+    @property
+    def name(self):
+        return "<stdin>"
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    def readable(self):
+        return True
+
+    def readline(self, size=-1):
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        return self._kernel.input("") + "\n"
+
+    def read(self, size=-1):
+        return self.readline()
 
     def isatty(self):
         return False
@@ -421,21 +570,34 @@ class Lab:
 
 
 class Kernel:
-    def __init__(self, channel):
+    def __init__(self, channel, commands, output_limit=None, output_folder=None):
         self.channel = channel
+        self.commands = commands
         self.cell = None
         self.step = -1
         self.logged = {}  # the last value of each name the running cell logged
         self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         self._running = threading.Event()
+        self.in_cell = False  # _running.is_set(), read where a call costs (Kernel.output)
         # A lab's session: the window answers each lab.progress() (Lab.progress), so that a paused lab
         # stops where a C++ lab stops and its timers see no pause.
         self.hold_at_progress = False
         self.unanswered = 0  # the running cell's lab.progress() calls the window has not answered yet
+        self.allow_stdin = False  # the running cell's window has an input box for input()
+        # What a cell's output keeps (--output-limit): the window shows the first output_limit characters
+        # of a cell's output and the whole goes to a file in output_folder, so that a cell printing
+        # 100 MB costs the window 1 MB (issue 48, 3.5). None: all of it is sent.
+        self.output_limit = output_limit
+        self.output_folder = os.path.abspath(output_folder or os.path.join(os.getcwd(), ".gpulab-output"))
+        self._output_lock = threading.Lock()  # cells' threads print too
+        self._output_chars = 0  # characters the running cell printed
+        self._output_kept = []  # what it printed, while under the limit: the file's start once it is passed
+        self._output_file = None  # the file with the whole output, once the limit is passed (False: none could be written)
+        self._output_path = ""
 
     def wait_for_answer(self):
         """Reads the window's answer to the oldest unanswered lab.progress(): go on, or stop here."""
-        line = sys.stdin.readline()  # a Stop (KeyboardInterrupt) ends the wait
+        line = self.commands.read_line()  # a Stop (KeyboardInterrupt) ends the wait
         self.unanswered -= 1
         command = json.loads(line) if line.strip() else None
         if isinstance(command, dict) and command.get("op") == "stop":
@@ -449,8 +611,10 @@ class Kernel:
         self.torch = torch
         self.namespace["torch"] = torch
         self.namespace["lab"] = Lab(self)
-        sys.stdout = _CellStream(self, "stdout")
-        sys.stderr = _CellStream(self, "stderr")
+        sys.stdout, sys.stderr, sys.stdin = _CellStream(self, "stdout"), _CellStream(self, "stderr"), _CellStdin(self)
+        # input() asks the window (an input box under the cell), as a notebook's does; the builtin would
+        # write its prompt and read sys.stdin, without the prompt in the box.
+        builtins.input = self.input
         cuda = torch.cuda.is_available()
         # cuda:0's live bytes by category, followed from the session's start (what the cells allocate).
         self._live = torch._C._LiveBytesByCategory(0) if cuda else None
@@ -459,22 +623,133 @@ class Kernel:
                           emulated=bool(cuda and torch.cuda.is_emulated(0)))
         threading.Thread(target=self._sample_memory, daemon=True, name="memory sampler").start()
 
+    def _install_streams(self):
+        """sys.stdout, sys.stderr and sys.stdin as the cells have them, put back before each cell where
+        the last one took them away -- `del sys.stdout`, `sys.stdout = None`, `sys.stdout.close()` broke
+        every later cell until a restart (issue 48, 3.6). A stream a cell set on purpose (a file still
+        open) stays, as it would in Python."""
+        for name, make in (("stdout", lambda: _CellStream(self, "stdout")), ("stderr", lambda: _CellStream(self, "stderr")),
+                           ("stdin", lambda: _CellStdin(self))):
+            current = getattr(sys, name, None)
+            try:
+                gone = current is None or bool(current.closed)
+            except Exception:  # noqa: BLE001 - an object without a working `closed`: not a stream to keep
+                gone = True
+            if gone:
+                setattr(sys, name, make())
+
+    def input(self, prompt=""):
+        """input() in a cell: the window shows an input box under the cell and sends what the learner
+        typed (input_request, then input_reply); the prompt and the answer then show in the output, as
+        a notebook shows them. A Stop ends the wait (KeyboardInterrupt). Commands that come meanwhile
+        (a cell queued after this one) wait for the main loop, in order."""
+        prompt = str(prompt)
+        if not self.allow_stdin:
+            raise StdinNotImplementedError("input() is not available in a code cell here: this session has no input box "
+                                           "(gpulab-cli and the labs run cells without one) -- set the value in the code")
+        if threading.current_thread() is not threading.main_thread():
+            raise StdinNotImplementedError("input() is not available in a code cell's other threads: call it in the cell itself")
+        self.channel.send(event="input_request", cell=self.cell, prompt=prompt)
+        while True:
+            line = self.commands.read_new_line()
+            if not line:
+                raise EOFError("the window closed the session's input")
+            try:
+                command = json.loads(line)
+            except json.JSONDecodeError:
+                command = None
+            if isinstance(command, dict) and command.get("op") == "input_reply":
+                break
+            self.commands.keep(line)
+        value = str(command.get("value", ""))
+        self.output("stdout", prompt + value + "\n")
+        return value
+
+    def output(self, name, text):
+        """What the running cell printed ("stdout" or "stderr"): to the window, up to output_limit
+        characters a cell, and past that to a file that holds the whole -- the window says so."""
+        # A million print() calls are two million of these: the common cases first, in few steps.
+        cell = self.cell
+        if self.output_limit is None:
+            self.channel.stream(cell, name, text)
+        else:
+            with self._output_lock:
+                before = self._output_chars
+                self._output_chars = before + len(text)
+                if self._output_chars <= self.output_limit:
+                    self._output_kept.append(text)
+                    self.channel.stream(cell, name, text)
+                elif self._output_file:
+                    self._output_file.write(text)
+                elif self._output_file is None:
+                    room = self.output_limit - before
+                    if room > 0:
+                        self.channel.stream(cell, name, text[:room])
+                    self._open_output_file(cell, text)
+        if not self.in_cell:
+            self.channel.flush()  # a thread a cell left behind: nothing else would send it soon
+
+    def _open_output_file(self, cell, text):
+        """The limit is passed: the whole output so far, and what follows, goes to a file (with the lock held)."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", str(cell))[:64] or "cell"
+        self._output_path = os.path.join(self.output_folder, f"cell-{safe}.txt")
+        file, why = None, ""
+        try:
+            os.makedirs(self.output_folder, exist_ok=True)
+            file = open(self._output_path, "w", encoding="utf-8", errors="replace")
+            file.writelines(self._output_kept)
+            file.write(text)
+            self._output_file = file
+        except OSError as e:  # a full disk, a folder that cannot be written: the rest is dropped, and the window says why
+            if file is not None:
+                file.close()
+            self._output_file, why, self._output_path = False, f"{type(e).__name__}: {e}", ""
+        self._output_kept = []
+        event = {"event": "output_capped", "cell": cell, "limit": self.output_limit, "file": self._output_path}
+        if why:
+            event["why"] = why
+        self.channel.send(**event)
+
+    def _reset_output(self):
+        """A new cell's output: nothing printed yet; the last cell's file closed."""
+        with self._output_lock:
+            if self._output_file:
+                self._output_file.close()
+            self._output_chars, self._output_kept, self._output_file, self._output_path = 0, [], None, ""
+
+    def _output_summary(self):
+        """For the finished event of a cell whose output passed the limit: how much it printed and where
+        the whole is (the file flushed, so the window can open it now)."""
+        with self._output_lock:
+            if self._output_file is None:
+                return None
+            if self._output_file:
+                self._output_file.flush()
+            return {"chars": self._output_chars, "limit": self.output_limit, "file": self._output_path}
+
     def _sample_memory(self):
         """Allocated and reserved memory of cuda:0 while a cell runs, every MEMORY_INTERVAL at first and
         less often as it goes on (the allocator's counters: reading them waits for nothing). Each sample
         also sends the lines the channel queued; without a GPU the thread still does that, so a lab's
-        last update before a long silence reaches the window within MEMORY_INTERVAL_MAX."""
+        last update before a long silence reaches the window within MEMORY_INTERVAL_MAX. Printed text
+        goes out sooner: QUEUE_DELAY after the print that started it (the channel wakes this thread)."""
         cuda_available = self.torch.cuda.is_available()
+        waiting = self.channel.output_waiting
         while True:
             self._running.wait()
             cell, began = self.cell, self._began
+            next_sample = 0.0  # seconds into the cell
             while self._running.is_set() and self.cell == cell:
                 elapsed = time.monotonic() - began
-                if cuda_available:
-                    self._send_memory(cell, elapsed)
-                else:
+                if elapsed >= next_sample:
+                    if cuda_available:
+                        self._send_memory(cell, elapsed)
+                    else:
+                        self.channel.flush()
+                    next_sample = elapsed + min(max(MEMORY_INTERVAL, elapsed / 100), MEMORY_INTERVAL_MAX)
+                if waiting.wait(max(0.0, next_sample - (time.monotonic() - began))):
+                    time.sleep(_Channel.QUEUE_DELAY)  # the prints right after it go along
                     self.channel.flush()
-                time.sleep(min(max(MEMORY_INTERVAL, elapsed / 100), MEMORY_INTERVAL_MAX))
 
     def _send_memory(self, cell, t):
         cuda = self.torch.cuda
@@ -482,17 +757,22 @@ class Kernel:
             self.channel.send(event="memory", cell=cell, t=round(t, 4), allocated=cuda.memory_allocated(),
                               reserved=cuda.memory_reserved(), categories=self._live.update())
 
-    def run(self, cell, code, measure=None):
+    def run(self, cell, code, measure=None, allow_stdin=False):
         """Runs one cell; SIGINT (Stop) is let in only while its code runs, so that a Stop can never
         land in the kernel's own bookkeeping, and one that came while the cell was queued stops it as
-        it starts. `measure`: {"values": {name: expression}} for an exercise's run."""
+        it starts. `measure`: {"values": {name: expression}} for an exercise's run; `allow_stdin`: the
+        window answers input() (Kernel.input)."""
         self.cell, self.step, self.logged = cell, -1, {}
         self.unanswered = 0
+        self.allow_stdin = allow_stdin
+        self._reset_output()
+        self._install_streams()
         cuda = self.torch.cuda
         if measure is not None and cuda.is_available():
             cuda.reset_peak_memory_stats()
         self.channel.send(event="started", cell=cell)
         self._began = time.monotonic()
+        self.in_cell = True
         self._running.set()
         status, error = "ok", None
         try:
@@ -505,11 +785,15 @@ class Kernel:
         finally:
             _block_interrupts()
             self._running.clear()
+            self.in_cell = False
         seconds = time.monotonic() - self._began
         self._send_memory(cell, seconds)
         event = {"event": "finished", "cell": cell, "status": status, "seconds": round(seconds, 4)}
         if error is not None:
             event["error"] = error
+        output = self._output_summary()
+        if output is not None:
+            event["output"] = output
         if measure is not None:
             event["measurements"], event["unmeasured"] = self._measure(measure, error, seconds)
         self.channel.send(**event)
@@ -582,10 +866,19 @@ def _block_interrupts():
 
 
 def main(argv):
-    if argv and argv[0] == "--emulated-gpu":
-        os.environ["GPULAB_EMULATED_GPU"] = "1"
-        argv = argv[1:]
-    if argv:
+    output_limit, output_folder = None, None
+    try:
+        while argv:
+            if argv[0] == "--emulated-gpu":
+                os.environ["GPULAB_EMULATED_GPU"] = "1"
+                argv = argv[1:]
+            elif argv[0] == "--output-limit" and len(argv) > 1:
+                output_limit, argv = max(0, int(argv[1])), argv[2:]
+            elif argv[0] == "--output-folder" and len(argv) > 1:
+                output_folder, argv = argv[1], argv[2:]
+            else:
+                raise ValueError(argv[0])
+    except ValueError:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     # SIGINT is the Stop button: a KeyboardInterrupt in the running cell, never the kernel's end. It is
@@ -594,30 +887,40 @@ def main(argv):
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     # The protocol keeps the stdout we were given; fd 1 itself then points at stderr, so that text
-    # printed below Python cannot break a JSON line.
+    # printed below Python cannot break a JSON line. The same for the commands: a private copy of our
+    # stdin, and fd 0 reads /dev/null -- a cell that read stdin (input() was one) took the window's
+    # next command, and that cell never finished (issue 48, 3.2). Both copies are not inherited: a
+    # subprocess a cell starts has neither.
     channel = _Channel(os.dup(1))
     os.dup2(2, 1)
+    commands = _Commands(os.dup(0))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     from gpulab import as_torch
 
     as_torch.install()
-    kernel = Kernel(channel)
+    kernel = Kernel(channel, commands, output_limit, output_folder)
     kernel.start()
     while True:
         try:
-            line = sys.stdin.readline()
+            line = commands.read_line()
             if not line:
                 break  # the window closed our stdin: the session is over
             command = json.loads(line)
             if isinstance(command, dict) and command.get("op") == "hold_at_progress":
                 kernel.hold_at_progress = bool(command.get("on"))
                 continue
-            if isinstance(command, dict) and command.get("op") in ("go_on", "stop"):
-                continue  # the answer to a cell's last lab.progress(), or to one an interrupt ended first
+            if isinstance(command, dict) and command.get("op") in ("go_on", "stop", "input_reply"):
+                # The answer to a cell's last lab.progress(), or to one an interrupt ended first; an
+                # answer to an input() that a Stop ended before it came.
+                continue
             if not isinstance(command, dict) or command.get("op") != "run" or "cell" not in command or "code" not in command:
                 channel.send(event="protocol_error", message=f"expected {{\"op\": \"run\", \"cell\": ..., \"code\": ...}}, got {line.strip()[:200]}")
                 continue
             measure = command.get("measure")
-            kernel.run(str(command["cell"]), str(command["code"]), measure if isinstance(measure, dict) else None)
+            kernel.run(str(command["cell"]), str(command["code"]), measure if isinstance(measure, dict) else None,
+                       bool(command.get("allow_stdin")))
         except json.JSONDecodeError as e:
             channel.send(event="protocol_error", message=f"not a JSON line: {e}")
         except KeyboardInterrupt:

@@ -12,6 +12,7 @@ gains as with processes, without their start-up cost or copies.
 import concurrent.futures
 import collections.abc
 import random
+import threading
 
 from ... import _C
 
@@ -117,8 +118,8 @@ class DataLoader:
 
     def __iter__(self):
         if self._engine is not None:
-            return iter(self._engine)
-        return self._python_batches()
+            return iter(self._engine)  # shared by threads safely too (python/bindings/data_bindings.cpp)
+        return _SharedIterator(self._python_batches(), len(self))
 
     def _python_batches(self):
         order = list(range(len(self.dataset)))
@@ -146,6 +147,27 @@ class DataLoader:
                     pending.append(pool.submit(build, batches[i + ahead]))
                 pending[i] = None
                 yield batch
+
+
+class _SharedIterator:
+    """One epoch of a DataLoader over a Python dataset. Threads may share it: it hands each batch to
+    exactly one of the threads that call next() on it, as PyTorch's single-process iterator does as a
+    rule -- the generator below it alone raised "generator already executing" in the threads that came
+    second (PyTorch's sampler, a generator too, can: tests/python/dataloader_threads.py)."""
+
+    def __init__(self, batches, length):
+        self._batches, self._length = batches, length
+        self._lock = threading.Lock()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        with self._lock:
+            return next(self._batches)
+
+    def __len__(self):
+        return self._length
 
 
 def _pinned(batch):
