@@ -130,29 +130,22 @@ def the_memory_history_keeps_what_its_arguments_say():
     assert "free_completed" in {e["action"] for e in _entries(skipped)}
 
 
+def _refused(kwargs, error, word):
+    try:
+        torch.cuda.memory._record_memory_history(**kwargs)
+    except error as e:
+        assert word in str(e), (kwargs, str(e))
+    else:
+        raise AssertionError(f"_record_memory_history({kwargs}) was accepted")
+
+
 @check
 def the_memory_history_refuses_what_it_does_not_know():
     for kwargs in ({"enabled": "some"}, {"context": "stack"}, {"stacks": "cpp"}):
-        try:
-            torch.cuda.memory._record_memory_history(**kwargs)
-        except RuntimeError as e:
-            assert "expected" in str(e), str(e)
-        else:
-            raise AssertionError(f"_record_memory_history({kwargs}) was accepted")
-    for kwargs in ({"skip_actions": ["allocate"]},):
-        try:
-            torch.cuda.memory._record_memory_history(**kwargs)
-        except ValueError as e:
-            assert "allocate" in str(e), str(e)
-        else:
-            raise AssertionError(f"_record_memory_history({kwargs}) was accepted")
+        _refused(kwargs, RuntimeError, "expected")
+    _refused({"skip_actions": ["allocate"]}, ValueError, "allocate")
     for kwargs in ({"compile_context": True}, {"global_record_annotations": True}):
-        try:
-            torch.cuda.memory._record_memory_history(**kwargs)
-        except NotImplementedError as e:
-            assert next(iter(kwargs)) in str(e), str(e)
-        else:
-            raise AssertionError(f"_record_memory_history({kwargs}) was accepted")
+        _refused(kwargs, NotImplementedError, next(iter(kwargs)))
     torch.cuda.memory._record_memory_history(enabled=None)
 
 
