@@ -8,6 +8,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QRegularExpression>
+#include <QSet>
 #include <QTemporaryDir>
 #include <chrono>
 #include <fcntl.h>
@@ -63,6 +64,29 @@ bool makeSocket(const QString& path) {
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   ::close(fd);
   return ok;
+}
+
+// The sentences of a lesson's prose: its paragraphs outside code blocks, each paragraph's lines joined,
+// cut after a '.', '!' or '?' that a capital (or a backquote, '*' or '(') follows. The run blocks'
+// markers ("> **▶ Run N: title** — ...") are left out.
+QStringList proseSentences(const QString& markdown) {
+  QStringList paragraphs{QString()};
+  bool inCode = false;
+  for (const QString& line : markdown.split('\n')) {
+    if (line.startsWith("```") || line.startsWith("~~~")) {
+      inCode = !inCode;
+      paragraphs << QString();
+      continue;
+    }
+    if (inCode) continue;
+    if (line.trimmed().isEmpty() || line.startsWith('#') || line.startsWith("> **▶ Run ")) paragraphs << QString();
+    else paragraphs.last() += (paragraphs.last().isEmpty() ? "" : " ") + line.trimmed();
+  }
+  QStringList out;
+  const QRegularExpression cut(R"((?<=[.!?])\s+(?=[A-Z`*(]))");
+  for (const QString& p : paragraphs)
+    if (!p.isEmpty()) out += p.split(cut);
+  return out;
 }
 
 bool isSocket(const QString& path) {
@@ -193,6 +217,90 @@ class TestCourse : public QObject {
     QVERIFY(c.labSource("device-rule").contains("def run(device="));  // a Python lab, in its lesson's folder
     QVERIFY(c.labSource("train").contains("def train_one_epoch("));
     QVERIFY(!c.find("training-loop")->markdown.contains("```run"));  // directives are taken out of the text
+  }
+
+  // Issue 48, 4.6: a sentence that names a run block -- by the number the page gives it ("▶ Run 3:
+  // ...", so "Run 3") or by an ordinal ("the second run") -- names one that exists, and every setting
+  // it names in backquotes that one of the lesson's runs offers is a setting of that run's lab. (Lesson
+  // 05 said "The second run caps ... at `memory_cap_mb`" of its Run 3: Run 2 is the memory lab's.)
+  void sentencesNameTheRunTheyDescribe() {
+    const QStringList ordinals{"first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"};
+    const QRegularExpression names(R"(\b(?:[Tt]he (first|second|third|fourth|fifth|sixth|seventh|eighth) run\b|Run (\d+)\b))");
+    const QRegularExpression setting("`([a-z_][a-z0-9_]*)`");
+    int checked = 0;
+    for (const Lesson& l : loadCourse().lessons) {
+      QVERIFY2(l.ok(), qPrintable(l.error));
+      QVector<QSet<QString>> own;  // each run's lab's settings
+      QSet<QString> any;           // all of them
+      for (const RunBlock& r : l.runs) {
+        QSet<QString> settings;
+        for (const lab::ParamSpec& p : makeLab(l, r.lab)->params()) settings.insert(QString::fromStdString(p.name));
+        own << settings;
+        any += settings;
+      }
+      for (const QString& sentence : proseSentences(l.markdown)) {
+        if (sentence.startsWith("> **▶ Run ")) continue;  // the run's own label
+        for (auto m = names.globalMatch(sentence); m.hasNext();) {
+          const QRegularExpressionMatch hit = m.next();
+          const int run = hit.captured(1).isEmpty() ? hit.captured(2).toInt() : int(ordinals.indexOf(hit.captured(1))) + 1;
+          const QString where = l.id + ": \"" + sentence + "\"";
+          QVERIFY2(run >= 1 && run <= l.runs.size(), qPrintable(where + QString(": the lesson has %1 runs").arg(l.runs.size())));
+          for (auto s = setting.globalMatch(sentence); s.hasNext();) {
+            const QString name = s.next().captured(1);
+            QVERIFY2(!any.contains(name) || own[run - 1].contains(name),
+                     qPrintable(where + ": `" + name + "` is no setting of Run " + QString::number(run) + " (lab " + l.runs[run - 1].lab + ")"));
+          }
+          ++checked;
+        }
+      }
+    }
+    QVERIFY(checked >= 4);
+  }
+
+  // Issue 48, 4.6: the PyTorch a lesson shows beside a run is what the run does. A code cell that
+  // makes an optimizer, in the same section as the run block after it, makes the optimizer and the
+  // learning rate that run's settings choose, and the section's prose ("Both use Adam") names that
+  // optimizer. (Lesson 08 said "Both use Adam" over `torch.optim.SGD(lr=0.1, momentum=0.9)` beside a
+  // run of Adam at lr 0.002.)
+  void theCodeBesideARunUsesItsOptimizer() {
+    const QRegularExpression made(R"(torch\.optim\.(SGD|Adam|AdamW)\(([^\n]*))");
+    const QRegularExpression lrArg(R"(\blr=([0-9.eE+-]+))");
+    const QRegularExpression said(R"(\b[Uu]ses? (SGD|Adam|AdamW)\b)");
+    int checked = 0;
+    for (const Lesson& l : loadCourse().lessons) {
+      // The sections' text, each up to its first run block: [heading .. run marker).
+      const QStringList lines = l.markdown.split('\n');
+      QString section;
+      bool inCode = false;
+      int run = 0;
+      for (const QString& line : lines) {
+        if (line.startsWith("```") || line.startsWith("~~~")) inCode = !inCode;
+        if (!inCode && line.startsWith('#')) section.clear();
+        if (!inCode && line.startsWith("> **▶ Run ")) {
+          const RunBlock& r = l.runs[run++];
+          const auto optimizer = r.params.find("optimizer");
+          const QRegularExpressionMatch code = made.match(section);
+          if (optimizer != r.params.end() && code.hasMatch()) {
+            const QString where = l.id + ", before Run " + QString::number(run);
+            QVERIFY2(code.captured(1).toLower() == QString::fromStdString(optimizer->second),
+                     qPrintable(where + ": the code makes torch.optim." + code.captured(1) + ", the run " + QString::fromStdString(optimizer->second)));
+            const QRegularExpressionMatch lr = lrArg.match(code.captured(2));
+            QVERIFY2(lr.hasMatch() && r.params.count("lr") && lr.captured(1).toDouble() == std::stod(r.params.at("lr")),
+                     qPrintable(where + ": the code's " + (lr.hasMatch() ? "lr=" + lr.captured(1) : QString("default lr")) +
+                                ", the run's lr " + QString::fromStdString(r.params.count("lr") ? r.params.at("lr") : "(the lab's default)")));
+            for (auto m = said.globalMatch(section); m.hasNext();) {
+              const QString name = m.next().captured(1);
+              QVERIFY2(name == code.captured(1), qPrintable(where + ": the text says it uses " + name + ", the code " + code.captured(1)));
+            }
+            ++checked;
+          }
+          section.clear();
+          continue;
+        }
+        section += line + '\n';
+      }
+    }
+    QVERIFY(checked >= 1);  // lesson 08's CNN against the MLP
   }
 
   void mistakesAreReportedWithFileLineAndWhat_data() {

@@ -46,6 +46,20 @@ class TestRepeatedTiming : public QObject {
     QVERIFY(compare(spreadOf({1.0}), spreadOf({2.0})) == Difference::Unclear);
   }
 
+  // Issue 48, 4.6: a turning point ("faster from n = ...") needs a difference larger than the spread.
+  // Lesson 14 named a crossover at a 1.009x speed-up: two tight ranges that did not touch.
+  void aTurningPointNeedsMoreThanTheSpread() {
+    const Spread cpu = spreadOf({47.3, 47.55, 47.6, 47.65, 47.7}), gpu = spreadOf({46.6, 47.1, 47.15, 47.2, 47.25});
+    QVERIFY(compare(gpu, cpu) == Difference::Lower);                        // the ranges are apart (47.25 < 47.3)...
+    QVERIFY(cpu.median / gpu.median > 1.009 && cpu.median / gpu.median < 1.01);
+    QVERIFY(compareBeyondSpread(gpu, cpu) == Difference::Unclear);          // ...but the medians by 0.45, a range 0.65 wide
+    const Spread wide = spreadOf({30.0, 31.0, 30.5, 30.2, 30.8});            // 1.56x, ranges 1 and 0.4 wide
+    QVERIFY(compareBeyondSpread(wide, cpu) == Difference::Lower);
+    QVERIFY(compareBeyondSpread(cpu, wide) == Difference::Higher);
+    QVERIFY(compareBeyondSpread(gpu, spreadOf({47.15, 48.0, 47.9})) == Difference::Unclear);  // overlapping: never
+    QVERIFY(compareBeyondSpread(spreadOf({1.0}), spreadOf({2.0})) == Difference::Unclear);   // one run: never
+  }
+
   // "3.204e+04 steps/s" is a number to decode, not to read (issue 27 §4).
   void spreadsAreWrittenForPeople() {
     QCOMPARE(spreadText(spreadOf({32040.4, 31480.0, 32450.0}), "steps/s", 4), std::string("32040 steps/s (31480 to 32450, 3 runs)"));

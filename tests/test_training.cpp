@@ -2,12 +2,14 @@
 // lessons' regression loop converges, a Fashion-MNIST subset learns, metrics arrive as the protocol
 // promises, and Stop ends a run. Also the claims of the lessons that run it with other settings:
 // gradient accumulation (05), mixed precision (07), pinned copies.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
 
 #include <QProcess>
+#include <QRegularExpression>
 
 #include "engine/core/errors.h"
 #include "engine/data/dataset.h"
@@ -270,6 +272,48 @@ class TestTraining : public QObject {
     QVERIFY2(warning.find("diverged") != std::string::npos && warning.find(cause.toStdString()) != std::string::npos, warning.c_str());
     for (const lab::Point& p : sink.all<lab::Point>()) QVERIFY(std::isfinite(p.y));  // nothing unplottable sent
     QCOMPARE(static_cast<int>(sink.all<lab::Marker>().size()), 1);
+  }
+
+  // Issue 48, 4.6: the label a run's progress bar ends with names the losses its summary sentence
+  // names, with the same numbers: the last finished epoch's mean train and eval losses, not the mean of
+  // the last few steps (lesson 03's fault sandbox without zero_grad ended on "loss 1.9e17" beside
+  // "final train loss 1.8585", the epoch before's). A run that diverged says so in both, and calls no
+  // earlier epoch's loss its final one.
+  void theProgressLabelAgreesWithTheSummary_data() {
+    QTest::addColumn<QString>("zeroGrad");
+    QTest::addColumn<bool>("diverges");
+    QTest::newRow("the sandbox as preset") << "true" << false;
+    QTest::newRow("the sandbox without zero_grad") << "false" << true;
+  }
+  void theProgressLabelAgreesWithTheSummary() {
+    QFETCH(QString, zeroGrad);
+    QFETCH(bool, diverges);
+    // Lesson 03's fault sandbox (its run block's params), on the CPU.
+    RecordingSink sink = runTrain({{"dataset", "regression"}, {"hidden", "256,256"}, {"optimizer", "sgd"}, {"lr", "0.05"}, {"momentum", "0.9"},
+                                   {"batch_size", "64"}, {"epochs", "5"}, {"device", "cpu"}, {"log_every", "2"}, {"zero_grad", zeroGrad.toStdString()}});
+    QVERIFY(sink.done.has_value());
+    QCOMPARE(sink.done->number("diverged") == 1.0, diverges);
+    const std::string label = sink.all<lab::Progress>().back().label;
+    const auto summary = std::find_if(sink.messages.begin(), sink.messages.end(), [](const std::string& m) {
+      return m.starts_with("Done: ") || m.starts_with("Diverged after ");
+    });
+    QVERIFY(summary != sink.messages.end());
+    const QString said = QString::fromStdString(*summary), shown = QString::fromStdString(label);
+    const QRegularExpression loss(R"(\b(?:(?:train|eval|evaluation) )?loss(?: became)? (-?[0-9][0-9.e+-]*|inf|nan)\b)");
+    int losses = 0;
+    for (auto m = loss.globalMatch(shown); m.hasNext(); ++losses) {
+      const QString named = m.next().captured(0);
+      QVERIFY2(said.contains(named), qPrintable("the label says \"" + named + "\", the summary: " + said));
+    }
+    QVERIFY2(losses >= 1, label.c_str());
+    if (diverges) {
+      QVERIFY2(shown.contains("became"), label.c_str());
+      QVERIFY2(!said.contains("final train loss"), qPrintable(said));
+    } else {
+      QVERIFY2(said.contains("final train loss") && shown.contains("train loss") && shown.contains("eval loss"), qPrintable(shown + " / " + said));
+      QVERIFY2(shown.contains(QString::number(sink.measured.at("final train loss"), 'f', 4)), label.c_str());
+    }
+    for (const lab::Point& p : sink.all<lab::Point>()) QVERIFY(std::isfinite(p.y));
   }
 
   // The loss tensor added up with its graph, in an evaluation without no-grad, keeps every batch's

@@ -5,8 +5,8 @@
 # Today: functions that start a QProcess -- Qt's QProcess starts children through forkfd's clone(),
 # and LLVM 14's TSan runtime aborts in the child ("CHECK failed: tsan_rtl.cpp:234 ((!thr->slot)) != (0)"
 # in __tsan::ForkAfter <- clone) before any race could be reported: a TSan/Qt limitation, not a race --
-# and the feeding lab's speed claims: timed tests, which the sanitizer builds leave out (TSan slows
-# them tenfold, and what they assert is a speed, not a thread's safety).
+# and the feeding lab's functions that run its whole sweep again for its timelines and sentences (TSan
+# slows each tenfold; the same workers, pinned copies and prefetcher run in the functions left in).
 set -eu
 exe=$1
 skip=$2

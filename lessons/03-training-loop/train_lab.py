@@ -34,6 +34,11 @@ from torch.utils.checkpoint import checkpoint_sequential
 from torch.utils.data import DataLoader, TensorDataset
 
 
+def loss_text(loss):
+    """A loss as the progress label and the summary both show it: 4 decimals, or 4 digits once it is huge."""
+    return f"{loss:.4f}" if abs(loss) < 1e6 else f"{loss:.4g}"
+
+
 def mib(nbytes):
     return f"{nbytes / 2**20:.2f} MiB"
 
@@ -300,6 +305,7 @@ class Run:
         self.skipped = self.skipped_in_window = self.skip_markers = 0
         self.last_scale = None
         self.diverged = False
+        self.diverged_at = ""             # "the loss became inf at step 26", once it diverged
         self.graph = None  # cuda_graph: (g, static_x, static_y, static_loss), captured at the first batch
 
     def at(self, extra_samples=0, extra_seconds=0.0):
@@ -407,6 +413,7 @@ class Run:
             x_at = self.at(extra_seconds=now - start)
             if not math.isfinite(mean):
                 self.say_diverged(mean, epoch, x_at)
+                lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}: the loss became {mean} at step {self.steps}")
                 return None
             throughput = window_samples / (now - window_start)
             now_held = memory(device)
@@ -419,7 +426,9 @@ class Run:
             lab.record("step", epoch=epoch, step=self.steps, loss=mean, samples_per_s=throughput, allocated_bytes=now_held["allocated"],
                        reserved_bytes=now_held["reserved"], elapsed_s=x_at[2], loss_scale=scaler.get_scale(), skipped=self.skipped_in_window)
             self.skipped_in_window = 0
-            lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}, loss {mean:.4f}")
+            # The mean of the steps since the last report: the epoch's own mean, what the summary calls its
+            # train loss, follows in run() once the epoch is over.
+            lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}, loss {loss_text(mean)} (last {window_steps} steps)")
             epoch_loss = self.add(epoch_loss, window_loss)
             if self.categories:
                 self.categories.update()  # takes in the events so far, so that they do not pile up
@@ -441,10 +450,11 @@ class Run:
             lab.point("scale", "scale", at, after)
         self.last_scale = after
 
-    def say_diverged(self, mean, epoch, x_at):
+    def say_diverged(self, mean, epoch, x_at, what="loss"):
         self.diverged = True
-        lab.marker("loss", x_at, f"loss is {mean}")
-        lab.message(f"The loss became {mean} at step {self.steps} (epoch {epoch}): the run diverged, so it stopped. "
+        self.diverged_at = f"the {what} became {mean} at step {self.steps}"
+        lab.marker("loss", x_at, f"{what} is {mean}")
+        lab.message(f"The {what} became {mean} at step {self.steps} (epoch {epoch}): the run diverged, so it stopped. "
                     f"Likely cause: {likely_divergence_cause(self.p)}", "warning")
         lab.record("diverged", step=self.steps, epoch=epoch)
 
@@ -580,6 +590,10 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
             lab.synchronize()  # a Stop at the epoch's last step ends the run here, before its evaluation pass
             r["train_peak"] = max(r["train_peak"], memory(device)["peak"])
             eval_loss, accuracy, r["eval_held"], r["eval_peak"] = state.evaluate(net, test_loader)
+            if not math.isfinite(eval_loss):  # the weights went too far in the epoch's last steps
+                state.say_diverged(eval_loss, epoch, state.at(), "evaluation loss")
+                lab.progress(state.steps, steps_per_epoch * epochs, f"epoch {epoch}/{epochs}: {state.diverged_at}")
+                break
             r["run_peak"] = max(r["run_peak"], r["train_peak"], memory(device)["peak"])
             reset_peak(device)
             seconds = state.seconds  # the epochs' training time: evaluation is not training
@@ -588,6 +602,9 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
             lab.record("epoch", epoch=epoch, step=state.steps, train_loss=train_loss, eval_loss=eval_loss, seconds=seconds,
                        **({"test_accuracy": accuracy} if classification else {}))
             r.update(train_loss=train_loss, eval_loss=eval_loss, accuracy=accuracy, epochs_done=epoch)
+            # The label the run ends with names what the summary names: the epoch's mean train loss.
+            lab.progress(state.steps, steps_per_epoch * epochs,
+                         f"epoch {epoch}/{epochs} done: train loss {loss_text(train_loss)}, eval loss {loss_text(eval_loss)}")
     except KeyboardInterrupt:  # Stop: the run ends where it is, with no evaluation after it
         r["stopped"] = True
     except torch.cuda.OutOfMemoryError as e:
@@ -644,8 +661,14 @@ def finish(p, device, state, net, test_loader, r):
     verdict = ("Stopped after " if r["stopped"] else "Diverged after " if state.diverged else
                "Ended with the error above after " if r["error"] else "Done: ")
     summary = f"{verdict}{state.steps} steps on {device} in {state.seconds:.3f} s"
+    if state.diverged:
+        summary += f": {state.diverged_at}"
+    finished = trained and r["epochs_done"] == p["epochs"] and not (r["error"] or r["stopped"] or state.diverged)
     if trained:
-        summary += f"; final train loss {r['train_loss']:.4f}, eval loss {r['eval_loss']:.4f}"
+        # The losses of the last finished epoch: the run's final ones only when every epoch finished.
+        losses = f"train loss {loss_text(r['train_loss'])}, eval loss {loss_text(r['eval_loss'])}"
+        summary += (f"; final {losses}" if finished else
+                    f"; the last finished epoch ({r['epochs_done']} of {p['epochs']}): {losses}")
         if r["accuracy"] is not None:
             summary += f", test accuracy {r['accuracy']:.4f}"
     if p["amp"] == "fp16" and state.last_scale is not None:

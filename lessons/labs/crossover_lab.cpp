@@ -260,10 +260,12 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   sink.view({.id = "time", .title = "Time per " + what + ": CPU and " + gpuName, .kind = lab::ViewKind::Line, .x = {sizeAxis},
              .y = {"time per " + what, "ms", true}, .series = {{"cpu", "CPU"}, {"gpu", cuda::deviceLabel(gpuDevice)}},
              .note = "Each point: the median over batches of calls queued back to back, the device waited for after each batch. "
-                     "Where the lines cross, the GPU starts to win."});
+                     "A crossing of the lines is not yet a win: the crossover marker is where the GPU is clearly faster, its batches "
+                     "apart from the CPU's by more than their spread (the table's range), there and at every larger size."});
   sink.view({.id = "speedup", .title = gpuName + " speed-up over the CPU", .kind = lab::ViewKind::Line, .x = {sizeAxis},
              .y = {"speed-up (CPU time / GPU time)", "x", true}, .series = {{"speedup", gpuName + " over the CPU"}},
-             .note = "Above 1: the " + gpuName + " is faster at that size."});
+             .note = "Above 1: the " + gpuName + "'s median was the faster at that size -- clearly faster only where the crossover "
+                     "marker says so (the table gives each side's spread)."});
   sink.level("speedup", "equal speed", 1.0);
   for (const Side& s : sides) {
     sink.view({.id = "split_" + std::string(s.device.isCpu() ? "cpu" : "gpu"), .title = "Where a " + what + "'s time goes: " + s.name,
@@ -313,15 +315,17 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
   if (stop.stopRequested()) return;
 
   // The crossover: the smallest n from which the GPU is clearly faster at every larger size of the
-  // sweep -- every batch of its calls faster than every batch of the CPU's (repeated_timing.h), so that
-  // two equal times' noise is not taken for a difference.
-  auto clearlyFaster = [&](std::int64_t n) { return compare(sides[1].seconds.at(n), sides[0].seconds.at(n)) == Difference::Lower; };
-  auto clearlySlower = [&](std::int64_t n) { return compare(sides[1].seconds.at(n), sides[0].seconds.at(n)) == Difference::Higher; };
+  // sweep -- every batch of its calls faster than every batch of the CPU's, and the medians further
+  // apart than either device's range is wide (compareBeyondSpread, repeated_timing.h), so that two
+  // equal times' noise is not taken for a difference, nor two tight ranges that merely miss each other
+  // for a turning point (issue 48, 4.6: "faster from n = 1024" at a 1.009x speed-up).
+  auto clearlyFaster = [&](std::int64_t n) { return compareBeyondSpread(sides[1].seconds.at(n), sides[0].seconds.at(n)) == Difference::Lower; };
+  auto clearlySlower = [&](std::int64_t n) { return compareBeyondSpread(sides[1].seconds.at(n), sides[0].seconds.at(n)) == Difference::Higher; };
   std::int64_t crossover = 0;
   for (auto it = sizes.rbegin(); it != sizes.rend() && clearlyFaster(*it); ++it) crossover = *it;
   auto speedup = [&](std::int64_t n) { return sides[0].splits.at(n).measured / sides[1].splits.at(n).measured; };
   for (const std::string view : {"time", "speedup"}) {
-    if (crossover) sink.marker(view, {static_cast<double>(crossover)}, "crossover: the " + gpuName + " is faster from n = " + std::to_string(crossover));
+    if (crossover) sink.marker(view, {static_cast<double>(crossover)}, "crossover: the " + gpuName + " is clearly faster from n = " + std::to_string(crossover));
     sink.marker(view, {static_cast<double>(yourSize)}, "your size: " + std::to_string(yourSize));
   }
 
@@ -350,8 +354,13 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
                         formatFixed(gpuYours.arithmeticOfMeasured(), 0) + "% of the measured time), the CPU's " + cpuYours.bound() +
                         "-bound. ";
   if (crossover) {
-    summary += "The " + gpuName + " is faster from n = " + std::to_string(crossover) + " on (" + fasterOrSlower(speedup(largest)) +
-               " at n = " + std::to_string(largest) + ").";
+    // The spreads the claim rests on, at the crossover: the learner reads them in the table too.
+    const Spread gpuAt = scaled(sides[1].seconds.at(crossover), 1e3), cpuAt = scaled(sides[0].seconds.at(crossover), 1e3);
+    summary += "The " + gpuName + " is clearly faster from n = " + std::to_string(crossover) + " on: there and at every larger size " +
+               "all its batches of calls beat all the CPU's, by more than either device's spread (at n = " + std::to_string(crossover) +
+               ": " + spreadText(gpuAt, "ms") + " against " + spreadText(cpuAt, "ms") + ", " + fasterOrSlower(speedup(crossover)) + "; " +
+               fasterOrSlower(speedup(largest)) + " at n = " + std::to_string(largest) + ").";
+    if (emulated) summary += " The emulated GPU runs on your CPU: a crossover here is its thread overlapping the host's work, or the machine's noise, not a GPU's speed.";
   } else {
     const std::string atLargest = (clearlyFaster(largest) || clearlySlower(largest) ? fasterOrSlower(speedup(largest))
                                                                                     : std::string("no clear difference")) +
@@ -361,10 +370,10 @@ void CrossoverLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::S
     for (const std::int64_t n : sizes)
       if (clearlyFaster(n)) faster += (faster.empty() ? "" : ", ") + std::to_string(n) + " (" + formatFixed(speedup(n), 2) + "x)";
     summary += faster.empty()
-                   ? "The " + gpuName + " is clearly faster (every batch of calls faster than every one of the CPU's) at no size up to n = " +
+                   ? "The " + gpuName + " is clearly faster (every batch of calls faster than every one of the CPU's, by more than either's spread) at no size up to n = " +
                          std::to_string(largest) + " (" + atLargest + ")"
                    : "The " + gpuName + " was clearly faster at n = " + faster + ", but not at every larger size (" + atLargest +
-                         "): no crossover";
+                         "): no clear crossover";
     summary += emulated ? ": it runs on your CPU, so differences between the two are the machine's noise and threads, not a GPU's."
                         : ": try a larger max_size.";
   }

@@ -1,6 +1,7 @@
 #include "lessons/labs/repeated_timing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -30,6 +31,12 @@ Difference compare(const Spread& a, const Spread& b) {
   if (a.high < b.low) return Difference::Lower;
   if (a.low > b.high) return Difference::Higher;
   return Difference::Unclear;
+}
+
+Difference compareBeyondSpread(const Spread& a, const Spread& b) {
+  const Difference d = compare(a, b);
+  const double width = std::max(a.high - a.low, b.high - b.low);
+  return d != Difference::Unclear && std::abs(a.median - b.median) > width ? d : Difference::Unclear;
 }
 
 std::string spreadText(const Spread& s, const std::string& unit, int significant) {

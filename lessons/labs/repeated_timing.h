@@ -28,6 +28,11 @@ Spread scaled(const Spread& s, double factor);
 // no clear difference (the ranges overlap, or either side ran once: one run shows no spread).
 enum class Difference { Lower, Higher, Unclear };
 Difference compare(const Spread& a, const Spread& b);
+// The same, and by more than the noise: the ranges apart and the medians further apart than either
+// range is wide -- a difference clearly larger than the spread of the repeats. For a claim that names
+// a turning point (a crossover: "faster from n = ..."), which two ranges that merely fail to touch
+// at one size -- a 1.009x "speed-up" from two tight spreads -- would otherwise name.
+Difference compareBeyondSpread(const Spread& a, const Spread& b);
 
 // "12.3 ms (11.0 to 14.1, 5 runs)": the median, then the range it came from.
 std::string spreadText(const Spread& s, const std::string& unit, int significant = 3);
