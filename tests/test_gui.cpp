@@ -1195,6 +1195,39 @@ class TestGui : public QObject {
     QCOMPARE(panel.pointCount("steps"), 3);
   }
 
+  // Issue 48 §4.5: a line view without data says so over axes without numbers (not QCustomPlot's
+  // default range read as "2.5 B"); one sample is a dot on a range around it, not a time axis from
+  // -2.5 to 2.5 s; a few samples are dots, many a line.
+  void aLineViewWithFewPointsShowsThemAsTheyAre() {
+    PlotPanel panel;
+    panel.resize(600, 400);
+    panel.show();
+    auto spec = lineView("mem", {{"a", "allocated"}}, {{"time in the cell", "s"}});
+    spec.y = {"bytes", "bytes"};
+    spec.yFromZero = true;
+    panel.addBatch(batch({spec}));
+    panel.showView("mem");
+    panel.view("mem")->refresh();
+    QCustomPlot* p = panel.plot("mem");
+    const QLabel* note = p->findChild<QLabel*>("emptyNote");
+    QVERIFY(note && note->isVisible());
+    QCOMPARE(note->text(), QString("Nothing measured yet"));
+    QVERIFY(!p->yAxis->tickLabels());
+    panel.addBatch(batch({point("mem", "a", {0.0004}, 16 << 20)}));
+    panel.view("mem")->refresh();
+    QVERIFY(note->isHidden());
+    QVERIFY(p->yAxis->tickLabels() && p->xAxis->tickLabels());
+    QVERIFY2(p->xAxis->range().lower > 0 && p->xAxis->range().contains(0.0004),
+             qPrintable(QString("%1 %2").arg(p->xAxis->range().lower).arg(p->xAxis->range().upper)));
+    QVERIFY(p->yAxis->range().lower == 0 && p->yAxis->range().upper > 16 << 20);
+    QCOMPARE(p->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssDisc);
+    MetricBatch more;
+    for (int i = 1; i <= 20; ++i) more.updates << point("mem", "a", {0.0004 + 0.02 * i}, 0);
+    panel.addBatch(more);
+    panel.view("mem")->refresh();
+    QCOMPARE(p->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssNone);  // a curve: no dots
+  }
+
   // Markers are vertical lines with their label (an OOM in red); a Level is a dashed horizontal line,
   // or, when it lies above the data (a capacity far over what a run uses), a label pinned to the top.
   void markersAndLevelsAreDrawn() {

@@ -12,6 +12,7 @@
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <qcustomplot.h>
 
 #include "app/course/progress_store.h"
 #include "app/gui/cell_views.h"
@@ -19,6 +20,7 @@
 #include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
+#include "app/gui/view_widgets.h"
 #include "app/notebook/python_environment.h"
 #include "engine/runtime/cuda_runtime.h"
 #include "tests/test_util.h"
@@ -77,7 +79,7 @@ class TestLessonPage : public QObject {
     QVERIFY2(cells[1]->outputText().startsWith("trained 10 epochs on cuda, last loss "), qPrintable(cells[1]->outputText()));
     // lab.log(loss=...) once per epoch: ten points of the loss in the cell's view.
     QCOMPARE(w.cellPlotPanel()->pointCount(CellViews::kLogView), 10);
-    QVERIFY(w.cellPlotPanel()->pointCount(CellViews::kMemoryView) >= 2);  // allocated and reserved at least at the end
+    QVERIFY(w.cellPlotPanel()->pointCount(CellViews::kMemoryView) >= 4);  // allocated and reserved, at the start and the end
     QVERIFY(w.cellPlotPanel()->pointCount(CellViews::kCategoryView) >= 8);  // seven categories and reserved, each sample
     QVERIFY2(w.lessonPage()->sessionState()->text().contains("emulated GPU") || gpulab::cuda::availability().usable,
              qPrintable(w.lessonPage()->sessionState()->text()));
@@ -87,6 +89,37 @@ class TestLessonPage : public QObject {
     QVERIFY2(cells[2]->outputText().startsWith("test loss "), qPrintable(cells[2]->outputText()));
     QVERIFY(runAndWait(cells[3]));  // the checkpoint: saved, loaded with weights_only (the default), restored
     QVERIFY2(cells[3]->outputText().startsWith("epoch 10: 4 tensors back on cuda:0"), qPrintable(cells[3]->outputText()));
+  }
+
+  // Issue 48 §4.5: lesson 04's cell that deletes the model and empties the cache runs in about a
+  // millisecond -- before the sampler's first turn -- and its memory view showed one sample, after the
+  // fall, on QCustomPlot's default axes ("2.5 B"). The kernel now samples as the cell starts: the
+  // fall from the setup's model to nothing shows, one dot a sample.
+  void aShortCellsMemoryViewShowsItsFall() {
+    if (gpulab::cuda::availability().usable) QSKIP("the default device is this machine's GPU; the emulated GPU's sizes are asserted");
+    MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
+    QVERIFY(w.selectLesson("where-memory-goes"));
+    QTRY_VERIFY(!w.lessonLoading());
+    const auto cells = w.lessonPage()->cells();
+    QVERIFY(runAndWait(cells[1]));  // the setup (the model, Adam, one step) runs first
+    QCustomPlot* p = w.cellPlotPanel()->plot(CellViews::kMemoryView);
+    QVERIFY(p);
+    w.cellPlotPanel()->view(CellViews::kMemoryView)->refresh();
+    QCPGraph* allocated = nullptr;
+    for (int i = 0; i < p->graphCount(); ++i)
+      if (p->graph(i)->name().startsWith("allocated")) allocated = p->graph(i);
+    QVERIFY(allocated);
+    const auto data = allocated->data();
+    QVERIFY2(data->size() >= 2, qPrintable(QString::number(data->size())));
+    QCOMPARE(data->constBegin()->key, 0.0);
+    // The setup's model, its gradients and Adam's two moments: (1024x1024 + 1024 + 10240 + 10) floats x 4.
+    QVERIFY2(data->constBegin()->value >= 4.0 * (1024 * 1024 + 1024 + 10240 + 10) * 4, qPrintable(QString::number(data->constBegin()->value)));
+    QCOMPARE((data->constEnd() - 1)->value, 0.0);
+    QCOMPARE(allocated->scatterStyle().shape(), QCPScatterStyle::ssDisc);  // a few samples: each a dot
+    QVERIFY(p->xAxis->range().lower >= 0.0);
+    QVERIFY(p->yAxis->range().upper >= data->constBegin()->value);
+    const QLabel* note = p->findChild<QLabel*>("emptyNote");
+    QVERIFY(!note || note->isHidden());
   }
 
   void theDeviceChoiceStartsTheSessionOver() {

@@ -73,7 +73,7 @@ QVector<lab::Update> CellViews::started() {
                                   .yFromZero = true,
                                   .series = {{"allocated", "allocated (live tensors)"},
                                              {"reserved", "reserved (the caching allocator's segments)", lab::SeriesStyle::Dashed}},
-                                  .note = "torch.cuda.memory_allocated() and memory_reserved() every 20 ms while the cell runs"});
+                                  .note = "torch.cuda.memory_allocated() and memory_reserved(): at the cell's start and end, and every 20 ms while it runs (less often as a long cell goes on)"});
   lab::ViewSpec byCategory{.id = kCategoryView,
                            .title = "cuda:0 memory by category",
                            .kind = lab::ViewKind::StackedArea,
@@ -82,7 +82,7 @@ QVector<lab::Update> CellViews::started() {
                            .yFromZero = true,
                            .note = "Live tensors by what they are for, as the engine tags them (a module's forward: activations; "
                                    "backward: gradients; optimizer.step(): its state; model.to(): parameters), followed since the "
-                                   "session started; every 20 ms while the cell runs"};
+                                   "session started; at the cell's start and end, and every 20 ms while it runs"};
   for (const char* name : kCategories) {
     QString label = name;
     byCategory.series.push_back({name, label.replace('_', ' ').toStdString()});

@@ -704,6 +704,7 @@ class PlotViewBase : public ViewWidget {
   void resizeEvent(QResizeEvent* event) override {
     ViewWidget::resizeEvent(event);
     placeLegend();
+    placeEmptyNote();
   }
   // Removes `run`'s entries from a map keyed by (run, series) and from its order, their plottables
   // (what `plottableOf` gives for an entry) from the plot.
@@ -716,12 +717,33 @@ class PlotViewBase : public ViewWidget {
     });
     std::erase_if(order, [&](const auto& key) { return key.first == run; });
   }
+  // An empty plot says so, over axes without numbers, instead of QCustomPlot's default range (a cell's
+  // memory view once read "2.5 B" over nothing); "" takes the note away.
+  void showEmptyNote(const QString& text) {
+    if (!emptyNote_ && text.isEmpty()) return;
+    if (!emptyNote_) {
+      emptyNote_ = new QLabel(plot_);
+      emptyNote_->setObjectName("emptyNote");
+      emptyNote_->setAlignment(Qt::AlignCenter);
+      emptyNote_->setWordWrap(true);
+      emptyNote_->setForegroundRole(QPalette::PlaceholderText);
+      emptyNote_->setAttribute(Qt::WA_TransparentForMouseEvents);
+    }
+    emptyNote_->setText(text);
+    emptyNote_->setVisible(!text.isEmpty());
+    for (QCPAxis* axis : {plot_->xAxis, plot_->yAxis}) axis->setTickLabels(text.isEmpty());
+    placeEmptyNote();
+  }
+  void placeEmptyNote() {
+    if (emptyNote_) emptyNote_->setGeometry(plot_->rect().adjusted(20, 30, -20, -30));
+  }
   void fromZero() {
     // A logarithmic axis has no 0: it keeps the range its data gives it.
     if (spec_.yFromZero && !spec_.y.logarithmic && plot_->yAxis->range().upper > 0) plot_->yAxis->setRangeLower(0);
   }
 
   QCustomPlot* plot_;
+  QLabel* emptyNote_ = nullptr;
 };
 
 // Line and StackedArea: a graph per (run, series); each point keeps all its x values, so switching
@@ -1022,6 +1044,7 @@ class LineView final : public PlotViewBase {
     stackDirty_ = false;
     redrawLegend();
     plot_->rescaleAxes(true);
+    fitFewPoints();
     fitMarkers();
     // A logarithmic x axis gets a margin, so the first and last points (a sweep's 1 and n, and any
     // marker there) are not drawn on the axes.
@@ -1029,6 +1052,38 @@ class LineView final : public PlotViewBase {
       plot_->xAxis->setRange(plot_->xAxis->range().lower / 1.25, plot_->xAxis->range().upper * 1.25);
     fromZero();
     finishRedraw();
+  }
+
+  // A series of a few points shows each as a dot: a line between two samples is not a measurement of
+  // what happened between them (a short cell's memory: at its start and its end). Data that spans
+  // no width on an axis (one sample, or all of them 0) gets a range around it, not QCustomPlot's
+  // default of the previous range's size centred on it (a time axis from -2 to 2 s); no data at all,
+  // the empty plot's note.
+  void fitFewPoints() {
+    constexpr int kDotsUpTo = 12;
+    bool any = false;
+    QCPRange keys, values;
+    for (auto& [key, s] : series_) {
+      const lab::SeriesSpec* spec = series(s.run, s.id);
+      const bool points = spec && spec->style == lab::SeriesStyle::Points;
+      if (!s.layer && !points) {
+        const int n = s.graph->data()->size();
+        s.graph->setScatterStyle(n <= kDotsUpTo ? QCPScatterStyle(QCPScatterStyle::ssDisc, s.graph->pen().color(), 5) : QCPScatterStyle());
+      }
+      bool found = false;
+      const QCPRange k = s.graph->getKeyRange(found);
+      if (!found) continue;
+      const QCPRange v = s.graph->getValueRange(found);
+      if (!found) continue;
+      keys = any ? QCPRange(std::min(keys.lower, k.lower), std::max(keys.upper, k.upper)) : k;
+      values = any ? QCPRange(std::min(values.lower, v.lower), std::max(values.upper, v.upper)) : v;
+      any = true;
+    }
+    showEmptyNote(any ? QString() : tr("Nothing measured yet"));
+    if (!any) return;
+    const auto around = [](double v) { return v > 0 ? QCPRange(v * 0.5, v * 1.5) : v < 0 ? QCPRange(v * 1.5, v * 0.5) : QCPRange(0, 1); };
+    if (keys.size() == 0) plot_->xAxis->setRange(around(keys.lower));
+    if (values.size() == 0) plot_->yAxis->setRange(around(values.lower));
   }
 
   void writeCsv(QTextStream& out) const override {

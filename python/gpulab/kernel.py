@@ -738,7 +738,7 @@ class Kernel:
         while True:
             self._running.wait()
             cell, began = self.cell, self._began
-            next_sample = 0.0  # seconds into the cell
+            next_sample = MEMORY_INTERVAL if cuda_available else 0.0  # seconds into the cell (run() took t = 0)
             while self._running.is_set() and self.cell == cell:
                 elapsed = time.monotonic() - began
                 if elapsed >= next_sample:
@@ -772,6 +772,11 @@ class Kernel:
             cuda.reset_peak_memory_stats()
         self.channel.send(event="started", cell=cell)
         self._began = time.monotonic()
+        if cuda.is_available():
+            # The memory as the cell found it, before its first statement: a cell that runs in a
+            # millisecond (del, empty_cache()) ends before the sampler's first turn, and its fall
+            # shows only against this.
+            self._send_memory(cell, 0.0)
         self.in_cell = True
         self._running.set()
         status, error = "ok", None
