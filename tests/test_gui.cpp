@@ -46,6 +46,7 @@
 #include <thread>
 #include <algorithm>
 
+#include "app/course/reference_runs.h"
 #include "app/gui/lesson_page.h"
 #include "app/gui/main_window.h"
 #include "app/gui/plot_panel.h"
@@ -920,8 +921,8 @@ class TestGui : public QObject {
     QCOMPARE(tabs->count(), 3);
     QCOMPARE(tabs->tabText(0), QString("Title of first"));
     QCOMPARE(tabs->tabToolTip(0), QString("Title of first"));  // the whole title, where the tab shortens it
-    QCOMPARE(tabs->elideMode(), Qt::ElideRight);            // issue 27 §4: every tab in sight, none cut mid-word
-    QVERIFY(!tabs->usesScrollButtons());
+    QCOMPARE(tabs->elideMode(), Qt::ElideRight);  // issue 27 §4: every tab in sight where they fit, none cut mid-word
+    QVERIFY(tabs->usesScrollButtons());           // issue 48 §4.1: not shrunk to a letter; past that the bar scrolls
     QCOMPARE(tabs->tabText(2), QString("Measurements"));
     QCustomPlot* p = panel.plot("first");
     QCOMPARE(p->graphCount(), 3);
@@ -1228,6 +1229,73 @@ class TestGui : public QObject {
     QCOMPARE(p->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssNone);  // a curve: no dots
   }
 
+  // Issue 48 §4.2: lesson 12's timelines beside its H100 recording ("Compare with a real GPU"), in a
+  // panel as wide as the window gives the run views at 1280x800: time runs left to right in every one
+  // of them, over most of the plot's width, whichever tab was shown when the spans came.
+  void timelinesBesideTheirReferenceRunLeftToRight() {
+    const gpulab::course::ReferenceRuns refs = gpulab::course::loadReferenceRuns(":/reference-runs/feeding-the-gpu.jsonl");
+    QVERIFY2(refs.ok(), qPrintable(refs.error));
+    const gpulab::course::ReferenceRun* recorded = refs.run(1);
+    QVERIFY(recorded);
+    for (const int width : {730, 560}) {
+      PlotPanel panel;
+      panel.resize(width, 380);
+      panel.show();
+      panel.setReference(&refs, 1);
+      MetricBatch mine;  // the recording's updates as the learner's own run: the same views and lanes
+      mine.updates = recorded->updates;
+      panel.addBatch(mine);
+      panel.setShowReference(true);
+      for (const QString id : {"timeline-naive", "timeline-yours", "timeline-prefetch"}) {
+        panel.showView(id);
+        QCoreApplication::processEvents();
+        panel.view(id)->refresh();
+        QCustomPlot* p = panel.plot(id);
+        p->replot();
+        const QRect r = p->axisRect()->rect();
+        qInfo("%d px: %s: plot %d wide, axis rect %d..%d, margins %d/%d", width, qPrintable(id), p->width(), r.left(), r.right(),
+              p->axisRect()->margins().left(), p->axisRect()->margins().right());
+        QVERIFY2(p->xAxis->coordToPixel(0.0) < p->xAxis->coordToPixel(0.001), qPrintable(id));
+        QVERIFY2(r.width() >= p->width() / 2, qPrintable(QString("%1: %2 of %3 px").arg(id).arg(r.width()).arg(p->width())));
+      }
+    }
+  }
+
+  // Issue 48 §4.1/4.2: six tabs of long titles (lesson 12's) in the run views' width keep their first
+  // words each -- "H..." and "Me..." told nothing, three "Timeline: ..." tabs could not be told apart --
+  // and three short ones are all in sight, whole.
+  void tabsKeepTheirFirstWords() {
+    PlotPanel panel;
+    panel.resize(730, 380);
+    panel.show();
+    MetricBatch views;
+    for (const char* title : {"Each loader: how fast, and how idle the device was", "How busy the device was",
+                              "Timeline: 0 workers (the loop loads), pageable", "Timeline (yours): 0 workers (the loop loads), pageable",
+                              "Timeline: 4 workers, pinned, copied ahead on a copy stream"}) {
+      auto spec = lineView(title, {{"a", "a"}});
+      spec.title = title;
+      views.updates << spec;
+    }
+    panel.addBatch(views);
+    QCoreApplication::processEvents();
+    auto* tabs = panel.findChild<QTabWidget*>();
+    QCOMPARE(tabs->count(), 6);
+    const QFontMetrics metrics(tabs->tabBar()->font());
+    for (int i = 0; i < tabs->count(); ++i) {
+      const QString readable = tabs->tabText(i).left(12);
+      QVERIFY2(tabs->tabBar()->tabRect(i).width() > metrics.horizontalAdvance(readable),
+               qPrintable(QString("%1: %2 px").arg(tabs->tabText(i)).arg(tabs->tabBar()->tabRect(i).width())));
+    }
+    PlotPanel few;
+    few.resize(730, 380);
+    few.show();
+    few.addBatch(batch({lineView("a", {{"a", "a"}}), lineView("b", {{"a", "a"}})}));
+    QCoreApplication::processEvents();
+    auto* fewTabs = few.findChild<QTabWidget*>();
+    for (int i = 0; i < fewTabs->count(); ++i)
+      QVERIFY(fewTabs->tabBar()->tabRect(i).right() <= fewTabs->tabBar()->width());  // in sight
+  }
+
   // Markers are vertical lines with their label (an OOM in red); a Level is a dashed horizontal line,
   // or, when it lies above the data (a capacity far over what a run uses), a label pinned to the top.
   void markersAndLevelsAreDrawn() {
@@ -1430,7 +1498,13 @@ class TestGui : public QObject {
     QCOMPARE(panel.view("v")->title(), "Title of v — " + QString::fromStdString(label));
     auto* heading = qobject_cast<QCPTextElement*>(panel.plot("v")->plotLayout()->element(0, 0));
     QVERIFY(heading);
-    QCOMPARE(heading->text(), panel.view("v")->title());
+    QCOMPARE(heading->text().replace('\n', ' '), panel.view("v")->title());  // on as many lines as the width needs
+    panel.resize(260, 300);
+    QCoreApplication::processEvents();
+    QVERIFY2(heading->text().contains('\n'), qPrintable(heading->text()));
+    const QFontMetrics metrics(heading->font());
+    for (const QString& line : heading->text().split('\n'))
+      QVERIFY2(metrics.horizontalAdvance(line) <= panel.plot("v")->width(), qPrintable(line));
     QTemporaryDir out;
     QVERIFY(panel.exportCsv("v", out.filePath("v.csv")));
     QFile csv(out.filePath("v.csv"));

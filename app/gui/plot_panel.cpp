@@ -9,6 +9,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QPushButton>
+#include <QTabBar>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -21,6 +22,31 @@
 namespace gpulab::app {
 
 namespace {
+
+// Tabs that shorten their titles ("...") to fit, but not below their first kReadable characters:
+// six tabs of a lab in the window's run views shrank to "H...", "Me...", and the three timelines of
+// lesson 12, all "Timeline: ...", could not be told apart (issue 48 §4.1, §4.2). Past that the bar
+// scrolls. The tab's tooltip has the whole title.
+class ReadableTabBar final : public QTabBar {
+ public:
+  static constexpr int kReadable = 14;
+
+ protected:
+  QSize minimumTabSizeHint(int index) const override {
+    QSize size = QTabBar::minimumTabSizeHint(index);
+    const QSize full = tabSizeHint(index);
+    const QString text = tabText(index);
+    const int padding = full.width() - fontMetrics().horizontalAdvance(text);
+    const int readable = padding + fontMetrics().horizontalAdvance(text.left(kReadable) + QChar(0x2026));
+    size.setWidth(std::min(full.width(), std::max(size.width(), readable)));
+    return size;
+  }
+};
+
+class ViewTabs final : public QTabWidget {
+ public:
+  explicit ViewTabs(QWidget* parent) : QTabWidget(parent) { setTabBar(new ReadableTabBar); }
+};
 
 // The view an update draws into; nullptr for the updates outside the views.
 const std::string* viewOf(const lab::Update& update) {
@@ -35,11 +61,11 @@ const std::string* viewOf(const lab::Update& update) {
 PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
-  tabs_ = new QTabWidget(this);
-  // Every view's tab stays in sight: titles shortened with "..." where they do not all fit (each tab's
-  // tooltip has its whole title), rather than tabs scrolled out of sight and a title cut mid-word.
+  tabs_ = new ViewTabs(this);
+  // Every view's tab in sight where they fit: titles shortened with "..." (each tab's tooltip has its
+  // whole title), down to their first words (ReadableTabBar); past that, the bar scrolls.
   tabs_->setElideMode(Qt::ElideRight);
-  tabs_->setUsesScrollButtons(false);
+  tabs_->setUsesScrollButtons(true);
   table_ = new QTableWidget(0, 3);
   table_->setHorizontalHeaderLabels({"Run", "Measurement", "Value"});
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);

@@ -672,7 +672,8 @@ QCustomPlot* makePlot(QWidget* owner, const QString& title) {
 
 class PlotViewBase : public ViewWidget {
  public:
-  PlotViewBase(const lab::ViewSpec& spec, QWidget* parent) : ViewWidget(spec, parent), plot_(makePlot(this, QString::fromStdString(spec.title))) {
+  PlotViewBase(const lab::ViewSpec& spec, QWidget* parent)
+      : ViewWidget(spec, parent), plot_(makePlot(this, QString::fromStdString(spec.title))), title_(QString::fromStdString(spec.title)) {
     setView(plot_);
   }
   QCustomPlot* plot() const override { return plot_; }
@@ -680,12 +681,47 @@ class PlotViewBase : public ViewWidget {
 
  protected:
   void applyTitle(const QString& text) override {
-    if (auto* heading = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0))) heading->setText(text);
+    title_ = text;
+    fitTitle();
+  }
+  // The title broken into lines that fit the plot's width: QCustomPlot sizes a title element by its
+  // text on one line and lays the whole plot out no narrower, so a title wider than the plot was cut
+  // at both ends ("meline (yours): 0 workers ... runs on your CP").
+  void fitTitle() {
+    auto* heading = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0));
+    if (!heading) return;
+    const QFontMetrics metrics(heading->font());
+    const int room = std::max(80, plot_->width() - 16);
+    QStringList lines;
+    QString line;
+    for (const QString& word : title_.split(' ', Qt::SkipEmptyParts)) {
+      const QString longer = line.isEmpty() ? word : line + ' ' + word;
+      if (!line.isEmpty() && metrics.horizontalAdvance(longer) > room) {
+        lines << line;
+        line = word;
+      } else {
+        line = longer;
+      }
+    }
+    if (!line.isEmpty()) lines << line;
+    const QString text = lines.join('\n');
+    if (heading->text() != text) heading->setText(text);
   }
   // After the data changed: legend entries for what has points (none for a failed run), the legend
   // only when it has entries, then a queued replot.
   void finishRedraw() {
-    plot_->legend->setVisible(legendItemCount(plot_->legend) > 0);
+    const bool entries = legendItemCount(plot_->legend) > 0;
+    plot_->legend->setVisible(entries);
+    // The legend is in the plot's layout only while it has entries. An empty QCPLegend (a grid without
+    // columns) reports a maximum width of its margins, 12 px, and the layout's one column takes the
+    // smallest maximum of its elements, floored by their minimums: every plot without a legend entry
+    // was laid out at its title's width, whatever the widget's. A timeline whose lane labels took
+    // 190 px of a 320-px column had an axis 117 px wide; narrower still, a negative width, drawn
+    // mirrored (lesson 12 beside its recording, issue 48 §4.2).
+    QCPLayoutGrid* layout = plot_->plotLayout();
+    const bool inLayout = layout->hasElement(2, 0);  // the legend's cell, or empty
+    if (entries && !inLayout) layout->addElement(2, 0, plot_->legend);
+    else if (!entries && inLayout) layout->take(plot_->legend);
     placeLegend();
     plot_->replot(QCustomPlot::rpQueuedReplot);
   }
@@ -703,6 +739,7 @@ class PlotViewBase : public ViewWidget {
   }
   void resizeEvent(QResizeEvent* event) override {
     ViewWidget::resizeEvent(event);
+    fitTitle();
     placeLegend();
     placeEmptyNote();
   }
@@ -743,6 +780,7 @@ class PlotViewBase : public ViewWidget {
   }
 
   QCustomPlot* plot_;
+  QString title_;  // whole, as applyTitle gave it (the heading may have it on several lines)
   QLabel* emptyNote_ = nullptr;
 };
 
@@ -1298,9 +1336,14 @@ class TimelineView final : public PlotViewBase {
   void redraw() override {
     const QStringList all = lanes();
     ticker_->clear();
+    // Lane labels at most about a third of the plot's width (the whole name is in each span's
+    // tooltip): the time axis keeps the rest.
+    const QFontMetrics metrics(plot_->yAxis->tickLabelFont());
+    const int room = std::clamp(plot_->width() / 3, 80, kMaxLaneLabelWidth);
     for (int i = 0; i < all.size(); ++i) {
       const lab::SeriesSpec* s = series(-1, all[i].toStdString());
-      ticker_->addTick(-i, s && !s->label.empty() ? QString::fromStdString(s->label) : all[i]);
+      const QString label = s && !s->label.empty() ? QString::fromStdString(s->label) : all[i];
+      ticker_->addTick(-i, metrics.elidedText(label, Qt::ElideMiddle, room));
     }
     // Several runs share a lane's height, a strip each, so that their spans do not hide each other.
     std::vector<int> runs;
@@ -1344,6 +1387,12 @@ class TimelineView final : public PlotViewBase {
           << QString::number(s.span.start, 'g', 12) << "," << QString::number(s.span.end, 'g', 12) << "\n";
   }
 
+  void resizeEvent(QResizeEvent* event) override {
+    PlotViewBase::resizeEvent(event);
+    markDirty();  // the lane labels' room follows the width
+  }
+
+  static constexpr int kMaxLaneLabelWidth = 260;
   QSharedPointer<QCPAxisTickerText> ticker_;
   std::vector<SpanItem> spans_;
 };

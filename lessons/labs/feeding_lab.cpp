@@ -601,7 +601,7 @@ void FeedingLab::run(const lab::Params& p, lab::MetricSink& sink, const lab::Sto
   };
   const LoaderChoice naive{0, false};
   timeline("timeline-naive", "Timeline: " + choiceText(naive, copies), runs.at(naive));
-  timeline("timeline-yours", "Timeline: " + choiceText(mine, copies) + " (yours)", runs.at(mine));
+  timeline("timeline-yours", "Timeline (yours): " + choiceText(mine, copies), runs.at(mine));
   if (copies) timeline("timeline-prefetch", "Timeline: " + choiceText(prefetching, copies), runs.at(prefetching));
 
   // 4. The measurements the lesson's claims and challenge rest on.
