@@ -75,6 +75,7 @@ QString navigatorLabel(MainWindow& w, const QString& id) {
 }
 
 const QString kReferenceLabel = "reference: NVIDIA H100, recorded 2026-11-23 — not your machine";
+const QString kReferenceShort = "reference (NVIDIA H100)";  // tables' Run column: the whole label is in the tooltip
 
 // The graphs of a plot whose legend name carries `text`.
 QList<QCPGraph*> graphsNamed(QCustomPlot* p, const QString& text) {
@@ -455,7 +456,9 @@ class TestGui : public QObject {
     QVERIFY(epochs);
     panel->view("epochs")->refresh();
     QCOMPARE(epochs->horizontalHeaderItem(0)->text(), QString("Run"));
-    QCOMPARE(epochs->item(epochs->rowCount() - 1, 0)->text(), kReferenceLabel);
+    QCOMPARE(epochs->item(epochs->rowCount() - 1, 0)->text(), kReferenceShort);  // after the learner's rows
+    QVERIFY(epochs->item(epochs->rowCount() - 1, 0)->toolTip().contains(kReferenceLabel));
+    QVERIFY(epochs->item(0, 0)->text().startsWith("your machine"));
     QCOMPARE(loss->graph(0)->dataCount(), ownLoss);  // the learner's curves stay
     QVERIFY(!loss->graph(0)->name().contains("reference"));
     // In the legend (issue 27 §4: listing every series twice squeezed the plot to 30 px): the learner's
@@ -469,11 +472,11 @@ class TestGui : public QObject {
     QCOMPARE(texts.size(), 3);  // train loss, eval loss, the recording
     // The measurements table: the learner's rows and the reference's, labelled.
     const QStringList rows = tableRows(panel->measurementTable());
-    QVERIFY2(rows.contains(kReferenceLabel + " | evaluation peak under no-grad | 976.56 KiB"), qPrintable(rows.join('\n')));
-    QVERIFY2(rows.contains(kReferenceLabel + " | evaluation peak with the graph recorded | 1.91 MiB"), qPrintable(rows.join('\n')));
+    QVERIFY2(rows.contains(kReferenceShort + " | evaluation peak under no-grad | 976.56 KiB"), qPrintable(rows.join('\n')));
+    QVERIFY2(rows.contains(kReferenceShort + " | evaluation peak with the graph recorded | 1.91 MiB"), qPrintable(rows.join('\n')));
     QVERIFY2(rows.join('\n').contains("your machine | evaluation peak under no-grad | "), qPrintable(rows.join('\n')));
     for (int r = 0; r < panel->measurementTable()->rowCount(); ++r) {
-      if (panel->measurementTable()->item(r, 0)->text() == kReferenceLabel)
+      if (panel->measurementTable()->item(r, 0)->text() == kReferenceShort)
         QVERIFY(panel->measurementTable()->item(r, 2)->toolTip().contains(kReferenceLabel));
     }
     // Hovering a reference curve names it.
@@ -510,14 +513,14 @@ class TestGui : public QObject {
     // Its bar, grey, in the view it declared.
     QCOMPARE(w.plotPanel()->legendEntries("matmul"), QStringList{"GFLOP/s — " + kReferenceLabel});
     QTableWidget* table = w.plotPanel()->measurementTable();
-    QVERIFY2(tableRows(table).contains(kReferenceLabel + " | matmul on cuda:0 | 12345 GFLOP/s"), qPrintable(tableRows(table).join('\n')));
+    QVERIFY2(tableRows(table).contains(kReferenceShort + " | matmul on cuda:0 | 12345 GFLOP/s"), qPrintable(tableRows(table).join('\n')));
     QSignalSpy finished(&w, &MainWindow::runFinished);
     QVERIFY(w.runPanel()->setParameter("size", "64"));
     w.startRun();
     QVERIFY(finished.wait(20000));
     const QString all = tableRows(table).join('\n');
     QVERIFY2(all.contains("your machine | matmul on cpu | "), qPrintable(all));
-    QVERIFY2(all.contains(kReferenceLabel + " | matmul on cuda:0"), qPrintable(all));  // kept through the run
+    QVERIFY2(all.contains(kReferenceShort + " | matmul on cuda:0"), qPrintable(all));  // kept through the run
     // Issue 27 §4: ticked after the learner's run, the recording does not put its own note under it
     // (the recording's NVML note appeared under the learner's CPU run, unlabelled).
     const QString learnersNote = w.plotPanel()->view("matmul")->noteText();
@@ -1259,6 +1262,33 @@ class TestGui : public QObject {
         QVERIFY2(r.width() >= p->width() / 2, qPrintable(QString("%1: %2 of %3 px").arg(id).arg(r.width()).arg(p->width())));
       }
     }
+  }
+
+  // Issue 48 §4.3: "Compare with a real GPU" ticked before the run: the recording's rows came first and
+  // its whole label took the Run column's width, the learner's numbers behind a horizontal scroll. The
+  // learner's rows come first, the reference's after them, named compactly (whole in the tooltip).
+  void aReferencesTableRowsComeAfterTheLearnersCompactly() {
+    const gpulab::course::ReferenceRuns refs = gpulab::course::loadReferenceRuns(":/reference-runs/feeding-the-gpu.jsonl");
+    QVERIFY2(refs.ok(), qPrintable(refs.error));
+    PlotPanel panel;
+    panel.resize(730, 380);
+    panel.show();
+    panel.setReference(&refs, 1);
+    panel.setShowReference(true);  // before the learner's run
+    MetricBatch mine;
+    mine.updates = refs.run(1)->updates;
+    panel.addBatch(mine);
+    panel.showView("loaders");
+    panel.view("loaders")->refresh();
+    auto* table = qobject_cast<QTableWidget*>(panel.viewWidget("loaders"));
+    QVERIFY(table && table->rowCount() >= 2);
+    QCOMPARE(table->horizontalHeaderItem(0)->text(), QString("Run"));
+    const int half = table->rowCount() / 2;
+    for (int r = 0; r < table->rowCount(); ++r) {
+      const QString run = table->item(r, 0)->text();
+      QVERIFY2(r < half ? run.startsWith("your machine") : run == "reference (NVIDIA H100)", qPrintable(QString("%1: %2").arg(r).arg(run)));
+    }
+    QVERIFY(table->item(half, 0)->toolTip().contains("not your machine"));
   }
 
   // Issue 48 §4.1/4.2: six tabs of long titles (lesson 12's) in the run views' width keep their first

@@ -231,7 +231,10 @@ double xOn(const std::vector<double>& x, int axis) { return axis < static_cast<i
 }  // namespace
 
 QString runTitle(const RunStyle& run) {
-  if (run.reference) return run.name;
+  // A reference compactly ("reference (NVIDIA H100)"): its whole label, with the date and "not your
+  // machine", took a table's width and pushed the learner's own numbers out of sight (issue 48 §4.3);
+  // the tooltips and the CSV exports keep it whole.
+  if (run.reference) return run.shortName.isEmpty() ? run.name : run.shortName;
   return run.name.isEmpty() ? QString("your machine") : "your machine — " + run.name;
 }
 
@@ -1435,6 +1438,15 @@ class TableView final : public ViewWidget {
   bool addData(int run, const lab::Update& update) override {
     const auto* r = std::get_if<lab::Row>(&update);
     if (!r) return false;
+    // The learner's rows first, a reference's after them, whichever came first.
+    if (!style(run).reference) {
+      const auto reference = std::find_if(rows_.begin(), rows_.end(), [&](const RowData& row) { return style(row.run).reference; });
+      if (reference != rows_.end()) {
+        rows_.insert(reference, {run, r->cells});
+        rebuild_ = true;
+        return true;
+      }
+    }
     rows_.append({run, r->cells});
     return true;
   }
@@ -1501,7 +1513,8 @@ class TableView final : public ViewWidget {
     out << headers.join(',') << "\n";
     for (const RowData& row : rows_) {
       QStringList cells;
-      if (withRun) cells << csvQuote(runTitle(style(row.run)));
+      const RunStyle& run = style(row.run);
+      if (withRun) cells << csvQuote(run.reference ? run.name : runTitle(run));
       for (const lab::Value& v : row.cells) cells << csvCell(v);
       out << cells.join(',') << "\n";
     }
