@@ -1448,6 +1448,17 @@ class TestGui : public QObject {
     many.endRun({});
     QCOMPARE(many.legendEntries("loss"), (QStringList{"train loss", "eval loss"}));
     QCOMPARE(many.view("loss")->legendTexts(), (QStringList{"train loss", "eval loss"}));
+    // Issue 48 §4.4: overlaid runs are one run block's; a run of another block starts afresh.
+    PlotPanel blocks;
+    blocks.setOverlay(true);
+    for (const auto& [block, batchSize] : std::vector<std::pair<QString, std::string>>{{"training-loop#1", "64"}, {"training-loop#1", "256"}, {"training-loop#2", "128"}}) {
+      blocks.beginRun({{"batch_size", batchSize}, {"dataset", block.endsWith("1") ? "regression" : "fashion-mnist"}}, block);
+      blocks.addBatch(batch({lineView("loss", {{"train", "train loss"}}), point("loss", "train", {1}, 1)}));
+      blocks.endRun({});
+      if (batchSize == "256") QCOMPARE(blocks.plot("loss")->graphCount(), 2);
+    }
+    QCOMPARE(blocks.plot("loss")->graphCount(), 1);
+    QCOMPARE(blocks.legendEntries("loss"), QStringList{"train loss"});  // a lone run again: no name
     // Without overlay a new run replaces the earlier ones.
     same.setOverlay(false);
     same.beginRun({{"batch_size", "64"}});

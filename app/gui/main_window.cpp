@@ -551,7 +551,7 @@ void MainWindow::startRun() {
   // A lesson that loaded names a lab it can make (its run blocks were checked against them).
   std::shared_ptr<lab::Lab> theLab = course::makeLab(*lesson, lesson->runs[i].lab);
   const auto settings = runPanel_->settings();
-  plots_->beginRun(settings);  // overlaid runs are named by the settings that differ
+  plots_->beginRun(settings, lesson->id + "#" + QString::number(i));  // overlaid: runs of this block, named by what differs
   runDevice_->clear();
   viewPanels_->setCurrentWidget(plots_);
   runLesson_ = lesson->id;

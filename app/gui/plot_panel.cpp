@@ -82,7 +82,7 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
 
   auto* options = new QHBoxLayout;
   overlay_ = new QCheckBox("Overlay runs", this);
-  overlay_->setToolTip("Keep the curves of earlier runs to compare them, e.g. two batch sizes or CPU vs GPU");
+  overlay_->setToolTip("Keep the curves of earlier runs to compare them, e.g. two batch sizes or CPU vs GPU: runs of the Run chosen below; another Run starts afresh");
   options->addWidget(overlay_);
   reference_ = new QCheckBox("Compare with a real GPU", this);
   reference_->setVisible(false);
@@ -117,8 +117,9 @@ void PlotPanel::setOverlay(bool overlay) { overlay_->setChecked(overlay); }
 
 // ---- Runs ----------------------------------------------------------------------------------------
 
-void PlotPanel::beginRun(const Settings& settings) {
-  if (!overlay_->isChecked()) {
+void PlotPanel::beginRun(const Settings& settings, const QString& block) {
+  const bool anotherBlock = std::any_of(runs_.begin(), runs_.end(), [&](const Run& r) { return r.block != block; });
+  if (!overlay_->isChecked() || anotherBlock) {
     for (const Run& r : runs_) removeRun(r.id);
     runs_.clear();
   }
@@ -126,6 +127,7 @@ void PlotPanel::beginRun(const Settings& settings) {
   Run run;
   run.id = currentRun_;
   run.settings = settings;
+  run.block = block;
   runs_.append(run);
   restyle();
   rebuildTable();

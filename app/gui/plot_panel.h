@@ -44,8 +44,11 @@ class PlotPanel final : public QWidget {
   using Settings = std::map<std::string, std::string>;
   explicit PlotPanel(QWidget* parent = nullptr);
 
-  // A new run with these settings: clears the learner's earlier runs unless overlaying.
-  void beginRun(const Settings& settings);
+  // A new run with these settings: clears the learner's earlier runs unless overlaying -- and when
+  // overlaying, the runs of another `block` (a lesson's run block: "training-loop#1"), which share
+  // nothing to compare but view ids (issue 48 §4.4: a regression, a Fashion-MNIST and a sandbox run
+  // in one plot, named by every setting they had).
+  void beginRun(const Settings& settings, const QString& block = {});
   void addBatch(const MetricBatch& batch);
   // The run ended; with an error it failed: its points stay, its legend entries go.
   void endRun(const QString& error);
@@ -103,6 +106,7 @@ class PlotPanel final : public QWidget {
   struct Run {
     int id = 0;
     Settings settings;
+    QString block;
     bool failed = false;
     QString device;
     bool emulated = false;
