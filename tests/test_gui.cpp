@@ -1260,7 +1260,12 @@ class TestGui : public QObject {
               p->axisRect()->margins().left(), p->axisRect()->margins().right());
         QVERIFY2(p->xAxis->coordToPixel(0.0) < p->xAxis->coordToPixel(0.001), qPrintable(id));
         QVERIFY2(r.width() >= p->width() / 2, qPrintable(QString("%1: %2 of %3 px").arg(id).arg(r.width()).arg(p->width())));
+        // The recording's spans are keyed once, as a line view's grey dashes are.
+        QCOMPARE(panel.view(id)->legendTexts(), QStringList{"grey, dashed: reference (NVIDIA H100)"});
       }
+      panel.setShowReference(false);
+      panel.view("timeline-prefetch")->refresh();
+      QVERIFY(panel.view("timeline-prefetch")->legendTexts().isEmpty());  // the key goes with the recording
     }
   }
 

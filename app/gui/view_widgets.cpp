@@ -1367,7 +1367,27 @@ class TimelineView final : public PlotViewBase {
       const double pad = std::max(1e-9, (hi - lo) * 0.02);
       plot_->xAxis->setRange(lo - pad, hi + pad);
     }
+    keyTheReference();
     finishRedraw();
+  }
+
+  // A recording's spans (grey, dashed, in a strip of each lane) get one legend entry saying what they
+  // are, as a line view's grey dashes do.
+  void keyTheReference() {
+    const auto reference = std::find_if(spans_.begin(), spans_.end(), [&](const SpanItem& s) { return style(s.run).reference; });
+    if (reference == spans_.end()) {
+      if (referenceKey_) plot_->legend->removeItem(referenceKey_);
+      referenceKey_ = nullptr;
+      return;
+    }
+    const RunStyle& run = style(reference->run);
+    const QString text = "grey, dashed: " + (run.shortName.isEmpty() ? run.name : run.shortName);
+    if (!referenceKey_) {
+      referenceKey_ = new KeyLegendItem(plot_->legend, text);
+      plot_->legend->addItem(referenceKey_);
+    }
+    referenceKey_->setText(text);
+    referenceKey_->setSample(reference->rect->pen(), reference->rect->brush());
   }
 
   QString toolTipAt(const QPointF& pos) const override {
@@ -1398,6 +1418,7 @@ class TimelineView final : public PlotViewBase {
   static constexpr int kMaxLaneLabelWidth = 260;
   QSharedPointer<QCPAxisTickerText> ticker_;
   std::vector<SpanItem> spans_;
+  KeyLegendItem* referenceKey_ = nullptr;  // owned by the legend
 };
 
 // Table: the rows under the view's columns, each cell written for its column's unit; a Run column
