@@ -1296,6 +1296,60 @@ class TestGui : public QObject {
     QVERIFY(table->item(half, 0)->toolTip().contains("not your machine"));
   }
 
+  // Issue 48 §4.3: lesson 06's recording reached 7 GiB where the learner's run on the emulated GPU
+  // used 200 MiB, which then lay flat on the axis. A recording far larger than the learner's run gets
+  // the right axis, scaled to it alone; one of the same size shares the left axis.
+  void aFarLargerRecordingGetsTheRightAxis() {
+    const gpulab::course::ReferenceRuns refs = gpulab::course::loadReferenceRuns(":/reference-runs/memory-fraction.jsonl");
+    QVERIFY2(refs.ok(), qPrintable(refs.error));
+    const gpulab::course::ReferenceRun* recorded = refs.run(1);
+    QVERIFY(recorded);
+    for (const double scale : {1.0 / 35, 1.0}) {
+      PlotPanel panel;
+      panel.resize(730, 380);
+      panel.show();
+      panel.setReference(&refs, 1);
+      MetricBatch mine;  // the recording's views and its memory curve, scaled down: the learner's run
+      for (const lab::Update& u : recorded->updates) {
+        if (std::holds_alternative<lab::ViewSpec>(u)) mine.updates << u;
+        if (const auto* p = std::get_if<lab::Point>(&u); p && p->view == "memory") {
+          lab::Point smaller = *p;
+          smaller.y *= scale;
+          mine.updates << smaller;
+        }
+      }
+      panel.addBatch(mine);
+      panel.setShowReference(true);
+      panel.showView("memory");
+      panel.view("memory")->refresh();
+      QCustomPlot* p = panel.plot("memory");
+      double learnersTop = 0;
+      int onTheRight = 0, references = 0;
+      for (int i = 0; i < p->graphCount(); ++i) {
+        QCPGraph* g = p->graph(i);
+        const bool reference = g->name().contains("reference");
+        references += reference;
+        onTheRight += g->valueAxis() == p->yAxis2;
+        if (reference) continue;
+        bool found = false;
+        const QCPRange v = g->getValueRange(found);
+        if (found) learnersTop = std::max(learnersTop, v.upper);
+      }
+      QVERIFY(references > 0);
+      const QStringList texts = panel.view("memory")->legendTexts();
+      if (scale < 1) {
+        QCOMPARE(onTheRight, references);
+        QVERIFY(p->yAxis2->visible());
+        QVERIFY2(p->yAxis->range().upper < 3 * learnersTop, qPrintable(QString::number(p->yAxis->range().upper)));  // readable
+        QVERIFY2(texts.filter("on the right axis").size() == 1, qPrintable(texts.join(" | ")));
+      } else {
+        QCOMPARE(onTheRight, 0);
+        QVERIFY(!p->yAxis2->visible());
+        QVERIFY(texts.filter("on the right axis").isEmpty());
+      }
+    }
+  }
+
   // Issue 48 §4.1/4.2: six tabs of long titles (lesson 12's) in the run views' width keep their first
   // words each -- "H..." and "Me..." told nothing, three "Timeline: ..." tabs could not be told apart --
   // and three short ones are all in sight, whole.

@@ -651,7 +651,7 @@ QCustomPlot* makePlot(QWidget* owner, const QString& title) {
   const QPalette pal = owner->palette();
   p->setBackground(pal.color(QPalette::Base));
   heading->setTextColor(pal.color(QPalette::Text));
-  for (QCPAxis* axis : {p->xAxis, p->yAxis}) {
+  for (QCPAxis* axis : {p->xAxis, p->yAxis, p->yAxis2}) {
     axis->setBasePen(QPen(pal.color(QPalette::Text)));
     axis->setTickPen(QPen(pal.color(QPalette::Text)));
     axis->setSubTickPen(QPen(pal.color(QPalette::Text)));
@@ -779,7 +779,9 @@ class PlotViewBase : public ViewWidget {
   }
   void fromZero() {
     // A logarithmic axis has no 0: it keeps the range its data gives it.
-    if (spec_.yFromZero && !spec_.y.logarithmic && plot_->yAxis->range().upper > 0) plot_->yAxis->setRangeLower(0);
+    if (spec_.yFromZero && !spec_.y.logarithmic)
+      for (QCPAxis* axis : {plot_->yAxis, plot_->yAxis2})
+        if (axis->visible() && axis->range().upper > 0) axis->setRangeLower(0);
   }
 
   QCustomPlot* plot_;
@@ -1057,7 +1059,8 @@ class LineView final : public PlotViewBase {
       const bool keyedLearner = !run.reference && factored;
       syncLegend(s.graph, drawn && !keyedReference && !keyedLearner);
       if (drawn && keyedReference)
-        want("reference " + std::to_string(s.run), "grey dashes: " + (run.shortName.isEmpty() ? run.name : run.shortName),
+        want("reference " + std::to_string(s.run),
+             "grey dashes: " + (run.shortName.isEmpty() ? run.name : run.shortName) + (referenceOnRight_ ? ", on the right axis" : ""),
              QPen(QColor(140, 140, 140), 1.5, Qt::DashLine));
     }
     for (auto it = keys_.begin(); it != keys_.end();) {
@@ -1083,6 +1086,7 @@ class LineView final : public PlotViewBase {
   void redraw() override {
     if (stackDirty_) restack();
     stackDirty_ = false;
+    placeReferenceAxis();
     redrawLegend();
     plot_->rescaleAxes(true);
     fitFewPoints();
@@ -1093,6 +1097,30 @@ class LineView final : public PlotViewBase {
       plot_->xAxis->setRange(plot_->xAxis->range().lower / 1.25, plot_->xAxis->range().upper * 1.25);
     fromZero();
     finishRedraw();
+  }
+
+  // A recording whose values are far larger than the learner's run (lesson 06: an H100's 7 GiB
+  // against the emulated GPU's 200 MiB, which then lay flat on the axis) gets the right axis, scaled
+  // to it alone, so both stay readable; the legend says which axis is the recording's.
+  void placeReferenceAxis() {
+    constexpr double kApart = 8.0;
+    double learners = 0, references = 0;
+    for (const auto& [key, s] : series_) {
+      bool found = false;
+      const QCPRange v = s.graph->getValueRange(found);
+      if (!found) continue;
+      double& top = style(s.run).reference ? references : learners;
+      top = std::max({top, std::abs(v.lower), std::abs(v.upper)});
+    }
+    const bool apart = !spec_.y.logarithmic && learners > 0 && references > kApart * learners;
+    for (auto& [key, s] : series_)  // every time: a recording's series may come after the switch
+      if (style(s.run).reference) s.graph->setValueAxis(apart ? plot_->yAxis2 : plot_->yAxis);
+    referenceOnRight_ = apart;
+    plot_->yAxis2->setVisible(apart);
+    if (apart) {
+      configureAxis(plot_->yAxis2, spec_.y);
+      plot_->yAxis2->setLabel(axisTitle(spec_.y) + " (the recording)");
+    }
   }
 
   // A series of a few points shows each as a dot: a line between two samples is not a measurement of
@@ -1145,6 +1173,7 @@ class LineView final : public PlotViewBase {
   std::map<std::pair<int, std::string>, Series> series_;
   std::vector<std::pair<int, std::string>> order_;  // the series in the order they appeared
   bool stackDirty_ = false;
+  bool referenceOnRight_ = false;  // a recording's graphs on yAxis2 (placeReferenceAxis)
 };
 
 // Bars: categories along x (in the order they first appear), one bar per (run, series) in each group.
