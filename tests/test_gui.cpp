@@ -2052,6 +2052,43 @@ class TestGui : public QObject {
     }
   }
 
+  // Issue 48 §4.1: once a run was graded, the challenge box's lines squeezed lesson 12's parameters to
+  // two visible controls in a 1280x800 window. Four rows of the form stay in sight (the rest scrolls).
+  void aGradedChallengeLeavesFourParametersInSight() {
+    QTemporaryDir data;
+    MainWindow w(gpulab::course::kEmbeddedRoot, data.filePath("progress.json"));
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(w.selectLesson("feeding-the-gpu"));
+    QTRY_VERIFY(!w.lessonLoading());
+    gpulab::course::ChallengeResult graded;
+    graded.text = "Run at 80% or more of the fastest loader's speed, with at most 4 workers";
+    for (const char* line : {"speed, % of the fastest loader (yours): measured 34 %, asked at least 80 % — not met",
+                             "workers (yours): measured 0, asked at most 4 — met"}) {
+      gpulab::course::CheckResult check;
+      check.line = line;
+      graded.checks << check;
+    }
+    w.runPanel()->showChallengeResult(graded, false);
+    QCoreApplication::processEvents();
+    auto* area = w.runPanel()->findChild<QScrollArea*>();
+    QVERIFY(area);
+    auto inSight = [&] {
+      int rows = 0;
+      for (const char* name : {"device", "num_workers", "pin_memory", "load_cost", "repeats"}) {
+        QWidget* c = w.runPanel()->parameterControl(name);
+        if (!c) return -1;
+        const QRect inView(c->mapTo(area->viewport(), QPoint(0, 0)), c->size());
+        rows += area->viewport()->rect().contains(inView);
+      }
+      return rows;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(inSight() >= 4, 2000);  // the layouts settle over a few events
+    const int rows = inSight();
+    QVERIFY2(rows >= 4, qPrintable(QString("%1 of the parameters in sight, the form's viewport %2 px (its minimum %3)").arg(rows).arg(area->viewport()->height()).arg(area->minimumSizeHint().height())));
+  }
+
   // Issue 27 1.3: a lesson's views, measurements and run area do not follow the learner to another
   // lesson or to the course map.
   void viewsStayWithTheirLesson() {

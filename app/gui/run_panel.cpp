@@ -10,7 +10,9 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QEvent>
 #include <QScrollArea>
+#include <QStyle>
 #include <QScrollBar>
 #include <QSettings>
 #include <QSpinBox>
@@ -92,13 +94,27 @@ class FormScrollArea final : public QScrollArea {
     const int frame = 2 * frameWidth();
     return {form.width() + frame + verticalScrollBar()->sizeHint().width(), form.height() + frame};
   }
-  // Two rows of the form at least (then it scrolls): a short window must not squeeze every control away.
+  // Four rows of the form at least (then it scrolls): a short window, or a graded challenge's lines
+  // below the form, must not squeeze the controls away (two rows were all lesson 12 kept once graded,
+  // issue 48 §4.1); the views above give up the room.
+  static constexpr int kRowsAtLeast = 4;
+  // The form's rows grow once their controls are polished and shown, after the panel asked for its
+  // hint: a LayoutRequest of the form tells the layouts around the area its hint changed (without it
+  // the panel kept an older minimum, and four rows got 87 of their 101 px).
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (watched == widget() && event->type() == QEvent::LayoutRequest) setMinimumHeight(minimumSizeHint().height());
+    return QScrollArea::eventFilter(watched, event);
+  }
   QSize minimumSizeHint() const override {
     int height = 0;
     if (const auto* form = widget() ? qobject_cast<QFormLayout*>(widget()->layout()) : nullptr) {
-      for (int row = 0; row < std::min(form->rowCount(), 2); ++row)
-        if (QLayoutItem* field = form->itemAt(row, QFormLayout::FieldRole))
-          height += field->sizeHint().height() + std::max(0, form->verticalSpacing());
+      const int spacing = form->verticalSpacing() >= 0 ? form->verticalSpacing() : style()->pixelMetric(QStyle::PM_LayoutVerticalSpacing);
+      for (int row = 0; row < std::min(form->rowCount(), kRowsAtLeast); ++row) {
+        int tallest = 0;
+        for (const QFormLayout::ItemRole role : {QFormLayout::LabelRole, QFormLayout::FieldRole, QFormLayout::SpanningRole})
+          if (QLayoutItem* item = form->itemAt(row, role)) tallest = std::max(tallest, item->sizeHint().height());
+        height += tallest + (row > 0 ? std::max(0, spacing) : 0);
+      }
     }
     return {QScrollArea::minimumSizeHint().width(), height > 0 ? height + 2 * frameWidth() : 0};
   }
@@ -137,7 +153,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   formScroll_->setWidgetResizable(true);
   formScroll_->setFrameShape(QFrame::NoFrame);
   formScroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-  formScroll_->setMinimumHeight(0);
+  formScroll_->setMinimumHeight(0);  // until the form has rows (eventFilter)
   formScroll_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);  // the console takes the room left
   layout->addWidget(formScroll_);
   hint_ = new QLabel(this);
