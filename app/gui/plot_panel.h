@@ -46,8 +46,8 @@ class PlotPanel final : public QWidget {
 
   // A new run with these settings: clears the learner's earlier runs unless overlaying -- and when
   // overlaying, the runs of another `block` (a lesson's run block: "training-loop#1"), which share
-  // nothing to compare but view ids (issue 48 §4.4: a regression, a Fashion-MNIST and a sandbox run
-  // in one plot, named by every setting they had).
+  // nothing to compare but view ids (issue 48 §4.4: three run blocks of one lesson in one plot, named
+  // by every setting they had).
   void beginRun(const Settings& settings, const QString& block = {});
   void addBatch(const MetricBatch& batch);
   // The run ended; with an error it failed: its points stay, its legend entries go.
