@@ -234,7 +234,7 @@ QString runTitle(const RunStyle& run) {
   // A reference compactly ("reference (NVIDIA H100)"): its whole label, with the date and "not your
   // machine", took a table's width and pushed the learner's own numbers out of sight (issue 48 §4.3);
   // the tooltips and the CSV exports keep it whole.
-  if (run.reference) return run.shortName.isEmpty() ? run.name : run.shortName;
+  if (run.reference) return run.compactName();
   return run.name.isEmpty() ? QString("your machine") : "your machine — " + run.name;
 }
 
@@ -483,7 +483,7 @@ QString ViewWidget::legendName(int run, const std::string& seriesId) const {
 QString ViewWidget::legendText(int run, const std::string& seriesId) const {
   const lab::SeriesSpec* s = series(run, seriesId);
   const QString label = QString::fromStdString(s && !s->label.empty() ? s->label : seriesId);
-  const QString name = style(run).shortName.isEmpty() ? style(run).name : style(run).shortName;
+  const QString name = style(run).compactName();
   return name.isEmpty() ? label : label + " — " + name;
 }
 
@@ -1060,7 +1060,7 @@ class LineView final : public PlotViewBase {
       syncLegend(s.graph, drawn && !keyedReference && !keyedLearner);
       if (drawn && keyedReference)
         want("reference " + std::to_string(s.run),
-             "grey dashes: " + (run.shortName.isEmpty() ? run.name : run.shortName) + (referenceOnRight_ ? ", on the right axis" : ""),
+             "grey dashes: " + run.compactName() + (referenceOnRight_ ? ", on the right axis" : ""),
              QPen(QColor(140, 140, 140), 1.5, Qt::DashLine));
     }
     for (auto it = keys_.begin(); it != keys_.end();) {
@@ -1410,7 +1410,7 @@ class TimelineView final : public PlotViewBase {
       return;
     }
     const RunStyle& run = style(reference->run);
-    const QString text = "grey, dashed: " + (run.shortName.isEmpty() ? run.name : run.shortName);
+    const QString text = "grey, dashed: " + run.compactName();
     if (!referenceKey_) {
       referenceKey_ = new KeyLegendItem(plot_->legend, text);
       plot_->legend->addItem(referenceKey_);

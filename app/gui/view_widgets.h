@@ -42,10 +42,12 @@ struct RunStyle {
   bool failed = false;      // no legend entries
   bool several = false;     // several of the learner's runs are shown: colour per run, style per series
   QString details;          // more tooltip lines (a reference's GPU, driver, command)
+  // The name legends and tables show: the short one where there is one.
+  QString compactName() const { return shortName.isEmpty() ? name : shortName; }
 };
 
 // How tables and the Measurements tab name a run: "your machine", "your machine — lr=0.01",
-// or a reference's label.
+// or a reference's compact name ("reference (NVIDIA H100)").
 QString runTitle(const RunStyle& run);
 
 class ViewWidget : public QWidget {
