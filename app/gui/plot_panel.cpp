@@ -8,6 +8,7 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QMenu>
 #include <QPushButton>
 #include <QTabBar>
 #include <QTabWidget>
@@ -86,24 +87,31 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   options->addWidget(overlay_);
   reference_ = new QCheckBox("Compare with a real GPU", this);
   reference_->setVisible(false);
+  // Hidden, it keeps its place: the row -- and so the run area's smallest width -- is the same in a
+  // lesson with a reference run and one without (issue 48, 4.1: the splitter moved 65 px when it appeared).
+  QSizePolicy keepPlace = reference_->sizePolicy();
+  keepPlace.setRetainSizeWhenHidden(true);
+  reference_->setSizePolicy(keepPlace);
   connect(reference_, &QCheckBox::toggled, this, &PlotPanel::setShowReference);
   options->addWidget(reference_);
   options->addStretch();
-  QVector<QPushButton*> exports;
-  for (const QString& kind : {QString("PNG"), QString("PDF"), QString("CSV")}) {
-    auto* b = new QPushButton("Export " + kind, this);
-    b->setToolTip("Export the view shown as " + kind);
-    connect(b, &QPushButton::clicked, this, [this, kind] { exportShown(kind); });
-    options->addWidget(b);
-    exports << b;
+  // One Export button with a menu of the three formats: three buttons took a third of the row.
+  exportButton_ = new QPushButton("Export", this);
+  exportButton_->setObjectName("exportButton");
+  exportButton_->setToolTip("Export the view shown as a PNG image, a PDF or its data as CSV");
+  auto* formats = new QMenu(exportButton_);
+  for (const auto& [kind, label] : {std::pair<QString, QString>{"PNG", "PNG image…"}, {"PDF", "PDF…"}, {"CSV", "CSV data…"}}) {
+    QAction* a = formats->addAction(label, this, [this, kind] { exportShown(kind); });
+    a->setObjectName("export" + kind);
   }
+  exportButton_->setMenu(formats);
+  options->addWidget(exportButton_);
   layout->addLayout(options);
-  connect(tabs_, &QTabWidget::currentChanged, this, [this, exports] {
-    const bool onView = !shownView().isEmpty();
-    for (QPushButton* b : exports) b->setEnabled(onView);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] {
+    exportButton_->setEnabled(!shownView().isEmpty());
     replotIfDirty();  // a hidden view catches up when shown
   });
-  for (QPushButton* b : exports) b->setEnabled(false);
+  exportButton_->setEnabled(false);
   // 10 Hz: live enough for a curve, and the drawing is what the window costs the run. On a machine whose
   // CPUs are two hyperthreads of one core, the GUI thread's drawing slows the lab's thread beside it:
   // at 30 Hz the training ran at 84.8-92% of its headless speed (gpulab-bench-gui, 2026-11-25/26), at

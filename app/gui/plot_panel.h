@@ -32,6 +32,7 @@
 
 class QCustomPlot;
 class QCheckBox;
+class QPushButton;
 class QTabWidget;
 class QTableWidget;
 
@@ -66,6 +67,7 @@ class PlotPanel final : public QWidget {
   void setShowReference(bool show);
   bool referenceOffered() const;  // the checkbox is visible and enabled
   QCheckBox* referenceCheckBox() const { return reference_; }
+  QPushButton* exportButton() const { return exportButton_; }
   // The recorded run's label, "reference: NVIDIA H100, recorded 2026-11-23 — not your machine"
   // (empty without a usable reference).
   QString referenceLabel() const { return refLabel_; }
@@ -136,6 +138,7 @@ class PlotPanel final : public QWidget {
   QTabWidget* tabs_;
   QCheckBox* overlay_;
   QCheckBox* reference_;
+  QPushButton* exportButton_;  // its menu: PNG, PDF, CSV
   QTableWidget* table_;
   std::vector<Page> views_;          // in declaration order, before the Measurements tab
   QVector<Run> runs_;                // the learner's runs shown, oldest first
