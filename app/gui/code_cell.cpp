@@ -21,6 +21,8 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "app/gui/theme.h"
+
 namespace gpulab::app {
 
 namespace {
@@ -33,34 +35,38 @@ QTextCharFormat colored(const QColor& color, bool bold = false, bool italic = fa
   return f;
 }
 
-struct Rule {
-  QRegularExpression pattern;
-  QTextCharFormat format;
-};
-
-const QVector<Rule>& rules() {
-  static const QVector<Rule> all = [] {
-    QVector<Rule> r;
-    r.push_back({QRegularExpression(R"(\b(and|as|assert|break|class|continue|def|del|elif|else|except|finally|for|from|global|if|)"
-                                    R"(import|in|is|lambda|nonlocal|not|or|pass|raise|return|try|while|with|yield|None|True|False)\b)"),
-                 colored(QColor(0x7a, 0x3e, 0x9d), true)});
-    r.push_back({QRegularExpression(R"(\b(print|range|len|enumerate|zip|list|dict|tuple|float|int|str|isinstance|super|sum|min|max)\b)"),
-                 colored(QColor(0x00, 0x6e, 0x8a))});
-    r.push_back({QRegularExpression(R"(\b[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\b)"), colored(QColor(0x0b, 0x6e, 0x1d))});
-    r.push_back({QRegularExpression(R"('[^'\\]*(\\.[^'\\]*)*'|"[^"\\]*(\\.[^"\\]*)*")"), colored(QColor(0xa3, 0x15, 0x15))});
-    r.push_back({QRegularExpression(R"(#[^\n]*)"), colored(QColor(0x6a, 0x73, 0x7d), false, true)});
-    return r;
-  }();
-  return all;
-}
-
 }  // namespace
 
-PythonHighlighter::PythonHighlighter(QTextDocument* document) : QSyntaxHighlighter(document) {}
+PythonHighlighter::PythonHighlighter(QWidget* view, QTextDocument* document) : QSyntaxHighlighter(document) {
+  setParent(view);
+  colourFor(view->palette());
+  view->installEventFilter(this);
+}
+
+void PythonHighlighter::colourFor(const QPalette& palette) {
+  const theme::CodeColours c = theme::codeColours(palette);
+  rules_.clear();
+  rules_.push_back({QRegularExpression(R"(\b(and|as|assert|break|class|continue|def|del|elif|else|except|finally|for|from|global|if|)"
+                                       R"(import|in|is|lambda|nonlocal|not|or|pass|raise|return|try|while|with|yield|None|True|False)\b)"),
+                    colored(c.keyword, true)});
+  rules_.push_back({QRegularExpression(R"(\b(print|range|len|enumerate|zip|list|dict|tuple|float|int|str|isinstance|super|sum|min|max)\b)"),
+                    colored(c.builtin)});
+  rules_.push_back({QRegularExpression(R"(\b[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\b)"), colored(c.number)});
+  rules_.push_back({QRegularExpression(R"('[^'\\]*(\\.[^'\\]*)*'|"[^"\\]*(\\.[^"\\]*)*")"), colored(c.string)});
+  rules_.push_back({QRegularExpression(R"(#[^\n]*)"), colored(c.comment, false, true)});
+}
+
+bool PythonHighlighter::eventFilter(QObject* watched, QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) {
+    colourFor(static_cast<QWidget*>(watched)->palette());
+    if (document()) rehighlight();
+  }
+  return QSyntaxHighlighter::eventFilter(watched, event);
+}
 
 void PythonHighlighter::highlightBlock(const QString& text) {
   // Later rules win: a keyword inside a string or a comment is coloured as the string or comment.
-  for (const Rule& rule : rules()) {
+  for (const Rule& rule : rules_) {
     for (auto it = rule.pattern.globalMatch(text); it.hasNext();) {
       const QRegularExpressionMatch m = it.next();
       setFormat(static_cast<int>(m.capturedStart()), static_cast<int>(m.capturedLength()), rule.format);
@@ -79,7 +85,7 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   editor_->setTabChangesFocus(false);
   editor_->setPlainText(original);
   editor_->document()->clearUndoRedoStacks();  // Undo starts from the lesson's code
-  new PythonHighlighter(editor_->document());
+  new PythonHighlighter(editor_, editor_->document());
   output_ = new QPlainTextEdit;
   output_->setObjectName("cellOutput");
   output_->setReadOnly(true);
@@ -149,6 +155,25 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   layout->addWidget(inputRow_);
   layout->addWidget(outputNotice_);
 
+  // For a screen reader each control names its cell (every cell has a "Run"), and the keyboard goes
+  // through a cell in reading order: its code, Run, Stop, Reset, then what it printed.
+  const QString cell = "cell " + id;
+  setAccessibleName("Code " + cell);
+  editor_->setAccessibleName("Code of " + cell);
+  editor_->setAccessibleDescription("Python. Ctrl+Enter runs it; Tab indents; Ctrl+Tab moves on to the cell's Run button, Ctrl+Shift+Tab back");
+  output_->setAccessibleName("Output of " + cell);
+  input_->setAccessibleName("Input for " + cell);
+  outputNotice_->setAccessibleName("About the output of " + cell);
+  run_->setAccessibleName("Run " + cell);
+  stop_->setAccessibleName("Stop " + cell);
+  reset_->setAccessibleName("Reset " + cell);
+  status_->setAccessibleName("Run count of " + cell);
+  setTabOrder(editor_, run_);
+  setTabOrder(run_, stop_);
+  setTabOrder(stop_, reset_);
+  setTabOrder(reset_, output_);
+  setTabOrder(output_, input_);
+
   connect(run_, &QPushButton::clicked, this, &CodeCell::run);
   connect(stop_, &QPushButton::clicked, this, [this] {
     // Once: the session interrupts the cell and, if that goes unheeded, ends it (KernelProcess::stop).
@@ -187,6 +212,32 @@ bool CodeCell::eventFilter(QObject* watched, QEvent* event) {
     const auto* key = static_cast<QKeyEvent*>(event);
     if ((key->key() == Qt::Key_Return || key->key() == Qt::Key_Enter) && (key->modifiers() & Qt::ControlModifier)) {
       if (run_->isEnabled()) run_->click();
+      return true;
+    }
+    // Tab belongs to the code (an indent of spaces: a tab among a lesson's spaces is Python's TabError);
+    // Ctrl+Tab and Ctrl+Shift+Tab leave the editor, so that the keyboard is never caught in it.
+    if ((key->key() == Qt::Key_Tab || key->key() == Qt::Key_Backtab) && (key->modifiers() & Qt::ControlModifier)) {
+      focusNextPrevChild(key->key() == Qt::Key_Tab && !(key->modifiers() & Qt::ShiftModifier));
+      return true;
+    }
+    if (key->key() == Qt::Key_Tab && key->modifiers() == Qt::NoModifier) {
+      QTextCursor cursor = editor_->textCursor();
+      if (!cursor.hasSelection()) {
+        cursor.insertText(QString(kIndent - cursor.positionInBlock() % kIndent, ' '));
+        return true;
+      }
+      // A selection: each of its lines one indent to the right, as one step of Undo.
+      QTextDocument* doc = editor_->document();
+      const QTextBlock first = doc->findBlock(cursor.selectionStart());
+      const QTextBlock last = doc->findBlock(cursor.selectionEnd() - 1);
+      QTextCursor edit(doc);
+      edit.beginEditBlock();
+      for (QTextBlock b = first; b.isValid(); b = b.next()) {
+        edit.setPosition(b.position());
+        edit.insertText(QString(kIndent, ' '));
+        if (b == last) break;
+      }
+      edit.endEditBlock();
       return true;
     }
   }
@@ -351,7 +402,7 @@ void CodeCell::appendOutput(const QString& name, const QString& text) {
   QTextCursor cursor(output_->document());
   cursor.movePosition(QTextCursor::End);
   QTextCharFormat format;
-  if (name == "stderr") format.setForeground(QColor(0xb3, 0x3a, 0x00));
+  if (name == "stderr") format.setForeground(theme::ink(theme::Ink::Warning, output_->palette()));
   cursor.insertText(shown, format);
   output_->show();
   fitOutputToText();
@@ -364,7 +415,7 @@ void CodeCell::showOutputCapped(qint64 limit, const QString& file, const QString
     QTextCursor cursor(output_->document());
     cursor.movePosition(QTextCursor::End);
     QTextCharFormat grey;
-    grey.setForeground(QColor(0x6a, 0x73, 0x7d));
+    grey.setForeground(theme::ink(theme::Ink::Muted, output_->palette()));
     grey.setFontItalic(true);
     cursor.insertText("\n⋯ the output goes on: see below\n", grey);
     lineLength_ = 0;
@@ -420,7 +471,7 @@ void CodeCell::markFinished(const notebook::CellResult& result) {
   QTextCursor cursor(output_->document());
   cursor.movePosition(QTextCursor::End);
   QTextCharFormat red;
-  red.setForeground(QColor(0xd6, 0x27, 0x28));
+  red.setForeground(theme::ink(theme::Ink::Bad, output_->palette()));
   if (result.status == Status::KernelDied && result.ending == Ending::KilledByStop) {
     cursor.insertText(result.started ? "■ Stop ended the Python session: " + result.message +
                                            ". What the cells defined is gone; the next Run starts a new session.\n"

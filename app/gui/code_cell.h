@@ -7,7 +7,10 @@
 #include <QObject>
 #include <QPointer>
 #include <QString>
+#include <QRegularExpression>
 #include <QSyntaxHighlighter>
+#include <QTextCharFormat>
+#include <QVector>
 #include <QWidget>
 #include <optional>
 
@@ -26,13 +29,24 @@ namespace gpulab::app {
 // for 25 s and 1 GB larger (issue 48, 3.5).
 inline constexpr qint64 kCellOutputLimit = 1'000'000;
 
-// Python's colours in a cell: keywords, builtins, strings, numbers and comments.
+// Python's colours in a cell: keywords, builtins, strings, numbers and comments, chosen for the
+// palette of `view` (the editor that shows the document) and chosen again when its palette changes
+// (the desktop turned dark).
 class PythonHighlighter : public QSyntaxHighlighter {
  public:
-  explicit PythonHighlighter(QTextDocument* document);
+  PythonHighlighter(QWidget* view, QTextDocument* document);
+  struct Rule {
+    QRegularExpression pattern;
+    QTextCharFormat format;
+  };
 
  protected:
   void highlightBlock(const QString& text) override;
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
+ private:
+  void colourFor(const QPalette& palette);
+  QVector<Rule> rules_;
 };
 
 class CodeCell : public QWidget {
@@ -59,6 +73,7 @@ class CodeCell : public QWidget {
   // kOutputMaxLines lines, then it scrolls.
   QPlainTextEdit* output() const { return output_; }
   static constexpr int kOutputMaxLines = 24;
+  static constexpr int kIndent = 4;  // spaces a Tab inserts in the editor, as PEP 8 indents
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;

@@ -1,4 +1,5 @@
 #include "app/gui/exercise_panel.h"
+#include "app/gui/theme.h"
 
 #include <QFontDatabase>
 #include <QHBoxLayout>
@@ -25,6 +26,7 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
     : QFrame(parent), hintTexts_(exercise.hints) {
   setObjectName(QString("exercise%1").arg(number));
   setFrameShape(QFrame::StyledPanel);
+  setAccessibleName(QString("Exercise %1").arg(number));
   // The values are Python expressions the lesson evaluates after the run, over what it left: listed
   // under the checks, before and after a run, so that nothing runs that the learner cannot read (a
   // lesson folder may come from anywhere).
@@ -35,7 +37,9 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
   result_->setObjectName("exerciseResult");
   result_->setWordWrap(true);
   result_->setTextFormat(Qt::PlainText);
-  result_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  // Selectable by keyboard too: a keyboard user reaches the result with Tab and reads it line by line.
+  result_->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard);
+  result_->setAccessibleName(QString("Exercise %1: what the run measured").arg(number));
   result_->setText(QString("%1 Exercise %2 — run the cell to grade it. Graded from what the run measures: %3")
                        .arg(metBefore ? "✓" : "✎").arg(number).arg(checksAsked(exercise.challenge)) +
                    (metBefore ? "\nYou met it before; run it again to see its measurements." : "") +
@@ -45,6 +49,8 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
   hints_ = new QLabel;
   hints_->setObjectName("exerciseHints");
   hints_->setWordWrap(true);
+  hints_->setAccessibleName(QString("Hints for exercise %1").arg(number));
+  hint_->setAccessibleDescription(QString("Shows the next hint for exercise %1").arg(number));
   hints_->hide();
   showSolution_ = new QPushButton("Show the solution");
   showSolution_->setObjectName("exerciseShowSolution");
@@ -53,9 +59,10 @@ ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool 
   solution_ = new QPlainTextEdit(exercise.solution);
   solution_->setObjectName("exerciseSolution");
   solution_->setReadOnly(true);
+  solution_->setAccessibleName(QString("The solution of exercise %1").arg(number));
   solution_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   solution_->setLineWrapMode(QPlainTextEdit::NoWrap);
-  new PythonHighlighter(solution_->document());
+  new PythonHighlighter(solution_, solution_->document());
   const int lines = std::min<int>(static_cast<int>(exercise.solution.count('\n')) + 1, 30);
   solution_->setFixedHeight(lines * QFontMetrics(solution_->font()).lineSpacing() + 24);
   solution_->hide();
@@ -96,7 +103,7 @@ void ExercisePanel::showResult(const course::ChallengeResult& result) {
   QStringList lines{result.met ? "✓ Exercise met." : "✗ Not met yet."};
   for (const course::CheckResult& c : result.checks) lines << (c.met ? "  ✓ " : "  ✗ ") + c.line;
   result_->setText(lines.join('\n') + valuesText_);
-  result_->setStyleSheet(result.met ? "color: #1a7f37;" : "color: #b35900;");
+  result_->setStyleSheet(theme::css(result.met ? theme::Ink::Good : theme::Ink::Warning, result_->palette()) + ";");
   showSolution_->setEnabled(true);  // they tried
 }
 

@@ -1,4 +1,6 @@
 #include "app/gui/lesson_page.h"
+#include "app/gui/focus_order.h"
+#include "app/gui/theme.h"
 
 #include <algorithm>
 #include <cmath>
@@ -68,7 +70,11 @@ class TextSegment final : public QTextBrowser {
     setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
-    setStyleSheet("QTextBrowser { background: transparent; }");
+    // The column's background shows through. Not by a style sheet: a widget with one keeps the
+    // palette it was polished with, and its text stayed black when the desktop turned dark.
+    viewport()->setAutoFillBackground(false);
+    // The arrow keys move a caret through the text, as a screen reader's reading follows it.
+    setTextInteractionFlags(Qt::TextBrowserInteraction | Qt::TextSelectableByKeyboard);
     watchLayout();
   }
   void setContent(QTextDocument* doc) {
@@ -148,6 +154,8 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
   restart_ = new QPushButton("⟲ Restart");
   restart_->setObjectName("sessionRestart");
   restart_->setToolTip("A fresh Python session: every name the cells defined is forgotten, as a notebook's restart does");
+  device_->setAccessibleName("Code runs on");
+  restart_->setAccessibleName("Restart the Python session");
   state_ = new QLabel;
   state_->setObjectName("sessionState");
   state_->setWordWrap(true);
@@ -185,6 +193,8 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
   outer->addLayout(layout_);
   outer->addStretch(1);
   scroll_->setWidget(column_);
+  scroll_->setAccessibleName("Lesson");
+  scroll_->setAccessibleDescription("The lesson's text, its code cells and exercises, in reading order: Tab goes from one to the next");
   auto* page = new QVBoxLayout(this);
   page->setContentsMargins(0, 0, 0, 0);
   page->setSpacing(2);
@@ -311,6 +321,24 @@ void LessonPage::clearContent() {
   showSessionState("Python session: starts when you run a cell");
 }
 
+// Tab through the page as it reads: the session bar, the banner, then the texts, cells and exercises
+// in the lesson's order (each cell: its code, Run, Stop, Reset, its output).
+void LessonPage::orderFocus() {
+  QWidget* last = placeAfter(device_, {restart_, folder_, external_->button()});
+  last = placeAfter(last, {scroll_});
+  for (int i = 0; i < layout_->count(); ++i)
+    if (QWidget* w = layout_->itemAt(i)->widget()) last = placeAfter(last, focusables(w));
+}
+
+// A screen reader names a stretch of text by its place and its first words (its heading, mostly).
+void LessonPage::nameTextView(QTextBrowser* view) {
+  const qsizetype part = texts_.indexOf(view) + 1;
+  view->setAccessibleName(part <= 1 ? QString("Lesson text") : QString("Lesson text, part %1").arg(part));
+  QString start = view->document()->toPlainText().simplified();
+  if (start.size() > 100) start = start.left(start.lastIndexOf(' ', 100)) + "…";
+  view->setAccessibleDescription(start);
+}
+
 QTextBrowser* LessonPage::addTextView() {
   auto* view = new TextSegment;
   view->setObjectName(QString("lessonText%1").arg(texts_.size()));
@@ -333,6 +361,7 @@ QTextBrowser* LessonPage::addTextView() {
   });
   layout_->addWidget(view);
   texts_.append(view);
+  nameTextView(view);
   return view;
 }
 
@@ -353,8 +382,10 @@ void LessonPage::setLesson(const course::Lesson& lesson) {
   if (!lesson.ok()) {
     sessionBar_->hide();
     external_->hide();
-    addTextView()->setHtml("<h2>" + lesson.title.toHtmlEscaped() + "</h2><p style='color:#d62728'><b>This lesson could not be loaded:</b><br>" +
-                           lesson.error.toHtmlEscaped() + "</p><p>The other lessons work as usual.</p>");
+    QTextBrowser* view = addTextView();
+    view->setHtml("<h2>" + lesson.title.toHtmlEscaped() + "</h2><p style='" + theme::css(theme::Ink::Bad, view->palette()) +
+                  "'><b>This lesson could not be loaded:</b><br>" + lesson.error.toHtmlEscaped() + "</p><p>The other lessons work as usual.</p>");
+    nameTextView(view);
     emit textShown(lesson.id);
     return;
   }
@@ -392,6 +423,7 @@ void LessonPage::setLesson(const course::Lesson& lesson) {
     layout_->addWidget(panel);
     panels_.append(panel);
   }
+  orderFocus();
   updateExternalBanner();
   scroll_->verticalScrollBar()->setValue(0);
 
@@ -435,6 +467,7 @@ void LessonPage::setLesson(const course::Lesson& lesson) {
   }
   loading_ = true;
   texts_.front()->setHtml("<h2>" + lesson.title.toHtmlEscaped() + "</h2><p><i>Loading the lesson…</i></p>");
+  nameTextView(texts_.front());
 }
 
 void LessonPage::installTexts(std::vector<std::unique_ptr<QTextDocument>> docs) {
@@ -442,6 +475,7 @@ void LessonPage::installTexts(std::vector<std::unique_ptr<QTextDocument>> docs) 
     const bool empty = docs[i]->isEmpty();
     static_cast<TextSegment*>(texts_[static_cast<qsizetype>(i)])->setContent(docs[i].release());
     texts_[static_cast<qsizetype>(i)]->setVisible(!empty);  // a cell at the very start or end has no text there
+    nameTextView(texts_[static_cast<qsizetype>(i)]);
   }
   loading_ = false;
 }

@@ -110,6 +110,8 @@ class LessonPage final : public QWidget {
   void clearContent();
   void installTexts(std::vector<std::unique_ptr<QTextDocument>> docs);
   QTextBrowser* addTextView();
+  void nameTextView(QTextBrowser* view);
+  void orderFocus();  // its accessible name and description, from its text
   void showSessionState(const QString& text);
   void showWorkingFolder(const QString& folder);
   void updateExternalBanner();  // shown for a lesson with cells from a folder not yet acknowledged

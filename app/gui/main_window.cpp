@@ -1,4 +1,5 @@
 #include "app/gui/main_window.h"
+#include "app/gui/theme.h"
 
 #include <QAction>
 #include <QCheckBox>
@@ -128,6 +129,8 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   navigator_ = new QTreeWidget;
   navigator_->setHeaderHidden(true);
   navigator_->setMinimumWidth(230);
+  navigator_->setAccessibleName("Course outline");
+  navigator_->setAccessibleDescription("The chapters and their lessons; Enter opens one");
 
   pageTabs_ = new QTabWidget;
   lesson_ = new LessonPage(progress_);
@@ -141,10 +144,12 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   codeView_->setLineWrapMode(QPlainTextEdit::NoWrap);
   quiz_ = new QuizWidget(progress_);
   pageTabs_->addTab(lesson_, "Lesson");
-  codeHighlighter_ = new PythonHighlighter(nullptr);  // on the code view's document when the lab is Python
-  codeHighlighter_->setParent(codeView_);
+  codeHighlighter_ = new PythonHighlighter(codeView_, nullptr);  // on the code view's document when the lab is Python
   pageTabs_->addTab(codeView_, "Lab code");
   pageTabs_->addTab(quiz_, "Quiz");
+  pageTabs_->setAccessibleName("The lesson, its lab's code and its quiz");
+  codeView_->setAccessibleName("The lab's code");
+  codeView_->setAccessibleDescription("The code the run area runs, exactly as it runs");
 
   runPanel_ = new RunPanel;
   runPanel_->setSettings(session_.get());  // the learner's parameter values, per lesson and run block
@@ -159,6 +164,9 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   viewPanels_->addTab(plots_, "Run views");
   viewPanels_->addTab(cellPlots_, "Code cell views");
   viewPanels_->setTabToolTip(0, "The views of the lesson's runs (the run area below)");
+  viewPanels_->setAccessibleName("Views");
+  plots_->setAccessibleName("Run views");
+  cellPlots_->setAccessibleName("Code cell views");
   viewPanels_->setTabToolTip(1, "The views of the lesson's code cells: what they log, cuda:0's memory, the views they declare");
   auto* right = new QSplitter(Qt::Vertical);
   right->setObjectName("viewsSplitter");
@@ -172,6 +180,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   auto* dismiss = new QToolButton;
   dismiss->setText("✕");
   dismiss->setToolTip("Hide this message");
+  dismiss->setAccessibleName("Hide this message");
   dismiss->setAutoRaise(true);
   progressBanner_ = new WarningBanner("progressBanner", dismiss);
   progressNotice_ = progressBanner_->text();
@@ -196,6 +205,7 @@ MainWindow::MainWindow(const QString& lessonsRoot, const QString& progressPath, 
   welcome_ = new QTextBrowser;
   welcome_->setObjectName("welcome");
   welcome_->setOpenLinks(false);
+  welcome_->setAccessibleName("Course map");
   pages_ = new QStackedWidget;
   pages_->addWidget(welcome_);
   pages_->addWidget(lessonScreen_);
@@ -436,7 +446,7 @@ void MainWindow::rebuildNavigator() {
     auto* item = new QTreeWidgetItem(chapter, {label});
     item->setData(0, kLessonIdRole, l.id);
     if (!l.ok()) {
-      item->setForeground(0, QColor(214, 39, 40));
+      item->setForeground(0, theme::ink(theme::Ink::Bad, navigator_->palette()));
       item->setToolTip(0, l.error);
     } else {
       item->setToolTip(0, l.title + (lessonComplete(l) ? "\nComplete" : "\nNot complete yet: " + whatCompletes(l)));

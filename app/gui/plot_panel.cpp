@@ -1,4 +1,6 @@
 #include "app/gui/plot_panel.h"
+#include "app/gui/focus_order.h"
+#include "app/gui/theme.h"
 
 #include <QCheckBox>
 #include <QDir>
@@ -79,6 +81,8 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
   table_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
   tabs_->addTab(table_, "Measurements");
+  table_->setAccessibleName("Measurements");
+  tabs_->setAccessibleName("Views");
   layout->addWidget(tabs_, 1);
 
   auto* options = new QHBoxLayout;
@@ -218,6 +222,7 @@ void PlotPanel::declareView(int run, const lab::ViewSpec& spec) {
     tabs_->insertTab(index, view, title);
     tabs_->setTabToolTip(index, title);
     if (shown) tabs_->setCurrentIndex(index);
+    orderFocus();
     return;
   }
   const bool first = views_.empty();
@@ -225,6 +230,14 @@ void PlotPanel::declareView(int run, const lab::ViewSpec& spec) {
   tabs_->setTabToolTip(static_cast<int>(views_.size()), title);
   views_.push_back({spec.id, view});
   if (first) tabs_->setCurrentIndex(0);
+  orderFocus();
+}
+
+void PlotPanel::orderFocus() {
+  // A view's controls (its x axis, a table) right after the views' tabs, in the tabs' order: made
+  // after the window, they would come after the run area.
+  QWidget* last = tabs_;
+  for (int i = 0; i < tabs_->count(); ++i) last = placeAfter(last, focusables(tabs_->widget(i)));
 }
 
 const PlotPanel::Page* PlotPanel::page(const std::string& id) const {
@@ -329,7 +342,7 @@ void PlotPanel::rebuildTable() {
     for (int c = 0; c < 3; ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (style.reference) {
-        item->setForeground(QColor(120, 120, 120));
+        item->setForeground(theme::ink(theme::Ink::Muted, table_->palette()));
         QFont f = item->font();
         f.setItalic(true);
         item->setFont(f);

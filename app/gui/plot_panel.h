@@ -104,6 +104,7 @@ class PlotPanel final : public QWidget {
   void statusMessage(const QString& text);
 
  private:
+  void orderFocus();
   static constexpr int kReferenceRun = 0;  // the learner's runs are 1, 2, ...
   struct Run {
     int id = 0;

@@ -1,4 +1,5 @@
 #include "app/gui/quiz_widget.h"
+#include "app/gui/theme.h"
 
 #include <QButtonGroup>
 #include <QGroupBox>
@@ -19,6 +20,7 @@ QuizWidget::QuizWidget(course::ProgressStore& progress, QWidget* parent) : QWidg
   scroll_->setWidgetResizable(true);
   scroll_->setFrameShape(QFrame::NoFrame);
   scroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll_->setAccessibleName("Quiz");
   layout_->addWidget(scroll_);
 }
 
@@ -47,14 +49,18 @@ void QuizWidget::setLesson(const course::Lesson* lesson) {
       text->setWordWrap(true);
       text->setTextFormat(Qt::PlainText);
       text->setBuddy(rb);
+      rb->setAccessibleName(QString("%1) %2").arg(QChar('A' + a)).arg(quiz.answers[a].text));
       row->addWidget(rb, 0, Qt::AlignTop);
       row->addWidget(text, 1);
       group->addButton(rb, a);
       bv->addLayout(row);
     }
     auto* check = new QPushButton("Check", box);
+    check->setAccessibleName(QString("Check the answer to question %1").arg(q + 1));
+    box->setAccessibleDescription(quiz.question);
     bv->addWidget(check, 0, Qt::AlignLeft);
     auto* fb = new QLabel(box);
+    fb->setAccessibleName(QString("Feedback on question %1").arg(q + 1));
     fb->setWordWrap(true);
     bv->addWidget(fb);
     connect(check, &QPushButton::clicked, this, [this, q, group] {
@@ -83,7 +89,9 @@ void QuizWidget::answer(int quiz, int answerIndex) {
 
 void QuizWidget::showFeedback(int quiz, int answerIndex) {
   const course::QuizAnswer& a = lesson_->quizzes[quiz].answers[answerIndex];
-  feedback_[quiz]->setText((a.correct ? "<b style='color:#2ca02c'>Correct.</b> " : "<b style='color:#d62728'>Not quite.</b> ") +
+  const QPalette& palette = feedback_[quiz]->palette();
+  feedback_[quiz]->setText((a.correct ? "<b style='" + theme::css(theme::Ink::Good, palette) + "'>Correct.</b> "
+                                      : "<b style='" + theme::css(theme::Ink::Bad, palette) + "'>Not quite.</b> ") +
                            a.explanation.toHtmlEscaped());
 }
 

@@ -1,4 +1,6 @@
 #include "app/gui/run_panel.h"
+#include "app/gui/focus_order.h"
+#include "app/gui/theme.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -127,6 +129,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   auto* top = new QHBoxLayout;
   runs_ = new QComboBox(this);
   runs_->setToolTip("The lesson's runs");
+  runs_->setAccessibleName("Run");
   top->addWidget(new QLabel("Run:", this));
   top->addWidget(runs_, 1);
   run_ = new QPushButton("Run", this);
@@ -142,6 +145,11 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   stop_->setToolTip("Stop (Ctrl+.)");
   reset_->setToolTip("Reset the parameters and clear the plots (Ctrl+Shift+R)");
   for (QPushButton* b : {run_, pause_, stop_, reset_}) top->addWidget(b);
+  // Named for a screen reader apart from a code cell's Run, Stop and Reset.
+  run_->setAccessibleName("Run the lab");
+  pause_->setAccessibleName("Pause the lab");
+  stop_->setAccessibleName("Stop the lab");
+  reset_->setAccessibleName("Reset the lab's parameters and plots");
   layout->addLayout(top);
   // The parameters scroll when the window is short (a 1280x800 screen): the window's minimum height
   // must not grow with the number of parameters a run exposes.
@@ -154,6 +162,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   formScroll_->setFrameShape(QFrame::NoFrame);
   formScroll_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   formScroll_->setMinimumHeight(0);  // until the form has rows (eventFilter)
+  formScroll_->setAccessibleName("The run's parameters");
   formScroll_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);  // the console takes the room left
   layout->addWidget(formScroll_);
   hint_ = new QLabel(this);
@@ -168,6 +177,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   auto* challengeLayout = new QVBoxLayout(challengeBox_);
   challengeLayout->setContentsMargins(6, 4, 6, 4);
   challengeLayout->addWidget(challenge_);
+  challengeBox_->setAccessibleName("Challenge");
   challengeBox_->hide();
   setChallengeLook(false);
   layout->addWidget(challengeBox_);
@@ -177,6 +187,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   progress_->setRange(0, 1000);
   progress_->setValue(0);
   progress_->setTextVisible(false);
+  progress_->setAccessibleName("Progress of the run");
   progressLabel_ = new QLabel(this);
   progressLabel_->setTextFormat(Qt::PlainText);
   progressLabel_->setMinimumWidth(0);
@@ -188,6 +199,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   console_ = new QTextEdit(this);
   console_->setReadOnly(true);
   console_->setPlaceholderText("Output of the run appears here; the engine's errors in red.");
+  console_->setAccessibleName("Output of the run");
   console_->document()->setMaximumBlockCount(5000);  // a long run keeps its recent output
   console_->setMinimumHeight(60);
   // The console gives up its room first (down to its minimum), so the parameters show in full when they fit.
@@ -298,9 +310,17 @@ void RunPanel::rebuildControls() {
       }
     }
     w->setToolTip(QString::fromStdString(spec.description) + "\nAllowed: " + QString::fromStdString(lab::describeRange(spec)));
+    // The parameter's name, as its label shows it: a combo box would otherwise be named by its value.
+    w->setAccessibleName(QString::fromStdString(spec.name));
     form_->addRow(QString::fromStdString(spec.name), w);
     controls_[name] = w;
   }
+  // Tab goes from Reset through the parameters, top to bottom, then to the output (made after the
+  // window, they would come last of all).
+  QList<QWidget*> fields;
+  for (int row = 0; row < form_->rowCount(); ++row)
+    if (QLayoutItem* item = form_->itemAt(row, QFormLayout::FieldRole); item && item->widget()) fields << focusables(item->widget());
+  placeAfter(formScroll_, fields);
   // What the learner left here before (issue 48, 4.8: forgotten when they left the lesson), checked as
   // a value typed in would be: one the parameter refuses is dropped, and the lesson's value stays.
   const QString group = settingsGroup();
@@ -415,9 +435,9 @@ void RunPanel::appendBatch(const MetricBatch& b) {
     if (const auto* m = std::get_if<lab::Message>(&u)) {
       const QString text = QString::fromStdString(m->text);
       if (m->kind == lab::MessageKind::EngineError) {
-        lines << "<span style='color:#d62728'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>";
+        lines << "<span style='" + theme::css(theme::Ink::Bad, console_->palette()) + "'><b>Engine error (shown on purpose):</b><br>" + html(text) + "</span>";
       } else if (m->kind == lab::MessageKind::Warning) {
-        lines << "<span style='color:#e6550d'>warning: " + html(text) + "</span>";
+        lines << "<span style='" + theme::css(theme::Ink::Warning, console_->palette()) + "'>warning: " + html(text) + "</span>";
       } else if (isTextTable(text)) {
         // A table printed as text (the profiler's key_averages().table()): columns line up only in a
         // fixed-width font, and a wrapped row is unreadable (issue 27 §4) -- so monospace, unwrapped,
@@ -499,10 +519,18 @@ void RunPanel::addRunAction(QAction* action) {
   progressRow_->addWidget(b);
 }
 
+void RunPanel::changeEvent(QEvent* event) {
+  QWidget::changeEvent(event);
+  if (event->type() == QEvent::ApplicationPaletteChange) setChallengeLook(challengeMet_);
+}
+
 void RunPanel::setChallengeLook(bool met) {
   challengeMet_ = met;
-  challengeBox_->setStyleSheet(met ? "#challengeBox { background: #e6f4ea; border: 1px solid #34a853; border-radius: 3px; }"
-                                   : "#challengeBox { border: 1px solid #9aa0a6; border-radius: 3px; }");
+  // Tinted from the palette, so that its text stays readable on a dark desktop too.
+  const QPalette& palette = this->palette();
+  challengeBox_->setStyleSheet(met ? QString("#challengeBox { background: %1; border: 1px solid %2; border-radius: 3px; }")
+                                         .arg(theme::tint(theme::Ink::Good, palette).name(), theme::border(theme::Ink::Good, palette).name())
+                                   : QString("#challengeBox { border: 1px solid %1; border-radius: 3px; }").arg(theme::ink(theme::Ink::Muted, palette).name()));
 }
 
 void RunPanel::showChallenge(const course::Challenge* challenge, bool met) {
@@ -519,7 +547,7 @@ void RunPanel::showChallenge(const course::Challenge* challenge, bool met) {
 void RunPanel::showChallengeResult(const course::ChallengeResult& result, bool metBefore) {
   QStringList lines;
   for (const course::CheckResult& c : result.checks)
-    lines << QString("<span style='color:%1'>%2 %3</span>").arg(c.met ? "#188038" : "#d62728", c.met ? "✓" : "✗", html(c.line));
+    lines << QString("<span style='color:%1'>%2 %3</span>").arg(theme::ink(c.met ? theme::Ink::Good : theme::Ink::Bad, challenge_->palette()).name(), c.met ? "✓" : "✗", html(c.line));
   if (!result.noiseNote().isEmpty()) lines << "<i>" + html(result.noiseNote()) + "</i>";
   const QString verdict = result.met ? "met by this run ✓" : metBefore ? "not met by this run (met before)" : "not met yet";
   challenge_->setText(QString("<b>Challenge %1:</b> %2<br>%3").arg(verdict, html(result.text), lines.join("<br>")));
@@ -552,7 +580,7 @@ void RunPanel::append(const QString& html) {
 }
 
 void RunPanel::appendError(const QString& text) {
-  append("<span style='color:#d62728'><b>The run failed:</b><br>" + html(text) + "</span>");
+  append("<span style='" + theme::css(theme::Ink::Bad, console_->palette()) + "'><b>The run failed:</b><br>" + html(text) + "</span>");
 }
 void RunPanel::appendInfo(const QString& text) { append(html(text)); }
 QString RunPanel::consoleText() const { return console_->toPlainText(); }

@@ -98,6 +98,9 @@ class RunPanel final : public QWidget {
   void resetClicked();
   void runSelected(int index);
 
+ protected:
+  void changeEvent(QEvent* event) override;  // the desktop's palette changed: the challenge box's tint
+
  private:
   void rebuildControls();
   QString controlValue(const QWidget* w) const;  // as settings() gives it

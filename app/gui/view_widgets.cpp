@@ -21,6 +21,7 @@
 #include <set>
 #include <qcustomplot.h>
 
+#include "app/gui/theme.h"
 #include "app/gui/units.h"
 
 namespace gpulab::app {
@@ -65,35 +66,38 @@ class ShortLegendItem final : public QCPPlottableLegendItem {
   };
 };
 
-// Distinct colours (matplotlib's tab10 order), cycled for series or runs.
-QColor paletteColour(int i) {
+// Distinct colours (matplotlib's tab10 order), cycled for series or runs; each made to keep 3:1 against
+// the plot's background (theme.h), so that on a dark palette no curve fades into it (tab10's brown did).
+QColor paletteColour(int i, const QPalette& palette) {
   static constexpr QRgb kPalette[] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd, 0x8c564b, 0xe377c2, 0x17becf};
   constexpr int n = static_cast<int>(std::size(kPalette));
-  return QColor(kPalette[((i % n) + n) % n]);
+  return theme::readable(QColor(kPalette[((i % n) + n) % n]), palette, theme::kLineContrast);
 }
 const Qt::PenStyle kDashes[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine, Qt::DashDotDotLine};
 Qt::PenStyle dash(int i) { return kDashes[((i % 5) + 5) % 5]; }
 // Reference curves are grey, never a colour a learner's run could have.
-QColor grey(int i) { return i % 2 ? QColor(165, 165, 165) : QColor(120, 120, 120); }
+QColor grey(int i, const QPalette& palette) {
+  return theme::readable(i % 2 ? QColor(165, 165, 165) : QColor(120, 120, 120), palette, theme::kLineContrast);
+}
 
 // The pen of series `index` of a run (see the rules in view_widgets.h).
-QPen seriesPen(const RunStyle& run, int index, lab::SeriesStyle style) {
-  if (run.reference) return QPen(grey(index), 1.5, dash(1 + index % 4));
+QPen seriesPen(const RunStyle& run, int index, lab::SeriesStyle style, const QPalette& palette) {
+  if (run.reference) return QPen(grey(index, palette), 1.5, dash(1 + index % 4));
   const bool dashed = style == lab::SeriesStyle::Dashed;
   // Cosmetic 1-pixel pens: the fast path of the raster engine, so a replot of long live curves
   // stays a few milliseconds.
-  if (run.several) return QPen(paletteColour(run.colour), 0, dashed ? Qt::DashLine : dash(index));
-  return QPen(paletteColour(index), 0, dashed ? Qt::DashLine : Qt::SolidLine);
+  if (run.several) return QPen(paletteColour(run.colour, palette), 0, dashed ? Qt::DashLine : dash(index));
+  return QPen(paletteColour(index, palette), 0, dashed ? Qt::DashLine : Qt::SolidLine);
 }
 
-QColor markerColour(lab::MarkerKind kind, const QColor& text) {
+QColor markerColour(lab::MarkerKind kind, const QPalette& palette) {
   switch (kind) {
-    case lab::MarkerKind::OutOfMemory: return QColor(214, 39, 40);
-    case lab::MarkerKind::EmptyCache: return QColor(44, 160, 44);
-    case lab::MarkerKind::Skipped: return QColor(230, 85, 13);
+    case lab::MarkerKind::OutOfMemory: return theme::readable(QColor(214, 39, 40), palette, theme::kLineContrast);
+    case lab::MarkerKind::EmptyCache: return theme::readable(QColor(44, 160, 44), palette, theme::kLineContrast);
+    case lab::MarkerKind::Skipped: return theme::readable(QColor(230, 85, 13), palette, theme::kLineContrast);
     case lab::MarkerKind::Event: break;
   }
-  return text;
+  return palette.color(QPalette::Text);
 }
 
 // Byte ticks at round numbers of B, KiB, MiB or GiB, whichever fits the range: "512 MiB", "1.5 GiB".
@@ -322,6 +326,8 @@ void ViewWidget::specChanged() {
   note_->setText(QString::fromStdString(spec_.note));
   note_->setVisible(!spec_.note.empty());
   setTitleText(title());
+  xBox_->setAccessibleName("x axis of " + title());
+  nameForScreenReaders();
 }
 
 void ViewWidget::add(int run, const lab::Update& update) {
@@ -379,6 +385,25 @@ void ViewWidget::refresh() {
   dirty_ = false;
   redraw();
   placeLevels();
+  nameForScreenReaders();
+}
+
+QString ViewWidget::description() const {
+  // A screen reader reads a description whole: the first lines, and how many more there are.
+  constexpr int kShown = 6;
+  QStringList lines = describe();
+  if (lines.isEmpty()) return "Nothing measured yet";
+  if (lines.size() > kShown) {
+    const auto more = lines.size() - kShown;
+    lines = lines.mid(0, kShown);
+    lines << QString("and %1 more").arg(more);
+  }
+  return lines.join("; ");
+}
+
+void ViewWidget::nameForScreenReaders() {
+  view()->setAccessibleName(title());
+  view()->setAccessibleDescription(description());
 }
 
 // A level far above the data (a limit much higher than anything a run reaches) is not worth
@@ -579,12 +604,12 @@ void ViewWidget::fitMarkers() {
 void ViewWidget::styleItems() {
   const QColor text = palette().color(QPalette::Text);
   for (const MarkerItem& m : markers_) {
-    const QColor c = style(m.run).reference ? grey(0) : markerColour(m.marker.kind, text);
+    const QColor c = style(m.run).reference ? grey(0, palette()) : markerColour(m.marker.kind, palette());
     m.line->setPen(QPen(c, 1, Qt::DashLine));
     m.text->setColor(c);
   }
   for (const LevelItem& l : levels_) {
-    const QColor c = style(l.run).reference ? grey(0) : text;
+    const QColor c = style(l.run).reference ? grey(0, palette()) : text;
     l.line->setPen(QPen(c, 1, Qt::DashLine));
     l.text->setColor(c);
   }
@@ -624,6 +649,27 @@ bool ViewWidget::exportCsv(const QString& path) {
 
 namespace {
 
+// The plot in the palette's colours: its background, title, axes, legend text and grid -- the
+// desktop's light or dark palette, and again when it changes.
+void paintPlot(QCustomPlot* p, const QPalette& pal) {
+  const QColor text = pal.color(QPalette::Text), base = pal.color(QPalette::Base);
+  p->setBackground(base);
+  if (auto* heading = qobject_cast<QCPTextElement*>(p->plotLayout()->elementCount() ? p->plotLayout()->element(0, 0) : nullptr))
+    heading->setTextColor(text);
+  // The grid a fifth of the way from the background to the text: seen, and never taken for data.
+  const QColor grid = QColor::fromRgbF(base.redF() + (text.redF() - base.redF()) * 0.2f, base.greenF() + (text.greenF() - base.greenF()) * 0.2f,
+                                       base.blueF() + (text.blueF() - base.blueF()) * 0.2f);
+  for (QCPAxis* axis : {p->xAxis, p->yAxis, p->yAxis2}) {
+    axis->setBasePen(QPen(text));
+    axis->setTickPen(QPen(text));
+    axis->setSubTickPen(QPen(text));
+    axis->setTickLabelColor(text);
+    axis->setLabelColor(text);
+    axis->grid()->setPen(QPen(grid, 0, Qt::DotLine));
+  }
+  p->legend->setTextColor(text);
+}
+
 QCustomPlot* makePlot(QWidget* owner, const QString& title) {
   auto* p = new QCustomPlot;
   p->legend->setVisible(false);  // shown once it has an entry
@@ -647,17 +693,7 @@ QCustomPlot* makePlot(QWidget* owner, const QString& title) {
   auto* heading = new QCPTextElement(p, title, titleFont);
   heading->setObjectName("title");
   p->plotLayout()->addElement(0, 0, heading);
-  // Follow the system's light or dark palette.
-  const QPalette pal = owner->palette();
-  p->setBackground(pal.color(QPalette::Base));
-  heading->setTextColor(pal.color(QPalette::Text));
-  for (QCPAxis* axis : {p->xAxis, p->yAxis, p->yAxis2}) {
-    axis->setBasePen(QPen(pal.color(QPalette::Text)));
-    axis->setTickPen(QPen(pal.color(QPalette::Text)));
-    axis->setSubTickPen(QPen(pal.color(QPalette::Text)));
-    axis->setTickLabelColor(pal.color(QPalette::Text));
-    axis->setLabelColor(pal.color(QPalette::Text));
-  }
+  paintPlot(p, owner->palette());
   // The legend below the axes (a row of the plot's layout, so exports have it too), never over the
   // data; PlotViewBase::placeLegend gives it as many columns as the width holds.
   p->axisRect()->insetLayout()->take(p->legend);
@@ -669,7 +705,6 @@ QCustomPlot* makePlot(QWidget* owner, const QString& title) {
   p->legend->setMargins(QMargins(6, 0, 6, 2));
   p->legend->setRowSpacing(1);
   p->legend->setColumnSpacing(14);
-  p->legend->setTextColor(pal.color(QPalette::Text));
   return p;
 }
 
@@ -739,6 +774,15 @@ class PlotViewBase : public ViewWidget {
     // Rearranged every time: a removed entry (a failed run's) leaves a hole in the grid.
     legend->setWrap(columns);
     legend->setFillOrder(QCPLegend::foColumnsFirst, true);
+  }
+  void changeEvent(QEvent* event) override {
+    ViewWidget::changeEvent(event);
+    if (event->type() != QEvent::PaletteChange) return;
+    // The desktop turned dark (or light): the plot, its curves and its markers in the new colours.
+    paintPlot(plot_, palette());
+    restyle();
+    styleItems();
+    plot_->replot(QCustomPlot::rpQueuedReplot);
   }
   void resizeEvent(QResizeEvent* event) override {
     ViewWidget::resizeEvent(event);
@@ -934,10 +978,10 @@ class LineView final : public PlotViewBase {
     QCPGraph* g = s.graph;
     g->setName(legendName(s.run, s.id));
     g->setProperty(kLegendTextProperty, legendText(s.run, s.id));
-    QPen pen = seriesPen(run, s.index, kind);
+    QPen pen = seriesPen(run, s.index, kind, palette());
     if (s.layer) {
       // Stacked layers keep a colour per category (what the stack shows); runs differ by outline.
-      const QColor c = run.reference ? grey(s.index) : paletteColour(s.index);
+      const QColor c = run.reference ? grey(s.index, palette()) : paletteColour(s.index, palette());
       pen = QPen(c, run.reference ? 1.5 : 0, run.reference ? Qt::DashLine : dash(run.several ? run.colour : 0));
       QColor fill = c;
       fill.setAlpha(run.reference ? 40 : 110);
@@ -1026,7 +1070,7 @@ class LineView final : public PlotViewBase {
                     const QCPScatterStyle& scatter = QCPScatterStyle()) {
       if (wanted.emplace(key, Key{text, pen, brush, scatter}).second) wantedOrder.push_back(key);
     };
-    const QColor ink(70, 70, 70);
+    const QColor ink = palette().color(QPalette::Text);  // a layer's key: its line in the text's colour
     if (factored) {
       for (const Series* s : firstOfId) {
         const QString label = QString::fromStdString(series(s->run, s->id) && !series(s->run, s->id)->label.empty() ? series(s->run, s->id)->label : s->id);
@@ -1047,7 +1091,7 @@ class LineView final : public PlotViewBase {
       const bool layers = std::any_of(firstOfId.begin(), firstOfId.end(), [](const Series* s) { return s->layer; });
       for (const int run : learnerRuns) {
         const RunStyle& st = style(run);
-        const QPen pen = layers ? QPen(ink, 1.5, dash(st.colour)) : QPen(paletteColour(st.colour), 2);
+        const QPen pen = layers ? QPen(ink, 1.5, dash(st.colour)) : QPen(paletteColour(st.colour, palette()), 2);
         want("run " + std::to_string(run), st.name.isEmpty() ? QString("your run") : st.name, pen);
       }
     }
@@ -1061,7 +1105,7 @@ class LineView final : public PlotViewBase {
       if (drawn && keyedReference)
         want("reference " + std::to_string(s.run),
              "grey dashes: " + run.compactName() + (referenceOnRight_ ? ", on the right axis" : ""),
-             QPen(QColor(140, 140, 140), 1.5, Qt::DashLine));
+             QPen(grey(0, palette()), 1.5, Qt::DashLine));
     }
     for (auto it = keys_.begin(); it != keys_.end();) {
       if (wanted.count(it->first)) {
@@ -1083,6 +1127,27 @@ class LineView final : public PlotViewBase {
     }
   }
 
+  QStringList describe() const override {
+    QStringList out;
+    const lab::Axis along = xAxis_ < static_cast<int>(spec_.x.size()) ? spec_.x[xAxis_] : lab::Axis{};
+    const QString alongName = QString::fromStdString(along.label);
+    for (const auto& key : order_) {
+      const Series& s = series_.at(key);
+      if (xAxis_ >= s.x.size()) continue;
+      const QVector<double>& xs = s.x[xAxis_];
+      int first = -1, last = -1;
+      for (int i = 0; i < s.y.size(); ++i)
+        if (std::isfinite(xs[i])) (first < 0 ? first : last) = i;
+      if (first < 0) continue;
+      if (last < 0) last = first;
+      const QString name = legendName(s.run, s.id);
+      const auto y = [&](int i) { return formatQuantity(s.y[i], spec_.y.unit); };
+      const auto x = [&](int i) { return formatQuantity(xs[i], along.unit); };
+      out << (first == last ? QString("%1: %2 at %3 %4").arg(name, y(first), alongName, x(first))
+                            : QString("%1: %2 → %3 over %4 %5–%6").arg(name, y(first), y(last), alongName, x(first), x(last)));
+    }
+    return out;
+  }
   void redraw() override {
     if (stackDirty_) restack();
     stackDirty_ = false;
@@ -1239,13 +1304,23 @@ class BarsView final : public PlotViewBase {
     static const Qt::BrushStyle kPatterns[] = {Qt::SolidPattern, Qt::Dense4Pattern, Qt::BDiagPattern, Qt::FDiagPattern, Qt::CrossPattern};
     s.bars->setName(legendName(s.run, s.id));
     s.bars->setProperty(kLegendTextProperty, legendText(s.run, s.id));
-    QColor c = run.reference ? grey(s.index) : run.several ? paletteColour(run.colour) : paletteColour(s.index);
+    QColor c = run.reference ? grey(s.index, palette()) : run.several ? paletteColour(run.colour, palette()) : paletteColour(s.index, palette());
     s.bars->setPen(QPen(c.darker(120), 1, run.reference ? Qt::DashLine : Qt::SolidLine));
     QColor fill = c;
     fill.setAlpha(run.reference ? 90 : 200);
     s.bars->setBrush(QBrush(fill, run.reference ? Qt::BDiagPattern : run.several ? kPatterns[s.index % 5] : Qt::SolidPattern));
   }
 
+  QStringList describe() const override {
+    QStringList out;
+    for (const auto& key : order_) {
+      const BarSet& b = sets_.at(key);
+      QStringList values;
+      for (const auto& [c, v] : b.values) values << categories_.value(c) + " " + formatQuantity(v, spec_.y.unit);
+      if (!values.isEmpty()) out << legendName(b.run, b.id) + ": " + values.join(", ");
+    }
+    return out;
+  }
   void redraw() override {
     const double width = 0.8 / std::max<std::size_t>(1, sets_.size());
     for (const auto& key : order_) {  // the legend in the order the series appeared
@@ -1358,13 +1433,41 @@ class TimelineView final : public PlotViewBase {
   void styleSpan(SpanItem& s, const QStringList& all) {
     const RunStyle& run = style(s.run);
     const int lane = static_cast<int>(all.indexOf(QString::fromStdString(s.span.lane)));
-    const QColor c = run.reference ? grey(lane) : run.several ? paletteColour(run.colour) : paletteColour(lane);
+    const QColor c = run.reference ? grey(lane, palette()) : run.several ? paletteColour(run.colour, palette()) : paletteColour(lane, palette());
     QColor fill = c;
     fill.setAlpha(run.reference ? 70 : 170);
     s.rect->setPen(QPen(c.darker(130), 1, run.reference ? Qt::DashLine : Qt::SolidLine));
     s.rect->setBrush(fill);
   }
 
+  QStringList describe() const override {
+    // A line per lane (and run): how many spans, how long they keep it busy, from when to when.
+    struct Lane {
+      QString name;
+      int spans = 0;
+      double busy = 0, from = 0, to = 0;
+    };
+    std::vector<Lane> lanes;
+    for (const SpanItem& item : spans_) {
+      QString name = QString::fromStdString(item.span.lane);
+      if (const QString run = style(item.run).compactName(); !run.isEmpty()) name += " — " + run;
+      auto it = std::find_if(lanes.begin(), lanes.end(), [&](const Lane& l) { return l.name == name; });
+      if (it == lanes.end()) it = lanes.insert(lanes.end(), Lane{name, 0, 0, item.span.start, item.span.end});
+      ++it->spans;
+      it->busy += item.span.end - item.span.start;
+      it->from = std::min(it->from, item.span.start);
+      it->to = std::max(it->to, item.span.end);
+    }
+    const std::string unit = xAxis_ < static_cast<int>(spec_.x.size()) ? spec_.x[xAxis_].unit : std::string("s");
+    QStringList out;
+    for (const Lane& l : lanes)
+      out << QString("%1: %2 %3, busy %4 between %5 and %6")
+                 .arg(l.name)
+                 .arg(l.spans)
+                 .arg(l.spans == 1 ? "span" : "spans")
+                 .arg(formatQuantity(l.busy, unit), formatQuantity(l.from, unit), formatQuantity(l.to, unit));
+    return out;
+  }
   void redraw() override {
     const QStringList all = lanes();
     ticker_->clear();
@@ -1512,6 +1615,12 @@ class TableView final : public ViewWidget {
     return false;
   }
 
+  QStringList describe() const override {
+    if (rows_.isEmpty()) return {};
+    QStringList columns;
+    for (const lab::Axis& c : spec_.columns) columns << QString::fromStdString(c.label);
+    return {QString("%1 %2 of %3").arg(rows_.size()).arg(rows_.size() == 1 ? "row" : "rows").arg(columns.join(", "))};
+  }
   void redraw() override {
     const bool withRun = runColumn();
     if (withRun != withRun_) rebuild_ = true;

@@ -79,6 +79,9 @@ class ViewWidget : public QWidget {
   int pointCount(int run) const;  // what `run` drew here: points, bars, rows or spans
   int markerCount() const;
   QString noteText() const;  // the note under the view, as shown
+  // What the view shows now, in words, for a screen reader (its accessible description, kept up to
+  // date at each refresh): "train: 2.31 → 0.42 over step 1–30"; "Nothing measured yet".
+  QString description() const;
   QStringList legendEntries() const;
   // The texts the legend shows (shorter than the entries' names, see above).
   QStringList legendTexts() const;
@@ -103,6 +106,7 @@ class ViewWidget : public QWidget {
   virtual void dropRun(int run) = 0;
   virtual void restyle() = 0;  // names, pens and legend entries after the styles changed
   virtual void redraw() = 0;
+  virtual QStringList describe() const = 0;  // a line per series, bar set, lane or row; empty: nothing yet
   virtual void writeCsv(QTextStream& out) const = 0;
   virtual void axisChanged() {}
   virtual void specChanged();
@@ -114,6 +118,7 @@ class ViewWidget : public QWidget {
   // The same with the run's short name: what the legend shows.
   QString legendText(int run, const std::string& seriesId) const;
   void markDirty() { dirty_ = true; }
+  void nameForScreenReaders();  // the view's accessible name (its title) and description
   void setTitleText(const QString& text);
   virtual void applyTitle(const QString& text) = 0;
   // Markers and levels of the plot kinds.

@@ -1,6 +1,8 @@
 #include "app/gui/warning_banner.h"
+#include "app/gui/theme.h"
 
 #include <QAbstractButton>
+#include <QEvent>
 #include <QHBoxLayout>
 #include <QLabel>
 
@@ -9,7 +11,7 @@ namespace gpulab::app {
 WarningBanner::WarningBanner(const QString& objectName, QAbstractButton* button, QWidget* parent)
     : QFrame(parent), text_(new QLabel), button_(button) {
   setObjectName(objectName);
-  setStyleSheet("#" + objectName + " { background: #fff4ce; border: 1px solid #e0b000; border-radius: 3px; }");
+  restyle();
   text_->setWordWrap(true);
   text_->setTextFormat(Qt::PlainText);
   auto* layout = new QHBoxLayout(this);
@@ -18,6 +20,19 @@ WarningBanner::WarningBanner(const QString& objectName, QAbstractButton* button,
   layout->addWidget(text_, 1);
   layout->addWidget(button_, 0, Qt::AlignTop);
   hide();
+}
+
+void WarningBanner::restyle() {
+  // A tint of the palette's own background, so that its text stays readable on a dark desktop too.
+  const QPalette& p = palette();
+  setStyleSheet(QString("#%1 { background: %2; border: 1px solid %3; border-radius: 3px; }")
+                    .arg(objectName(), theme::tint(theme::Ink::Warning, p).name(), theme::border(theme::Ink::Warning, p).name()));
+}
+
+void WarningBanner::changeEvent(QEvent* event) {
+  QFrame::changeEvent(event);
+  // A style sheet's own change sends PaletteChange too: only the application's palette restyles.
+  if (event->type() == QEvent::ApplicationPaletteChange) restyle();
 }
 
 }  // namespace gpulab::app

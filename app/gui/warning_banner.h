@@ -18,7 +18,11 @@ class WarningBanner : public QFrame {
   QLabel* text() const { return text_; }
   QAbstractButton* button() const { return button_; }
 
+ protected:
+  void changeEvent(QEvent* event) override;
+
  private:
+  void restyle();
   QLabel* text_;
   QAbstractButton* button_;
 };
