@@ -397,7 +397,7 @@ class Run:
                     optimizer.zero_grad()
                 if scaler.is_enabled():
                     self.follow_scale(scale, scaler.get_scale(), group_samples, time.perf_counter() - start)
-            window_loss = self.add(window_loss, group_loss / in_group)
+            window_loss = self.add(window_loss, group_loss / in_group if in_group > 1 else group_loss)  # no op for a group of one
             group_loss = zero
             self.steps += 1
             epoch_steps += 1
