@@ -1233,6 +1233,29 @@ class TestGui : public QObject {
     QCOMPARE(p->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssNone);  // a curve: no dots
   }
 
+  // A short plot keeps room between its value labels (lesson 07's 1.75 / 1.5 / 1.25 touched).
+  void aShortPlotsValueLabelsDoNotTouch() {
+    PlotPanel panel;
+    panel.resize(600, 260);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    panel.addBatch(batch({lineView("loss", {{"train", "train"}}, {{"step", ""}})}));
+    MetricBatch points;
+    for (int i = 1; i <= 50; ++i) points.updates << point("loss", "train", {double(i)}, 0.4 + 1.4 / i);
+    panel.addBatch(points);
+    panel.showView("loss");
+    QCustomPlot* p = panel.plot("loss");
+    for (int round = 0; round < 2; ++round) {  // the tick count follows the axis's height, known after a layout
+      panel.view("loss")->refresh();
+      p->replot();
+    }
+    const int line = QFontMetrics(p->yAxis->tickLabelFont()).height();
+    const QVector<double> ticks = p->yAxis->tickVector();
+    QVERIFY(ticks.size() >= 2);
+    const double gap = std::abs(p->yAxis->coordToPixel(ticks[0]) - p->yAxis->coordToPixel(ticks[1]));
+    QVERIFY2(gap >= 1.5 * line, qPrintable(QString("%1 px between labels %2 px tall, axis %3 px").arg(gap).arg(line).arg(p->axisRect()->height())));
+  }
+
   // Issue 48 §4.2: lesson 12's timelines beside its H100 recording ("Compare with a real GPU"), in a
   // panel as wide as the window gives the run views at 1280x800: time runs left to right in every one
   // of them, over most of the plot's width, whichever tab was shown when the spans came.

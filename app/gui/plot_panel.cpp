@@ -104,8 +104,10 @@ PlotPanel::PlotPanel(QWidget* parent) : QWidget(parent) {
   exportButton_->setObjectName("exportButton");
   exportButton_->setToolTip("Export the view shown as a PNG image, a PDF or its data as CSV");
   auto* formats = new QMenu(exportButton_);
-  for (const auto& [kind, label] : {std::pair<QString, QString>{"PNG", "PNG image…"}, {"PDF", "PDF…"}, {"CSV", "CSV data…"}}) {
-    QAction* a = formats->addAction(label, this, [this, kind] { exportShown(kind); });
+  // (Not a structured binding: clang 14, the sanitizer builds' compiler, cannot capture one.)
+  for (const std::pair<QString, QString>& format : {std::pair<QString, QString>{"PNG", "PNG image…"}, {"PDF", "PDF…"}, {"CSV", "CSV data…"}}) {
+    const QString kind = format.first;
+    QAction* a = formats->addAction(format.second, this, [this, kind] { exportShown(kind); });
     a->setObjectName("export" + kind);
   }
   exportButton_->setMenu(formats);

@@ -761,7 +761,19 @@ class PlotViewBase : public ViewWidget {
     if (entries && !inLayout) layout->addElement(2, 0, plot_->legend);
     else if (!entries && inLayout) layout->take(plot_->legend);
     placeLegend();
+    fitTickCounts();
     plot_->replot(QCustomPlot::rpQueuedReplot);
+  }
+  // As many value ticks as the axis's height holds with room between their labels: a short plot
+  // (110 px in a 1280x800 window) had five, their labels touching ("1.75 1.5 1.25").
+  void fitTickCounts() {
+    const int room = plot_->axisRect()->height();
+    if (room <= 0) return;
+    for (QCPAxis* axis : {plot_->yAxis, plot_->yAxis2}) {
+      const int line = QFontMetrics(axis->tickLabelFont()).height();
+      const int count = std::clamp(room / (3 * line), 2, 5);
+      if (axis->ticker()->tickCount() != count) axis->ticker()->setTickCount(count);
+    }
   }
   // As many legend columns as the plot's width holds (the widest entry sets a column's width).
   void placeLegend() {
@@ -788,6 +800,7 @@ class PlotViewBase : public ViewWidget {
     ViewWidget::resizeEvent(event);
     fitTitle();
     placeLegend();
+    fitTickCounts();
     placeEmptyNote();
   }
   // Removes `run`'s entries from a map keyed by (run, series) and from its order, their plottables
