@@ -54,13 +54,14 @@ QColor ink(Ink kind, const QPalette& palette) {
 
 QString css(Ink kind, const QPalette& palette) { return "color:" + ink(kind, palette).name(); }
 
+QColor mix(const QColor& from, const QColor& to, double share) {
+  const auto along = [&](float a, float b) { return static_cast<float>(a + (b - a) * share); };
+  return QColor::fromRgbF(along(from.redF(), to.redF()), along(from.greenF(), to.greenF()), along(from.blueF(), to.blueF()));
+}
+
 QColor tint(Ink kind, const QPalette& palette) {
   // A seventh of the way from the palette's Window to the ink: light green on white, dark green on black.
-  const QColor base = palette.color(QPalette::Window), toward = ink(kind, palette);
-  const double share = 0.14;
-  QColor c = QColor::fromRgbF(base.redF() + (toward.redF() - base.redF()) * share, base.greenF() + (toward.greenF() - base.greenF()) * share,
-                              base.blueF() + (toward.blueF() - base.blueF()) * share);
-  return c;
+  return mix(palette.color(QPalette::Window), ink(kind, palette), 0.14);
 }
 
 QColor border(Ink kind, const QPalette& palette) { return ink(kind, palette); }

@@ -24,6 +24,9 @@ QColor ink(Ink kind, const QPalette& palette);
 // "color:#188038", for the window's rich text.
 QString css(Ink kind, const QPalette& palette);
 
+// `from` moved `share` (0..1) of the way to `to`: a tint, a grid between background and text.
+QColor mix(const QColor& from, const QColor& to, double share);
+
 // A box that says something (a met challenge, a warning): a background tinted toward `kind` that the
 // palette's text stays readable on, and its border.
 QColor tint(Ink kind, const QPalette& palette);

@@ -657,8 +657,7 @@ void paintPlot(QCustomPlot* p, const QPalette& pal) {
   if (auto* heading = qobject_cast<QCPTextElement*>(p->plotLayout()->elementCount() ? p->plotLayout()->element(0, 0) : nullptr))
     heading->setTextColor(text);
   // The grid a fifth of the way from the background to the text: seen, and never taken for data.
-  const QColor grid = QColor::fromRgbF(base.redF() + (text.redF() - base.redF()) * 0.2f, base.greenF() + (text.greenF() - base.greenF()) * 0.2f,
-                                       base.blueF() + (text.blueF() - base.blueF()) * 0.2f);
+  const QColor grid = theme::mix(base, text, 0.2);
   for (QCPAxis* axis : {p->xAxis, p->yAxis, p->yAxis2}) {
     axis->setBasePen(QPen(text));
     axis->setTickPen(QPen(text));
