@@ -343,6 +343,25 @@ class TestCourse : public QObject {
     QTest::newRow("challenge checks that contradict each other")
         << run + "{\"text\": \"t\", \"checks\": [{\"measurement\": \"CNN: test accuracy\", \"at_least\": 0.9}, {\"measurement\": \"CNN: test accuracy\", \"at_most\": 0.5}]}}\n```\n"
         << "lesson.md:7: run block: challenge: the checks of 'CNN: test accuracy' ask for at least 0.9 and at most 0.5: no run can meet them";
+    // Issue 49: every exercise ships a bank of wrong and right answers, each saying what it is.
+    const QByteArray exercise = "```exercise\n{\"title\": \"T\", \"text\": \"Set x\", \"values\": {\"x set\": \"x == 1\"},"
+                                " \"checks\": [{\"measurement\": \"x set\", \"at_least\": 1}]}\n```\n"
+                                "```python exercise\nx = 0\n```\n```python solution\nx = 1\n```\n";
+    const QByteArray wrong = "```python wrong\n# wrong: w\n# fails: x set\n# hint: h\nx = 2\n```\n";
+    const QByteArray right = "```python right\n# right: r\nx = 0 + 1\n```\n";
+    QTest::newRow("exercise without a bank") << exercise << "lesson.md:7: exercise 'T' has 0 wrong and 0 right answers in its bank";
+    QTest::newRow("exercise with two wrong answers") << exercise + wrong + wrong + right << "lesson.md:7: exercise 'T' has 2 wrong and 1 right answers";
+    QTest::newRow("exercise without a right answer") << exercise + wrong + wrong + wrong << "has 3 wrong and 0 right answers";
+    QTest::newRow("a wrong answer that fails an unknown check")
+        << exercise + QByteArray(wrong).replace("x set", "y set") << "the ```python wrong block: \"# fails: y set\" names no check of the exercise";
+    QTest::newRow("a wrong answer without a hint")
+        << exercise + QByteArray(wrong).replace("# hint: h\n", "") << "the ```python wrong block needs \"# fails: <a check's measurement>\"";
+    QTest::newRow("a wrong answer without why") << exercise + QByteArray(wrong).replace("# wrong: w\n", "")
+                                                << "must begin with a comment line \"# wrong: ...\" saying why it is wrong";
+    QTest::newRow("a right answer without how") << exercise + wrong + wrong + wrong + QByteArray(right).replace("# right: r\n", "")
+                                                << "must begin with a comment line \"# right: ...\"";
+    QTest::newRow("a bank answer before the solution")
+        << QByteArray(exercise).replace("```python solution\nx = 1\n```\n", "") + wrong << "a ```python wrong block comes after the exercise's ```python solution block";
     QTest::newRow("challenge unknown key") << run + "{\"text\": \"t\", \"goal\": 1, \"checks\": [{\"measurement\": \"m\", \"at_least\": 1}]}}\n```\n"
                                            << "lesson.md:7: run block: challenge: unknown key \"goal\"";
   }
@@ -422,6 +441,38 @@ class TestCourse : public QObject {
     QVERIFY(!l.ok());
     QVERIFY2(l.error.contains(expected), qPrintable(l.error));
     QVERIFY(l.error.startsWith("lessons/09-sample/lesson.md:"));
+  }
+
+  // A run that fails the way a wrong answer of the bank does is told that answer's hint; the bank's
+  // answers stay out of the text and the cells, like the solution.
+  void aRunThatFailsLikeAKnownWrongAnswerGetsItsHint() {
+    const QByteArray body = "```exercise\n{\"title\": \"T\", \"text\": \"Set x and y\", \"values\": {\"x set\": \"x == 1\", \"y set\": \"y == 1\"},"
+                            " \"checks\": [{\"measurement\": \"x set\", \"at_least\": 1}, {\"measurement\": \"y set\", \"at_least\": 1}]}\n```\n"
+                            "```python exercise\nx = y = 0\n```\n```python solution\nx = y = 1\n```\n"
+                            "```python wrong\n# wrong: only y\n# fails: x set\n# hint: x too\nx, y = 0, 1\n```\n"
+                            "```python wrong\n# wrong: neither\n# fails: x set\n# fails: y set\n# hint: both\nx = y = 2\n```\n"
+                            "```python wrong\n# wrong: only x\n# fails: y set\n# hint: y too\nx, y = 1, 0\n```\n"
+                            "```python right\n# right: one at a time\nx = 1\ny = 1\n```\n";
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md");
+    QVERIFY2(l.ok(), qPrintable(l.error));
+    QCOMPARE(l.exercises.size(), 1);
+    const Exercise& e = l.exercises[0];
+    QCOMPARE(e.wrong.size(), 3);
+    QCOMPARE(e.right.size(), 1);
+    QCOMPARE(e.wrong[1].fails, QStringList({"x set", "y set"}));
+    QCOMPARE(l.cells.size(), 1);  // the starter only
+    QVERIFY(!l.markdown.contains("only y") && !l.markdown.contains("one at a time"));
+    auto measured = [](double x, double y) {
+      return std::vector<lab::Measurement>{{"x set", x, ""}, {"y set", y, ""}};
+    };
+    auto hintFor = [&](double x, double y) {
+      const BankAnswer* a = likelyMistake(e, gradeExercise(e, measured(x, y), {}));
+      return a ? a->hint : QString();
+    };
+    QCOMPARE(hintFor(0, 1), QString("x too"));
+    QCOMPARE(hintFor(1, 0), QString("y too"));
+    QCOMPARE(hintFor(0, 0), QString("both"));  // the answer that fails the most of the same checks
+    QCOMPARE(hintFor(1, 1), QString());        // met: no mistake to name
   }
 
   void frontMatterIsRequired() {

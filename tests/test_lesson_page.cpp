@@ -291,7 +291,7 @@ class TestLessonPage : public QObject {
                             QString("---\nid: ex\ntitle: Ex\nchapter: Mine\n---\nText\n\n```exercise\n"
                                     "{\"title\": \"T\", \"text\": \"Run it\", \"values\": {\"done\": \"%1\", \"x set\": \"x == 1\"},\n"
                                     " \"checks\": [{\"measurement\": \"done\", \"at_least\": 1}, {\"measurement\": \"x set\", \"at_least\": 1}]}\n```\n\n"
-                                    "```python exercise\nx = 0\n```\n\n```python solution\nx = 1\n```\n").arg(hostile).toUtf8());
+                                    "```python exercise\nx = 0\n```\n\n```python solution\nx = 1\n```\n" + gpulab::test::exerciseBank("x set")).arg(hostile).toUtf8());
     MainWindow w(lessons.path(), progressPath());
     QVERIFY(w.selectLesson("ex"));
     QTRY_VERIFY(!w.lessonLoading());

@@ -49,6 +49,14 @@ inline std::string textOf(const std::function<void()>& f) {
   return {};
 }
 
+// The smallest bank an exercise in a test's lesson may have (lessons/README.md, "Exercises"): three
+// wrong answers that fail the check `fails` (x stays 0, 2 or 3) and one right answer (x = 1 another way).
+inline QString exerciseBank(const QString& fails) {
+  QString bank;
+  for (int x : {0, 2, 3}) bank += QString("\n```python wrong\n# wrong: x is %1\n# fails: %2\n# hint: set x to 1\nx = %1\n```\n").arg(x).arg(fails);
+  return bank + "\n```python right\n# right: x reached by a sum\nx = 0 + 1\n```\n";
+}
+
 // Writes `text` to `path`, creating its folders (a test's fixture files).
 inline void writeFile(const QString& path, const QByteArray& text) {
   QDir().mkpath(QFileInfo(path).absolutePath());

@@ -85,6 +85,34 @@ int runLessonCells(const course::Lesson& lesson, bool emulatedGpu, bool json, QT
   return kExitOk;
 }
 
+namespace {
+
+// One answer an exercise is checked with: the starter and the wrong answers must not meet its checks
+// (a wrong answer failing at least the checks its "# fails:" lines name), the solution and the right
+// answers must.
+struct Trial {
+  QString which;  // "starter", "solution", "wrong answer 2", ...
+  QString code;
+  bool shouldMeet = false;
+  QStringList mustFail;
+  int line = 0;
+};
+
+QVector<Trial> trialsOf(const course::Exercise& exercise) {
+  QVector<Trial> trials{{"starter", exercise.starter, false, {}, 0}, {"solution", exercise.solution, true, {}, 0}};
+  for (int k = 0; k < exercise.wrong.size(); ++k) {
+    const course::BankAnswer& a = exercise.wrong[k];
+    trials << Trial{QString("wrong answer %1 (line %2)").arg(k + 1).arg(a.line), a.code, false, a.fails, a.line};
+  }
+  for (int k = 0; k < exercise.right.size(); ++k) {
+    const course::BankAnswer& a = exercise.right[k];
+    trials << Trial{QString("right answer %1 (line %2)").arg(k + 1).arg(a.line), a.code, true, {}, a.line};
+  }
+  return trials;
+}
+
+}  // namespace
+
 int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
   bool allOk = true;
   for (int e = 0; e < lesson.exercises.size(); ++e) {
@@ -92,14 +120,15 @@ int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
     for (const bool emulated : {false, true}) {
       QJsonObject event{{"event", "exercise"}, {"id", e + 1}, {"title", exercise.title}};
       if (!json) out << "Exercise " << e + 1 << " (" << exercise.title << "), ";
-      bool ok = true, skipped = false;
-      for (const bool solution : {false, true}) {
-        const QString which = solution ? "solution" : "starter";
+      bool ok = true, skipped = false, first = true;
+      QJsonArray answers;
+      for (const Trial& trial : trialsOf(exercise)) {
         HeadlessSession session(emulated);
         QString problem = session.ok() ? QString() : session.error();
         const QString device = !session.ok() ? "?" : session.cudaAvailable() ? (session.cudaIsEmulated() ? "emulated-gpu" : "gpu") : "cpu";
         event["device"] = device;
-        if (!solution && !json) out << "on " << device << ":\n";
+        if (first && !json) out << "on " << device << ":\n";
+        first = false;
         if (problem.isEmpty() && exercise.needsCuda && !session.cudaAvailable()) {
           skipped = true;
           event["skipped"] = "needs a CUDA device (the emulated GPU will do); this session has none";
@@ -109,30 +138,43 @@ int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
         if (problem.isEmpty()) problem = runSetup(session, lesson);
         CellResult r;
         if (problem.isEmpty()) {
-          r = session.run("exercise", solution ? exercise.solution : exercise.starter, exercise.values);
+          r = session.run("exercise", trial.code, exercise.values);
           if (r.status == CellResult::Status::KernelDied || r.status == CellResult::Status::Interrupted) problem = "the run " + statusName(r.status) + ": " + r.message;
         }
+        QJsonObject answer{{"answer", trial.which}, {"should_meet", trial.shouldMeet}};
         if (!problem.isEmpty()) {
           ok = false;
-          event[which + "_error"] = problem;
-          if (!json) out << "  the " << which << " could not be graded: " << problem << "\n";
+          answer["error"] = problem;
+          answer["ok"] = false;
+          answers.append(answer);
+          if (!json) out << "  the " << trial.which << " could not be graded: " << problem << "\n";
           continue;
         }
         const course::ChallengeResult result = course::gradeExercise(exercise, r.measurements, r.unmeasured);
-        const bool right = solution ? result.met : !result.met;
+        QStringList failed, missed;
+        for (const course::CheckResult& c : result.checks)
+          if (!c.met) failed << c.check.measurement;
+        for (const QString& f : trial.mustFail)
+          if (!failed.contains(f)) missed << f;
+        const bool right = trial.shouldMeet ? result.met : !result.met && missed.isEmpty();
         ok = ok && right;
         QJsonArray lines;
         for (const course::CheckResult& c : result.checks) lines.append(c.line);
-        event[which + "_met"] = result.met;
-        event[which + "_checks"] = lines;
+        answer["met"] = result.met;
+        answer["checks"] = lines;
+        answer["ok"] = right;
+        if (!missed.isEmpty()) answer["should_have_failed"] = QJsonArray::fromStringList(missed);
         const QString raised = r.status == CellResult::Status::Error ? r.errorType + ": " + r.message : QString();
-        if (!raised.isEmpty()) event[which + "_raised"] = raised;
+        if (!raised.isEmpty()) answer["raised"] = raised;
+        answers.append(answer);
         if (!json) {
-          out << "  the " << which << (result.met ? " meets" : " does not meet") << " the checks -- " << (right ? "as it should" : "WRONG") << "\n";
+          out << "  the " << trial.which << (result.met ? " meets" : " does not meet") << " the checks -- " << (right ? "as it should" : "WRONG") << "\n";
+          if (!missed.isEmpty()) out << "    (its \"# fails:\" lines name checks it met: " << missed.join("; ") << ")\n";
           if (!raised.isEmpty()) out << "    (it raised " << raised.left(300) << ")\n";
           for (const course::CheckResult& c : result.checks) out << "    " << c.line << "\n";
         }
       }
+      event["answers"] = answers;
       event["ok"] = ok;
       if (json) out << jsonLine(event) << "\n";
       out.flush();

@@ -14,11 +14,14 @@ namespace gpulab::cli {
 // Lab's torch) is a warning: the cells are skipped. `emulatedGpu`: the emulated GPU as cuda:0.
 int runLessonCells(const course::Lesson& lesson, bool emulatedGpu, bool json, QTextStream& out);
 
-// gpulab-cli lesson ID --check-exercises: each exercise's starter must NOT meet its checks and its
-// solution must, in a fresh session each (after the lesson's setup cells), on the CPU and on the
-// emulated GPU (an exercise that needs CUDA only there). One JSON event per exercise and device with
-// --json: {"event": "exercise", "id": 1, "device": "cpu", "starter_met": false, "solution_met": true,
-// "ok": true, ...}. Exit 1 when an exercise grades wrongly or cannot run.
+// gpulab-cli lesson ID --check-exercises: each exercise's starter and the wrong answers of its bank
+// must NOT meet its checks (a wrong answer failing at least the checks its "# fails:" lines name), and
+// its solution and the bank's right answers must, in a fresh session each (after the lesson's setup
+// cells), on the CPU and on the emulated GPU (an exercise that needs CUDA only there). One JSON event
+// per exercise and device with --json: {"event": "exercise", "id": 1, "device": "cpu", "ok": true,
+// "answers": [{"answer": "starter", "should_meet": false, "met": false, "ok": true, "checks": [...]},
+// {"answer": "solution", ...}, {"answer": "wrong answer 1 (line 140)", ...}, ...]}. Exit 1 when an
+// answer grades wrongly or cannot run.
 int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out);
 
 }  // namespace gpulab::cli

@@ -86,4 +86,17 @@ ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::M
   return result;
 }
 
+const BankAnswer* likelyMistake(const Exercise& exercise, const ChallengeResult& result) {
+  if (result.met) return nullptr;
+  QStringList failed;
+  for (const CheckResult& c : result.checks)
+    if (!c.met) failed << c.check.measurement;
+  const BankAnswer* best = nullptr;
+  for (const BankAnswer& a : exercise.wrong) {
+    const bool same = std::all_of(a.fails.begin(), a.fails.end(), [&](const QString& f) { return failed.contains(f); });
+    if (same && (!best || a.fails.size() > best->fails.size())) best = &a;
+  }
+  return best;
+}
+
 }  // namespace gpulab::course

@@ -42,6 +42,11 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
 ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::Measurement>& measured,
                               const QMap<QString, QString>& unmeasured);
 
+// The wrong answer of the exercise's bank that a run which failed `result` most likely repeats: the
+// one whose "# fails:" checks all failed here, the most of them (the first such in the bank on a
+// tie); nullptr when the run met the exercise or fails no bank answer's way.
+const BankAnswer* likelyMistake(const Exercise& exercise, const ChallengeResult& result);
+
 // What a check asks, as the grade says it: "at least 4,096", "at most 256.00 MiB", or both joined
 // by "and"; numbers in `unit`.
 QString askedText(const ChallengeCheck& check, const std::string& unit);

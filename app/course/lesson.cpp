@@ -424,6 +424,34 @@ const std::set<QString>& exerciseMeasurements() {
   return names;
 }
 
+// One answer of an exercise's bank (```python wrong or ```python right): the code, and what its
+// leading comment lines say -- "# wrong: why", "# fails: a check's name" (one line each), "# hint: ..."
+// for a wrong answer, "# right: how it differs" for a right one.
+void addToBank(Exercise& e, const QString& kind, const QString& code, int line) {
+  BankAnswer a{.code = code, .line = line};
+  const bool wrong = kind == "wrong";
+  for (const QString& raw : code.split('\n')) {
+    const QString l = raw.trimmed();
+    if (!l.startsWith('#')) break;
+    const QString text = l.mid(1).trimmed();
+    const int colon = text.indexOf(':');
+    const QString key = colon > 0 ? text.left(colon).trimmed() : QString(), value = text.mid(colon + 1).trimmed();
+    if (key == kind) a.why = value;
+    else if (wrong && key == "fails") a.fails << value;
+    else if (wrong && key == "hint") a.hint = value;
+  }
+  const QString where = QString("exercise '%1': the ```python %2 block").arg(e.title, kind);
+  if (a.why.isEmpty()) throw LessonError{line, where + QString(" must begin with a comment line \"# %1: ...\" saying %2").arg(kind, wrong ? "why it is wrong" : "how it differs from the solution")};
+  if (wrong && (a.fails.isEmpty() || a.hint.isEmpty())) {
+    throw LessonError{line, where + " needs \"# fails: <a check's measurement>\" (a line for each check it must fail) and \"# hint: ...\" (what the panel shows first when a run fails the same way) after its \"# wrong:\" line"};
+  }
+  for (const QString& f : a.fails) {
+    const bool known = std::any_of(e.challenge.checks.begin(), e.challenge.checks.end(), [&](const ChallengeCheck& c) { return c.measurement == f; });
+    if (!known) throw LessonError{line, where + QString(": \"# fails: %1\" names no check of the exercise").arg(f)};
+  }
+  (wrong ? e.wrong : e.right) << a;
+}
+
 Exercise parseExercise(const QJsonObject& o, int line) {
   const QString where = "exercise";
   checkKeys(o, {"title", "text", "checks", "values", "hints", "needs"}, where, "title, text, checks, values, hints, needs", line);
@@ -743,7 +771,9 @@ Lesson parseLesson(const QString& text, const QString& path, const QVector<Pytho
     // example of code, not a cell); its lines stay in the Markdown and leave the text segments. An
     // exercise's solution (```python solution) leaves both: it shows only when the learner asks.
     std::optional<CodeBlock> cell;
-    bool solution = false;  // the open cell is an exercise's solution
+    // The open cell is hidden from the text: an exercise's solution, or an answer of its bank ("wrong",
+    // "right"); empty for a cell the learner sees.
+    QString hidden;
     QStringList segment, cellLines;
     int openExercise = -1;  // the exercise whose starter and solution follow its ```exercise block
     auto exerciseComplete = [&] {
@@ -753,6 +783,11 @@ Lesson parseLesson(const QString& text, const QString& path, const QVector<Pytho
         throw LessonError{e.line, QString("exercise '%1' needs a ```python exercise block (the starter) and a ```python solution block after it")
                                       .arg(e.title)};
       }
+      if (e.wrong.size() < 3 || e.right.isEmpty()) {
+        throw LessonError{e.line, QString("exercise '%1' has %2 wrong and %3 right answers in its bank: it needs at least three ```python wrong "
+                                          "blocks and one ```python right block after its solution (lessons/README.md, \"Exercises\")")
+                                      .arg(e.title).arg(e.wrong.size()).arg(e.right.size())};
+      }
     };
     for (++i; i < lines.size(); ++i) {
       if (code) {
@@ -761,12 +796,14 @@ Lesson parseLesson(const QString& text, const QString& path, const QVector<Pytho
         if (closing) code.reset();
         if (cell) {
           if (!closing) cellLines << lines[i];
-          if (!solution) body << lines[i];
+          if (hidden.isEmpty()) body << lines[i];
           if (!closing) continue;
           cell->code = cellLines.join('\n');
           cellLines.clear();
-          if (solution) {
+          if (hidden == "solution") {
             lesson.exercises[openExercise].solution = cell->code;
+          } else if (!hidden.isEmpty()) {
+            addToBank(lesson.exercises[openExercise], hidden, cell->code, cell->line);
           } else {
             lesson.texts << segment.join('\n');
             segment.clear();
@@ -816,19 +853,23 @@ Lesson parseLesson(const QString& text, const QString& path, const QVector<Pytho
       if ((code = openingFence(lines[i], i + 1))) {
         paragraphChars = 0;
         const QString info = lines[i].mid(code->length).simplified();
-        static const std::set<QString> cellKinds{"python", "python setup", "python exercise", "python solution"};
+        static const std::set<QString> cellKinds{"python", "python setup", "python exercise", "python solution", "python wrong", "python right"};
         if (lines[i].startsWith(QString(code->length, code->ch)) && cellKinds.count(info)) {
           cell = CodeBlock{.setup = info == "python setup", .line = i + 1};
-          solution = info == "python solution";
-          if (info == "python exercise" || solution) {
+          hidden = info == "python solution" || info == "python wrong" || info == "python right" ? info.mid(7) : QString();
+          if (info == "python exercise" || !hidden.isEmpty()) {
             if (openExercise < 0) throw LessonError{i + 1, QString("a ```%1 block must follow an ```exercise block").arg(info)};
             const Exercise& e = lesson.exercises[openExercise];
-            if ((solution && !e.solution.isEmpty()) || (!solution && e.cell >= 0)) {
+            const bool solution = hidden == "solution";
+            if ((solution && !e.solution.isEmpty()) || (info == "python exercise" && e.cell >= 0)) {
               throw LessonError{i + 1, QString("exercise '%1' has a second ```%2 block").arg(e.title, info)};
             }
-            if (!solution) cell->exercise = openExercise;
+            if (!solution && !hidden.isEmpty() && e.solution.isEmpty()) {
+              throw LessonError{i + 1, QString("exercise '%1': a ```%2 block comes after the exercise's ```python solution block").arg(e.title, info)};
+            }
+            if (hidden.isEmpty()) cell->exercise = openExercise;
           }
-          if (!solution) body << lines[i];
+          if (hidden.isEmpty()) body << lines[i];
           continue;
         }
       } else {

@@ -100,14 +100,29 @@ struct CodeBlock {
 // device), "last NAME" (the last value the cell logged with lab.log(NAME=...)), and each of "values":
 // a Python expression evaluated in the session after the run (a bool counts 1 or 0). `needs: "cuda"`:
 // the exercise is about a GPU's memory, graded only in a session with cuda:0 (the emulated GPU will
-// do). gpulab-cli lesson ID --check-exercises checks that the starter does not meet the checks and
-// the solution does.
+// do). After the solution, the exercise's bank, hidden from the learner like the solution: at least
+// three answers a learner would plausibly get wrong and at least one right answer written another way,
+//   ```python wrong            # wrong: why it is wrong
+//                              # fails: the name of a check it must fail (a line for each)
+//                              # hint: what the panel shows first when a run fails the same checks
+//   ```python right            # right: how it differs from the solution
+// gpulab-cli lesson ID --check-exercises checks that the starter and every wrong answer do not meet the
+// checks (each failing those its "fails" lines name) and that the solution and every right answer do.
+struct BankAnswer {
+  QString code;
+  QString why;           // "# wrong: ..." or "# right: ..."
+  QStringList fails;     // a wrong answer's checks (their measurement names) that its run fails
+  QString hint;          // a wrong answer's hint
+  int line = 0;
+};
+
 struct Exercise {
   QString title;
   Challenge challenge;  // the text and the checks
   QMap<QString, QString> values;  // a measurement's name -> the expression that gives it
   QStringList hints;
   QString starter, solution;
+  QVector<BankAnswer> wrong, right;
   int cell = -1;  // the starter's index in Lesson::cells
   bool needsCuda = false;
   int line = 0;

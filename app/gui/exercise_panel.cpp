@@ -23,7 +23,7 @@ QString checksAsked(const course::Challenge& challenge) {
 }  // namespace
 
 ExercisePanel::ExercisePanel(const course::Exercise& exercise, int number, bool metBefore, QWidget* parent)
-    : QFrame(parent), hintTexts_(exercise.hints) {
+    : QFrame(parent), exercise_(exercise), hintTexts_(exercise.hints) {
   setObjectName(QString("exercise%1").arg(number));
   setFrameShape(QFrame::StyledPanel);
   setAccessibleName(QString("Exercise %1").arg(number));
@@ -102,6 +102,8 @@ void ExercisePanel::showHint() {
 void ExercisePanel::showResult(const course::ChallengeResult& result) {
   QStringList lines{result.met ? "✓ Exercise met." : "✗ Not met yet."};
   for (const course::CheckResult& c : result.checks) lines << (c.met ? "  ✓ " : "  ✗ ") + c.line;
+  // A run that fails the way a known wrong answer does gets that answer's hint at once.
+  if (const course::BankAnswer* mistake = course::likelyMistake(exercise_, result)) lines << "Hint: " + mistake->hint;
   result_->setText(lines.join('\n') + valuesText_);
   result_->setStyleSheet(theme::css(result.met ? theme::Ink::Good : theme::Ink::Warning, result_->palette()) + ";");
   showSolution_->setEnabled(true);  // they tried

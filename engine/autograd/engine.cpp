@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory_resource>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,7 +13,9 @@
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
 #include "engine/profiler/profiler.h"
+#include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/device_runtime.h"
+#include "engine/runtime/run_record.h"
 #include "engine/kernels/backend.h"
 
 namespace gpulab {
@@ -111,12 +114,25 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& gradOutput) {
   checkSavedVersions();
   // PyTorch names a backward node's event after the node (built only while a profile records).
   // Its input (the incoming gradient) places it on a device, where the profiler times it too.
-  const profiler::RecordScope record(profiler::isProfiling() ? "autograd::engine::evaluate_function: " + name_ : std::string(),
+  const profiler::RecordScope record(profiler::isObserving() ? "autograd::engine::evaluate_function: " + name_ : std::string(),
                                      {&gradOutput});
   std::vector<bool> needs(next.size());
   for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
   return backward_(gradOutput, needs);
 }
+
+namespace {
+// The run's record: what this leaf's .grad held as the backward reached it (reading it is the record's
+// own work, not the run's: no op, copy or wait of it is noted).
+void noteLeafForTheRecord(const TensorImpl& leaf, const GradientOps& ops) {
+  if (!leaf.grad) return run_record::noteLeaf(run_record::GradBefore::None);
+  // Inside a CUDA graph's capture its values cannot be read (that would wait for the device): unknown.
+  if (const Device d = leaf.grad->storage->device(); d.isCuda() && cuda::isCapturing(d)) return run_record::noteLeaf(run_record::GradBefore::Unknown);
+  const run_record::Pause notTheRuns;
+  const bool nonzero = ops.anyNonzero(Tensor(leaf.grad));
+  run_record::noteLeaf(nonzero ? run_record::GradBefore::Nonzero : run_record::GradBefore::Zero);
+}
+}  // namespace
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
   const profiler::RecordScope record("torch::autograd::AccumulateGrad", {&gradOutput});
@@ -125,6 +141,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& gradOutput) {
   NoGradGuard noGrad;
   // .grad has the leaf's dtype, whatever dtype the gradient was computed in.
   const GradientOps& ops = gradientOps();
+  if (run_record::recording()) noteLeafForTheRecord(*leaf, ops);
   const Tensor g = gradOutput.dtype() == leaf->dtype ? gradOutput : ops.cast(gradOutput, leaf->dtype);
   if (!leaf->grad) {
     // PyTorch's AccumulateGrad steals the incoming gradient when nothing else can see it: only the
@@ -242,6 +259,9 @@ namespace {
 // Without `retainGraph`, each node releases what it saved once it has run.
 void walk(const std::vector<std::shared_ptr<Node>>& roots, std::vector<Tensor> rootGrads, std::unordered_map<Node*, Tensor>* kept,
           bool retainGraph) {
+  // A backward (not grad(), whose walk runs no AccumulateGrad) is an entry of the run's record.
+  std::optional<run_record::BackwardScope> recorded;
+  if (!kept && run_record::recording()) recorded.emplace();
   // The walk's bookkeeping lives in an arena on this stack frame (spilling to the heap for a large
   // graph): a training step's backward then makes no heap allocation of its own besides the gradients.
   alignas(std::max_align_t) std::byte scratch[16384];

@@ -70,6 +70,7 @@ void CachingAllocator::publish(MemoryEventKind kind, std::int64_t size, const vo
   e.step = memoryStep();
   e.allocated_bytes = stats_.allocated_bytes.current;
   e.reserved_bytes = stats_.reserved_bytes.current;
+  e.cap_bytes = capLocked().value_or(-1);
   publishMemoryEvent(e);
 }
 

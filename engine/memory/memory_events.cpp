@@ -70,6 +70,10 @@ MemoryEventRecorder::MemoryEventRecorder(Device device) : MemoryEventRecorder() 
   device_ = device;
 }
 
+MemoryEventRecorder::MemoryEventRecorder(std::function<void(const MemoryEvent&)> sink) : MemoryEventRecorder() {
+  sink_ = std::move(sink);
+}
+
 MemoryEventRecorder::~MemoryEventRecorder() {
   std::lock_guard lock(registry().mutex);
   auto& r = registry().recorders;
@@ -79,6 +83,7 @@ MemoryEventRecorder::~MemoryEventRecorder() {
 
 void MemoryEventRecorder::push(const MemoryEvent& e) {
   if (filtered_ && !(e.device == device_)) return;
+  if (sink_) return sink_(e);
   std::lock_guard lock(mutex_);
   events_.push_back(e);
 }

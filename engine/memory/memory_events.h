@@ -5,6 +5,7 @@
 // GUI can read them from its own thread while a run goes on.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ struct MemoryEvent {
   std::int64_t step = 0;          // the training step set by the running lab (0 outside training)
   std::int64_t allocated_bytes = 0;  // the device's totals right after the event
   std::int64_t reserved_bytes = 0;
+  std::int64_t cap_bytes = -1;       // the cap on reserved memory in force (a memory fraction, a budget); -1: none
 };
 
 // Marks the allocations this thread makes while the scope lives (innermost scope wins).
@@ -57,6 +59,9 @@ class MemoryEventRecorder {
  public:
   MemoryEventRecorder();
   explicit MemoryEventRecorder(Device device);
+  // Hands each event to `sink` as it is published (on the publishing thread, under the allocator's
+  // lock: the sink must not allocate device memory) instead of keeping it for drain().
+  explicit MemoryEventRecorder(std::function<void(const MemoryEvent&)> sink);
   ~MemoryEventRecorder();
   MemoryEventRecorder(const MemoryEventRecorder&) = delete;
   MemoryEventRecorder& operator=(const MemoryEventRecorder&) = delete;
@@ -69,6 +74,7 @@ class MemoryEventRecorder {
   void push(const MemoryEvent& e);
   bool filtered_ = false;
   Device device_;
+  std::function<void(const MemoryEvent&)> sink_;
   mutable std::mutex mutex_;
   std::vector<MemoryEvent> events_;
 };

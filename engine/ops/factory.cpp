@@ -37,7 +37,7 @@ Tensor int64OnHost(const Shape& shape, std::int64_t start, std::int64_t step, co
 }  // namespace
 
 Tensor full(const Shape& shape, double value, const Options& o) {
-  const profiler::RecordScope record("aten::full");
+  const profiler::RecordScope record("aten::full", {}, o.device);
   checkScalarFits(value, o.dtype);
   // PyTorch's checked conversion of the fill value (c10::checked_convert): into int64, NaN, the
   // infinities and values past its range raise rather than become INT64_MIN.
@@ -51,7 +51,7 @@ Tensor full(const Shape& shape, double value, const Options& o) {
 
 Tensor full_int64(const Shape& shape, std::int64_t value, const Options& o) {
   if (o.dtype != kInt64 || exactInDouble(value)) return full(shape, static_cast<double>(value), o);
-  const profiler::RecordScope record("aten::full");
+  const profiler::RecordScope record("aten::full", {}, o.device);
   return int64OnHost(shape, value, 0, o);
 }
 Tensor zeros(const Shape& shape, const Options& o) { return full(shape, 0.0, o); }

@@ -60,6 +60,7 @@ namespace {
     .cast = [](const Tensor& t, DType dtype) { return t.to(dtype); },
     .clone = [](const Tensor& t) { return t.clone(); },
     .copyInto = [](Tensor& dst, const Tensor& src) { dst.copy_(src); },
+    .anyNonzero = [](const Tensor& t) { return any(ne(t, 0.0)).item() != 0.0; },
 }), true);
 }  // namespace
 
@@ -198,7 +199,7 @@ class CopySlices final : public Node {
   std::vector<Tensor> apply(const Tensor& grad) override {
     if (!fn_) throw Error(autograd::releasedGraphMessage());
     if (!grad.defined()) return {};
-    const profiler::RecordScope record(profiler::isProfiling() ? "autograd::engine::evaluate_function: CopySlices" : std::string(),
+    const profiler::RecordScope record(profiler::isObserving() ? "autograd::engine::evaluate_function: CopySlices" : std::string(),
                                        {&grad});
     std::vector<bool> needs(next.size());
     for (std::size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;

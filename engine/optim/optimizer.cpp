@@ -49,7 +49,7 @@ Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
 
 void Optimizer::step() {
   // The first parameter places the step on a device, where the profiler times it too.
-  const profiler::RecordScope record(profiler::isProfiling() ? std::string("Optimizer.step#") + name() + ".step" : std::string(),
+  const profiler::RecordScope record(profiler::isObserving() ? std::string("Optimizer.step#") + name() + ".step" : std::string(),
                                      {params_.empty() ? nullptr : &params_.front()});
   NoGradGuard noGrad;
   MemoryCategoryScope tag(MemoryCategory::OptimizerState);
@@ -70,7 +70,7 @@ void Optimizer::updateAll(const std::vector<Pending>& pending) {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
-  const profiler::RecordScope record(profiler::isProfiling() ? std::string("Optimizer.zero_grad#") + name() + ".zero_grad"
+  const profiler::RecordScope record(profiler::isObserving() ? std::string("Optimizer.zero_grad#") + name() + ".zero_grad"
                                                              : std::string(),
                                      {params_.empty() ? nullptr : &params_.front()});
   NoGradGuard noGrad;

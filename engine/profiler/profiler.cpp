@@ -75,6 +75,7 @@ struct Open {
   std::optional<Device> device;  // a CUDA device whose stream the op queues work on
   std::shared_ptr<cuda::Event> deviceStart;
   bool nvtx = false;  // pushed an NVTX range, to pop
+  bool profiled = false;  // begun while a Profile recorded (else only the run's record noted it)
 };
 
 // Waits until `e` has been reached without reporting the device's errors: they are the program's, raised
@@ -160,12 +161,19 @@ std::string percent(double part, double whole) {
 void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> inputs, const Device* on) {
   Collector& c = collector();
   Open o;
-  o.name = name;
   o.startUs = nowUs();  // the profiler's own work for the op counts as the op's, not its caller's
   if (on && on->isCuda()) o.device = *on;
   for (const Tensor* t : inputs) {
     if (!o.device && t && t->defined() && t->is_cuda()) o.device = t->device();
   }
+  run_record::noteOp(name, o.device, static_cast<int>(openScopes.size()));
+  o.profiled = isProfiling();
+  active_ = true;
+  if (!o.profiled) {  // only the run's record wants it: the scope keeps the nesting, nothing more
+    openScopes.push_back(std::move(o));
+    return;
+  }
+  o.name = name;
   if (!c.options.record_device) o.device.reset();  // fixed while recording: one Profile at a time
   if (o.device) {
     // The device's first op of this profile also records its origin: the stream's clock mapped to the
@@ -193,7 +201,6 @@ void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> i
   if (c.options.profile_memory) o.memoryAtStart = memory_allocated(kCPU);
   o.nvtx = c.nvtx;
   openScopes.push_back(std::move(o));
-  active_ = true;
   if (openScopes.back().nvtx) cuda::rangePush(name);  // Nsight Systems' view of the same op (NVTX), last: it cannot throw
 }
 
@@ -202,6 +209,7 @@ void RecordScope::end() {
   Collector& c = collector();
   Open o = std::move(openScopes.back());
   openScopes.pop_back();
+  if (!o.profiled) return;
   if (o.nvtx) cuda::rangePop();
   Event e;
   e.name = std::move(o.name);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/core/device.h"
+#include "engine/runtime/run_record.h"
 
 namespace gpulab {
 class Tensor;
@@ -131,20 +132,23 @@ namespace detail {
 extern std::atomic<bool> recording;
 }
 inline bool isProfiling() { return detail::recording.load(std::memory_order_acquire); }  // a plain load on x86
+// Whether an op's scope is wanted: a Profile records, or a run is recorded (engine/runtime/run_record.h).
+inline bool isObserving() { return isProfiling() || run_record::recording(); }
 
 // An op's event: from construction to destruction. `name` must outlive the scope (a literal); for a
-// built name, use the std::string overload (build it only when isProfiling()).
+// built name, use the std::string overload (build it only when isObserving()). While a run is
+// recorded, its start is noted there too: the op's name, device and depth.
 class RecordScope {
  public:
   explicit RecordScope(const char* name, std::initializer_list<const Tensor*> inputs = {}) {
-    if (isProfiling()) begin(name, inputs);
+    if (isObserving()) begin(name, inputs);
   }
   RecordScope(const std::string& name, std::initializer_list<const Tensor*> inputs = {}) {
-    if (isProfiling() && !name.empty()) begin(name.c_str(), inputs);
+    if (isObserving() && !name.empty()) begin(name.c_str(), inputs);
   }
   // A copy's scope: `on` is the device whose stream does the work (the GPU side of a copy).
   RecordScope(const char* name, std::initializer_list<const Tensor*> inputs, Device on) {
-    if (isProfiling()) begin(name, inputs, &on);
+    if (isObserving()) begin(name, inputs, &on);
   }
   ~RecordScope() {
     if (active_) end();

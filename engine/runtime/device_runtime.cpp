@@ -9,6 +9,8 @@
 #include "engine/kernels/cpu_backend.h"
 #include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_graph.h"
+#include "engine/runtime/run_record.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab::cuda {
 
@@ -76,7 +78,10 @@ Availability availability() {
 void synchronize(int device) {
   const Device d(DeviceType::CUDA, device);
   checkNotCapturing(d);
-  if (DeviceRuntime* r = findRuntime(d)) r->synchronize();
+  if (DeviceRuntime* r = findRuntime(d)) {
+    run_record::noteWait("synchronize", d);
+    r->synchronize();
+  }
 }
 
 CachingAllocator& deviceAllocator(int index) { return runtimeFor(Device(DeviceType::CUDA, index)).allocator(); }
@@ -134,6 +139,16 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
   }
   DeviceRuntime* to = dstDevice.isCuda() ? &runtimeFor(dstDevice) : nullptr;
   DeviceRuntime* from = srcDevice.isCuda() ? &runtimeFor(srcDevice) : nullptr;
+  if (run_record::recording() && dstDevice != srcDevice) {
+    // The run's record: the copy on the GPU side's current stream, and the host's wait where it returns
+    // only once the data is there (to the host, unless non_blocking into pinned memory; between GPUs).
+    const Device gpu = dstDevice.isCuda() ? dstDevice : srcDevice;
+    const bool pinned = srcDevice.isCpu() ? srcPinned : dstDevice.isCpu() && dstPinned;
+    run_record::noteCopy(srcDevice, dstDevice, bytes, current_stream(gpu).id(), nonBlocking, pinned);
+    if (srcDevice.isCuda() && !(dstDevice.isCpu() && nonBlocking && dstPinned)) {
+      run_record::noteWait(dstDevice.isCpu() ? "copy to the host" : "copy between GPUs", srcDevice);
+    }
+  }
   // Between GPUs of two kinds of runtime (the emulated GPU and a real one): to the other, the side whose
   // memory is host memory is pageable host memory, once its queued work is done with it.
   if (to && from && to != from && to->memoryIsHostMemory() != from->memoryIsHostMemory()) {

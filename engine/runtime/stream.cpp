@@ -12,6 +12,7 @@
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/execution_context.h"
+#include "engine/runtime/run_record.h"
 
 namespace gpulab::cuda {
 namespace {
@@ -56,6 +57,7 @@ bool Stream::query() const {
 void Stream::synchronize() const {
   if (!device_.isCuda()) return;
   checkNotCapturing(device_);
+  run_record::noteWait("stream synchronize", device_);
   runtimeFor(device_).streamSynchronize(id_);
 }
 
@@ -131,6 +133,7 @@ void Event::synchronize() const {
     if (!impl_->stream) return;
     checkNotCapturing(impl_->stream->device());
     onDevice = impl_->onDevice.get();
+    run_record::noteWait("event synchronize", impl_->stream->device());
   }
   onDevice->synchronize();  // waited for outside the lock, so that query() from another thread does not wait too
 }

@@ -18,6 +18,7 @@
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
 #include "engine/runtime/execution_context.h"
+#include "engine/runtime/run_record.h"
 #include "python/bindings/bindings.h"
 
 namespace gpulab::python {
@@ -57,7 +58,28 @@ py::dict statsDict(const MemoryStats& s) {
 
 }  // namespace
 
+// The run's record (engine/runtime/run_record.h) as plain tuples; gpulab/run_record.py gives them names.
+py::dict recordDict(const run_record::Record& r) {
+  py::list ops, copies, waits, backwards, allocations;
+  for (const auto& o : r.ops) ops.append(py::make_tuple(o.name, o.device, o.depth));
+  for (const auto& c : r.copies) copies.append(py::make_tuple(c.from, c.to, c.bytes, c.stream, c.nonBlocking, c.pinned));
+  for (const auto& w : r.waits) waits.append(py::make_tuple(w.what, w.device));
+  for (const auto& b : r.backwards) backwards.append(py::make_tuple(b.leaves, b.gradNone, b.gradZero, b.gradNonzero, b.gradUnknown));
+  for (const auto& a : r.allocations) allocations.append(py::make_tuple(a.device, a.bytes, a.allocatedAfter, a.reservedAfter, a.cap));
+  py::dict out;
+  out["ops"] = ops;
+  out["copies"] = copies;
+  out["waits"] = waits;
+  out["backwards"] = backwards;
+  out["allocations"] = allocations;
+  out["dropped"] = r.dropped;
+  return out;
+}
+
 void bindRuntime(py::module_& m) {
+  py::class_<run_record::RunRecording>(m, "_RunRecording")
+      .def(py::init<>())
+      .def("stop", [](run_record::RunRecording& r) { return recordDict(r.stop()); });
   m.def("is_grad_enabled", &isGradEnabled);
   m.def("_set_grad_enabled", &setGradEnabled);
 

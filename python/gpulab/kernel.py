@@ -22,8 +22,9 @@ With "measure" (an exercise's run: lessons/README.md), the finished event carrie
 measured -- errors, device-mismatch errors, out-of-memory errors (1 or 0), seconds, peak allocated
 (bytes on cuda:0, with a CUDA device), "last NAME" for each name the cell logged, and each of the
 values, evaluated over the session's names after the run (a bool counts 1 or 0; under the guard of
-gpulab/exercise_values.py, as a lesson's text may come from anywhere) -- and, for a value that could
-not be measured, why.
+gpulab/exercise_values.py, as a lesson's text may come from anywhere), with the run's record as `run`
+(what ran where, copies, host waits, backwards, allocations: gpulab/run_record.py) -- and, for a
+value that could not be measured, why.
 Stop is SIGINT: Python raises KeyboardInterrupt in the running cell at its next bytecode, even inside
 time.sleep or input(), and the session goes on. (A cell that ignores SIGINT is the window's to end: it
 kills the kernel's process group after a grace period, app/notebook/kernel_process.h.)
@@ -67,6 +68,8 @@ import sys
 import threading
 import time
 import traceback
+
+from gpulab import run_record
 
 # Seconds between memory samples while a cell runs: 20 ms at first, so that a short cell still draws a
 # curve, then a hundredth of the time the cell has run (at most a quarter of a second): a long run keeps
@@ -780,6 +783,9 @@ class Kernel:
         self.in_cell = True
         self._running.set()
         status, error = "ok", None
+        # An exercise's run is recorded (what ran where, copies, waits, backwards, allocations): its
+        # values read the record as `run` (gpulab/run_record.py).
+        recording = run_record.recording(self.torch) if measure is not None else None
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             self._execute(code, cell)
@@ -789,6 +795,7 @@ class Kernel:
             status, error = "error", self._describe(e, cell)
         finally:
             _block_interrupts()
+            record = run_record.RunRecord(recording.stop()) if recording is not None else None
             self._running.clear()
             self.in_cell = False
         seconds = time.monotonic() - self._began
@@ -800,12 +807,13 @@ class Kernel:
         if output is not None:
             event["output"] = output
         if measure is not None:
-            event["measurements"], event["unmeasured"] = self._measure(measure, error, seconds)
+            event["measurements"], event["unmeasured"] = self._measure(measure, error, seconds, record)
         self.channel.send(**event)
 
-    def _measure(self, measure, error, seconds):
+    def _measure(self, measure, error, seconds, record):
         """What an exercise's run measured (the module's docstring lists it), and why a value could
-        not be measured. The values run in the session, as the learner's code left it."""
+        not be measured. The values run in the session, as the learner's code left it, with the run's
+        record as `run` (it hides a name `run` of the session's)."""
         kind = error["kind"] if error else None
         out = [{"name": "errors", "value": 0 if error is None else 1, "unit": ""},
                {"name": "device-mismatch errors", "value": int(kind == "device"), "unit": ""},
@@ -819,7 +827,7 @@ class Kernel:
             try:
                 from gpulab import exercise_values
 
-                value = exercise_values.evaluate(expression, name, self.namespace)  # a lesson's text, under guard
+                value = exercise_values.evaluate(expression, name, {**self.namespace, "run": record})  # a lesson's text, under guard
                 if hasattr(value, "item"):
                     value = value.item()
                 if not isinstance(value, (bool, int, float)):

@@ -1,0 +1,125 @@
+#pragma once
+// What one run of a learner's code did, for grading an exercise from the run rather than from where
+// it ended (lessons/README.md, "The run's record"): a wrong answer can end in the right state -- the
+// product computed on the CPU and only its result moved to the GPU, gradients clipped instead of
+// cleared, a memory cap set after the step it should have held. While a RunRecording lives, the engine
+// notes
+//   - every op (the profiler's names, "aten::matmul"), with the device it computed on and its depth
+//     (0: called from outside any op; linear's matmul is 1),
+//   - every copy between devices: from, to, bytes, the GPU side's stream, non_blocking, pinned,
+//   - every time the host waited for a device: torch.cuda.synchronize(), a stream's or an event's
+//     synchronize(), and a copy to the host that returns only once the data is there (.item(),
+//     .cpu(), .tolist(), printing a GPU tensor),
+//   - every backward (not autograd.grad, which leaves .grad alone): how many leaves it reached, and
+//     how many of their .grad were None, all zeros, or held something when it began,
+//   - every allocation on a GPU: its size, the device's allocated and reserved bytes after it, and the
+//     cap in force (set_per_process_memory_fraction, or the emulated GPU's budget-as-cap: none = -1).
+// Off, an op pays the one atomic load the profiler's RecordScope already made; the allocator publishes
+// memory events only while someone listens. One recording at a time, process-wide (ops from any
+// thread: a DataLoader's workers are the run's too). The record's own reads (whether a .grad is zero)
+// are not noted.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/device.h"
+
+namespace gpulab::run_record {
+
+struct Op {
+  std::string name;    // "aten::matmul", "autograd::engine::evaluate_function: MmBackward0", ...
+  std::string device;  // "cpu" or "cuda:0"
+  int depth = 0;
+};
+struct Copy {
+  std::string from, to;    // "cpu", "cuda:0"
+  std::int64_t bytes = 0;
+  std::uintptr_t stream = 0;  // the GPU side's stream (0: the default stream; the CPU to the CPU: 0)
+  bool nonBlocking = false;
+  bool pinned = false;  // the host side is pinned memory
+};
+struct Wait {
+  std::string what;    // "synchronize", "stream synchronize", "event synchronize", "copy to the host"
+  std::string device;  // the device waited for
+};
+struct Backward {
+  std::int64_t leaves = 0;       // leaves whose .grad it reached (AccumulateGrad ran)
+  std::int64_t gradNone = 0;     // ... whose .grad was None before
+  std::int64_t gradZero = 0;     // ... all zeros
+  std::int64_t gradNonzero = 0;  // ... held a nonzero value: this backward added to an earlier one's
+  std::int64_t gradUnknown = 0;  // ... could not be read (the backward was being captured in a CUDA graph)
+};
+struct Allocation {
+  std::string device;
+  std::int64_t bytes = 0, allocatedAfter = 0, reservedAfter = 0;
+  std::int64_t cap = -1;  // the cap on reserved memory in force then (-1: none)
+};
+
+struct Record {
+  std::vector<Op> ops;
+  std::vector<Copy> copies;
+  std::vector<Wait> waits;
+  std::vector<Backward> backwards;
+  std::vector<Allocation> allocations;  // GPU allocations only (the CPU's are not a GPU lesson's)
+  // Entries left out past kMaxEntries of one kind (a runaway loop must not fill the memory): the
+  // record says so, and a check that needs every entry can refuse to grade.
+  std::int64_t dropped = 0;
+};
+
+inline constexpr std::size_t kMaxEntries = 1'000'000;
+
+// Records from construction until stop() (or destruction). Throws Error when another recording runs.
+class RunRecording {
+ public:
+  RunRecording();
+  ~RunRecording();
+  RunRecording(const RunRecording&) = delete;
+  RunRecording& operator=(const RunRecording&) = delete;
+  Record stop();  // what was noted; an empty record after the first call
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+namespace detail {
+extern std::atomic<bool> active;
+}
+inline bool recording() { return detail::active.load(std::memory_order_acquire); }
+
+// What the engine notes (each does nothing unless a recording runs and the calling thread is not
+// inside a Pause).
+void noteOp(const char* name, const std::optional<Device>& device, int depth);
+void noteCopy(Device from, Device to, std::size_t bytes, std::uintptr_t stream, bool nonBlocking, bool pinned);
+void noteWait(const char* what, Device device);
+// A backward on this thread, around the graph's walk (one inside another -- a checkpoint's -- is a
+// backward of its own, and the outer one goes on after it); each leaf's .grad as it found it.
+class BackwardScope {
+ public:
+  BackwardScope();
+  ~BackwardScope();
+  BackwardScope(const BackwardScope&) = delete;
+  BackwardScope& operator=(const BackwardScope&) = delete;
+
+ private:
+  std::int64_t outer_;
+  std::uint64_t outerGeneration_;
+};
+enum class GradBefore { None, Zero, Nonzero, Unknown /* inside a CUDA graph's capture */ };
+void noteLeaf(GradBefore before);
+
+// The record's own work on this thread (reading a .grad to say whether it is zero) is not the run's.
+class Pause {
+ public:
+  Pause();
+  ~Pause();
+  Pause(const Pause&) = delete;
+  Pause& operator=(const Pause&) = delete;
+};
+bool paused();  // on this thread
+
+}  // namespace gpulab::run_record

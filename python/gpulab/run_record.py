@@ -1,0 +1,95 @@
+"""The record of one exercise run, as an exercise's values read it (lessons/README.md, "The run's record").
+
+The kernel records the learner's run of an exercise cell (engine/runtime/run_record.h) and hands it to
+the values as ``run``: what the code *did*, not only where it ended --
+
+    run.ops                 every op: Op(name, device, depth) -- "aten::matmul" on "cuda:0", depth 0
+                            when called from outside any op (linear's matmul is 1)
+    run.copies              every copy between devices: Copy(src, dst, bytes, stream, non_blocking, pinned)
+    run.waits               every time the host waited for a device: Wait(what, device), what being
+                            "synchronize", "stream synchronize", "event synchronize", "copy to the host"
+                            (.item(), .cpu(), .tolist(), printing a GPU tensor) or "copy between GPUs"
+    run.backwards           every backward: Backward(leaves, grad_none, grad_zero, grad_nonzero,
+                            grad_unknown) -- what the leaves' .grad held when it began; .from_zero
+                            says none held a nonzero value
+    run.allocations         every allocation on a GPU: Allocation(device, bytes, allocated, reserved,
+                            cap) -- the device's bytes after it and the cap in force (None: no cap)
+    run.complete            False when a kind of entry passed a million and the rest was left out
+
+and a few questions over them (a device "cuda" matches every cuda:N; an op's name may leave out "aten::"):
+
+    run.count("matmul", device="cuda")      how many times the op ran there (device None: anywhere)
+    run.devices("matmul")                   the devices it ran on, a sorted list ("cpu", "cuda:0")
+    run.copied(src="cpu", dst="cuda")       how many copies went that way (non_blocking=, stream= narrow it)
+    run.host_waits(what=None)               how many times the host waited (of one kind)
+    run.peak_allocated("cuda")              the most a GPU held after any allocation of the run
+    run.caps("cuda")                        the caps in force at its allocations, a sorted list (None first)
+"""
+import collections
+
+Op = collections.namedtuple("Op", "name device depth")
+Copy = collections.namedtuple("Copy", "src dst bytes stream non_blocking pinned")
+Wait = collections.namedtuple("Wait", "what device")
+Allocation = collections.namedtuple("Allocation", "device bytes allocated reserved cap")
+
+
+class Backward(collections.namedtuple("Backward", "leaves grad_none grad_zero grad_nonzero grad_unknown")):
+    __slots__ = ()
+
+    @property
+    def from_zero(self):
+        """Every leaf's .grad was None or all zeros when this backward began (zero_grad() ran before it)."""
+        return self.grad_nonzero == 0 and self.grad_unknown == 0
+
+
+def _on(device, wanted):
+    """Whether `device` ("cuda:0") is `wanted` ("cuda", "cuda:0", a torch.device, or None for any)."""
+    if wanted is None:
+        return True
+    wanted = str(wanted)
+    return device == wanted or ":" not in wanted and device.split(":")[0] == wanted
+
+
+def _same_op(name, wanted):
+    return name == wanted or name == "aten::" + wanted
+
+
+class RunRecord:
+    """What one run did (the module's docstring)."""
+
+    def __init__(self, raw):
+        self.ops = [Op(*o) for o in raw["ops"]]
+        self.copies = [Copy(*c) for c in raw["copies"]]
+        self.waits = [Wait(*w) for w in raw["waits"]]
+        self.backwards = [Backward(*b) for b in raw["backwards"]]
+        self.allocations = [Allocation(d, b, a, r, None if cap < 0 else cap) for d, b, a, r, cap in raw["allocations"]]
+        self.complete = raw["dropped"] == 0
+
+    def count(self, op, device=None):
+        return sum(1 for o in self.ops if _same_op(o.name, op) and _on(o.device, device))
+
+    def devices(self, op):
+        return sorted({o.device for o in self.ops if _same_op(o.name, op)})
+
+    def copied(self, src=None, dst=None, non_blocking=None, stream=None):
+        return sum(1 for c in self.copies if _on(c.src, src) and _on(c.dst, dst) and
+                   (non_blocking is None or c.non_blocking == non_blocking) and (stream is None or c.stream == stream))
+
+    def host_waits(self, what=None):
+        return sum(1 for w in self.waits if what is None or w.what == what)
+
+    def peak_allocated(self, device="cuda"):
+        return max((a.allocated for a in self.allocations if _on(a.device, device)), default=0)
+
+    def caps(self, device="cuda"):
+        found = {a.cap for a in self.allocations if _on(a.device, device)}
+        return ([None] if None in found else []) + sorted(c for c in found if c is not None)
+
+    def __repr__(self):
+        return (f"<run: {len(self.ops)} ops, {len(self.copies)} copies, {len(self.waits)} host waits, "
+                f"{len(self.backwards)} backwards, {len(self.allocations)} GPU allocations>")
+
+
+def recording(torch):
+    """A recording of what runs from now until its stop() (the engine's, one at a time)."""
+    return torch._C._RunRecording()
