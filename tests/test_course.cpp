@@ -362,6 +362,15 @@ class TestCourse : public QObject {
                                                 << "must begin with a comment line \"# right: ...\"";
     QTest::newRow("a bank answer before the solution")
         << QByteArray(exercise).replace("```python solution\nx = 1\n```\n", "") + wrong << "a ```python wrong block comes after the exercise's ```python solution block";
+    const QByteArray bank = wrong + wrong + wrong + right;
+    QTest::newRow("an unknown machine") << QByteArray(exercise).replace("\"values\"", "\"machines\": [\"gpu-16gb\"], \"values\"") + bank
+                                        << "lesson.md:7: exercise: machines: 'gpu-16gb' is not a machine";
+    QTest::newRow("a machine twice") << QByteArray(exercise).replace("\"values\"", "\"machines\": [\"no-gpu\", \"no-gpu\"], \"values\"") + bank
+                                     << "machines: 'no-gpu' is listed twice";
+    QTest::newRow("machines and needs") << QByteArray(exercise).replace("\"values\"", "\"machines\": [\"gpu-4gib\"], \"needs\": \"cuda\", \"values\"") + bank
+                                        << "\"needs\" and \"machines\" both say where it runs";
+    QTest::newRow("no machines") << QByteArray(exercise).replace("\"values\"", "\"machines\": [], \"values\"") + bank
+                                 << "\"machines\" must be a non-empty list";
     QTest::newRow("challenge unknown key") << run + "{\"text\": \"t\", \"goal\": 1, \"checks\": [{\"measurement\": \"m\", \"at_least\": 1}]}}\n```\n"
                                            << "lesson.md:7: run block: challenge: unknown key \"goal\"";
   }

@@ -88,6 +88,28 @@ class TestEmulatedGpu : public QObject {
     QCOMPARE(parsed.has_value() ? int(*parsed) : -1, expected);
   }
 
+  // GPULAB_EMULATED_GPU_MEMORY: the size of GPU an exercise grades code on (issue 49).
+  void memorySizesAreParsed_data() {
+    QTest::addColumn<QByteArray>("value");
+    QTest::addColumn<qint64>("expected");  // -1: not a size (the default budget is used)
+    QTest::newRow("unset") << QByteArray() << qint64(-1);
+    QTest::newRow("16GiB") << QByteArray("16GiB") << (qint64(16) << 30);
+    QTest::newRow("80gib") << QByteArray("80gib") << (qint64(80) << 30);
+    QTest::newRow("512MiB") << QByteArray("512MiB") << (qint64(512) << 20);
+    QTest::newRow("bytes, whole MiB kept") << QByteArray("134217729") << (qint64(128) << 20);
+    QTest::newRow("below 64 MiB") << QByteArray("32MiB") << qint64(-1);
+    QTest::newRow("above 1 TiB") << QByteArray("1025GiB") << qint64(-1);
+    QTest::newRow("a unit we do not take") << QByteArray("16GB") << qint64(-1);
+    QTest::newRow("negative") << QByteArray("-4GiB") << qint64(-1);
+    QTest::newRow("too many digits") << QByteArray("9999999999999999GiB") << qint64(-1);
+  }
+  void memorySizesAreParsed() {
+    QFETCH(QByteArray, value);
+    QFETCH(qint64, expected);
+    const std::optional<std::int64_t> parsed = cuda::parseEmulatedGpuMemory(value.isNull() ? nullptr : value.constData());
+    QCOMPARE(parsed ? qint64(*parsed) : qint64(-1), expected);
+  }
+
   void switchDecidesWithTheRealGpus() {
     QVERIFY(cuda::emulatedGpuWanted(std::nullopt, /*realGpuUsable=*/false));
     QVERIFY(!cuda::emulatedGpuWanted(std::nullopt, true));

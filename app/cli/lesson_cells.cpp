@@ -111,67 +111,108 @@ QVector<Trial> trialsOf(const course::Exercise& exercise) {
   return trials;
 }
 
+// One answer run and graded: on each of the exercise's machines (each a fresh session), or in one
+// session on `emulated` for an exercise without machines. `problem` says why it could not be graded.
+struct Graded {
+  course::ChallengeResult result;
+  QString raised, problem, device;
+  bool skipped = false;
+};
+
+Graded runTrial(const course::Lesson& lesson, const course::Exercise& exercise, const Trial& trial, bool emulated) {
+  Graded g;
+  QVector<course::MachineRun> runs;
+  const QVector<notebook::Machine> machines =
+      exercise.machines.isEmpty() ? QVector<notebook::Machine>{notebook::Machine::thisMachine(emulated)} : exercise.machines;
+  QStringList devices;
+  for (const notebook::Machine& machine : machines) {
+    HeadlessSession session(machine);
+    if (!session.ok()) {
+      g.problem = session.error();
+      return g;
+    }
+    devices << (!exercise.machines.isEmpty() ? machine.name()
+                : session.cudaAvailable() ? (session.cudaIsEmulated() ? "emulated-gpu" : "gpu") : "cpu");
+    if (exercise.needsCuda && !session.cudaAvailable()) {
+      g.skipped = true;
+      g.device = devices.join(", ");
+      return g;
+    }
+    if (const QString setupProblem = runSetup(session, lesson); !setupProblem.isEmpty()) {
+      g.problem = setupProblem;
+      return g;
+    }
+    const CellResult r = session.run("exercise", trial.code, exercise.values);
+    if (r.status == CellResult::Status::KernelDied || r.status == CellResult::Status::Interrupted) {
+      g.problem = "the run " + statusName(r.status) + ": " + r.message;
+      return g;
+    }
+    if (r.status == CellResult::Status::Error && g.raised.isEmpty()) {
+      g.raised = (exercise.machines.isEmpty() ? QString() : "on " + machine.name() + ": ") + r.errorType + ": " + r.message;
+    }
+    runs << course::MachineRun{machine, r.measurements, r.unmeasured};
+  }
+  g.device = devices.join(", ");
+  g.result = exercise.machines.isEmpty() ? course::gradeExercise(exercise, runs[0].measured, runs[0].unmeasured)
+                                         : course::gradeOnMachines(exercise, runs);
+  return g;
+}
+
 }  // namespace
 
 int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
   bool allOk = true;
   for (int e = 0; e < lesson.exercises.size(); ++e) {
     const course::Exercise& exercise = lesson.exercises[e];
-    for (const bool emulated : {false, true}) {
+    // Without machines: the CPU and the emulated GPU, a session each; with them, the machines.
+    const QVector<bool> passes = exercise.machines.isEmpty() ? QVector<bool>{false, true} : QVector<bool>{true};
+    for (const bool emulated : passes) {
       QJsonObject event{{"event", "exercise"}, {"id", e + 1}, {"title", exercise.title}};
       if (!json) out << "Exercise " << e + 1 << " (" << exercise.title << "), ";
       bool ok = true, skipped = false, first = true;
       QJsonArray answers;
       for (const Trial& trial : trialsOf(exercise)) {
-        HeadlessSession session(emulated);
-        QString problem = session.ok() ? QString() : session.error();
-        const QString device = !session.ok() ? "?" : session.cudaAvailable() ? (session.cudaIsEmulated() ? "emulated-gpu" : "gpu") : "cpu";
-        event["device"] = device;
-        if (first && !json) out << "on " << device << ":\n";
-        first = false;
-        if (problem.isEmpty() && exercise.needsCuda && !session.cudaAvailable()) {
+        const Graded g = runTrial(lesson, exercise, trial, emulated);
+        if (first) {
+          event["device"] = g.device.isEmpty() ? QString("?") : g.device;
+          if (!json) out << "on " << (g.device.isEmpty() ? QString("?") : g.device) << ":\n";
+          first = false;
+        }
+        if (g.skipped) {
           skipped = true;
           event["skipped"] = "needs a CUDA device (the emulated GPU will do); this session has none";
           if (!json) out << "  skipped: it needs a CUDA device, and this session has none\n";
           break;
         }
-        if (problem.isEmpty()) problem = runSetup(session, lesson);
-        CellResult r;
-        if (problem.isEmpty()) {
-          r = session.run("exercise", trial.code, exercise.values);
-          if (r.status == CellResult::Status::KernelDied || r.status == CellResult::Status::Interrupted) problem = "the run " + statusName(r.status) + ": " + r.message;
-        }
         QJsonObject answer{{"answer", trial.which}, {"should_meet", trial.shouldMeet}};
-        if (!problem.isEmpty()) {
+        if (!g.problem.isEmpty()) {
           ok = false;
-          answer["error"] = problem;
+          answer["error"] = g.problem;
           answer["ok"] = false;
           answers.append(answer);
-          if (!json) out << "  the " << trial.which << " could not be graded: " << problem << "\n";
+          if (!json) out << "  the " << trial.which << " could not be graded: " << g.problem << "\n";
           continue;
         }
-        const course::ChallengeResult result = course::gradeExercise(exercise, r.measurements, r.unmeasured);
         QStringList failed, missed;
-        for (const course::CheckResult& c : result.checks)
+        for (const course::CheckResult& c : g.result.checks)
           if (!c.met) failed << c.check.measurement;
         for (const QString& f : trial.mustFail)
           if (!failed.contains(f)) missed << f;
-        const bool right = trial.shouldMeet ? result.met : !result.met && missed.isEmpty();
+        const bool right = trial.shouldMeet ? g.result.met : !g.result.met && missed.isEmpty();
         ok = ok && right;
         QJsonArray lines;
-        for (const course::CheckResult& c : result.checks) lines.append(c.line);
-        answer["met"] = result.met;
+        for (const course::CheckResult& c : g.result.checks) lines.append(c.line);
+        answer["met"] = g.result.met;
         answer["checks"] = lines;
         answer["ok"] = right;
         if (!missed.isEmpty()) answer["should_have_failed"] = QJsonArray::fromStringList(missed);
-        const QString raised = r.status == CellResult::Status::Error ? r.errorType + ": " + r.message : QString();
-        if (!raised.isEmpty()) answer["raised"] = raised;
+        if (!g.raised.isEmpty()) answer["raised"] = g.raised;
         answers.append(answer);
         if (!json) {
-          out << "  the " << trial.which << (result.met ? " meets" : " does not meet") << " the checks -- " << (right ? "as it should" : "WRONG") << "\n";
+          out << "  the " << trial.which << (g.result.met ? " meets" : " does not meet") << " the checks -- " << (right ? "as it should" : "WRONG") << "\n";
           if (!missed.isEmpty()) out << "    (its \"# fails:\" lines name checks it met: " << missed.join("; ") << ")\n";
-          if (!raised.isEmpty()) out << "    (it raised " << raised.left(300) << ")\n";
-          for (const course::CheckResult& c : result.checks) out << "    " << c.line << "\n";
+          if (!g.raised.isEmpty()) out << "    (it raised " << g.raised.left(300) << ")\n";
+          for (const course::CheckResult& c : g.result.checks) out << "    " << c.line << "\n";
         }
       }
       event["answers"] = answers;

@@ -86,6 +86,21 @@ ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::M
   return result;
 }
 
+ChallengeResult gradeOnMachines(const Exercise& exercise, const QVector<MachineRun>& runs) {
+  ChallengeResult out;
+  out.text = exercise.challenge.text;
+  out.met = !runs.isEmpty();
+  for (const MachineRun& run : runs) {
+    const ChallengeResult one = gradeExercise(exercise, run.measured, run.unmeasured);
+    out.met = out.met && one.met;
+    for (CheckResult c : one.checks) {
+      c.line = "on " + run.machine.description() + ": " + c.line;
+      out.checks << c;
+    }
+  }
+  return out;
+}
+
 const BankAnswer* likelyMistake(const Exercise& exercise, const ChallengeResult& result) {
   if (result.met) return nullptr;
   QStringList failed;

@@ -42,6 +42,16 @@ ChallengeResult grade(const Challenge& challenge, const std::vector<lab::Measure
 ChallengeResult gradeExercise(const Exercise& exercise, const std::vector<lab::Measurement>& measured,
                               const QMap<QString, QString>& unmeasured);
 
+// One machine's run of an exercise's code (Exercise::machines): what it measured.
+struct MachineRun {
+  notebook::Machine machine;
+  std::vector<lab::Measurement> measured;
+  QMap<QString, QString> unmeasured;
+};
+// The exercise graded on every machine: met when met on each (and there was at least one); every
+// check's line says on which machine it was measured ("on a 16 GiB GPU (emulated): 300 MiB fits: ...").
+ChallengeResult gradeOnMachines(const Exercise& exercise, const QVector<MachineRun>& runs);
+
 // The wrong answer of the exercise's bank that a run which failed `result` most likely repeats: the
 // one whose "# fails:" checks all failed here, the most of them (the first such in the bank on a
 // tie); nullptr when the run met the exercise or fails no bank answer's way.

@@ -454,7 +454,7 @@ void addToBank(Exercise& e, const QString& kind, const QString& code, int line) 
 
 Exercise parseExercise(const QJsonObject& o, int line) {
   const QString where = "exercise";
-  checkKeys(o, {"title", "text", "checks", "values", "hints", "needs"}, where, "title, text, checks, values, hints, needs", line);
+  checkKeys(o, {"title", "text", "checks", "values", "hints", "needs", "machines"}, where, "title, text, checks, values, hints, needs, machines", line);
   Exercise e;
   e.line = line;
   e.title = stringField(o, "title", where, line);
@@ -496,6 +496,25 @@ Exercise parseExercise(const QJsonObject& o, int line) {
   const QString needs = stringField(o, "needs", where, line);
   if (!needs.isEmpty() && needs != "cuda") throw LessonError{line, QString("%1: \"needs\" can only be \"cuda\" (found \"%2\")").arg(where, needs)};
   e.needsCuda = needs == "cuda";
+  // The machines the learner's code is graded on, each in a fresh session (notebook/machine.h).
+  const QJsonValue machines = o.value("machines");
+  if (!machines.isUndefined() && (!machines.isArray() || machines.toArray().isEmpty())) {
+    throw LessonError{line, QString("%1: \"machines\" must be a non-empty list of machine names (found %2)").arg(where, jsonType(machines))};
+  }
+  for (const QJsonValue& m : machines.toArray()) {
+    const std::optional<notebook::Machine> machine = m.isString() ? notebook::Machine::fromName(m.toString()) : std::nullopt;
+    if (!machine) {
+      throw LessonError{line, QString("%1: machines: '%2' is not a machine: \"no-gpu\", or \"gpu-NNgib\" (an emulated GPU of NN GiB, 1 to 1024)")
+                                  .arg(where, m.isString() ? m.toString() : jsonType(m))};
+    }
+    if (std::any_of(e.machines.begin(), e.machines.end(), [&](const notebook::Machine& n) { return n.name() == machine->name(); })) {
+      throw LessonError{line, QString("%1: machines: '%2' is listed twice").arg(where, machine->name())};
+    }
+    e.machines << *machine;
+  }
+  if (e.needsCuda && !e.machines.isEmpty()) {
+    throw LessonError{line, where + ": \"needs\" and \"machines\" both say where it runs: with machines, each is a session of its own; leave \"needs\" out"};
+  }
   return e;
 }
 

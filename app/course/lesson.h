@@ -15,6 +15,7 @@
 #include <string>
 
 #include "app/course/python_lab.h"
+#include "app/notebook/machine.h"
 
 namespace gpulab::course {
 
@@ -123,6 +124,10 @@ struct Exercise {
   QStringList hints;
   QString starter, solution;
   QVector<BankAnswer> wrong, right;
+  // Where a rule depends on the machine: the learner's code is graded on each of these, in a fresh
+  // session after the setup cells, and meets the exercise when it meets it on all ("machines":
+  // ["no-gpu", "gpu-16gib"]). Empty: graded in the learner's own session.
+  QVector<notebook::Machine> machines;
   int cell = -1;  // the starter's index in Lesson::cells
   bool needsCuda = false;
   int line = 0;

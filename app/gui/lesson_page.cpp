@@ -217,6 +217,13 @@ LessonPage::LessonPage(course::ProgressStore& progress, QWidget* parent) : QWidg
     showSessionState("Python session: restarting…");
   });
   connect(&session_.kernel(), &notebook::KernelProcess::finished, this, &LessonPage::gradeExercise);
+  connect(&machineRuns_, &notebook::MachineRuns::machineStarted, this, [this](int index, int count) {
+    if (ExercisePanel* panel = panels_.value(machinesExercise_); panel && machinesExercise_ < lesson_.exercises.size()) {
+      panel->showNotGraded(QString("grading your code on %1 machines, each in a fresh session -- now %2 (%3 of %1)…")
+                               .arg(count).arg(lesson_.exercises[machinesExercise_].machines[index].description()).arg(index + 1));
+    }
+  });
+  connect(&machineRuns_, &notebook::MachineRuns::done, this, &LessonPage::showMachinesGrade);
   connect(&session_, &NotebookSession::ready, this, [this](const QString& device, bool emulated) {
     sessionHasCuda_ = device != "cpu";
     showSessionState(device == "cpu" ? "Python session ready — CPU only (torch.cuda.is_available() is False)"
@@ -311,6 +318,8 @@ void LessonPage::clearContent() {
   session_.clear();
   ++generation_;
   loading_ = false;
+  machineRuns_.cancel();
+  machinesExercise_ = -1;
   for (QTextBrowser* t : std::as_const(texts_)) delete t;
   for (CodeCell* c : std::as_const(cells_)) delete c;
   for (ExercisePanel* p : std::as_const(panels_)) delete p;
@@ -491,11 +500,42 @@ void LessonPage::gradeExercise(const QString& cellId, const notebook::CellResult
     panel->showNotGraded(result.status == Status::Interrupted ? "the run was stopped before its end." : "the Python session ended under it.");
     return;
   }
+  if (!lesson_.exercises[e].machines.isEmpty()) return gradeOnMachines(e, index);
   if (lesson_.exercises[e].needsCuda && !sessionHasCuda_) {
     panel->showNotGraded("this exercise is about a GPU's memory, and this session has no cuda:0. Choose the emulated GPU above and run it again.");
     return;
   }
   const course::ChallengeResult graded = course::gradeExercise(lesson_.exercises[e], result.measurements, result.unmeasured);
+  panel->showResult(graded);
+  if (graded.met) {
+    progress_.setExerciseMet(lesson_.id, e);
+    emit exerciseMet(lesson_.id, e);
+  }
+}
+
+void LessonPage::gradeOnMachines(int exercise, int cellIndex) {
+  QStringList setup;  // as the learner's session ran them: the setup cells as they stand
+  for (int i = 0; i < lesson_.cells.size() && i < cells_.size(); ++i)
+    if (lesson_.cells[i].setup) setup << cells_[i]->code();
+  machinesExercise_ = exercise;
+  const course::Exercise& e = lesson_.exercises[exercise];
+  machineRuns_.start(e.machines, setup, cells_[cellIndex]->code(), e.values);
+}
+
+void LessonPage::showMachinesGrade(const QVector<notebook::CellResult>& results) {
+  const int e = machinesExercise_;
+  ExercisePanel* panel = panels_.value(e);
+  if (!panel || e >= lesson_.exercises.size()) return;
+  const course::Exercise& exercise = lesson_.exercises[e];
+  QVector<course::MachineRun> runs;
+  for (int i = 0; i < results.size() && i < exercise.machines.size(); ++i) {
+    if (results[i].status == notebook::CellResult::Status::KernelDied || results[i].status == notebook::CellResult::Status::Interrupted) {
+      panel->showNotGraded(QString("the session on %1 ended under your code (%2).").arg(exercise.machines[i].description(), results[i].message));
+      return;
+    }
+    runs << course::MachineRun{exercise.machines[i], results[i].measurements, results[i].unmeasured};
+  }
+  const course::ChallengeResult graded = course::gradeOnMachines(exercise, runs);
   panel->showResult(graded);
   if (graded.met) {
     progress_.setExerciseMet(lesson_.id, e);

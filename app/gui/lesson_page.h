@@ -33,6 +33,7 @@
 #include "app/course/progress_store.h"
 #include "app/gui/code_cell.h"
 #include "app/gui/warning_banner.h"
+#include "app/notebook/machine_runs.h"
 
 class QComboBox;
 class QFrame;
@@ -116,6 +117,10 @@ class LessonPage final : public QWidget {
   void showWorkingFolder(const QString& folder);
   void updateExternalBanner();  // shown for a lesson with cells from a folder not yet acknowledged
   void gradeExercise(const QString& cellId, const notebook::CellResult& result);
+  // An exercise graded on its machines (course::Exercise::machines): the learner's code in a fresh
+  // session on each, one after another, then the grade.
+  void gradeOnMachines(int exercise, int cellIndex);
+  void showMachinesGrade(const QVector<notebook::CellResult>& results);
   void restoreDeviceChoice();  // the shown lesson's, or the default
   int defaultDeviceIndex() const;
 
@@ -139,6 +144,8 @@ class LessonPage final : public QWidget {
   QVector<ExercisePanel*> panels_;
   bool sessionHasCuda_ = false;  // the running session's cuda:0 exists (real or emulated)
   NotebookSession session_;
+  notebook::MachineRuns machineRuns_;
+  int machinesExercise_ = -1;  // the exercise machineRuns_ grades
   // The lesson shown (none: an empty id): its code for the saved edits, its exercises for grading,
   // its text to know it again.
   course::Lesson lesson_;

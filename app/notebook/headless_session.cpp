@@ -5,7 +5,7 @@
 
 namespace gpulab::notebook {
 
-HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs, std::function<bool()> stopRequested)
+HeadlessSession::HeadlessSession(const Machine& machine, int startTimeoutMs, std::function<bool()> stopRequested)
     : stopRequested_(std::move(stopRequested)) {
   QEventLoop loop;
   bool ready = false;
@@ -30,7 +30,7 @@ HeadlessSession::HeadlessSession(bool emulatedGpu, int startTimeoutMs, std::func
     loop.quit();
   });
   if (stopRequested_) stopPoll.start(10);
-  kernel_.start(emulatedGpu);
+  kernel_.start(machine);
   loop.exec();
   if (stopped && !ready) {
     kernel_.kill();

@@ -19,7 +19,10 @@ class HeadlessSession {
   // ok: "stopped while starting"), or the cell is interrupted (KeyboardInterrupt) -- and a cell still
   // running a second later, inside one long engine operation, which Python cannot interrupt, ends
   // with its session (the result says Interrupted; the session is then over).
-  explicit HeadlessSession(bool emulatedGpu, int startTimeoutMs = 60000, std::function<bool()> stopRequested = {});
+  explicit HeadlessSession(bool emulatedGpu, int startTimeoutMs = 60000, std::function<bool()> stopRequested = {})
+      : HeadlessSession(Machine::thisMachine(emulatedGpu), startTimeoutMs, std::move(stopRequested)) {}
+  // The same on `machine` (machine.h).
+  explicit HeadlessSession(const Machine& machine, int startTimeoutMs = 60000, std::function<bool()> stopRequested = {});
   bool ok() const { return error_.isEmpty(); }
   const QString& error() const { return error_; }
   bool cudaAvailable() const { return cuda_; }

@@ -54,10 +54,10 @@ KernelProcess::~KernelProcess() {
   }
 }
 
-void KernelProcess::start(bool emulatedGpu) {
+void KernelProcess::start(const Machine& machine) {
   end();  // the cells of a session still running are told now, and its process ends by itself
   stopping_ = false;
-  emulatedGpu_ = emulatedGpu;
+  machine_ = machine;
   pending_.clear();
   busyCells_.clear();
   runningStarted_ = false;
@@ -75,7 +75,7 @@ void KernelProcess::start(bool emulatedGpu) {
   p->setProcessChannelMode(QProcess::SeparateChannels);
   // A group of its own (Note [the kernel's process group]); runs in the child between fork and exec.
   p->setChildProcessModifier([] { ::setpgid(0, 0); });
-  p->setProcessEnvironment(pythonEnvironment(emulatedGpu));
+  p->setProcessEnvironment(pythonEnvironment(machine));
   if (!workingDirectory_.isEmpty()) p->setWorkingDirectory(workingDirectory_);
   connect(p, &QProcess::readyReadStandardOutput, this, &KernelProcess::readEvents);
   connect(p, &QProcess::readyReadStandardError, this, [this] { emit rawOutput(QString::fromUtf8(process_->readAllStandardError())); });
@@ -157,7 +157,7 @@ void KernelProcess::answerProgress(const char* line) {
   process_->waitForBytesWritten(1000);
 }
 
-void KernelProcess::restart() { start(emulatedGpu_); }
+void KernelProcess::restart() { start(machine_); }
 
 void KernelProcess::end() {
   if (!process_) return;

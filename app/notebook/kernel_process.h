@@ -34,6 +34,8 @@
 #include <optional>
 #include <vector>
 
+#include "app/notebook/machine.h"
+
 #include "engine/lab/lab.h"  // lab::Measurement: a plain struct of the lab protocol, nothing to link
 
 namespace gpulab::notebook {
@@ -76,10 +78,12 @@ class KernelProcess : public QObject {
 
   // Starts a session; with emulatedGpu, cuda:0 is GPU Lab's emulated GPU where no real one is usable.
   // ready() or kernelDied() follows. A session still running ends as end() ends it.
-  void start(bool emulatedGpu);
+  void start(bool emulatedGpu) { start(Machine::thisMachine(emulatedGpu)); }
+  // The same on `machine` (machine.h): this one, or one an exercise grades the learner's code on.
+  void start(const Machine& machine);
   bool isRunning() const { return process_ && process_->state() != QProcess::NotRunning; }
   qint64 processId() const { return process_ ? process_->processId() : 0; }
-  bool emulatedGpu() const { return emulatedGpu_; }
+  bool emulatedGpu() const { return machine_.emulatedGpu; }
   // The folder the next session's cells run in (their files land there), created when it starts; empty:
   // this program's own working folder.
   void setWorkingDirectory(const QString& folder) { workingDirectory_ = folder; }
@@ -192,7 +196,7 @@ class KernelProcess : public QObject {
   QString workingDirectory_, outputFolder_;
   qint64 outputLimit_ = 0;
   bool allowStdin_ = false;
-  bool emulatedGpu_ = false;
+  Machine machine_;  // the session's, for restart()
   bool stopping_ = false;  // shutdown() asked for the end: no kernelDied
 };
 

@@ -21,12 +21,14 @@ QByteArray pythonPathWithPackage(const QByteArray& existing) {
   return existing.isEmpty() ? dir.toLocal8Bit() : dir.toLocal8Bit() + ":" + existing;
 }
 
-QProcessEnvironment pythonEnvironment(bool emulatedGpu) {
+QProcessEnvironment pythonEnvironment(const Machine& machine) {
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   const QByteArray path = pythonPathWithPackage(env.value("PYTHONPATH").toLocal8Bit());
   if (!path.isEmpty()) env.insert("PYTHONPATH", QString::fromLocal8Bit(path));
-  env.insert("GPULAB_EMULATED_GPU", emulatedGpu ? "1" : "0");
+  machine.applyTo(env);
   return env;
 }
+
+QProcessEnvironment pythonEnvironment(bool emulatedGpu) { return pythonEnvironment(Machine::thisMachine(emulatedGpu)); }
 
 }  // namespace gpulab::notebook

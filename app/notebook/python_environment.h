@@ -7,6 +7,8 @@
 #include <QProcessEnvironment>
 #include <QString>
 
+#include "app/notebook/machine.h"
+
 namespace gpulab::notebook {
 
 // The interpreter: $GPULAB_PYTHON, else /usr/bin/python3.
@@ -17,5 +19,7 @@ QString buildTreePackageDir();
 // set as asked.
 QByteArray pythonPathWithPackage(const QByteArray& existing);
 QProcessEnvironment pythonEnvironment(bool emulatedGpu);
+// The same for `machine`: this one, or one an exercise grades on (machine.h).
+QProcessEnvironment pythonEnvironment(const Machine& machine);
 
 }  // namespace gpulab::notebook

@@ -91,8 +91,11 @@ class EmulatedGpuRawAllocator final : public EmulatedStreamMarkers {
   std::string kindName() const override { return "CUDA"; }
   std::string deviceName() const override { return "GPU " + std::to_string(index_) + " (" + kEmulatedGpuPhrase + ")"; }
   std::string outOfMemoryNote() const override {
+    const bool sized = parseEmulatedGpuMemory(std::getenv("GPULAB_EMULATED_GPU_MEMORY")).has_value();
     return "Its total capacity is GPU Lab's memory budget for the emulated GPU (" + formatBytes(budget_) +
-           " of your computer's memory, sized like a small GPU's), not a real GPU's memory.";
+           (sized ? ", the size GPULAB_EMULATED_GPU_MEMORY asks for; only as much as your computer lends it can be filled"
+                  : " of your computer's memory, sized like a small GPU's") +
+           "), not a real GPU's memory.";
   }
 
  private:
@@ -131,6 +134,24 @@ std::optional<bool> parseEmulatedGpuSwitch(const char* value) {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> parseEmulatedGpuMemory(const char* value) {
+  if (!value || !*value) return std::nullopt;
+  std::string v(value);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::size_t digits = 0;
+  while (digits < v.size() && std::isdigit(static_cast<unsigned char>(v[digits]))) ++digits;
+  if (digits == 0 || digits > 12) return std::nullopt;
+  const std::int64_t number = std::stoll(v.substr(0, digits));
+  const std::string unit = v.substr(digits);
+  std::int64_t bytes = 0;
+  if (unit == "gib") bytes = number << 30;
+  else if (unit == "mib") bytes = number << 20;
+  else if (unit.empty()) bytes = number;
+  else return std::nullopt;
+  if (bytes < kMinEmulatedGpuMemory || bytes > kMaxEmulatedGpuMemory) return std::nullopt;
+  return bytes / kMiB * kMiB;
+}
+
 std::optional<Device> emulatedDevice() { return state().device; }
 
 bool isEmulated(Device device) {
@@ -141,7 +162,10 @@ bool isEmulated(Device device) {
 std::int64_t emulatedGpuBudget() {
   if (!state().device) return 0;
   // Whole MiB, so the numbers in messages and plots read cleanly.
-  static const std::int64_t budget = std::min(kSmallGpuMemory, hostBudgetBytes() / 2) / kMiB * kMiB;
+  // GPULAB_EMULATED_GPU_MEMORY sets it (an exercise grades code on GPUs of several sizes): then its
+  // memory is what a GPU of that size reports, though no more of it can be filled than the host lends.
+  static const std::int64_t budget = parseEmulatedGpuMemory(std::getenv("GPULAB_EMULATED_GPU_MEMORY"))
+                                         .value_or(std::min(kSmallGpuMemory, hostBudgetBytes() / 2) / kMiB * kMiB);
   return budget;
 }
 
@@ -170,8 +194,13 @@ std::string emulatedGpuStatus() {
   const State& s = state();
   const std::string setting = s.forced ? "GPULAB_EMULATED_GPU=" + s.switchText : std::string();
   if (s.device) {
+    const char* memory = std::getenv("GPULAB_EMULATED_GPU_MEMORY");
+    const std::string sized = !memory || !*memory ? std::string()
+                              : parseEmulatedGpuMemory(memory) ? "; GPULAB_EMULATED_GPU_MEMORY=" + std::string(memory)
+                                                               : "; GPULAB_EMULATED_GPU_MEMORY=" + std::string(memory) +
+                                                                     " is not a size from 64MiB to 1024GiB, so the default is used";
     return "emulated GPU " + s.device->str() + " enabled (runs on your CPU; " + formatBytes(emulatedGpuBudget()) +
-           " memory budget" + (setting.empty() ? std::string() : "; " + setting) + ")";
+           " memory budget" + (setting.empty() ? std::string() : "; " + setting) + sized + ")";
   }
   if (s.forced) return "emulated GPU off (" + setting + ")";
   return "emulated GPU off (a real GPU is usable; GPULAB_EMULATED_GPU=1 adds one)";

@@ -46,9 +46,15 @@ bool isEmulated(Device device);
 std::string emulatedGpuStatus();
 
 // The emulated GPU's total memory: 4 GiB (a small GPU's), but at most half of the CPU's default
-// memory budget -- its memory is host memory, shared with the CPU device (see emulated_gpu.cpp).
-// Fixed at first use; 0 when the emulated GPU is off.
+// memory budget -- its memory is host memory, shared with the CPU device (see emulated_gpu.cpp) --
+// or what GPULAB_EMULATED_GPU_MEMORY says ("16GiB", "512MiB", bytes; 64 MiB to 1 TiB): the total a
+// GPU of that size reports, though no more of it can be filled than the host lends. Fixed at first
+// use; 0 when the emulated GPU is off.
 std::int64_t emulatedGpuBudget();
+inline constexpr std::int64_t kMinEmulatedGpuMemory = std::int64_t{64} << 20;
+inline constexpr std::int64_t kMaxEmulatedGpuMemory = std::int64_t{1} << 40;
+// GPULAB_EMULATED_GPU_MEMORY's value in bytes (whole MiB), or nullopt for unset, malformed or out of range.
+std::optional<std::int64_t> parseEmulatedGpuMemory(const char* value);
 
 // The parts its runtime (emulated_runtime.cpp) is made of. Everything else asks the device's runtime
 // (device_runtime.h: runtimeFor), never these.
