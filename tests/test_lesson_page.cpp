@@ -188,9 +188,15 @@ class TestLessonPage : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(panel->result()->text().startsWith("✗ Not met yet."), 120000);
     QVERIFY2(panel->result()->text().contains("on a machine without a GPU: picks the device the machine has: measured 0"),
              qPrintable(panel->result()->text()));
-    QVERIFY2(panel->result()->text().contains("on a 4 GiB GPU (emulated): picks the device the machine has: measured 1"),
+    QVERIFY2(panel->result()->text().contains("on a 4 GiB GPU (emulated): every check met"),
              qPrintable(panel->result()->text()));
-    // It failed the way a wrong answer of the bank does: that answer's hint, at once.
+    // The starter as given is the lesson's own mistake: its hints are the exercise's, on demand.
+    QVERIFY2(!panel->result()->text().contains("Hint:"), qPrintable(panel->result()->text()));
+    // A wrong answer of the bank, written by a learner: its hint comes at once.
+    cell->editor()->setPlainText("import torch\ndef pick_device():\n    return torch.device('cuda' if torch.cuda.is_available else 'cpu')\n"
+                                 "x = torch.ones(3, device=pick_device())\n");
+    QVERIFY(runAndWait(cell));
+    QTRY_VERIFY_WITH_TIMEOUT(panel->result()->text().startsWith("✗ Not met yet.") && !panel->result()->text().contains("grading your code"), 120000);
     QVERIFY2(panel->result()->text().contains("Hint: is_available is a function"), qPrintable(panel->result()->text()));
     QVERIFY(panel->solutionButton()->isEnabled());
     gpulab::course::ProgressStore progress(progressPath());

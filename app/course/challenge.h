@@ -49,7 +49,8 @@ struct MachineRun {
   QMap<QString, QString> unmeasured;
 };
 // The exercise graded on every machine: met when met on each (and there was at least one); every
-// check's line says on which machine it was measured ("on a 16 GiB GPU (emulated): 300 MiB fits: ...").
+// check's line says on which machine it was measured ("on a 16 GiB GPU (emulated): 300 MiB fits: ..."),
+// and a machine that met every check has one line saying so (its check has no measurement).
 ChallengeResult gradeOnMachines(const Exercise& exercise, const QVector<MachineRun>& runs);
 
 // The wrong answer of the exercise's bank that a run which failed `result` most likely repeats: the

@@ -99,11 +99,12 @@ void ExercisePanel::showHint() {
   hint_->setText(hintsShown_ < hintTexts_.size() ? QString("Another hint (%1 more)").arg(hintTexts_.size() - hintsShown_) : "No more hints");
 }
 
-void ExercisePanel::showResult(const course::ChallengeResult& result) {
+void ExercisePanel::showResult(const course::ChallengeResult& result, bool ranTheStarter) {
   QStringList lines{result.met ? "✓ Exercise met." : "✗ Not met yet."};
   for (const course::CheckResult& c : result.checks) lines << (c.met ? "  ✓ " : "  ✗ ") + c.line;
   // A run that fails the way a known wrong answer does gets that answer's hint at once.
-  if (const course::BankAnswer* mistake = course::likelyMistake(exercise_, result)) lines << "Hint: " + mistake->hint;
+  const course::BankAnswer* mistake = ranTheStarter ? nullptr : course::likelyMistake(exercise_, result);
+  if (mistake) lines << "Hint: " + mistake->hint;
   result_->setText(lines.join('\n') + valuesText_);
   result_->setStyleSheet(theme::css(result.met ? theme::Ink::Good : theme::Ink::Warning, result_->palette()) + ";");
   showSolution_->setEnabled(true);  // they tried

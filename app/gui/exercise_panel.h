@@ -20,8 +20,10 @@ class ExercisePanel final : public QFrame {
   // `number` from 1; `metBefore`: the learner met it in an earlier session.
   ExercisePanel(const course::Exercise& exercise, int number, bool metBefore, QWidget* parent = nullptr);
 
-  // A run of the cell was graded.
-  void showResult(const course::ChallengeResult& result);
+  // A run of the cell was graded. `ranTheStarter`: the code run was the starter as given -- the
+  // lesson's own mistake, which the exercise's hints are about; otherwise a run that fails the way a
+  // wrong answer of the bank does is shown that answer's hint at once.
+  void showResult(const course::ChallengeResult& result, bool ranTheStarter = false);
   // The run could not be graded (stopped, or the session has no CUDA device for an exercise that
   // needs one): says why, the grade stays as it was.
   void showNotGraded(const QString& why);

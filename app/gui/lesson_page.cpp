@@ -506,7 +506,7 @@ void LessonPage::gradeExercise(const QString& cellId, const notebook::CellResult
     return;
   }
   const course::ChallengeResult graded = course::gradeExercise(lesson_.exercises[e], result.measurements, result.unmeasured);
-  panel->showResult(graded);
+  panel->showResult(graded, cells_[index]->code().trimmed() == lesson_.exercises[e].starter.trimmed());
   if (graded.met) {
     progress_.setExerciseMet(lesson_.id, e);
     emit exerciseMet(lesson_.id, e);
@@ -518,8 +518,9 @@ void LessonPage::gradeOnMachines(int exercise, int cellIndex) {
   for (int i = 0; i < lesson_.cells.size() && i < cells_.size(); ++i)
     if (lesson_.cells[i].setup) setup << cells_[i]->code();
   machinesExercise_ = exercise;
+  machinesCode_ = cells_[cellIndex]->code();
   const course::Exercise& e = lesson_.exercises[exercise];
-  machineRuns_.start(e.machines, setup, cells_[cellIndex]->code(), e.values);
+  machineRuns_.start(e.machines, setup, machinesCode_, e.values);
 }
 
 void LessonPage::showMachinesGrade(const QVector<notebook::CellResult>& results) {
@@ -536,7 +537,7 @@ void LessonPage::showMachinesGrade(const QVector<notebook::CellResult>& results)
     runs << course::MachineRun{exercise.machines[i], results[i].measurements, results[i].unmeasured};
   }
   const course::ChallengeResult graded = course::gradeOnMachines(exercise, runs);
-  panel->showResult(graded);
+  panel->showResult(graded, machinesCode_.trimmed() == exercise.starter.trimmed());
   if (graded.met) {
     progress_.setExerciseMet(lesson_.id, e);
     emit exerciseMet(lesson_.id, e);

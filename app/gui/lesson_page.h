@@ -146,6 +146,7 @@ class LessonPage final : public QWidget {
   NotebookSession session_;
   notebook::MachineRuns machineRuns_;
   int machinesExercise_ = -1;  // the exercise machineRuns_ grades
+  QString machinesCode_;       // the code it grades
   // The lesson shown (none: an empty id): its code for the saved edits, its exercises for grading,
   // its text to know it again.
   course::Lesson lesson_;
