@@ -239,7 +239,12 @@ class TestCodeCell : public QObject {
     QVERIFY2(editor->viewport()->height() >= 2 * editor->fontMetrics().lineSpacing(), qPrintable(QString::number(editor->viewport()->height())));
     QPlainTextEdit* out = cell.output();
     QCOMPARE(out->lineWrapMode(), QPlainTextEdit::NoWrap);
-    QVERIFY(QFontInfo(out->font()).fixedPitch());
+    // Monospace as it reads: every character as wide as the next. (Not QFontInfo::fixedPitch(): Qt asks
+    // fontconfig's spacing, and Noto Sans Mono -- Debian's monospace once imagemagick brings it --
+    // says "dual" there, for a few wide glyphs, though its Latin letters and digits are all one width.)
+    const QFontMetrics columns(out->font());
+    QCOMPARE(columns.horizontalAdvance("iiiiiiii"), columns.horizontalAdvance("MMMMMMMM"));
+    QCOMPARE(columns.horizontalAdvance("........"), columns.horizontalAdvance("00000000"));
     cell.markQueued();
     cell.markStarted(1);
     cell.appendOutput("stdout", "one line\n");
