@@ -144,9 +144,10 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
     // only once the data is there (to the host, unless non_blocking into pinned memory; between GPUs).
     const Device gpu = dstDevice.isCuda() ? dstDevice : srcDevice;
     const bool pinned = srcDevice.isCpu() ? srcPinned : dstDevice.isCpu() && dstPinned;
-    run_record::noteCopy(srcDevice, dstDevice, bytes, current_stream(gpu).id(), nonBlocking, pinned);
+    const std::uintptr_t stream = current_stream(gpu).id();
+    run_record::noteCopy(srcDevice, dstDevice, bytes, stream, nonBlocking, pinned);
     if (srcDevice.isCuda() && !(dstDevice.isCpu() && nonBlocking && dstPinned)) {
-      run_record::noteWait(dstDevice.isCpu() ? "copy to the host" : "copy between GPUs", srcDevice);
+      run_record::noteWait(dstDevice.isCpu() ? "copy to the host" : "copy between GPUs", srcDevice, stream);
     }
   }
   // Between GPUs of two kinds of runtime (the emulated GPU and a real one): to the other, the side whose

@@ -4,6 +4,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
+#include "engine/runtime/stream.h"
 
 namespace gpulab::run_record {
 
@@ -23,6 +24,7 @@ struct Collector {
   std::mutex mutex;
   bool active = false;
   std::uint64_t generation = 0;  // which recording: one more for each
+  std::int64_t seq = 0;          // the next entry's place
   Record record;
 };
 Collector& collector() {
@@ -62,6 +64,7 @@ RunRecording::RunRecording() {
     if (c.active) throw Error("run record: another recording is running (one run is recorded at a time)");
     c.active = true;
     c.record = Record{};
+    c.seq = 0;
     ++c.generation;
   }
   impl_ = std::make_unique<Impl>();
@@ -84,23 +87,31 @@ Record RunRecording::stop() {
 
 void noteOp(const char* name, const std::optional<Device>& device, int depth) {
   if (!noting()) return;
+  const std::uintptr_t stream = device && device->isCuda() ? cuda::current_stream(*device).id() : 0;
   Collector& c = collector();
   std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.ops, Op{name, device ? device->str() : std::string("cpu"), depth}, c.record);
+  if (c.active) append(c.record.ops, Op{name, device ? device->str() : std::string("cpu"), depth, stream, c.seq++}, c.record);
 }
 
 void noteCopy(Device from, Device to, std::size_t bytes, std::uintptr_t stream, bool nonBlocking, bool pinned) {
   if (!noting()) return;
   Collector& c = collector();
   std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.copies, Copy{from.str(), to.str(), static_cast<std::int64_t>(bytes), stream, nonBlocking, pinned}, c.record);
+  if (c.active) append(c.record.copies, Copy{from.str(), to.str(), static_cast<std::int64_t>(bytes), stream, nonBlocking, pinned, c.seq++}, c.record);
 }
 
-void noteWait(const char* what, Device device) {
+void noteWait(const char* what, Device device, std::uintptr_t stream) {
   if (!noting()) return;
   Collector& c = collector();
   std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.waits, Wait{what, device.str()}, c.record);
+  if (c.active) append(c.record.waits, Wait{what, device.str(), stream, c.seq++}, c.record);
+}
+
+void noteStreamWait(Device device, std::uintptr_t waiting, std::uintptr_t on) {
+  if (!noting()) return;
+  Collector& c = collector();
+  std::lock_guard lock(c.mutex);
+  if (c.active) append(c.record.streamWaits, StreamWait{device.str(), waiting, on, c.seq++}, c.record);
 }
 
 BackwardScope::BackwardScope() : outer_(currentBackward), outerGeneration_(backwardGeneration) {

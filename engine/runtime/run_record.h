@@ -9,7 +9,9 @@
 //   - every copy between devices: from, to, bytes, the GPU side's stream, non_blocking, pinned,
 //   - every time the host waited for a device: torch.cuda.synchronize(), a stream's or an event's
 //     synchronize(), and a copy to the host that returns only once the data is there (.item(),
-//     .cpu(), .tolist(), printing a GPU tensor),
+//     .cpu(), .tolist(), printing a GPU tensor), and every time a stream was made to wait for
+//     another (wait_stream, wait_event) -- with the op's stream and every entry's order, a check can
+//     say whether what read a side stream's copy was ordered after it,
 //   - every backward (not autograd.grad, which leaves .grad alone): how many leaves it reached, and
 //     how many of their .grad were None, all zeros, or held something when it began,
 //   - every allocation on a GPU: its size, the device's allocated and reserved bytes after it, and the
@@ -30,10 +32,16 @@
 
 namespace gpulab::run_record {
 
+// Every entry has `seq`, its place among all the entries of the record (0, 1, 2, ...): what came
+// before what, across kinds -- a copy on a side stream, the wait that orders it, the op that reads it.
+inline constexpr std::uintptr_t kAllStreams = ~std::uintptr_t{0};
+
 struct Op {
   std::string name;    // "aten::matmul", "autograd::engine::evaluate_function: MmBackward0", ...
   std::string device;  // "cpu" or "cuda:0"
   int depth = 0;
+  std::uintptr_t stream = 0;  // on a GPU, the stream it was queued on (0: the default stream)
+  std::int64_t seq = 0;
 };
 struct Copy {
   std::string from, to;    // "cpu", "cuda:0"
@@ -41,10 +49,20 @@ struct Copy {
   std::uintptr_t stream = 0;  // the GPU side's stream (0: the default stream; the CPU to the CPU: 0)
   bool nonBlocking = false;
   bool pinned = false;  // the host side is pinned memory
+  std::int64_t seq = 0;
 };
 struct Wait {
   std::string what;    // "synchronize", "stream synchronize", "event synchronize", "copy to the host"
   std::string device;  // the device waited for
+  std::uintptr_t stream = kAllStreams;  // the stream waited for (kAllStreams: every stream of the device)
+  std::int64_t seq = 0;
+};
+// A stream made to wait for another's work so far (Stream.wait_stream, wait_event): the device orders
+// them, the host goes on.
+struct StreamWait {
+  std::string device;
+  std::uintptr_t waiting = 0, on = 0;
+  std::int64_t seq = 0;
 };
 struct Backward {
   std::int64_t leaves = 0;       // leaves whose .grad it reached (AccumulateGrad ran)
@@ -63,6 +81,7 @@ struct Record {
   std::vector<Op> ops;
   std::vector<Copy> copies;
   std::vector<Wait> waits;
+  std::vector<StreamWait> streamWaits;
   std::vector<Backward> backwards;
   std::vector<Allocation> allocations;  // GPU allocations only (the CPU's are not a GPU lesson's)
   // Entries left out past kMaxEntries of one kind (a runaway loop must not fill the memory): the
@@ -95,7 +114,8 @@ inline bool recording() { return detail::active.load(std::memory_order_acquire);
 // inside a Pause).
 void noteOp(const char* name, const std::optional<Device>& device, int depth);
 void noteCopy(Device from, Device to, std::size_t bytes, std::uintptr_t stream, bool nonBlocking, bool pinned);
-void noteWait(const char* what, Device device);
+void noteWait(const char* what, Device device, std::uintptr_t stream = kAllStreams);
+void noteStreamWait(Device device, std::uintptr_t waiting, std::uintptr_t on);
 // A backward on this thread, around the graph's walk (one inside another -- a checkpoint's -- is a
 // backward of its own, and the outer one goes on after it); each leaf's .grad as it found it.
 class BackwardScope {

@@ -57,7 +57,7 @@ bool Stream::query() const {
 void Stream::synchronize() const {
   if (!device_.isCuda()) return;
   checkNotCapturing(device_);
-  run_record::noteWait("stream synchronize", device_);
+  run_record::noteWait("stream synchronize", device_, id_);
   runtimeFor(device_).streamSynchronize(id_);
 }
 
@@ -70,7 +70,10 @@ void Stream::wait_event(const Event& event) const {
     onDevice = event.impl_->onDevice.get();
   }
   if (!on || *on == *this) return;  // never recorded: nothing to wait for; the same stream: in order already
-  if (on->device() == device_) return onDevice->block(id_);  // queued on the device, as cudaStreamWaitEvent is
+  if (on->device() == device_) {
+    run_record::noteStreamWait(device_, id_, on->id());
+    return onDevice->block(id_);  // queued on the device, as cudaStreamWaitEvent is
+  }
   event.synchronize();  // two different devices: the host waits
 }
 
@@ -133,7 +136,7 @@ void Event::synchronize() const {
     if (!impl_->stream) return;
     checkNotCapturing(impl_->stream->device());
     onDevice = impl_->onDevice.get();
-    run_record::noteWait("event synchronize", impl_->stream->device());
+    run_record::noteWait("event synchronize", impl_->stream->device(), impl_->stream->id());
   }
   onDevice->synchronize();  // waited for outside the lock, so that query() from another thread does not wait too
 }

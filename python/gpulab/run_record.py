@@ -3,12 +3,17 @@
 The kernel records the learner's run of an exercise cell (engine/runtime/run_record.h) and hands it to
 the values as ``run``: what the code *did*, not only where it ended --
 
-    run.ops                 every op: Op(name, device, depth) -- "aten::matmul" on "cuda:0", depth 0
-                            when called from outside any op (linear's matmul is 1)
-    run.copies              every copy between devices: Copy(src, dst, bytes, stream, non_blocking, pinned)
-    run.waits               every time the host waited for a device: Wait(what, device), what being
-                            "synchronize", "stream synchronize", "event synchronize", "copy to the host"
-                            (.item(), .cpu(), .tolist(), printing a GPU tensor) or "copy between GPUs"
+    run.ops                 every op: Op(name, device, depth, stream, seq) -- "aten::matmul" on "cuda:0",
+                            depth 0 when called from outside any op (linear's matmul is 1), the GPU
+                            stream it was queued on (0: the default stream)
+    run.copies              every copy between devices: Copy(src, dst, bytes, stream, non_blocking,
+                            pinned, seq)
+    run.waits               every time the host waited for a device: Wait(what, device, stream, seq),
+                            what being "synchronize" (stream None: all of them), "stream synchronize",
+                            "event synchronize", "copy to the host" (.item(), .cpu(), .tolist(),
+                            printing a GPU tensor) or "copy between GPUs"
+    run.stream_waits        every time a stream was made to wait for another's work (wait_stream,
+                            wait_event): StreamWait(device, waiting, on, seq)
     run.backwards           every backward: Backward(leaves, grad_none, grad_zero, grad_nonzero,
                             grad_unknown) -- what the leaves' .grad held when it began; .from_zero
                             says none held a nonzero value
@@ -24,12 +29,17 @@ and a few questions over them (a device "cuda" matches every cuda:N; an op's nam
     run.host_waits(what=None)               how many times the host waited (of one kind)
     run.peak_allocated("cuda")              the most a GPU held after any allocation of the run
     run.caps("cuda")                        the caps in force at its allocations, a sorted list (None first)
+    run.unordered_after_copies("matmul")    how many times the op ran after a copy on another stream
+                                            with nothing ordering the two (a race)
+
+Every entry's `seq` is its place among all the record's entries: what came before what.
 """
 import collections
 
-Op = collections.namedtuple("Op", "name device depth")
-Copy = collections.namedtuple("Copy", "src dst bytes stream non_blocking pinned")
-Wait = collections.namedtuple("Wait", "what device")
+Op = collections.namedtuple("Op", "name device depth stream seq")
+Copy = collections.namedtuple("Copy", "src dst bytes stream non_blocking pinned seq")
+Wait = collections.namedtuple("Wait", "what device stream seq")
+StreamWait = collections.namedtuple("StreamWait", "device waiting on seq")
 Allocation = collections.namedtuple("Allocation", "device bytes allocated reserved cap")
 
 
@@ -61,6 +71,7 @@ class RunRecord:
         self.ops = [Op(*o) for o in raw["ops"]]
         self.copies = [Copy(*c) for c in raw["copies"]]
         self.waits = [Wait(*w) for w in raw["waits"]]
+        self.stream_waits = [StreamWait(*w) for w in raw["stream_waits"]]
         self.backwards = [Backward(*b) for b in raw["backwards"]]
         self.allocations = [Allocation(d, b, a, r, None if cap < 0 else cap) for d, b, a, r, cap in raw["allocations"]]
         self.complete = raw["dropped"] == 0
@@ -77,6 +88,26 @@ class RunRecord:
 
     def host_waits(self, what=None):
         return sum(1 for w in self.waits if what is None or w.what == what)
+
+    def unordered_after_copies(self, op):
+        """How many runs of `op` on a GPU stream came after a copy to that GPU on another stream with
+        nothing between to order them -- no wait of their stream for the copy's (wait_stream,
+        wait_event), no host wait for the copy's stream: each may read the copy's memory before the
+        copy has run (a race)."""
+        racing = 0
+        for o in self.ops:
+            if not _same_op(o.name, op) or not o.device.startswith("cuda"):
+                continue
+            for c in self.copies:
+                if c.seq > o.seq or c.dst != o.device or c.stream == o.stream:
+                    continue
+                ordered = any(w.device == o.device and w.waiting == o.stream and w.on == c.stream and c.seq < w.seq < o.seq
+                              for w in self.stream_waits) or \
+                    any(w.device == o.device and w.stream in (None, c.stream) and c.seq < w.seq < o.seq for w in self.waits)
+                if not ordered:
+                    racing += 1
+                    break
+        return racing
 
     def peak_allocated(self, device="cuda"):
         return max((a.allocated for a in self.allocations if _on(a.device, device)), default=0)

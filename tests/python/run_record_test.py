@@ -72,6 +72,34 @@ def copies_and_waits():
     assert r.copies[0].stream == s.cuda_stream != 0, (r.copies, s.cuda_stream)
 
 
+def a_copy_on_a_side_stream_is_ordered_or_not():
+    host = torch.randn(64, 64).pin_memory()
+    w = torch.randn(64, 64, device="cuda")
+    side = torch.cuda.Stream()
+
+    def copy_then(order):
+        def run():
+            with torch.cuda.stream(side):
+                batch = host.to("cuda", non_blocking=True)
+            order()
+            return batch @ w
+        return record(run)
+
+    racing = copy_then(lambda: None)
+    assert racing.unordered_after_copies("matmul") == 1, (racing.ops, racing.copies)
+    assert racing.copies[0].stream == side.cuda_stream and [o.stream for o in racing.ops if o.name == "aten::matmul"] == [0]
+    for order in (lambda: torch.cuda.current_stream().wait_stream(side), lambda: side.synchronize(), lambda: torch.cuda.synchronize()):
+        ordered = copy_then(order)
+        assert ordered.unordered_after_copies("matmul") == 0, (ordered.stream_waits, ordered.waits)
+    waited = copy_then(lambda: torch.cuda.current_stream().wait_stream(side))
+    assert [(x.waiting, x.on) for x in waited.stream_waits] == [(0, side.cuda_stream)], waited.stream_waits
+    # The copy on the stream that computes is in order already.
+    same = record(lambda: host.to("cuda", non_blocking=True) @ w)
+    assert same.unordered_after_copies("matmul") == 0
+    seqs = [e.seq for e in same.ops + same.copies]
+    assert sorted(seqs) == list(range(len(seqs))), seqs  # one order across kinds
+
+
 def backwards_say_what_grad_held():
     model = nn.Linear(4, 2).cuda()
     x = torch.randn(8, 4, device="cuda")
@@ -135,7 +163,7 @@ def main():
         print("no cuda:0 (set GPULAB_EMULATED_GPU=1)")
         return 77
     failed = 0
-    for case in (ops_say_where_they_ran, copies_and_waits, backwards_say_what_grad_held, allocations_carry_the_cap,
+    for case in (ops_say_where_they_ran, copies_and_waits, a_copy_on_a_side_stream_is_ordered_or_not, backwards_say_what_grad_held, allocations_carry_the_cap,
                  one_recording_at_a_time):
         try:
             case()
