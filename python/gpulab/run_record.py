@@ -31,6 +31,8 @@ and a few questions over them (a device "cuda" matches every cuda:N; an op's nam
     run.caps("cuda")                        the caps in force at its allocations, a sorted list (None first)
     run.unordered_after_copies("matmul")    how many times the op ran after a copy on another stream
                                             with nothing ordering the two (a race)
+    run.waited_after_each("matmul")         the host waited for the device after every run of the op
+                                            on a GPU, before the next (a clock read then timed its work)
 
 Every entry's `seq` is its place among all the record's entries: what came before what.
 """
@@ -108,6 +110,17 @@ class RunRecord:
                     racing += 1
                     break
         return racing
+
+    def waited_after_each(self, op):
+        """Whether the host waited for the device after every run of `op` on a GPU before the next
+        one began (or the run ended): a clock read after such a wait timed the op's work, not its
+        queueing. False when the op never ran on a GPU."""
+        runs = [o for o in self.ops if _same_op(o.name, op) and o.device.startswith("cuda") and o.depth == 0]
+        if not runs:
+            return False
+        ends = [o.seq for o in runs[1:]] + [float("inf")]
+        return all(any(o.seq < w.seq < end and w.device == o.device and w.stream in (None, o.stream) for w in self.waits)
+                   for o, end in zip(runs, ends))
 
     def peak_allocated(self, device="cuda"):
         return max((a.allocated for a in self.allocations if _on(a.device, device)), default=0)

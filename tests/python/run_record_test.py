@@ -100,6 +100,17 @@ def a_copy_on_a_side_stream_is_ordered_or_not():
     assert sorted(seqs) == list(range(len(seqs))), seqs  # one order across kinds
 
 
+def a_timed_op_was_waited_for():
+    a = torch.randn(32, 32, device="cuda")
+    assert not record(lambda: [a @ a for _ in range(3)]).waited_after_each("matmul")
+    assert record(lambda: [(a @ a, torch.cuda.synchronize()) for _ in range(3)]).waited_after_each("matmul")
+    # One wait for three products: the first two were not waited for before the next began.
+    assert not record(lambda: ([a @ a for _ in range(3)], torch.cuda.synchronize())).waited_after_each("matmul")
+    e = torch.cuda.Event()
+    assert record(lambda: [(a @ a, e.record(), e.synchronize()) for _ in range(2)]).waited_after_each("matmul")
+    assert not record(lambda: torch.randn(4, 4) @ torch.randn(4, 4)).waited_after_each("matmul")  # never on a GPU
+
+
 def backwards_say_what_grad_held():
     model = nn.Linear(4, 2).cuda()
     x = torch.randn(8, 4, device="cuda")
@@ -163,7 +174,7 @@ def main():
         print("no cuda:0 (set GPULAB_EMULATED_GPU=1)")
         return 77
     failed = 0
-    for case in (ops_say_where_they_ran, copies_and_waits, a_copy_on_a_side_stream_is_ordered_or_not, backwards_say_what_grad_held, allocations_carry_the_cap,
+    for case in (ops_say_where_they_ran, copies_and_waits, a_copy_on_a_side_stream_is_ordered_or_not, a_timed_op_was_waited_for, backwards_say_what_grad_held, allocations_carry_the_cap,
                  one_recording_at_a_time):
         try:
             case()
