@@ -69,9 +69,35 @@ void bindAmpAndProfiler(py::module_& m) {
       .def("get_growth_tracker", &amp::GradScaler::growth_tracker)
       .def_property_readonly("last_step_skipped", [](const amp::GradScaler& s) { return s.last_step().skipped; });
 
+  // key_averages()'s rows, as PyTorch's EventList of FunctionEventAvg: times in microseconds.
+  py::class_<profiler::OpAverage>(m, "_FunctionEventAvg")
+      .def_property_readonly("key", [](const profiler::OpAverage& a) { return a.name; })
+      .def_readonly("count", &profiler::OpAverage::count)
+      .def_readonly("cpu_time_total", &profiler::OpAverage::cpuTimeTotalUs)
+      .def_readonly("self_cpu_time_total", &profiler::OpAverage::selfCpuTimeTotalUs)
+      .def_readonly("device_time_total", &profiler::OpAverage::deviceTimeTotalUs)
+      .def_readonly("self_device_time_total", &profiler::OpAverage::selfDeviceTimeTotalUs)
+      .def_property_readonly("cpu_time", &profiler::OpAverage::cpuTimeAvgUs)
+      .def_property_readonly("device_time", &profiler::OpAverage::deviceTimeAvgUs)
+      .def_readonly("cpu_memory_usage", &profiler::OpAverage::cpuMemoryBytes)
+      .def_readonly("self_cpu_memory_usage", &profiler::OpAverage::selfCpuMemoryBytes)
+      .def_property_readonly("input_shapes", [](const profiler::OpAverage& a) { return a.shapes; })
+      .def("__repr__", [](const profiler::OpAverage& a) {
+        return "<FunctionEventAvg key=" + a.name + " self_cpu_time=" + std::to_string(a.selfCpuTimeTotalUs) + "us cpu_time=" +
+               std::to_string(a.cpuTimeTotalUs) + "us count=" + std::to_string(a.count) + ">";
+      });
   py::class_<profiler::KeyAverages>(m, "_KeyAverages")
       .def("table", &profiler::KeyAverages::table, py::arg("sort_by") = "cpu_time_total", py::arg("row_limit") = 100)
-      .def("__str__", [](const profiler::KeyAverages& k) { return k.table(); });
+      .def("__str__", [](const profiler::KeyAverages& k) { return k.table(); })
+      .def("__len__", [](const profiler::KeyAverages& k) { return k.rows.size(); })
+      .def("__getitem__", [](const profiler::KeyAverages& k, std::int64_t i) {
+        const auto n = static_cast<std::int64_t>(k.rows.size());
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) throw py::index_error("list index out of range");
+        return k.rows[static_cast<std::size_t>(i)];
+      })
+      .def("__iter__", [](const profiler::KeyAverages& k) { return py::make_iterator(k.rows.begin(), k.rows.end()); },
+           py::keep_alive<0, 1>());
   py::class_<profiler::Profile>(m, "_Profile")
       .def(py::init([](bool recordShapes, bool profileMemory, bool recordDevice) {
              return std::make_unique<profiler::Profile>(

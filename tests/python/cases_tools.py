@@ -65,6 +65,22 @@ def case_profiler_table_names_ops(torch):
     return ["aten::linear" in table, "Self CPU" in table]
 
 
+def case_profiler_key_averages_are_rows(torch):
+    # key_averages() is a list of averages, one per op name, as PyTorch's EventList: key, count, times.
+    x = torch.ones(8, 8)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(3))], lr=0.1)
+    with torch.profiler.profile() as prof:
+        for _ in range(3):
+            torch.relu(x)
+            opt.step()
+    rows = {e.key: e for e in prof.key_averages()}
+    relu, step = rows["aten::relu"], rows["Optimizer.step#SGD.step"]
+    first = prof.key_averages()[0]
+    return [relu.count, step.count, relu.cpu_time_total >= relu.self_cpu_time_total >= 0,
+            abs(relu.cpu_time - relu.cpu_time_total / 3) < 1e-6, len(prof.key_averages()) == len(list(prof.key_averages())),
+            isinstance(first.key, str)]
+
+
 def case_save_load_state_dict(torch):
     model = _model(torch)
     buffer = io.BytesIO()
