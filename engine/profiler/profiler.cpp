@@ -166,7 +166,7 @@ void RecordScope::begin(const char* name, std::initializer_list<const Tensor*> i
   for (const Tensor* t : inputs) {
     if (!o.device && t && t->defined() && t->is_cuda()) o.device = t->device();
   }
-  run_record::noteOp(name, o.device, static_cast<int>(openScopes.size()));
+  if (run_record::recording()) run_record::noteOp(name, o.device, static_cast<int>(openScopes.size()), shapeList(inputs));
   o.profiled = isProfiling();
   active_ = true;
   if (!o.profiled) {  // only the run's record wants it: the scope keeps the nesting, nothing more

@@ -19,6 +19,7 @@
 #include "engine/runtime/device_memory.h"
 #include "engine/runtime/cuda_module.h"
 #include "engine/runtime/cuda_runtime.h"
+#include "engine/runtime/run_record.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/stream.h"
 // Generated from the headers the loader and the module compile with (Note [CUDA module build id],
@@ -241,12 +242,21 @@ void ncclBroadcast(const std::vector<CollectiveBuffer>& buffers, std::size_t cou
   m->broadcast(buffers, count, dtype, root);
 }
 
-void setAllowTf32(bool allow) { allowTf32Flag.store(allow); }
+void setAllowTf32(bool allow) {
+  allowTf32Flag.store(allow);
+  run_record::noteSetting("cuda.matmul.allow_tf32", allow);
+}
 bool allowTf32() { return allowTf32Flag.load(std::memory_order_relaxed); }
 
-void setCudnnBenchmark(bool enabled) { cudnnBenchmarkFlag.store(enabled); }
+void setCudnnBenchmark(bool enabled) {
+  cudnnBenchmarkFlag.store(enabled);
+  run_record::noteSetting("cudnn.benchmark", enabled);
+}
 bool cudnnBenchmark() { return cudnnBenchmarkFlag.load(std::memory_order_relaxed); }
-void setCudnnDeterministic(bool enabled) { cudnnDeterministicFlag.store(enabled); }
+void setCudnnDeterministic(bool enabled) {
+  cudnnDeterministicFlag.store(enabled);
+  run_record::noteSetting("cudnn.deterministic", enabled);
+}
 bool cudnnDeterministic() { return cudnnDeterministicFlag.load(std::memory_order_relaxed); }
 void setCudnnAllowTf32(bool allow) { cudnnAllowTf32Flag.store(allow); }
 bool cudnnAllowTf32() { return cudnnAllowTf32Flag.load(std::memory_order_relaxed); }

@@ -4,6 +4,7 @@
 
 #include "engine/core/errors.h"
 #include "engine/memory/memory_events.h"
+#include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/stream.h"
 
 namespace gpulab::run_record {
@@ -66,6 +67,11 @@ RunRecording::RunRecording() {
     c.record = Record{};
     c.seq = 0;
     ++c.generation;
+    // The switches as the run finds them: what is in force until a change says otherwise.
+    for (const auto& [name, value] : {std::pair{"cudnn.benchmark", cuda::cudnnBenchmark()}, std::pair{"cudnn.deterministic", cuda::cudnnDeterministic()},
+                                      std::pair{"cuda.matmul.allow_tf32", cuda::allowTf32()}}) {
+      c.record.settings.push_back(Setting{name, value, c.seq++});
+    }
   }
   impl_ = std::make_unique<Impl>();
   detail::active.store(true, std::memory_order_release);
@@ -85,12 +91,12 @@ Record RunRecording::stop() {
   return out;
 }
 
-void noteOp(const char* name, const std::optional<Device>& device, int depth) {
+void noteOp(const char* name, const std::optional<Device>& device, int depth, std::string shapes) {
   if (!noting()) return;
   const std::uintptr_t stream = device && device->isCuda() ? cuda::current_stream(*device).id() : 0;
   Collector& c = collector();
   std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.ops, Op{name, device ? device->str() : std::string("cpu"), depth, stream, c.seq++}, c.record);
+  if (c.active) append(c.record.ops, Op{name, device ? device->str() : std::string("cpu"), depth, stream, c.seq++, std::move(shapes)}, c.record);
 }
 
 void noteCopy(Device from, Device to, std::size_t bytes, std::uintptr_t stream, bool nonBlocking, bool pinned) {
@@ -147,6 +153,13 @@ void noteLeaf(GradBefore before) {
 BackwardScope::~BackwardScope() {
   currentBackward = outer_;
   backwardGeneration = outerGeneration_;
+}
+
+void noteSetting(const char* name, bool value) {
+  if (!noting()) return;
+  Collector& c = collector();
+  std::lock_guard lock(c.mutex);
+  if (c.active) append(c.record.settings, Setting{name, value, c.seq++}, c.record);
 }
 
 Pause::Pause() { ++pauseDepth; }

@@ -14,6 +14,8 @@
 //     say whether what read a side stream's copy was ordered after it,
 //   - every backward (not autograd.grad, which leaves .grad alone): how many leaves it reached, and
 //     how many of their .grad were None, all zeros, or held something when it began,
+//   - the backends' switches (cudnn.benchmark, cudnn.deterministic, allow_tf32) as the run began and
+//     every change to them, so a check knows what was in force when each op ran,
 //   - every allocation on a GPU: its size, the device's allocated and reserved bytes after it, and the
 //     cap in force (set_per_process_memory_fraction, or the emulated GPU's budget-as-cap: none = -1).
 // Off, an op pays the one atomic load the profiler's RecordScope already made; the allocator publishes
@@ -42,6 +44,7 @@ struct Op {
   int depth = 0;
   std::uintptr_t stream = 0;  // on a GPU, the stream it was queued on (0: the default stream)
   std::int64_t seq = 0;
+  std::string shapes;  // its inputs' shapes, as the profiler's record_shapes gives them: "[[64, 3, 32, 32], [16, 3, 3, 3], []]"
 };
 struct Copy {
   std::string from, to;    // "cpu", "cuda:0"
@@ -77,11 +80,20 @@ struct Allocation {
   std::int64_t cap = -1;  // the cap on reserved memory in force then (-1: none)
 };
 
+// A switch of the backends as it stood when the recording began, and every change to it during the
+// run: "cudnn.benchmark", "cudnn.deterministic", "cuda.matmul.allow_tf32".
+struct Setting {
+  std::string name;
+  bool value = false;
+  std::int64_t seq = 0;
+};
+
 struct Record {
   std::vector<Op> ops;
   std::vector<Copy> copies;
   std::vector<Wait> waits;
   std::vector<StreamWait> streamWaits;
+  std::vector<Setting> settings;
   std::vector<Backward> backwards;
   std::vector<Allocation> allocations;  // GPU allocations only (the CPU's are not a GPU lesson's)
   // Entries left out past kMaxEntries of one kind (a runaway loop must not fill the memory): the
@@ -112,10 +124,11 @@ inline bool recording() { return detail::active.load(std::memory_order_acquire);
 
 // What the engine notes (each does nothing unless a recording runs and the calling thread is not
 // inside a Pause).
-void noteOp(const char* name, const std::optional<Device>& device, int depth);
+void noteOp(const char* name, const std::optional<Device>& device, int depth, std::string shapes = {});
 void noteCopy(Device from, Device to, std::size_t bytes, std::uintptr_t stream, bool nonBlocking, bool pinned);
 void noteWait(const char* what, Device device, std::uintptr_t stream = kAllStreams);
 void noteStreamWait(Device device, std::uintptr_t waiting, std::uintptr_t on);
+void noteSetting(const char* name, bool value);
 // A backward on this thread, around the graph's walk (one inside another -- a checkpoint's -- is a
 // backward of its own, and the outer one goes on after it); each leaf's .grad as it found it.
 class BackwardScope {

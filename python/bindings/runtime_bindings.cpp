@@ -60,12 +60,13 @@ py::dict statsDict(const MemoryStats& s) {
 
 // The run's record (engine/runtime/run_record.h) as plain tuples; gpulab/run_record.py gives them names.
 py::dict recordDict(const run_record::Record& r) {
-  py::list ops, copies, waits, streamWaits, backwards, allocations;
+  py::list ops, copies, waits, streamWaits, settings, backwards, allocations;
   auto stream = [](std::uintptr_t s) { return s == run_record::kAllStreams ? py::object(py::none()) : py::object(py::int_(s)); };
-  for (const auto& o : r.ops) ops.append(py::make_tuple(o.name, o.device, o.depth, o.stream, o.seq));
+  for (const auto& o : r.ops) ops.append(py::make_tuple(o.name, o.device, o.depth, o.stream, o.seq, o.shapes));
   for (const auto& c : r.copies) copies.append(py::make_tuple(c.from, c.to, c.bytes, c.stream, c.nonBlocking, c.pinned, c.seq));
   for (const auto& w : r.waits) waits.append(py::make_tuple(w.what, w.device, stream(w.stream), w.seq));
   for (const auto& w : r.streamWaits) streamWaits.append(py::make_tuple(w.device, w.waiting, w.on, w.seq));
+  for (const auto& v : r.settings) settings.append(py::make_tuple(v.name, v.value, v.seq));
   for (const auto& b : r.backwards) backwards.append(py::make_tuple(b.leaves, b.gradNone, b.gradZero, b.gradNonzero, b.gradUnknown));
   for (const auto& a : r.allocations) allocations.append(py::make_tuple(a.device, a.bytes, a.allocatedAfter, a.reservedAfter, a.cap));
   py::dict out;
@@ -73,6 +74,7 @@ py::dict recordDict(const run_record::Record& r) {
   out["copies"] = copies;
   out["waits"] = waits;
   out["stream_waits"] = streamWaits;
+  out["settings"] = settings;
   out["backwards"] = backwards;
   out["allocations"] = allocations;
   out["dropped"] = r.dropped;

@@ -3,9 +3,10 @@
 The kernel records the learner's run of an exercise cell (engine/runtime/run_record.h) and hands it to
 the values as ``run``: what the code *did*, not only where it ended --
 
-    run.ops                 every op: Op(name, device, depth, stream, seq) -- "aten::matmul" on "cuda:0",
-                            depth 0 when called from outside any op (linear's matmul is 1), the GPU
-                            stream it was queued on (0: the default stream)
+    run.ops                 every op: Op(name, device, depth, stream, seq, shapes) -- "aten::matmul" on
+                            "cuda:0", depth 0 when called from outside any op (linear's matmul is 1),
+                            the GPU stream it was queued on (0: the default stream), its inputs' shapes
+                            as the profiler's record_shapes writes them ("[[64, 16], [16, 8]]")
     run.copies              every copy between devices: Copy(src, dst, bytes, stream, non_blocking,
                             pinned, seq)
     run.waits               every time the host waited for a device: Wait(what, device, stream, seq),
@@ -14,6 +15,8 @@ the values as ``run``: what the code *did*, not only where it ended --
                             printing a GPU tensor) or "copy between GPUs"
     run.stream_waits        every time a stream was made to wait for another's work (wait_stream,
                             wait_event): StreamWait(device, waiting, on, seq)
+    run.settings            the backends' switches as the run began and each change: Setting(name,
+                            value, seq) -- "cudnn.benchmark", "cudnn.deterministic", "cuda.matmul.allow_tf32"
     run.backwards           every backward: Backward(leaves, grad_none, grad_zero, grad_nonzero,
                             grad_unknown) -- what the leaves' .grad held when it began; .from_zero
                             says none held a nonzero value
@@ -31,6 +34,7 @@ and a few questions over them (a device "cuda" matches every cuda:N; an op's nam
     run.caps("cuda")                        the caps in force at its allocations, a sorted list (None first)
     run.unordered_after_copies("matmul")    how many times the op ran after a copy on another stream
                                             with nothing ordering the two (a race)
+    run.setting("cudnn.benchmark", o.seq)   a switch as it stood when entry o (an op, say) ran
     run.waited_after_each("matmul")         the host waited for the device after every run of the op
                                             on a GPU, before the next (a clock read then timed its work)
 
@@ -38,10 +42,11 @@ Every entry's `seq` is its place among all the record's entries: what came befor
 """
 import collections
 
-Op = collections.namedtuple("Op", "name device depth stream seq")
+Op = collections.namedtuple("Op", "name device depth stream seq shapes")
 Copy = collections.namedtuple("Copy", "src dst bytes stream non_blocking pinned seq")
 Wait = collections.namedtuple("Wait", "what device stream seq")
 StreamWait = collections.namedtuple("StreamWait", "device waiting on seq")
+Setting = collections.namedtuple("Setting", "name value seq")
 Allocation = collections.namedtuple("Allocation", "device bytes allocated reserved cap")
 
 
@@ -74,6 +79,7 @@ class RunRecord:
         self.copies = [Copy(*c) for c in raw["copies"]]
         self.waits = [Wait(*w) for w in raw["waits"]]
         self.stream_waits = [StreamWait(*w) for w in raw["stream_waits"]]
+        self.settings = [Setting(*v) for v in raw["settings"]]
         self.backwards = [Backward(*b) for b in raw["backwards"]]
         self.allocations = [Allocation(d, b, a, r, None if cap < 0 else cap) for d, b, a, r, cap in raw["allocations"]]
         self.complete = raw["dropped"] == 0
@@ -121,6 +127,18 @@ class RunRecord:
         ends = [o.seq for o in runs[1:]] + [float("inf")]
         return all(any(o.seq < w.seq < end and w.device == o.device and w.stream in (None, o.stream) for w in self.waits)
                    for o, end in zip(runs, ends))
+
+    def setting(self, name, seq):
+        """A backends switch ("cudnn.benchmark", "cudnn.deterministic", "cuda.matmul.allow_tf32") as it
+        stood at entry `seq` -- when an op ran, say: the last value set before it."""
+        value = None
+        for v in self.settings:
+            if v.name == name and v.seq <= seq:
+                value = v.value
+        if value is None:
+            raise ValueError(f"the run's record keeps no setting {name!r} (it keeps cudnn.benchmark, cudnn.deterministic, "
+                             "cuda.matmul.allow_tf32)")
+        return value
 
     def peak_allocated(self, device="cuda"):
         return max((a.allocated for a in self.allocations if _on(a.device, device)), default=0)

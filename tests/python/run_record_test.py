@@ -96,7 +96,7 @@ def a_copy_on_a_side_stream_is_ordered_or_not():
     # The copy on the stream that computes is in order already.
     same = record(lambda: host.to("cuda", non_blocking=True) @ w)
     assert same.unordered_after_copies("matmul") == 0
-    seqs = [e.seq for e in same.ops + same.copies]
+    seqs = [e.seq for e in same.settings + same.ops + same.copies]
     assert sorted(seqs) == list(range(len(seqs))), seqs  # one order across kinds
 
 
@@ -109,6 +109,32 @@ def a_timed_op_was_waited_for():
     e = torch.cuda.Event()
     assert record(lambda: [(a @ a, e.record(), e.synchronize()) for _ in range(2)]).waited_after_each("matmul")
     assert not record(lambda: torch.randn(4, 4) @ torch.randn(4, 4)).waited_after_each("matmul")  # never on a GPU
+
+
+def settings_in_force_when_each_op_ran():
+    before = torch.backends.cudnn.benchmark
+    x = torch.randn(2, 1, 8, 8, device="cuda")
+    conv = torch.nn.Conv2d(1, 2, 3).cuda()
+    try:
+        torch.backends.cudnn.benchmark = False
+
+        def run():
+            conv(x)
+            torch.backends.cudnn.benchmark = True
+            conv(x)
+        r = record(run)
+    finally:
+        torch.backends.cudnn.benchmark = before
+    convs = [o for o in r.ops if o.name == "aten::conv2d"]
+    assert [r.setting("cudnn.benchmark", o.seq) for o in convs] == [False, True], (r.settings, convs)
+    assert convs[0].shapes.startswith("[[2, 1, 8, 8], [2, 1, 3, 3]"), convs[0].shapes
+    assert {v.name for v in r.settings} >= {"cudnn.benchmark", "cudnn.deterministic", "cuda.matmul.allow_tf32"}
+    try:
+        r.setting("cudnn.enabled", 0)
+    except ValueError as e:
+        assert "keeps no setting 'cudnn.enabled'" in str(e), e
+    else:
+        raise AssertionError("an unknown setting was answered")
 
 
 def backwards_say_what_grad_held():
@@ -174,7 +200,7 @@ def main():
         print("no cuda:0 (set GPULAB_EMULATED_GPU=1)")
         return 77
     failed = 0
-    for case in (ops_say_where_they_ran, copies_and_waits, a_copy_on_a_side_stream_is_ordered_or_not, a_timed_op_was_waited_for, backwards_say_what_grad_held, allocations_carry_the_cap,
+    for case in (ops_say_where_they_ran, copies_and_waits, a_copy_on_a_side_stream_is_ordered_or_not, a_timed_op_was_waited_for, settings_in_force_when_each_op_ran, backwards_say_what_grad_held, allocations_carry_the_cap,
                  one_recording_at_a_time):
         try:
             case()
