@@ -206,6 +206,12 @@ class TestCodeCell : public QObject {
       turnWheel(box->viewport(), QPoint(0, -120), Qt::ShiftModifier);
       QVERIFY2(box->horizontalScrollBar()->value() > 0, name + ": Shift+wheel scrolls sideways");
       QCOMPARE(pageBar->value(), pageAt);
+      // Over the cell's horizontal bar too (the page, scrolling, brings it under a resting pointer):
+      // Qt's own scroll bar took the vertical wheel and scrolled the cell sideways.
+      box->horizontalScrollBar()->setValue(0);
+      turnWheel(box->horizontalScrollBar(), QPoint(0, -120));
+      QVERIFY2(box->horizontalScrollBar()->value() == 0, name + ": the wheel over its scroll bar scrolled it sideways");
+      QVERIFY2(pageBar->value() > pageAt, name + ": the page did not scroll");
     }
     // An output longer than its box: its own lines first, then the page.
     QString many;

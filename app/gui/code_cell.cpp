@@ -189,9 +189,12 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   });
   connect(reset_, &QPushButton::clicked, this, &CodeCell::reset);
   editor_->installEventFilter(this);  // Ctrl+Enter runs the cell
-  // The wheel over either box: see wheel().
-  editor_->viewport()->installEventFilter(this);
-  output_->viewport()->installEventFilter(this);
+  // The wheel over either box -- and over its horizontal scroll bar, which a page scrolled under a
+  // resting pointer brings beneath it (Qt turns a vertical wheel over that bar sideways): see wheel().
+  for (QPlainTextEdit* box : {editor_, output_}) {
+    box->viewport()->installEventFilter(this);
+    box->horizontalScrollBar()->installEventFilter(this);
+  }
   connect(editor_, &QPlainTextEdit::textChanged, this, [this] {
     updateResetButton();
     fitEditorToCode();
@@ -205,8 +208,10 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
 }
 
 bool CodeCell::eventFilter(QObject* watched, QEvent* event) {
-  if (event->type() == QEvent::Wheel && (watched == editor_->viewport() || watched == output_->viewport()))
-    return wheel(watched == editor_->viewport() ? editor_ : output_, static_cast<QWheelEvent*>(event));
+  if (event->type() == QEvent::Wheel) {
+    for (QPlainTextEdit* box : {editor_, output_})
+      if (watched == box->viewport() || watched == box->horizontalScrollBar()) return wheel(box, static_cast<QWheelEvent*>(event));
+  }
   // Before the editor sees it, which would insert a line break.
   if (watched == editor_ && event->type() == QEvent::KeyPress) {
     const auto* key = static_cast<QKeyEvent*>(event);
