@@ -141,13 +141,16 @@ void copyBytes(void* dst, Device dstDevice, const void* src, Device srcDevice, s
   DeviceRuntime* from = srcDevice.isCuda() ? &runtimeFor(srcDevice) : nullptr;
   if (run_record::recording() && dstDevice != srcDevice) {
     // The run's record: the copy on the GPU side's current stream, and the host's wait where it returns
-    // only once the data is there (to the host, unless non_blocking into pinned memory; between GPUs).
+    // only once the copy has run (to the host, unless non_blocking into pinned memory; between GPUs; to
+    // the GPU without non_blocking).
     const Device gpu = dstDevice.isCuda() ? dstDevice : srcDevice;
     const bool pinned = srcDevice.isCpu() ? srcPinned : dstDevice.isCpu() && dstPinned;
     const std::uintptr_t stream = current_stream(gpu).id();
     run_record::noteCopy(srcDevice, dstDevice, bytes, stream, nonBlocking, pinned);
     if (srcDevice.isCuda() && !(dstDevice.isCpu() && nonBlocking && dstPinned)) {
       run_record::noteWait(dstDevice.isCpu() ? "copy to the host" : "copy between GPUs", srcDevice, stream);
+    } else if (srcDevice.isCpu() && !nonBlocking) {
+      run_record::noteWait("copy to the GPU", dstDevice, stream);  // it returns once the copy has run
     }
   }
   // Between GPUs of two kinds of runtime (the emulated GPU and a real one): to the other, the side whose

@@ -8,8 +8,9 @@
 //     (0: called from outside any op; linear's matmul is 1),
 //   - every copy between devices: from, to, bytes, the GPU side's stream, non_blocking, pinned,
 //   - every time the host waited for a device: torch.cuda.synchronize(), a stream's or an event's
-//     synchronize(), and a copy to the host that returns only once the data is there (.item(),
-//     .cpu(), .tolist(), printing a GPU tensor), and every time a stream was made to wait for
+//     synchronize(), a copy to the host that returns only once the data is there (.item(),
+//     .cpu(), .tolist(), printing a GPU tensor) and one to the GPU without non_blocking (it returns
+//     once the copy has run), and every time a stream was made to wait for
 //     another (wait_stream, wait_event) -- with the op's stream and every entry's order, a check can
 //     say whether what read a side stream's copy was ordered after it,
 //   - every backward (not autograd.grad, which leaves .grad alone): how many leaves it reached, and
@@ -55,7 +56,7 @@ struct Copy {
   std::int64_t seq = 0;
 };
 struct Wait {
-  std::string what;    // "synchronize", "stream synchronize", "event synchronize", "copy to the host"
+  std::string what;    // "synchronize", "stream synchronize", "event synchronize", "copy to the host", "copy to the GPU"
   std::string device;  // the device waited for
   std::uintptr_t stream = kAllStreams;  // the stream waited for (kAllStreams: every stream of the device)
   std::int64_t seq = 0;

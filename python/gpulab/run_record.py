@@ -12,7 +12,8 @@ the values as ``run``: what the code *did*, not only where it ended --
     run.waits               every time the host waited for a device: Wait(what, device, stream, seq),
                             what being "synchronize" (stream None: all of them), "stream synchronize",
                             "event synchronize", "copy to the host" (.item(), .cpu(), .tolist(),
-                            printing a GPU tensor) or "copy between GPUs"
+                            printing a GPU tensor), "copy to the GPU" (.to(device) without
+                            non_blocking: it returns once the copy has run) or "copy between GPUs"
     run.stream_waits        every time a stream was made to wait for another's work (wait_stream,
                             wait_event): StreamWait(device, waiting, on, seq)
     run.settings            the backends' switches as the run began and each change: Setting(name,

@@ -50,10 +50,11 @@ def copies_and_waits():
     assert r.copied(src="cpu", dst="cuda") == 1 and r.copied(src="cuda") == 0, r.copies
     c = r.copies[0]
     assert (c.src, c.dst, c.bytes, c.non_blocking, c.pinned) == ("cpu", "cuda:0", 256 * 256 * 4, False, False), c
-    assert r.host_waits() == 0, r.waits  # a copy to the GPU is not the host waiting for the GPU's work
+    # Without non_blocking the copy returns once it has run: the host waited for the GPU's stream.
+    assert [w.what for w in r.waits] == ["copy to the GPU"], r.waits
     pinned = x.pin_memory()
     r = record(lambda: pinned.to("cuda", non_blocking=True))
-    assert r.copied(non_blocking=True) == 1 and r.copies[0].pinned, r.copies
+    assert r.copied(non_blocking=True) == 1 and r.copies[0].pinned and r.host_waits() == 0, (r.copies, r.waits)
     g = x.cuda()
     r = record(lambda: g.sum().item())
     assert r.copied(src="cuda", dst="cpu") == 1 and r.host_waits("copy to the host") == 1, (r.copies, r.waits)
@@ -88,6 +89,12 @@ def a_copy_on_a_side_stream_is_ordered_or_not():
     racing = copy_then(lambda: None)
     assert racing.unordered_after_copies("matmul") == 1, (racing.ops, racing.copies)
     assert racing.copies[0].stream == side.cuda_stream and [o.stream for o in racing.ops if o.name == "aten::matmul"] == [0]
+    # A blocking copy on the side stream is ordered too: the host waited for it before queueing more.
+    def blocking_copy():
+        with torch.cuda.stream(side):
+            batch = host.to("cuda")
+        return batch @ w
+    assert record(blocking_copy).unordered_after_copies("matmul") == 0
     for order in (lambda: torch.cuda.current_stream().wait_stream(side), lambda: side.synchronize(), lambda: torch.cuda.synchronize()):
         ordered = copy_then(order)
         assert ordered.unordered_after_copies("matmul") == 0, (ordered.stream_waits, ordered.waits)
