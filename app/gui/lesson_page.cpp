@@ -505,11 +505,14 @@ void LessonPage::gradeExercise(const QString& cellId, const notebook::CellResult
     panel->showNotGraded("this exercise is about a GPU's memory, and this session has no cuda:0. Choose the emulated GPU above and run it again.");
     return;
   }
-  const course::ChallengeResult graded = course::gradeExercise(lesson_.exercises[e], result.measurements, result.unmeasured);
-  panel->showResult(graded, cells_[index]->code().trimmed() == lesson_.exercises[e].starter.trimmed());
+  showGrade(e, course::gradeExercise(lesson_.exercises[e], result.measurements, result.unmeasured), cells_[index]->code());
+}
+
+void LessonPage::showGrade(int exercise, const course::ChallengeResult& graded, const QString& code) {
+  panels_.value(exercise)->showResult(graded, code.trimmed() == lesson_.exercises[exercise].starter.trimmed());
   if (graded.met) {
-    progress_.setExerciseMet(lesson_.id, e);
-    emit exerciseMet(lesson_.id, e);
+    progress_.setExerciseMet(lesson_.id, exercise);
+    emit exerciseMet(lesson_.id, exercise);
   }
 }
 
@@ -536,12 +539,7 @@ void LessonPage::showMachinesGrade(const QVector<notebook::CellResult>& results)
     }
     runs << course::MachineRun{exercise.machines[i], results[i].measurements, results[i].unmeasured};
   }
-  const course::ChallengeResult graded = course::gradeOnMachines(exercise, runs);
-  panel->showResult(graded, machinesCode_.trimmed() == exercise.starter.trimmed());
-  if (graded.met) {
-    progress_.setExerciseMet(lesson_.id, e);
-    emit exerciseMet(lesson_.id, e);
-  }
+  showGrade(e, course::gradeOnMachines(exercise, runs), machinesCode_);
 }
 
 void LessonPage::saveEdits() {

@@ -29,6 +29,7 @@
 #include <memory>
 #include <vector>
 
+#include "app/course/challenge.h"
 #include "app/course/lesson.h"
 #include "app/course/progress_store.h"
 #include "app/gui/code_cell.h"
@@ -121,6 +122,9 @@ class LessonPage final : public QWidget {
   // session on each, one after another, then the grade.
   void gradeOnMachines(int exercise, int cellIndex);
   void showMachinesGrade(const QVector<notebook::CellResult>& results);
+  // The grade in the exercise's panel (its bank's hint unless `code` is the starter as given), and the
+  // progress it earns.
+  void showGrade(int exercise, const course::ChallengeResult& graded, const QString& code);
   void restoreDeviceChoice();  // the shown lesson's, or the default
   int defaultDeviceIndex() const;
 

@@ -34,7 +34,6 @@ void MachineRuns::cancel() {
 
 void MachineRuns::startNext() {
   if (next_ >= machines_.size()) {
-    next_ = static_cast<int>(machines_.size()) + 1;  // not running
     emit done(results_);
     return;
   }

@@ -25,10 +25,6 @@ class MachineRuns final : public QObject {
   // cancelled first. A setup cell that fails ends that machine's run as an error naming it.
   void start(const QVector<Machine>& machines, const QStringList& setup, const QString& code, const QMap<QString, QString>& values);
   void cancel();  // ends the session now; no done() follows
-  // A machine's run past this is stopped (a runaway loop must not grade forever); its result says
-  // Interrupted. Default 2 minutes.
-  void setTimeLimitMs(int ms) { limit_.setInterval(ms); }
-  bool running() const { return next_ > 0 && next_ <= machines_.size(); }
 
  signals:
   void machineStarted(int index, int count);  // the index-th machine (from 0) of count
@@ -49,7 +45,7 @@ class MachineRuns final : public QObject {
   int next_ = 0;        // the machine running is next_ - 1
   quint64 generation_ = 0;  // which start(): a session's late signals are ignored after cancel()
   bool current_ = false;    // a machine's run is under way and not yet finished
-  QTimer limit_;
+  QTimer limit_;            // a machine's run past 2 minutes is stopped (its result says Interrupted)
 };
 
 }  // namespace gpulab::notebook

@@ -44,6 +44,16 @@ void append(std::vector<T>& to, T&& entry, Record& record) {
 
 bool noting() { return recording() && pauseDepth == 0; }
 
+// One entry of the running recording, with the next place in its order: `make(seq)` builds it, under
+// the collector's lock (nothing when no recording runs or this thread is paused).
+template <typename T, typename Make>
+void note(std::vector<T> Record::*list, Make make) {
+  if (!noting()) return;
+  Collector& c = collector();
+  std::lock_guard lock(c.mutex);
+  if (c.active) append(c.record.*list, make(c.seq++), c.record);
+}
+
 }  // namespace
 
 struct RunRecording::Impl {
@@ -94,30 +104,19 @@ Record RunRecording::stop() {
 void noteOp(const char* name, const std::optional<Device>& device, int depth, std::string shapes) {
   if (!noting()) return;
   const std::uintptr_t stream = device && device->isCuda() ? cuda::current_stream(*device).id() : 0;
-  Collector& c = collector();
-  std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.ops, Op{name, device ? device->str() : std::string("cpu"), depth, stream, c.seq++, std::move(shapes)}, c.record);
+  note(&Record::ops, [&](std::int64_t seq) { return Op{name, device ? device->str() : std::string("cpu"), depth, stream, seq, std::move(shapes)}; });
 }
 
 void noteCopy(Device from, Device to, std::size_t bytes, std::uintptr_t stream, bool nonBlocking, bool pinned) {
-  if (!noting()) return;
-  Collector& c = collector();
-  std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.copies, Copy{from.str(), to.str(), static_cast<std::int64_t>(bytes), stream, nonBlocking, pinned, c.seq++}, c.record);
+  note(&Record::copies, [&](std::int64_t seq) { return Copy{from.str(), to.str(), static_cast<std::int64_t>(bytes), stream, nonBlocking, pinned, seq}; });
 }
 
 void noteWait(const char* what, Device device, std::uintptr_t stream) {
-  if (!noting()) return;
-  Collector& c = collector();
-  std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.waits, Wait{what, device.str(), stream, c.seq++}, c.record);
+  note(&Record::waits, [&](std::int64_t seq) { return Wait{what, device.str(), stream, seq}; });
 }
 
 void noteStreamWait(Device device, std::uintptr_t waiting, std::uintptr_t on) {
-  if (!noting()) return;
-  Collector& c = collector();
-  std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.streamWaits, StreamWait{device.str(), waiting, on, c.seq++}, c.record);
+  note(&Record::streamWaits, [&](std::int64_t seq) { return StreamWait{device.str(), waiting, on, seq}; });
 }
 
 BackwardScope::BackwardScope() : outer_(currentBackward), outerGeneration_(backwardGeneration) {
@@ -156,10 +155,7 @@ BackwardScope::~BackwardScope() {
 }
 
 void noteSetting(const char* name, bool value) {
-  if (!noting()) return;
-  Collector& c = collector();
-  std::lock_guard lock(c.mutex);
-  if (c.active) append(c.record.settings, Setting{name, value, c.seq++}, c.record);
+  note(&Record::settings, [&](std::int64_t seq) { return Setting{name, value, seq}; });
 }
 
 Pause::Pause() { ++pauseDepth; }
