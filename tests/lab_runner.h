@@ -15,7 +15,16 @@
 #include <vector>
 
 #include "app/course/course.h"
+#include "app/notebook/python_environment.h"
 #include "lessons/labs/labs.h"
+
+// The course's labs are Python (lessons/NN-*/…_lab.py): a suite of a lab's claims skips where GPU Lab's
+// Python package is not built (GPULAB_PYTHON=OFF, the sanitizer presets), naming why.
+#define GPULAB_SKIP_WITHOUT_PYTHON_LABS()                                                            \
+  do {                                                                                               \
+    if (::gpulab::notebook::buildTreePackageDir().isEmpty())                                         \
+      QSKIP("GPU Lab's Python package is not built (GPULAB_PYTHON=OFF): the course's labs are Python"); \
+  } while (false)
 
 namespace gpulab::test {
 
@@ -172,6 +181,14 @@ inline double secondsToStop(lab::Lab& theLab, const std::map<std::string, std::s
 
 inline double secondsToStop(const std::string& id, const std::map<std::string, std::string>& settings, int afterMs, RecordingSink& sink) {
   return secondsToStop(*makeCourseLab(id), settings, afterMs, sink);
+}
+
+// A table cell's number, whichever kind the run sent it as: a Python lab's 2.0 arrives as the
+// integer 2 (JSON keeps no difference), a C++ lab's as the double it was.
+inline double number(const lab::Value& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  qFatal("a table cell that is not a number");
 }
 
 // The value of a measurement the run sent; the test stops, naming it, when the run sent none.

@@ -313,10 +313,10 @@ class TestCli : public QObject {
   void timedChallengesGetSeveralTries() {
     QFETCH(bool, timed);
     QTemporaryDir dir;
-    QVERIFY(QDir(dir.path()).mkpath("01-reads"));
+    const QByteArray syncs = gpulab::test::copyShippedLab(dir.filePath("01-reads"), "11-syncs-and-transfers");
     QFile f(dir.filePath("01-reads/lesson.md"));
     QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(QByteArray("---\nid: reads\ntitle: Reads\nchapter: 1. A\n---\n# Reads\n\n```run\n"
+    f.write(QByteArray("---\nid: reads\ntitle: Reads\nchapter: 1. A\n---\n# Reads\n\n") + syncs + QByteArray("\n```run\n"
                        "{\"lab\": \"syncs\", \"params\": {\"device\": \"cpu\", \"steps\": 40, \"repeats\": 1, \"copy_batches\": 1},\n"
                        " \"challenge\": {\"text\": \"Read the loss 2 to 10 times\",\n"
                        "   \"checks\": [{\"measurement\": \"loss reads\", \"at_least\": 2, \"at_most\": 10, \"timed\": ") +

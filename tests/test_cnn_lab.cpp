@@ -53,6 +53,7 @@ class TestCnnLab : public QObject {
 
  private slots:
   void cnnBeatsMlpAndDoesMoreArithmetic() {
+    GPULAB_SKIP_WITHOUT_PYTHON_LABS();  // the cnn lab is Python
     const RecordingSink s = test::runLabOn("cnn", kShort);
     const double mlp = measured(s, "MLP: test accuracy"), cnn = measured(s, "CNN: test accuracy");
     qInfo("test accuracy: MLP %.4f, CNN %.4f; epoch: MLP %.2f s, CNN %.2f s", mlp, cnn, measured(s, "MLP: epoch time"),
@@ -76,6 +77,7 @@ class TestCnnLab : public QObject {
 
   // The lesson's hint for the challenge: shrink the classifier.
   void aSmallerClassifierMeetsTheChallenge() {
+    GPULAB_SKIP_WITHOUT_PYTHON_LABS();
     auto settings = kShort;
     settings["cnn_hidden"] = "32";
     const RecordingSink s = test::runLabOn("cnn", settings);

@@ -175,10 +175,10 @@ class TestCourse : public QObject {
 
   void examplesAreCheckedLikePresets() {
     QTemporaryDir dir;
-    QDir(dir.path()).mkpath("01-a");
+    const QByteArray cnn = gpulab::test::copyShippedLab(dir.filePath("01-a"), "08-convolutions-and-cudnn");
     QFile f(dir.filePath("01-a/lesson.md"));
     QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write("---\nid: a\ntitle: A\nchapter: 1. A\n---\n# A\n\n```run\n{\"lab\": \"cnn\", \"params\": {\"epochs\": 1},\n \"challenge\": {\"text\": \"t\", \"checks\": "
+    f.write("---\nid: a\ntitle: A\nchapter: 1. A\n---\n# A\n\n" + cnn + "\n```run\n{\"lab\": \"cnn\", \"params\": {\"epochs\": 1},\n \"challenge\": {\"text\": \"t\", \"checks\": "
             "[{\"measurement\": \"CNN: test accuracy\", \"at_least\": 0.1}],\n \"examples\": {\"fails\": {\"epochs\": 0}, \"meets\": {}}}}\n```\n");
     f.close();
     const gpulab::course::Course c = gpulab::course::loadCourse(dir.path());
@@ -446,7 +446,7 @@ class TestCourse : public QObject {
   void mistakesAreReportedWithFileLineAndWhat() {
     QFETCH(QByteArray, body);
     QFETCH(QString, expected);
-    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md");
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md", gpulab::test::shippedLabs());
     QVERIFY(!l.ok());
     QVERIFY2(l.error.contains(expected), qPrintable(l.error));
     QVERIFY(l.error.startsWith("lessons/09-sample/lesson.md:"));
@@ -462,7 +462,7 @@ class TestCourse : public QObject {
                             "```python wrong\n# wrong: neither\n# fails: x set\n# fails: y set\n# hint: both\nx = y = 2\n```\n"
                             "```python wrong\n# wrong: only x\n# fails: y set\n# hint: y too\nx, y = 1, 0\n```\n"
                             "```python right\n# right: one at a time\nx = 1\ny = 1\n```\n";
-    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md");
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md", gpulab::test::shippedLabs());
     QVERIFY2(l.ok(), qPrintable(l.error));
     QCOMPARE(l.exercises.size(), 1);
     const Exercise& e = l.exercises[0];
@@ -487,7 +487,8 @@ class TestCourse : public QObject {
   void frontMatterIsRequired() {
     QVERIFY(parseLesson("# no front matter", "x/lesson.md").error.contains("x/lesson.md:1: expected front matter"));
     QVERIFY(parseLesson("---\nid: a\n---\n", "x/lesson.md").error.contains("needs id, title and chapter"));
-    const Lesson good = parseLesson(QString(kHeader) + "```run\n{\"lab\": \"cnn\", \"params\": {\"epochs\": 2}, \"expose\": [\"lr\"]}\n```\n", "x/lesson.md");
+    const Lesson good = parseLesson(QString(kHeader) + "```run\n{\"lab\": \"cnn\", \"params\": {\"epochs\": 2}, \"expose\": [\"lr\"]}\n```\n", "x/lesson.md",
+                                    gpulab::test::shippedLabs());
     QVERIFY2(good.ok(), qPrintable(good.error));
     QCOMPARE(good.runs.front().params.at("epochs"), std::string("2"));
     QCOMPARE(good.runs.front().expose, QStringList{"lr"});
@@ -881,7 +882,7 @@ class TestCourse : public QObject {
   void invalidValuesAreNotLoaded() {
     QFETCH(QByteArray, body);
     QFETCH(QString, expected);
-    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md");
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md", gpulab::test::shippedLabs());
     QVERIFY2(!l.ok(), "loaded as ok");
     QVERIFY2(l.error.startsWith("lessons/09-sample/" + expected), qPrintable(l.error));
   }
@@ -908,7 +909,7 @@ class TestCourse : public QObject {
     QFETCH(QByteArray, id);
     QFETCH(bool, valid);
     const QByteArray text = "---\nid: " + id + "\ntitle: T\nchapter: C\n---\nText\n";
-    const Lesson l = parseLesson(QString::fromUtf8(text), "lessons/09-folder/lesson.md");
+    const Lesson l = parseLesson(QString::fromUtf8(text), "lessons/09-folder/lesson.md", gpulab::test::shippedLabs());
     QCOMPARE(l.ok(), valid);
     if (valid) return;
     QVERIFY2(l.error.startsWith("lessons/09-folder/lesson.md:2: "), qPrintable(l.error));
@@ -921,7 +922,7 @@ class TestCourse : public QObject {
                              "````markdown\n```quiz\n{}\n```\n````\n\n"
                              "~~~\n```run\n~~~\n\n"
                              "```run\n{\"lab\": \"cnn\"}\n```\n";
-    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + shown), "x/lesson.md");
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + shown), "x/lesson.md", gpulab::test::shippedLabs());
     QVERIFY2(l.ok(), qPrintable(l.error));
     QCOMPARE(l.runs.size(), 1);  // only the last block, outside any code block
     QCOMPARE(l.quizzes.size(), 0);
@@ -939,7 +940,7 @@ class TestCourse : public QObject {
                             "~~~\n```python\nnot a cell\n```\n~~~\n\n"
                             "```text\n```python\n```\n\n"
                             "```run\n{\"lab\": \"cnn\"}\n```\nAfter.\n";
-    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "x/lesson.md");
+    const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "x/lesson.md", gpulab::test::shippedLabs());
     QVERIFY2(l.ok(), qPrintable(l.error));
     QCOMPARE(l.cells.size(), 2);
     QCOMPARE(l.cells[0].code, QString("import torch\n\nx = torch.ones(3)"));

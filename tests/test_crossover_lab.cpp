@@ -52,7 +52,7 @@ std::map<std::string, std::map<std::int64_t, WhereRow>> whereTable(const Recordi
     const std::string range = std::get<std::string>(r.cells[3]);
     const std::size_t to = range.find(" to ");
     out[std::get<std::string>(r.cells[1])][std::get<std::int64_t>(r.cells[0])] = {
-        std::get<double>(r.cells[2]), std::get<double>(r.cells[4]), std::get<double>(r.cells[5]), std::get<double>(r.cells[6]),
+        test::number(r.cells[2]), test::number(r.cells[4]), test::number(r.cells[5]), test::number(r.cells[6]),
         std::stod(range.substr(0, to)), std::stod(range.substr(to + 4))};
   }
   return out;
@@ -147,6 +147,8 @@ class TestCrossoverLab : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }
+
   void smallCallsAreOverheadBoundLargeProductsComputeBound() {
     if (!cuda::emulatedDevice()) QSKIP("the emulated GPU is off here");
     // No share is read against a threshold, so the shortest budget does.
@@ -256,7 +258,7 @@ class TestCrossoverLab : public QObject {
     } sink;
     lab::StopToken stop;
     sink.stop = &stop;
-    auto theLab = labs::makeLab("crossover");
+    auto theLab = test::makeCourseLab("crossover");
     lab::Params params = theLab->defaults();
     params.set("gpu", cuda::emulatedDevice()->str());
     params.set("budget", "0.02");

@@ -32,6 +32,8 @@ class TestGraphLab : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }
+
   void init() {
     if (!cuda::emulatedDevice() && !cuda::isAvailable()) QSKIP("no GPU and the emulated GPU is off");
   }
@@ -81,7 +83,7 @@ class TestGraphLab : public QObject {
     // The verdict's words follow the table: faster in every run only if the slowest graph run beat the fastest eager one.
     double eagerFastest = 0, eagerSlowest = 1e300, graphFastest = 0, graphSlowest = 1e300;
     for (const lab::Row& r : s.rows("runs")) {
-      const double e = std::get<double>(r.cells[3]), g = std::get<double>(r.cells[4]);
+      const double e = test::number(r.cells[3]), g = test::number(r.cells[4]);
       eagerFastest = std::max(eagerFastest, e);
       eagerSlowest = std::min(eagerSlowest, e);
       graphFastest = std::max(graphFastest, g);

@@ -370,12 +370,12 @@ class TestGui : public QObject {
     gpulab::test::writeFile(lessons.filePath("01-good/lesson.md"),
               "---\nid: good\ntitle: Good lesson\nchapter: Tests\n---\n# Good\n" + lab + "\n```run\n{\"lab\": \"devices\", \"params\": {\"size\": 32, \"repeats\": 1}}\n```\n");
     gpulab::test::writeFile(lessons.filePath("02-bad/lesson.md"),
-              "---\nid: bad\ntitle: Bad lesson\nchapter: Tests\n---\n```run\n{\"lab\": \"cnn\", \"params\": {\"epochs\": 0}}\n```\n");
+              "---\nid: bad\ntitle: Bad lesson\nchapter: Tests\n---\n```run\n{\"lab\": \"devices\", \"params\": {\"repeats\": 0}}\n```\n");
     MainWindow w(lessons.path(), progressPath());
     QVERIFY(navigatorLabel(w, "bad").contains("broken"));
     QVERIFY(w.selectLesson("bad"));
     QVERIFY(w.lessonPage()->plainText().contains("could not be loaded"));
-    QVERIFY(w.lessonPage()->plainText().contains("lesson.md:6: run block: invalid value '0' for parameter 'epochs'"));
+    QVERIFY(w.lessonPage()->plainText().contains("lesson.md:6: run block: invalid value '0' for parameter 'repeats'"));
     QVERIFY(!w.runPanel()->runButton()->isEnabled());
     QVERIFY(w.selectLesson("good"));
     QSignalSpy finished(&w, &MainWindow::runFinished);
@@ -1823,13 +1823,16 @@ class TestGui : public QObject {
       QCOMPARE(w.runPanel()->settings().at("device"), emulated->str());
     }
     // Issue 27 §4: a lesson preset "cuda" is the labelled cuda:0 entry, not a bare "cuda" beside it;
-    // the streams lesson offers CUDA devices only (it offered cpu and auto, then refused them at Run).
+    // the streams lesson offers GPUs only (it offered cpu, then refused it at Run): auto there is the
+    // GPU (the emulated one without one), which the lab runs on.
     QVERIFY(w.selectLesson("streams"));
     auto* streamsDevice = qobject_cast<QComboBox*>(w.runPanel()->parameterControl("device"));
     QVERIFY(streamsDevice);
     QCOMPARE(streamsDevice->findData("cuda"), -1);
     QCOMPARE(streamsDevice->findData("cpu"), -1);
-    QCOMPARE(streamsDevice->findData("auto"), -1);
+    if (const int autoIndex = streamsDevice->findData("auto"); autoIndex >= 0) {
+      QVERIFY2(streamsDevice->itemText(autoIndex).contains("the GPU"), qPrintable(streamsDevice->itemText(autoIndex)));
+    }
     if (gpulab::cuda::emulatedDevice() || gpulab::cuda::isAvailable()) QCOMPARE(streamsDevice->currentData().toString(), QString("cuda:0"));
   }
 

@@ -255,7 +255,7 @@ class TestParams : public QObject {
       LocaleScope scope(locale);
       if (!scope.ok()) continue;  // numbersIgnoreTheLocale says which locale is missing
       const QByteArray body = "```run\n{\"lab\": \"cnn\", \"params\": " + params + "}\n```\n";
-      const course::Lesson l = course::parseLesson(QString::fromUtf8(kLessonHeader + body), "x/lesson.md");
+      const course::Lesson l = course::parseLesson(QString::fromUtf8(kLessonHeader + body), "x/lesson.md", test::shippedLabs());
       if (expected.isEmpty()) QVERIFY2(l.ok(), qPrintable(l.error));
       else QVERIFY2(l.error.contains(expected), qPrintable(l.error));
     }

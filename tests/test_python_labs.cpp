@@ -293,6 +293,30 @@ def run(n):  # the verdict on rounds of seconds per product: the CPU's, then the
     QVERIFY2(e.find("01-scratch/scratch_lab.py>\", line 2, in helper") != std::string::npos, e.c_str());
   }
 
+  // The course's shared module (lessons/lab_helpers.py, beside the lessons' folders) is importable in
+  // a lab's session, with the session's `lab`; the code panel shows it below the lab that imports it;
+  // an error inside it names its own file and line; a course without one meets Python's own error.
+  void aLabImportsTheCoursesHelpers() {
+    QTemporaryDir dir;
+    test::writeFile(dir.filePath("lab_helpers.py"), "def twice(n):\n    lab.measurement('value', 2 * n)\n\ndef fails():\n    raise KeyError('inside')\n");
+    const QByteArray code = "from lab_helpers import twice, fails\n\ndef run(n):\n    fails() if n == 99 else twice(n)\n";
+    const course::Course c = scratchCourse(dir, code);
+    RecordingSink sink;
+    test::runLab(*course::makeLab(c.lessons[0], "scratch"), {{"n", "21"}}, sink);
+    QCOMPARE(test::measured(sink, "value"), 42.0);
+    const QString shown = c.labSource("scratch");
+    QVERIFY(shown.startsWith(QString::fromUtf8(code)));
+    QVERIFY2(shown.contains("lab_helpers.py, which this lab imports") && shown.contains("def twice(n):"), qPrintable(shown));
+    const std::string e = errorOf(*course::makeLab(c.lessons[0], "scratch"), {{"n", "99"}});
+    QVERIFY2(e.starts_with("KeyError: 'inside'") && e.find("lab_helpers.py\", line 5, in fails") != std::string::npos, e.c_str());
+
+    QTemporaryDir bare;  // no lab_helpers.py in this course
+    const course::Course without = scratchCourse(bare, code);
+    QVERIFY(without.labSource("scratch") == QString::fromUtf8(code));
+    const std::string missing = errorOf(*course::makeLab(without.lessons[0], "scratch"));
+    QVERIFY2(missing.find("No module named 'lab_helpers'") != std::string::npos, missing.c_str());
+  }
+
   // A Python loop stops at once; Stop is never an error.
   void aLabStopsWithinAFractionOfASecond() {
     QTemporaryDir dir;

@@ -40,6 +40,8 @@ class TestStreamsLab : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }
+
   void theRaceIsWrongAndEachFixIsRight_data() {
     QTest::addColumn<QString>("fix");
     QTest::addColumn<bool>("right");
@@ -79,33 +81,6 @@ class TestStreamsLab : public QObject {
     QCOMPARE(s.rows("waits").size(), std::size_t(2));
     // Your own fix's wait is the event's: well under synchronize()'s.
     QVERIFY(measured(s, "host wait before the read (yours)") < synchronizeShortest);
-  }
-
-  // Issue 27 6.8: run after run, the process gives back what a run took. The emulated GPU's segments
-  // came from malloc, and once a large block was freed glibc served later ones from heaps it seldom
-  // returns: 30 runs of this lab, each stopped early as a learner's Run/Stop does, took the resident
-  // memory from 333 to 388 MiB (0.3 to 1.6 GB over 500 Run/Stop cycles in the window); segments are
-  // now mapped and unmapped whole.
-  void runAfterRunTheMemoryComesBack() {
-    const std::string device = streamsDevice();
-    if (device.empty() || device != "cuda:0" || cuda::isAvailable()) QSKIP("the emulated GPU's host memory is what is measured");
-    auto residentMiB = [] {
-      std::ifstream statm("/proc/self/statm");
-      long pages = 0, resident = 0;
-      statm >> pages >> resident;
-      return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
-    };
-    // The first run's own set-up (the streams' threads, the kernels' first buffers) stays: measured after it.
-    double settled = 0, highest = 0;
-    for (int i = 0; i < 30; ++i) {
-      RecordingSink s;
-      test::secondsToStop("streams", {{"device", device}, {"chunks", "8"}, {"chunk_mb", "4"}, {"repeats", "3"}}, i % 2 ? 150 : 400, s);
-      (void)labs::cleanDevices();  // what the next run does first: every cache emptied
-      if (i == 0) settled = residentMiB();
-      else highest = std::max(highest, residentMiB());
-    }
-    qInfo("resident memory, every cache emptied: %.0f MiB after the first run, at most %.0f MiB after the 29 after it", settled, highest);
-    QVERIFY(highest < settled + 10);
   }
 
   // Issue 27 6.7: the largest chunks took 8.2 GiB of a 24 GiB machine; a pass that cannot fit is

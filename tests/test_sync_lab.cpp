@@ -40,6 +40,8 @@ class TestSyncLab : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }
+
   void theLoopsComputeTheSameLossesWithFewerReads() {
     const RecordingSink s = runSyncs({{"hidden", "16"}, {"steps", "100"}, {"read_every", "30"}, {"repeats", "1"}, {"copy_batches", "1"}}, "cpu");
     QVERIFY(measured(s, "largest difference between the loops' mean losses") < 1e-6);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/course/course.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/tensor.h"
 #include "engine/ops/ops.h"
@@ -66,12 +67,14 @@ inline void writeFile(const QString& path, const QByteArray& text) {
 }
 #ifdef GPULAB_SOURCE_DIR
 // A shipped Python lab in a test's lessons folder: the .py files of lessons/<shippedFolder> copied
-// into `lessonFolder`; returns the shipped lesson's ```lab block (fence included), to write into the
+// into `lessonFolder` (and lessons/lab_helpers.py beside it); returns the shipped lesson's ```lab block (fence included), to write into the
 // test's lesson; empty when there is none (the lesson written with it then fails to load).
 inline QByteArray copyShippedLab(const QString& lessonFolder, const char* shippedFolder) {
   const QDir shipped(QString(GPULAB_SOURCE_DIR "/lessons/") + shippedFolder);
   QDir().mkpath(lessonFolder);
   for (const QString& py : shipped.entryList({"*.py"}, QDir::Files)) QFile::copy(shipped.filePath(py), lessonFolder + "/" + py);
+  // What the shipped labs import, beside the test's lesson folders as beside the shipped ones.
+  QFile::copy(GPULAB_SOURCE_DIR "/lessons/lab_helpers.py", QFileInfo(lessonFolder).absolutePath() + "/lab_helpers.py");
   QFile lesson(shipped.filePath("lesson.md"));
   if (!lesson.open(QIODevice::ReadOnly)) return {};
   const QByteArray text = lesson.readAll();
@@ -81,6 +84,13 @@ inline QByteArray copyShippedLab(const QString& lessonFolder, const char* shippe
   return text.mid(start, end + 5 - start);
 }
 #endif
+
+// The shipped course's Python labs, for a lesson a test parses alone that names one of them (what
+// parseLesson's earlier lessons would have declared).
+inline const QVector<course::PythonLabSpec>& shippedLabs() {
+  static const QVector<course::PythonLabSpec> labs = course::loadCourse().lessons.back().labs;  // every earlier lesson's too
+  return labs;
+}
 
 inline Device cudaDevice() { return emulatedStandsIn() ? *cuda::emulatedDevice() : Device(DeviceType::CUDA, 0); }
 

@@ -36,6 +36,8 @@ class TestVectoriseLab : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }
+
   // Issue 27 §2/§3: the forms take turns, round after round, and the times are medians; the sentence
   // about your chunk says what the spreads allow (the challenge once failed or passed on a noisy
   // minimum: "1.77x the fastest" on a flat curve).

@@ -25,15 +25,21 @@ std::unique_ptr<lab::Lab> Course::makeLab(const QString& labId) const {
 }
 
 QString Course::labSource(const QString& labId) const {
-  QString path;
+  QString path, helpersPath;
   for (const Lesson& l : lessons)
-    if (const PythonLabSpec* spec = l.pythonLab(labId)) path = spec->path;
+    if (const PythonLabSpec* spec = l.pythonLab(labId)) path = spec->path, helpersPath = spec->helpersPath;
   try {
     if (path.isEmpty()) path = root + "/" + QString::fromStdString(labs::makeLab(labId.toStdString())->sourcePath());
   } catch (const Error&) {
     return {};
   }
-  return QString::fromUtf8(readLabCode(path).bytes);  // nothing when it may not be read: the panel says it is not available
+  const QString source = QString::fromUtf8(readLabCode(path).bytes);  // nothing when it may not be read: the panel says it is not available
+  if (source.isEmpty() || helpersPath.isEmpty() || !importsLabHelpers(source)) return source;
+  // What runs is the lab and the helpers it imports: the panel shows both, the helpers below.
+  const LessonFile helpers = readLabCode(helpersPath);
+  if (!helpers.problem.isEmpty()) return source;
+  return source + "\n\n# ---- " + kLabHelpersFile + ", which this lab imports (" + kLabHelpersModule +
+         ", in the lessons' folder) ----\n\n" + QString::fromUtf8(helpers.bytes);
 }
 
 Course loadCourse(const QString& root) {

@@ -273,6 +273,7 @@ PythonLabSpec parseLab(const QJsonObject& o, const Lesson& lesson, int line) {
   }
   spec.sourcePath = lesson.folder.section('/', -1) + "/" + code;
   spec.path = lesson.folder + "/" + code;
+  spec.helpersPath = lesson.folder.section('/', 0, -2) + "/" + kLabHelpersFile;
   if (!QFile::exists(spec.path)) throw LessonError{line, QString("lab block: the lab's code %1 is not in the lesson's folder").arg(code)};
   if (const LessonFile read = readLabCode(spec.path); !read.problem.isEmpty()) throw LessonError{line, "lab block: " + read.problem};
   if (const QJsonValue e = o.value("emulated_gpu"); !e.isUndefined()) {

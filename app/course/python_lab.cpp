@@ -1,7 +1,9 @@
 #include "app/course/python_lab.h"
 
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
+#include <QRegularExpression>
 #include <QStringList>
 #include <climits>
 #include <exception>
@@ -47,7 +49,28 @@ class PrintedLines {
   std::map<QString, QString> pending_;
 };
 
+// The cell that makes `source` importable as the helpers' module: a module of its own, with the
+// session's `lab`, its lines known to tracebacks under its file's name.
+QString installHelpersCell(const QString& source) {
+  return QString("import sys as _sys, types as _types, linecache as _linecache\n"
+                 "_source = %1\n"
+                 "_module = _types.ModuleType(%2)\n"
+                 "_module.__file__ = %3\n"
+                 "_module.lab = lab\n"
+                 "_linecache.cache[%3] = (len(_source), None, _source.splitlines(True), %3)\n"
+                 "exec(compile(_source, %3, 'exec'), _module.__dict__)\n"
+                 "_sys.modules[%2] = _module\n"
+                 "del _sys, _types, _linecache, _source, _module\n")
+      .arg(pythonString(source.toStdString()), pythonString(kLabHelpersModule), pythonString(kLabHelpersFile));
+}
+
 }  // namespace
+
+bool importsLabHelpers(const QString& source) {
+  static const QRegularExpression imports(QString("^\\s*(from\\s+%1\\s+import|import\\s+%1\\b)").arg(kLabHelpersModule),
+                                          QRegularExpression::MultilineOption);
+  return imports.match(source).hasMatch();
+}
 
 QString PythonLab::callFor(const lab::Params& params) {
   QStringList args;
@@ -135,6 +158,16 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
   const bool recording = !snapshotPath_.isEmpty();
   notebook::CellResult result;
   if (recording) result = session.run("memory history", "import torch\ntorch.cuda.memory._record_memory_history(max_entries=100000)", std::nullopt, INT_MAX);
+  if (result.status == notebook::CellResult::Status::Ok && importsLabHelpers(source)) {
+    // Read as the lab's code is, at the run; a lab that imports helpers the course lacks meets
+    // Python's own ModuleNotFoundError at its import line.
+    const LessonFile helpers = readLabCode(spec_.helpersPath);
+    if (helpers.problem.isEmpty()) {
+      result = session.run(kLabHelpersFile, installHelpersCell(QString::fromUtf8(helpers.bytes)), std::nullopt, INT_MAX);
+    } else if (QFile::exists(spec_.helpersPath)) {
+      throw Error("the " + id() + " lab cannot run: " + str(helpers.problem));
+    }
+  }
   if (result.status == notebook::CellResult::Status::Ok) result = session.run(spec_.sourcePath, source, std::nullopt, INT_MAX);
   if (result.status == notebook::CellResult::Status::Ok) result = session.run("run", callFor(params), std::nullopt, INT_MAX);
   if (recording && result.status != notebook::CellResult::Status::KernelDied) {

@@ -21,12 +21,23 @@ struct PythonLabSpec {
   QString id, title;
   QString sourcePath;  // relative to the lessons' root: "02-same-device-rule/device_rule_lab.py"
   QString path;        // where it is read from at a run: "<root>/02-same-device-rule/device_rule_lab.py"
+  // The course's module of helpers the labs share ("<root>/lab_helpers.py"): importable as
+  // `lab_helpers` in the lab's session when the course has one (kLabHelpersModule).
+  QString helpersPath;
   // cuda:0 is GPU Lab's emulated GPU where no real one is usable (a lab about two devices or a GPU's
   // memory); false for a lab that shows the machine as it is.
   bool emulatedGpu = true;
   std::vector<lab::ParamSpec> params;
   std::vector<lab::MeasurementSpec> measurements;
 };
+
+// The module every lab of a course may import, a file in the lessons' folder beside the lessons'
+// folders: what the labs share (formatting bytes, choosing the device, the MLP) is written once.
+inline constexpr const char* kLabHelpersModule = "lab_helpers";
+inline constexpr const char* kLabHelpersFile = "lab_helpers.py";
+
+// Whether a lab's source imports the helpers' module (the code panel shows it below the lab's then).
+bool importsLabHelpers(const QString& source);
 
 class PythonLab final : public lab::Lab {
  public:

@@ -33,30 +33,15 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 from torch.utils.data import DataLoader, TensorDataset
 
+from lab_helpers import mib, parse_widths, pick_device, refuse_what_cannot_fit, regression_set
+
 
 def loss_text(loss):
     """A loss as the progress label and the summary both show it: 4 decimals, or 4 digits once it is huge."""
     return f"{loss:.4f}" if abs(loss) < 1e6 else f"{loss:.4g}"
 
 
-def mib(nbytes):
-    return f"{nbytes / 2**20:.2f} MiB"
-
-
 # ---- Where the run computes, and the memory it holds there ----------------------------------------
-
-def pick_device(name):
-    """"auto": the GPU when one is usable, else the CPU -- and say which. (GPU Lab's emulated GPU is
-    cuda:0 on a machine without one, for the runs that ask for cuda by name; auto keeps to the CPU there.)"""
-    gpu = torch.cuda.is_available() and not torch.cuda.is_emulated()
-    device = torch.device(("cuda" if gpu else "cpu") if name == "auto" else name)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    lab.device(device)
-    why = "" if device.type == "cuda" or torch.cuda.is_available() else f" (no usable GPU: {torch._C._cuda_unavailable_reason()})"
-    print(f"Running on {torch._C._device_label(device)}{why}")
-    return device
-
 
 def memory(device):
     """Bytes allocated and reserved now, and their peaks since the last reset_peak(): torch.cuda's
@@ -84,26 +69,12 @@ def make_data(dataset, samples, train_subset, seed):
     little noise, so that there is something to learn."""
     if dataset == "fashion-mnist":
         train, test, outputs = lab.fashion_mnist(train=True), lab.fashion_mnist(train=False), 10
-    else:
-        torch.manual_seed(1234)  # the teacher: the same whatever the seed
-        w, b = torch.randn(16, 1) / 4, torch.randn(1) / 2
-
-        def examples(n):
-            x = torch.randn(n, 16)
-            return TensorDataset(x, x @ w + b + 0.1 * torch.randn(n, 1))
-
-        torch.manual_seed(seed)
-        train = examples(samples)
-        torch.manual_seed(seed + 1)
-        test = examples(256)
+    else:  # the same teacher for both sets, whatever the seed
+        train, test = regression_set(samples, seed), regression_set(256, seed + 1)
         outputs = 1
     if 0 < train_subset < len(train):
         train = TensorDataset(*(t[:train_subset] for t in train.tensors))
     return train, test, outputs
-
-
-def parse_widths(text):
-    return [int(w) for w in text.split(",")]  # the lesson's parameter was checked as it was set
 
 
 class Net(nn.Module):
@@ -135,32 +106,6 @@ class Net(nn.Module):
         x = self.flatten(self.features(x))
         x = checkpoint_sequential(self.hidden, self.segments, x) if self.segments and self.training else self.hidden(x)
         return self.head(x)
-
-
-def refuse_what_cannot_fit(cnn, example_shape, hidden, outputs, batch_size, examples):
-    """On the CPU, a step that would take more than half of the free memory is refused before anything
-    is allocated: the system would swap, or end the program, long before an allocation failed. The
-    estimate is float32 numbers: the model with its gradients and Adam's two moments, and a step's
-    activations a example, with a margin of 1.5 (calibrated against this engine's measured peaks)."""
-    plane = example_shape[1] * example_shape[2] if cnn else 1
-    inputs = 64 * plane // 16 if cnn else math.prod(example_shape)
-    widths = [inputs] + hidden + [outputs]
-    state = 4 * 4 * sum(a * b + b for a, b in zip(widths, widths[1:]))
-    per_example = 4 * 1.5 * (inputs + outputs + 2 * sum(hidden))
-    if cnn:  # conv, norm and ReLU outputs, then the pooled ones with their indices; the column buffers' workspace
-        state += 4 * 4 * (9 * 32 + 9 * 32 * 64) + 64 * 2**20
-        per_example += 4 * 1.5 * (example_shape[0] * plane + 3 * 32 * plane * 5 / 4 + 3 * 64 * plane * 5 / 16)
-    free = lab.memory_stats("cpu")["free_bytes"]
-    batch = min(batch_size, examples)
-    for needs, what, advice in [(state, f"hidden {','.join(map(str, hidden))}: the model with its gradients and optimizer state",
-                                 "choose narrower layers"),
-                                (state + batch * per_example,
-                                 f"batch_size {batch_size}" + (f" (the whole training set, {batch})" if batch < batch_size else "") +
-                                 f": a training step of this {'CNN' if cnn else 'MLP'}",
-                                 f"choose a batch_size of at most {max(1, int((free / 2 - state) / per_example))}")]:
-        if needs > free / 2:
-            raise ValueError(f"{what} needs about {needs / 2**30:.3g} GiB of the CPU's memory, more than half of the "
-                             f"{free / 2**30:.3g} GiB this machine has free: {advice}")
 
 
 def make_optimizer(name, parameters, lr, momentum, weight_decay, capturable):

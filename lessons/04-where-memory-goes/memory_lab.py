@@ -19,15 +19,12 @@ import time
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint_sequential
 from torch.utils.data import DataLoader, TensorDataset
+
+from lab_helpers import MLP, mib, parse_widths
 
 # What GPU Lab tags each allocation with (PyTorch's snapshots carry a Python stack in the same place).
 CATEGORIES = ["parameter", "gradient", "optimizer_state", "activation", "input_batch", "workspace", "other"]
-
-
-def mib(nbytes):
-    return f"{nbytes / 2**20:.2f} MiB"
 
 
 def category_of(entry):
@@ -47,38 +44,6 @@ def load_data(dataset, seed):
     torch.manual_seed(seed)
     x = torch.randn(65536, 16)
     return TensorDataset(x, x @ w + b + 0.1 * torch.randn(65536, 1)), 1
-
-
-class MLP(nn.Module):
-    """Flatten, then Linear + ReLU for each hidden width, then the output layer. With `segments`, the
-    hidden blocks run under checkpoint_sequential: only each segment's input is kept for backward,
-    the rest is recomputed there."""
-
-    def __init__(self, in_features, hidden, outputs, segments=0):
-        super().__init__()
-        widths = [in_features] + hidden
-        blocks = []
-        for a, b in zip(widths, widths[1:]):
-            blocks += [nn.Linear(a, b), nn.ReLU()]
-        self.flatten = nn.Flatten()
-        self.body = nn.Sequential(*blocks)
-        self.head = nn.Linear(widths[-1], outputs)
-        self.segments = min(segments, len(blocks))
-
-    def forward(self, x):
-        x = self.flatten(x)
-        x = checkpoint_sequential(self.body, self.segments, x) if self.segments else self.body(x)
-        return self.head(x)
-
-
-def parse_widths(text):
-    try:
-        widths = [int(w) for w in text.split(",")]
-    except ValueError:
-        raise ValueError(f"hidden: '{text}' is not a list of widths like 256,128,100") from None
-    if not widths or min(widths) < 1 or max(widths) > 65536:
-        raise ValueError(f"hidden: each width must be between 1 and 65536, not '{text}'")
-    return widths
 
 
 # ---- The memory view: the allocator's events, by category ----------------------------------------

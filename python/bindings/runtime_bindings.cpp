@@ -188,6 +188,9 @@ void bindRuntime(py::module_& m) {
     out["total_bytes"] = total;
     return out;
   });
+  // Seconds the device's runtime has spent running kernels so far: the emulated GPU's streams time
+  // theirs (what nvidia-smi's GPU-Util would say); None on the CPU and where the runtime cannot say.
+  m.def("_busy_seconds", [](py::object d) { return cuda::busySeconds(deviceFrom(d)); });
   m.def("_reset_peak_memory_stats_of", [](py::object d) { reset_peak_memory_stats(deviceFrom(d)); });
   m.def("_memory_summary", [](py::object d) { return memory_summary(cudaDeviceOf(d)); }, py::arg("device") = py::none());
   m.def("_empty_cache", []() {

@@ -315,14 +315,17 @@ class Lab:
     def view(self, id, title=None, kind="line", x=None, y="", series=(), columns=(), note="", y_from_zero=False):  # noqa: A002
         """Declares a view: kind "line", "stacked", "bars", "table" or "timeline"; x an axis or a list of
         axes (a line's or a stack's; "step" by default), y an axis (an axis: "label" or ("label",
-        "unit")); series: ids, or (id, label), or (id, label, style) with style "line", "dashed",
+        "unit"), or ("label", "unit", True) on a logarithmic scale); series: ids, or (id, label), or (id, label, style) with style "line", "dashed",
         "points" or "steps", and a fourth item True for a series a stacked view draws over its stack
         instead of stacking (reserved memory, a capacity); columns (a table's), axes too."""
         if x is None:
             x = "step" if kind in ("line", "stacked") else []
-        def axis(a):
-            label, unit = (a, "") if isinstance(a, str) else a
-            return {"label": str(label), "unit": str(unit)}
+        def axis(a):  # "label", ("label", "unit") or ("label", "unit", True): on a logarithmic scale
+            label, unit, log = (a, "", False) if isinstance(a, str) else (tuple(a) + (False,))[:3]
+            out = {"label": str(label), "unit": str(unit)}
+            if log:
+                out["log"] = True
+            return out
 
         def one_series(s):
             s = (s,) if isinstance(s, str) else tuple(s)
@@ -533,6 +536,12 @@ class Lab:
         keeps them for host memory, where PyTorch has none), with "free_bytes" and "total_bytes": what
         torch.cuda.mem_get_info(device) gives, for the CPU what this machine has free and its budget."""
         return self._kernel.torch._C._memory_stats_of(device)
+
+    def busy_seconds(self, device):
+        """Seconds `device` has spent running kernels so far, or None where it cannot say: the emulated
+        GPU's streams time their kernels (the busy share nvidia-smi calls GPU-Util); a GPU's would
+        need an event around every kernel, and the CPU runs its kernels on the caller's thread."""
+        return self._kernel.torch._C._busy_seconds(device)
 
     def reset_peak_memory_stats(self, device):
         """torch.cuda.reset_peak_memory_stats for any device, the CPU too."""

@@ -30,6 +30,9 @@
 #include "engine/runtime/cuda_runtime.h"
 #include "engine/runtime/device_runtime.h"
 #include "engine/runtime/emulated_gpu.h"
+#include <QCoreApplication>
+
+#include "app/course/course.h"
 #include "lessons/labs/labs.h"
 
 using namespace gpulab;
@@ -49,7 +52,8 @@ struct Measured final : lab::MetricSink {
 };
 
 Measured runLab(const std::string& id, const std::map<std::string, std::string>& settings) {
-  std::unique_ptr<lab::Lab> theLab = labs::makeLab(id);
+  static const course::Course shipped = course::loadCourse();  // the course's labs, Python or built in
+  std::unique_ptr<lab::Lab> theLab = shipped.makeLab(QString::fromStdString(id));
   lab::Params params = theLab->defaults();
   for (const auto& [name, value] : settings) params.set(name, value);
   std::string shown;
@@ -236,6 +240,7 @@ void cudnn() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  QCoreApplication app(argc, argv);  // a Python lab runs in a session of its own, which Qt's event loop drives
   std::set<std::string> only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
