@@ -97,13 +97,13 @@ def median(values):
 
 # ---- The data and the model -------------------------------------------------------------------------
 
-def regression_set(samples, seed):
-    """The course's regression task: 16 features whose target comes from a fixed linear teacher plus a
-    little noise, so that there is something to learn -- the same teacher whatever the seed."""
+def regression_set(samples, seed, features=16):
+    """The course's regression task: 16 features (or `features`) whose target comes from a fixed linear
+    teacher plus a little noise, so that there is something to learn -- the same teacher whatever the seed."""
     torch.manual_seed(1234)
-    w, b = torch.randn(16, 1) / 4, torch.randn(1) / 2
+    w, b = torch.randn(features, 1) / 4, torch.randn(1) / 2
     torch.manual_seed(seed)
-    x = torch.randn(samples, 16)
+    x = torch.randn(samples, features)
     return TensorDataset(x, x @ w + b + 0.1 * torch.randn(samples, 1))
 
 

@@ -36,6 +36,8 @@ class TestDataParallelLab : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }
+
   void withoutTheAllReduceTheReplicasDrift_data() { addDeviceRows(); }
   void withoutTheAllReduceTheReplicasDrift() {
     QFETCH(QString, device);

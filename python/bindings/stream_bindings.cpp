@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "engine/distributed/distributed.h"
 #include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/execution_context.h"
 #include "engine/runtime/stream.h"
@@ -99,6 +100,10 @@ void bindStreams(py::module_& m) {
       .def("__eq__", [](const cuda::Stream& a, py::object b) { return py::isinstance<cuda::Stream>(b) && a == b.cast<cuda::Stream>(); })
       .def("__hash__", [](const cuda::Stream& s) { return std::hash<std::uintptr_t>()(s.id()) ^ static_cast<std::size_t>(s.device().index()); })
       .def("__repr__", &cuda::Stream::str);
+  // torch.cuda.nccl's collectives, one process driving several GPUs (python/gpulab/cuda/nccl.py).
+  m.def("_nccl_available", &distributed::ncclAvailable);
+  m.def("_nccl_status", &distributed::ncclStatus);
+  m.def("_nccl_all_reduce", [](const std::vector<Tensor>& tensors) { distributed::all_reduce(tensors, distributed::ReduceOp::Sum); }, NoGil());
   m.def("current_stream", [](py::object device) { return cuda::current_stream(cudaDeviceOrCurrent(device)); }, py::arg("device") = py::none());
   m.def("default_stream", [](py::object device) { return cuda::default_stream(cudaDeviceOrCurrent(device)); }, py::arg("device") = py::none());
   py::class_<StreamContext>(m, "_StreamContext")

@@ -432,6 +432,8 @@ void bindTensor(py::module_& m) {
       .def("numel", &Tensor::numel)
       .def("nelement", &Tensor::numel)
       .def("element_size", [](const Tensor& self) { return elementSize(self.dtype()); })
+      .def_property_readonly("itemsize", [](const Tensor& self) { return elementSize(self.dtype()); })
+      .def_property_readonly("nbytes", [](const Tensor& self) { return self.numel() * static_cast<std::int64_t>(elementSize(self.dtype())); })
       .def_property_readonly("dtype", [](const Tensor& self) { return dtypeObject(self.dtype()); })
       .def_property_readonly("device", [](const Tensor& self) { return deviceObject(self.device()); })
       .def_property_readonly("is_cuda", &Tensor::is_cuda)

@@ -113,3 +113,12 @@ def case_missing_names(torch):
         except AttributeError as e:
             out.append(type(e).__name__)
     return [out, hasattr(torch, "no_such_function")]
+
+
+def case_nccl_needs_cuda_tensors(torch):
+    # torch.cuda.nccl, the data-parallel lab's all-reduce: a CPU tensor is not NCCL's (the emulated GPU never is).
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's CPU build warns that it has no NCCL
+        return [torch.cuda.nccl.is_available([torch.zeros(2)]), torch.cuda.nccl.SUM]

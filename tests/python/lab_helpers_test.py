@@ -10,7 +10,9 @@ import sys
 import tempfile
 import types
 
-import gpulab.as_torch  # noqa: F401  (the module imports torch, as a lab does)
+import gpulab.as_torch
+
+gpulab.as_torch.install()  # the module imports torch, as a lab does: GPU Lab's
 
 
 def load(path):
@@ -67,6 +69,11 @@ def main():
             assert "not a folder of this user's" in str(e), e
         else:
             raise AssertionError("cache_folder() followed a link")
+    # PyTorch 2.1's Tensor.nbytes and itemsize, which the data-parallel lab counts a replica's rows with
+    # (Debian's PyTorch 1.13 has neither, so no parity case can ask it).
+    import gpulab
+    t = gpulab.zeros(3, 5, dtype=gpulab.float16)
+    assert (t.nbytes, t.itemsize, t[1:].nbytes, gpulab.zeros(0).nbytes) == (30, 2, 20, 0), (t.nbytes, t.itemsize)
     print("lab_helpers: all checks passed")
 
 

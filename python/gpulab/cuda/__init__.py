@@ -3,7 +3,7 @@ has one (GPULAB_EMULATED_GPU=1), as cuda:N after them. The memory calls are the 
 allocator's own numbers (memory_allocated, memory_reserved, empty_cache, ...), on either kind."""
 from .. import _C
 from .._device import device as _device_type
-from . import amp, memory  # noqa: F401
+from . import amp, memory, nccl  # noqa: F401
 
 OutOfMemoryError = _C.OutOfMemoryError
 OutOfMemoryError.__module__ = "torch.cuda"

@@ -1,6 +1,6 @@
 """torch.distributed: the names a script uses, and PyTorch's errors where a process group is needed.
-GPU Lab's torch runs in one process: it has no process groups yet (the engine's DDP lab -- lesson
-'Several GPUs' -- runs its ranks as threads, with NCCL on several real GPUs)."""
+GPU Lab's torch runs in one process: it has no process groups yet (lesson 'Several GPUs' runs DDP's
+replicas in one process, with torch.cuda.nccl's all-reduce on several real GPUs)."""
 import enum
 import os
 
