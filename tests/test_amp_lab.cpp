@@ -37,6 +37,8 @@ class TestAmpLab : public QObject {
   }
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }
+
   void float16WithoutScalerUnderflowsAndStopsLearning() {
     const RecordingSink& s = underflowRun();
     const double z32 = measured(s, "float32: zero gradients"), z16 = measured(s, "float16 + GradScaler: zero gradients"),

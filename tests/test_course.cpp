@@ -213,7 +213,7 @@ class TestCourse : public QObject {
     }
     QCOMPARE(ids, (QStringList{"device-setup", "same-device-rule", "training-loop", "where-memory-goes", "out-of-memory", "memory-fraction", "mixed-precision", "convolutions-and-cudnn", "profiler", "vectorise", "syncs-and-transfers", "feeding-the-gpu", "streams", "when-is-the-gpu-faster", "several-gpus", "cuda-graphs"}));
     // The code panel's source is the lab's real source file.
-    QVERIFY(c.labSource("amp").contains("void AmpLab::run("));
+    QVERIFY(c.labSource("cudnn").contains("void CudnnLab::run("));  // a C++ lab, until it is rewritten
     QVERIFY(c.labSource("device-rule").contains("def run(device="));  // a Python lab, in its lesson's folder
     QVERIFY(c.labSource("train").contains("def train_one_epoch("));
     QVERIFY(!c.find("training-loop")->markdown.contains("```run"));  // directives are taken out of the text
@@ -496,7 +496,8 @@ class TestCourse : public QObject {
 
   void aBrokenLessonLeavesTheOthersUsable() {
     QTemporaryDir dir;
-    gpulab::test::writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + "```run\n{\"lab\": \"amp\"}\n```\n");
+    const QByteArray amp = gpulab::test::copyShippedLab(dir.filePath("01-good"), "07-mixed-precision");
+    gpulab::test::writeFile(dir.filePath("01-good/lesson.md"), QByteArray(kHeader) + amp + "\n```run\n{\"lab\": \"amp\"}\n```\n");
     gpulab::test::writeFile(dir.filePath("02-bad/lesson.md"), "---\nid: bad\ntitle: Bad\nchapter: Tests\n---\n```run\n{\"lab\": \"rm -rf\"}\n```\n");
     QDir().mkpath(dir.filePath("03-empty"));
     const Course c = loadCourse(dir.path());
@@ -973,7 +974,8 @@ class TestCourse : public QObject {
     QTemporaryDir dir;
     const QByteArray header = "---\nid: shared\ntitle: T\nchapter: C\n---\n";
     gpulab::test::writeFile(dir.filePath("01-draft/lesson.md"), header + "```run\n{\"lab\": \"trian\"}\n```\n");
-    gpulab::test::writeFile(dir.filePath("02-real/lesson.md"), header + "```run\n{\"lab\": \"amp\"}\n```\n");
+    const QByteArray amp = gpulab::test::copyShippedLab(dir.filePath("02-real"), "07-mixed-precision");
+    gpulab::test::writeFile(dir.filePath("02-real/lesson.md"), header + amp + "\n```run\n{\"lab\": \"amp\"}\n```\n");
     gpulab::test::writeFile(dir.filePath("03-copy/lesson.md"), header + "Text\n");
     const Course c = loadCourse(dir.path());
     QCOMPARE(c.lessons.size(), 3);

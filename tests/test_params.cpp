@@ -164,7 +164,7 @@ class TestParams : public QObject {
     QStringList many, huge;
     for (int i = 0; i < 65; ++i) many << "8";
     for (int i = 0; i < 64; ++i) huge << "65536";
-    for (const char* lab : {"amp", "train"}) {  // a C++ lab's, and a Python lab's "widths" type
+    for (const char* lab : {"amp", "train"}) {  // two Python labs' "widths" type (each lab's ```lab block)
       auto row = [&](const char* what, const QByteArray& value, const QString& expected) {
         QTest::newRow(qPrintable(QString("%1: %2").arg(lab, what))) << QByteArray(lab) << value << expected;
       };
@@ -213,7 +213,7 @@ class TestParams : public QObject {
     QTest::addColumn<QByteArray>("lab");
     QTest::addColumn<QByteArray>("value");
     QTest::addColumn<QString>("expected");  // "" when the value is valid
-    for (const char* lab : {"amp", "train"}) {  // a C++ lab's, and a Python lab's "device" type
+    for (const char* lab : {"amp", "cudnn"}) {  // a Python lab's "device" type, and a C++ lab's
       auto row = [&](const QByteArray& value, const QString& expected) {
         QTest::newRow(qPrintable(QString("%1: '%2'").arg(lab, value))) << QByteArray(lab) << value << expected;
       };
