@@ -2336,11 +2336,12 @@ class TestGui : public QObject {
   // turned on (File > Record memory history; off by default, as torch.cuda.memory._record_memory_history).
   void theMemoryHistoryExportsAsAPickle() {
     MainWindow w(gpulab::course::kEmbeddedRoot, progressPath());
-    QVERIFY(w.selectLesson("profiler"));  // a C++ lab: its tensors live in this process
+    QVERIFY(w.selectLesson("feeding-the-gpu"));  // a C++ lab: its tensors live in this process
     QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());  // until a run has ended
     QVERIFY(!w.recordMemoryHistoryAction()->isChecked());
     QSignalSpy finished(&w, &MainWindow::runFinished);
-    QVERIFY(w.runPanel()->setParameter("steps", "2"));
+    QVERIFY(w.runPanel()->setParameter("repeats", "1"));
+    QVERIFY(w.runPanel()->setParameter("load_cost", "0"));
     w.startRun();
     QVERIFY(finished.wait(60000));
     QVERIFY(!w.exportMemoryHistoryAction()->isEnabled());  // nothing was recorded
@@ -2348,7 +2349,7 @@ class TestGui : public QObject {
     QVERIFY(w.runner().recordMemoryHistory());
     w.startRun();
     QVERIFY(finished.wait(60000));
-    exportsAPickle(w, "profiler");
+    exportsAPickle(w, "feeding-the-gpu");
     if (QTest::currentTestFailed()) return;
     if (gpulab::test::pythonPackageBuilt()) {
       // A Python lab's memory is in its own process: its session records the history, and the export
