@@ -65,10 +65,15 @@ class TestSyncLab : public QObject {
     if (!gpu) QSKIP("the emulated GPU is off here");
     const RecordingSink s = runSyncs(kMeasured, gpu->str());
     const double waiting = measured(s, "host waiting share, reading every step");
+    const double cpuWaiting = measured(runSyncs(kMeasured, "cpu"), "host waiting share, reading every step");
     const auto points = sweep(s);
-    qInfo("emulated GPU: host waiting %.1f%% of the loop reading every step; %.0f steps/s every step, %.0f every 64 steps",
-          waiting, points.at(1.0), points.at(64.0));
-    QVERIFY(waiting > 10);
+    qInfo("emulated GPU: host waiting %.1f%% of the loop reading every step (the CPU: %.2f%%); %.0f steps/s every step, %.0f every 64 steps",
+          waiting, cpuWaiting, points.at(1.0), points.at(64.0));
+    // How long the queue gets depends on the host's pace between ops -- with the lab in Python, 8 to 22%
+    // of the loop here, from run to run -- so the claim is the comparison: .item() waits for the queue
+    // on the emulated GPU, where on the CPU it has nothing to wait for.
+    QVERIFY(waiting > 3);
+    QVERIFY(waiting > 3 * cpuWaiting);
     // Whether reading less often is faster is not asserted here: on this machine's two processors
     // (one core) the emulated GPU gains 10-20% from it, with run-to-run noise of the same size -- 2 of
     // 15 runs came out the other way. The GPU case below asserts it where the gain is large.
