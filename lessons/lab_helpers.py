@@ -48,16 +48,27 @@ def cache_folder():
 
 # ---- Where a lab computes -------------------------------------------------------------------------
 
-def pick_device(name):
-    """"auto": the GPU when one is usable, else the CPU -- and say which. (GPU Lab's emulated GPU is
-    cuda:0 on a machine without one, for the runs that ask for cuda by name; auto keeps to the CPU there.)"""
-    gpu = torch.cuda.is_available() and not torch.cuda.is_emulated()
+def resolve_device(name, emulated=False):
+    """"auto": the GPU when one is usable, else the CPU; with `emulated`, GPU Lab's emulated GPU counts
+    as one. (It is cuda:0 on a machine without a GPU, for the runs that ask for cuda by name.) A bare
+    "cuda" is the current GPU."""
+    gpu = torch.cuda.is_available() and (emulated or not torch.cuda.is_emulated())
     device = torch.device(("cuda" if gpu else "cpu") if name == "auto" else name)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def announce(device, why=""):
+    """Where the run computes, labelled as everywhere in GPU Lab, in the run's views and its console."""
     lab.device(device)
-    why = "" if device.type == "cuda" or torch.cuda.is_available() else f" (no usable GPU: {torch._C._cuda_unavailable_reason()})"
     print(f"Running on {torch._C._device_label(device)}{why}")
+
+
+def pick_device(name):
+    """resolve_device(name), said -- with why there is no GPU when there is none."""
+    device = resolve_device(name)
+    announce(device, "" if device.type == "cuda" or torch.cuda.is_available() else f" (no usable GPU: {torch._C._cuda_unavailable_reason()})")
     return device
 
 

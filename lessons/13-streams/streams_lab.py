@@ -30,21 +30,14 @@ import time
 
 import torch
 
-from lab_helpers import Spread, compare, compared_times, gpu_for, is_emulated, median_index, mib, range_text
+from lab_helpers import Spread, announce, compare, compared_times, gpu_for, is_emulated, median_index, mib, range_text, seconds_on
 
 FEATURES = 512
 
 
 def timed(device, repeats, work):
     """The median seconds of `repeats` runs of `work`, each waited for."""
-    times = []
-    for _ in range(repeats):
-        torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        work()
-        torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return Spread.of(times).median
+    return Spread.of([seconds_on(device, work) for _ in range(repeats)]).median
 
 
 def make_chunks(device, n, chunk_mb):
@@ -264,8 +257,7 @@ def run(device="cuda", chunks=8, chunk_mb=4.0, compute_ratio=1.0, fix="none", re
         raise ValueError(f"streams belong to CUDA devices, and {device} is not one: work on the CPU is done when an op returns. Choose "
                          "cuda (the emulated GPU, without an NVIDIA GPU).")
     device = gpu_for(device, "streams belong to CUDA devices")
-    lab.device(device)
-    print(f"Running on {torch._C._device_label(device)}")
+    announce(device)
     host_chunks, rows = make_chunks(device, chunks, chunk_mb)
     W = size_the_compute(host_chunks, device, compute_ratio, chunks, chunk_mb)
     passes = serial_and_overlapped(device, host_chunks, W, repeats)

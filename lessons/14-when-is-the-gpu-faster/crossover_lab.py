@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_helpers import Spread, compare_beyond_spread, compared_times, faster_or_slower, gpu_for, range_text, seconds_on, spread_text, synchronize
+from lab_helpers import Spread, announce, compare_beyond_spread, compared_times, faster_or_slower, gpu_for, range_text, seconds_on, spread_text, synchronize
 
 SMALLEST, MLP_BATCH = 8, 64
 
@@ -214,8 +214,7 @@ def run(workload="matmul", max_size=1024, size=16, gpu="cuda", budget=0.15):
     if gpu != "auto" and torch.device(gpu).type != "cuda":
         raise ValueError(f"gpu must be a CUDA device (cuda or cuda:N), got '{gpu}': the lab compares it with the CPU")
     gpu = gpu_for(gpu, "the lab compares a GPU with the CPU")
-    lab.device(gpu)
-    print(f"Running on {torch._C._device_label(gpu)}")
+    announce(gpu)
     emulated = torch.cuda.is_emulated(gpu)
     sizes = sorted({SMALLEST * 2**k for k in range(20) if SMALLEST * 2**k <= max_size} | {size})
     refuse_what_cannot_fit(workload, sizes[-1], gpu)

@@ -24,7 +24,7 @@ replica would hold is measured by the allocator as that replica's share.
 import torch
 import torch.nn.functional as F
 
-from lab_helpers import MLP, parse_widths, regression_set
+from lab_helpers import MLP, announce, parse_widths, regression_set, resolve_device
 
 FEATURES = 32
 
@@ -272,12 +272,9 @@ def report(one, ddp, dp, devices, simulated, all_reduce, setup):
 def run(replicas=4, all_reduce=False, device="auto", batch=256, steps=60, hidden="128,128", lr=0.05, seed=0):
     if batch % replicas:
         raise ValueError(f"batch = {batch} does not split evenly over {replicas} replicas: choose a batch that is a multiple of {replicas}")
-    device = torch.device(("cuda" if torch.cuda.is_available() and not torch.cuda.is_emulated() else "cpu") if device == "auto" else device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = resolve_device(device)
     devices, simulated = place_replicas(replicas, batch, device)
-    lab.device(devices[0])
-    print(f"Running on {torch._C._device_label(devices[0])}")
+    announce(devices[0])
     if simulated:
         why = (f"device is {device}, not the GPUs" if torch.cuda.nccl.is_available([]) else
                f"this machine has no two GPUs with NCCL between them: {torch.cuda.nccl.status()}")

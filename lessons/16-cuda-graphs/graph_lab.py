@@ -28,20 +28,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from lab_helpers import MLP, median, parse_widths, regression_set, synchronize
+from lab_helpers import MLP, announce, median, parse_widths, regression_set, resolve_device, synchronize
 
 BATCHES = 8
 WARMUP_STEPS = 3
-
-
-def graph_device(name):
-    """"auto": the GPU when one is usable, else the emulated GPU, else the CPU (nothing to capture)."""
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    lab.device(device)
-    print(f"Running on {torch._C._device_label(device)}")
-    return device
 
 
 def make_batches(batch_size, device, seed):
@@ -171,7 +161,8 @@ def report(rates, queues, loss_difference, graphed, real):
 
 
 def run(device="auto", capture=False, read_loss_inside=False, hidden="64", batch_size=64, steps=200, repeats=5, seed=0):
-    device = graph_device(device)
+    device = resolve_device(device, emulated=True)  # auto: the GPU, else the emulated GPU, else the CPU (nothing to capture)
+    announce(device)
     if device.type != "cuda":
         lab.message("CUDA graphs capture a GPU's work, and this run is on the CPU: choose cuda." if torch.cuda.is_available() else
                     "CUDA graphs capture a GPU's work, and there is no GPU here and the emulated GPU is off: turn the emulated "
