@@ -130,7 +130,9 @@ class DataLoader:
             batches.pop()
 
         def build(indices):
-            batch = self.collate_fn([self.dataset[i] for i in indices])
+            # A data set with __getitems__ is handed the batch's indices at once, as PyTorch 2's fetcher does.
+            getitems = getattr(self.dataset, "__getitems__", None)
+            batch = self.collate_fn(getitems(indices) if getitems else [self.dataset[i] for i in indices])
             return _pinned(batch) if self.pin_memory else batch
 
         if self.num_workers == 0:
@@ -173,7 +175,7 @@ class _SharedIterator:
 def _pinned(batch):
     if isinstance(batch, Tensor):
         return batch.pin_memory() if _C._cuda_device_count() > 0 else batch
-    if isinstance(batch, list):
+    if isinstance(batch, (list, tuple)):  # a tuple comes back a list, as PyTorch's pin_memory gives it
         return [_pinned(b) for b in batch]
     if isinstance(batch, dict):
         return {k: _pinned(v) for k, v in batch.items()}
