@@ -16,7 +16,6 @@
 
 #include "app/course/course.h"
 #include "app/notebook/python_environment.h"
-#include "lessons/labs/labs.h"
 
 // The course's labs are Python (lessons/NN-*/…_lab.py): a suite of a lab's claims skips where GPU Lab's
 // Python package is not built (GPULAB_PYTHON=OFF, the sanitizer presets), naming why.
@@ -127,14 +126,15 @@ inline void runLab(lab::Lab& theLab, const std::map<std::string, std::string>& s
   for (const auto& [name, value] : settings) params.set(name, value);
   lab::StopToken neverStops;
   DeclaredMeasurements checked(theLab, sink);
-  labs::runIsolated(theLab, params, checked, stop ? *stop : neverStops);
+  theLab.check(params);
+  theLab.run(params, checked, stop ? *stop : neverStops);  // in a Python session of its own: clean devices
   if (!checked.undeclared.empty()) {
     std::string names;
     for (const std::string& n : checked.undeclared) names += (names.empty() ? "" : ", ") + n;
     throw std::logic_error("the " + theLab.id() + " lab sent measurements its measurements() does not list: " + names);
   }
 }
-// The lab with this id: a lesson's Python lab, or a built-in one.
+// The lab with this id: the Python lab a lesson of the shipped course declares.
 inline std::unique_ptr<lab::Lab> makeCourseLab(const std::string& id) {
   static const course::Course shipped = course::loadCourse();
   return shipped.makeLab(QString::fromStdString(id));
@@ -184,7 +184,7 @@ inline double secondsToStop(const std::string& id, const std::map<std::string, s
 }
 
 // A table cell's number, whichever kind the run sent it as: a Python lab's 2.0 arrives as the
-// integer 2 (JSON keeps no difference), a C++ lab's as the double it was.
+// integer 2 (JSON keeps no difference), a test's in-process lab's as the double it was.
 inline double number(const lab::Value& v) {
   if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
   if (const auto* d = std::get_if<double>(&v)) return *d;

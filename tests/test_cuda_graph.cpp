@@ -9,7 +9,6 @@
 #include "engine/core/errors.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/runtime/device_memory.h"
-#include "engine/nn/graphed_callables.h"
 #include "engine/nn/layers.h"
 #include "engine/ops/ops.h"
 #include "engine/optim/optimizer.h"
@@ -157,108 +156,6 @@ class TestCudaGraph : public QObject {
     QVERIFY2(losses.back() < 0.8 * losses.front(), "the replays trained the model");
     const std::vector<Tensor> a = model->parameters(), b = eagerModel->parameters();
     for (std::size_t i = 0; i < a.size(); ++i) QVERIFY2(maxAbsDiff(a[i], b[i]) <= 1e-5, qPrintable(QString("parameter %1").arg(i)));
-  }
-
-  // make_graphed_callables (engine/nn/graphed_callables.h): the model's forward and backward each
-  // one graph, the loss and the optimizer eager. It trains exactly as the model run eagerly; every
-  // call returns the same static output, overwritten by the next; in eval mode (not the mode it was
-  // captured in) the module's own forward runs.
-  void aGraphedModuleTrainsLikeTheModule_data() { addGpuRows(); }
-  void aGraphedModuleTrainsLikeTheModule() {
-    const Device gpu = *device_;
-    const Batches data = regressionBatches(gpu);
-    auto eagerModel = regressionModel(gpu), model = regressionModel(gpu);
-    optim::Adam eagerOpt(eagerModel->parameters(), {.lr = 1e-2}), opt(model->parameters(), {.lr = 1e-2});
-    nn::GraphedCallable graphed = nn::make_graphed_callables(*model, {data.x[0].clone()});
-    QVERIFY2(graphed.forward_nodes() >= 3 && graphed.backward_nodes() >= 3,
-             qPrintable(QString("forward %1 nodes, backward %2").arg(graphed.forward_nodes()).arg(graphed.backward_nodes())));
-    std::vector<double> losses, eagerLosses;
-    Tensor firstOutput;
-    for (int s = 0; s < 24; ++s) {
-      Tensor out = graphed(data.x[s % 8]);
-      if (s == 0) firstOutput = out;
-      Tensor loss = mse_loss(out, data.y[s % 8]);
-      opt.zero_grad();
-      loss.backward();
-      opt.step();
-      losses.push_back(loss.item());
-      Tensor eagerLoss = mse_loss((*eagerModel)(data.x[s % 8]), data.y[s % 8]);
-      eagerOpt.zero_grad();
-      eagerLoss.backward();
-      eagerOpt.step();
-      eagerLosses.push_back(eagerLoss.item());
-    }
-    for (int s = 0; s < 24; ++s) {
-      QVERIFY2(std::abs(losses[s] - eagerLosses[s]) <= 1e-5 * (1.0 + std::abs(eagerLosses[s])),
-               qPrintable(QString("step %1: graphed loss %2, eager %3").arg(s).arg(losses[s]).arg(eagerLosses[s])));
-    }
-    double firstPass = 0, thirdPass = 0;  // the same eight batches, three times
-    for (int s = 0; s < 8; ++s) firstPass += losses[s], thirdPass += losses[s + 16];
-    QVERIFY2(thirdPass < 0.9 * firstPass, qPrintable(QString("the graphed model trained: %1, then %2").arg(firstPass).arg(thirdPass)));
-    const std::vector<Tensor> a = model->parameters(), b = eagerModel->parameters();
-    for (std::size_t i = 0; i < a.size(); ++i) QVERIFY2(maxAbsDiff(a[i], b[i]) <= 1e-5, qPrintable(QString("parameter %1").arg(i)));
-    // The same static output at every call: the first call's tensor now holds the last call's values.
-    QCOMPARE(firstOutput.data_ptr(), graphed(data.x[3]).data_ptr());
-    QVERIFY(maxAbsDiff(firstOutput, (*eagerModel)(data.x[3])) <= 1e-5);
-    model->eval();
-    Tensor evalOut = graphed(data.x[5]);
-    QVERIFY(evalOut.data_ptr() != firstOutput.data_ptr());  // the module's own forward, not a replay
-    QVERIFY(maxAbsDiff(evalOut, (*eagerModel)(data.x[5])) <= 1e-5);
-  }
-
-  // Two callables graphed in the order they run -- a function of two tensors, then a module -- into one
-  // pool: the gradients reach the function's inputs and the module's parameters as eagerly, and two
-  // backward passes without zero_grad add up (the replays write one static gradient each time: .grad
-  // must hold a copy of it, not the static tensor itself).
-  void graphedCallablesChainAndDifferentiate_data() { addGpuRows(); }
-  void graphedCallablesChainAndDifferentiate() {
-    const Device gpu = *device_;
-    Generator gen(5);
-    const Tensor x0 = randn({32, 16}, gen).to(gpu), x1 = randn({32, 16}, gen).to(gpu), w0 = randn({16, 16}, gen).to(gpu);
-    auto layer = [](const std::vector<Tensor>& t) { return relu(matmul(t[0], t[1])); };
-    auto head = regressionModel(gpu), eagerHead = regressionModel(gpu);
-    std::vector<nn::GraphedCallable> graphed = nn::make_graphed_callables(
-        {nn::GraphableCallable(layer), nn::GraphableCallable(*head)}, {{x0.clone().requires_grad_(), w0.clone().requires_grad_()},
-                                                                       {randn({32, 16}, gen).to(gpu).requires_grad_()}});
-    QCOMPARE(graphed.size(), std::size_t{2});
-    Tensor w = w0.clone().requires_grad_(), ew = w0.clone().requires_grad_();
-    for (const Tensor& input : {x0, x1}) {
-      Tensor x = input.clone().requires_grad_(), ex = input.clone().requires_grad_();
-      Tensor out = graphed[1](graphed[0]({x, w}));
-      out.sum().backward();
-      Tensor eagerOut = (*eagerHead)(layer({ex, ew}));
-      eagerOut.sum().backward();
-      QVERIFY(maxAbsDiff(out, eagerOut) <= 1e-5);
-      QVERIFY2(maxAbsDiff(x.grad(), ex.grad()) <= 1e-5, "the function's first input");
-    }
-    QVERIFY2(maxAbsDiff(w.grad(), ew.grad()) <= 1e-5, "the function's second input, over two passes");
-    const std::vector<Tensor> p = head->parameters(), q = eagerHead->parameters();
-    for (std::size_t i = 0; i < p.size(); ++i) {
-      QVERIFY2(maxAbsDiff(p[i].grad(), q[i].grad()) <= 1e-5, qPrintable(QString("head parameter %1, over two passes").arg(i)));
-    }
-  }
-
-  // PyTorch's rules, as errors that name what was wrong; nothing is left capturing.
-  void makeGraphedCallablesRefusesWhatItCannotGraph_data() { addGpuRows(); }
-  void makeGraphedCallablesRefusesWhatItCannotGraph() {
-    const Device gpu = *device_;
-    auto model = regressionModel(gpu);
-    const std::string onCpu = textOf([&] { (void)nn::make_graphed_callables(*model, {ones({4, 16})}); });
-    QVERIFY2(onCpu.find("every sample argument must be on a CUDA device") != std::string::npos, onCpu.c_str());
-    const std::string tuples = textOf([&] {
-      const std::vector<std::vector<Tensor>> twoTuples(2, std::vector<Tensor>{ones({4, 16}, {.device = gpu})});
-      (void)nn::make_graphed_callables(std::vector<nn::GraphableCallable>{*model}, twoTuples);
-    });
-    QVERIFY2(tuples.find("one tuple of sample arguments per callable: 1 callables, 2 tuples") != std::string::npos, tuples.c_str());
-    auto cpuModel = regressionModel(kCPU);
-    const std::string params = textOf([&] { (void)nn::make_graphed_callables(*cpuModel, {ones({4, 16}, {.device = gpu})}); });
-    QVERIFY2(params.find("Expected all tensors to be on the same device") != std::string::npos, params.c_str());
-    QVERIFY(!cuda::isCapturing(gpu));
-    nn::GraphedCallable graphed = nn::make_graphed_callables(*model, {ones({4, 16}, {.device = gpu})});
-    const std::string shape = textOf([&] { (void)graphed(ones({5, 16}, {.device = gpu})); });
-    QVERIFY2(shape.find("must keep the sample argument's shape [4, 16]") != std::string::npos, shape.c_str());
-    const std::string count = textOf([&] { (void)graphed(std::vector<Tensor>{}); });
-    QVERIFY2(count.find("captured with 1 argument(s), got 0") != std::string::npos, count.c_str());
   }
 
   // The capture's intermediates were freed when it ended, yet each replay writes them again: their

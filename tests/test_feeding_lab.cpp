@@ -7,7 +7,7 @@
 // - on the CPU one worker already loads while the loop computes;
 // - pinned batches copied non_blocking let the loop queue a step before the device has finished the
 //   one before, where pageable ones' blocking copies make the loop wait for the device every step;
-// - copied ahead on a copy stream (data::DevicePrefetcher), the copies run beside the compute, on a lane
+// - copied ahead on a side stream (the lab's CopyAhead), the copies run beside the compute, on a lane
 //   of their own, and the batches are the same.
 // How much faster, how much less idle: those are speeds, which a unit test on a shared machine cannot
 // hold (a busy CI machine made 4 workers 0.9x the speed of 0 on the emulated GPU). gpulab-bench-labs

@@ -14,7 +14,8 @@
 #include "engine/runtime/emulated_gpu.h"
 #include "fake_arena.h"
 #include "lab_runner.h"
-#include "lessons/labs/training.h"
+#include "engine/nn/layers.h"
+#include "engine/optim/optimizer.h"
 #include "test_util.h"
 
 using namespace gpulab;
@@ -361,34 +362,6 @@ class TestMemory : public QObject {
     QVERIFY(memory_stats(kCPU).num_ooms >= 1);
   }
 
-  // Issue 27 1.2: every run in this process starts from clean devices (a Python lab runs in a process
-  // of its own). What cleaning does, and what it reports: a cap, a peak and cached segments go; a
-  // live tensor stays -- and a run from there warns that its numbers include it.
-  void everyRunStartsFromCleanDevices() {
-    if (test::cudaUsable() || !cuda::emulatedDevice()) QSKIP("the emulated GPU is not in use here");
-    const Device gpu = *cuda::emulatedDevice();
-    set_per_process_memory_fraction(0.5, gpu);
-    {
-      Tensor t = Tensor::empty({1 << 20}, kFloat32, gpu);
-    }
-    QVERIFY(memory_reserved(gpu) > 0);
-    Tensor live = Tensor::empty({1 << 18}, kFloat32, gpu);
-    const std::vector<labs::DeviceLeftovers> left = labs::cleanDevices();
-    QCOMPARE(allocatorFor(gpu).memoryFraction(), 1.0);
-    QCOMPARE(max_memory_allocated(gpu), memory_allocated(gpu));
-    QCOMPARE(memory_allocated(gpu), qint64(1 << 20));
-    bool reported = false;
-    for (const labs::DeviceLeftovers& d : left) reported = reported || (d.device == gpu && d.allocated == (1 << 20));
-    QVERIFY(reported);
-    test::RecordingSink warned;  // a lab that runs in this process
-    test::runLab("cudnn", {{"device", "cuda"}, {"steps", "2"}, {"batch_size", "16"}}, warned);
-    bool warning = false;
-    for (const auto& [kind, text] : warned.kinds) warning = warning || (kind == lab::MessageKind::Warning && text.find("still allocated on " + gpu.str()) != std::string::npos);
-    QVERIFY(warning);
-    live = Tensor();
-    for (const labs::DeviceLeftovers& d : labs::cleanDevices()) QVERIFY2(!d.device.isCuda(), qPrintable(QString::fromStdString(d.device.str())));
-  }
-
   // After the second step a training loop only reuses cached blocks: no new segments, no system calls.
   // The CPU row runs over the host allocator; the CUDA row over real cudaMalloc.
   void steadyStateTrainingMakesNoRawAllocations_data() {
@@ -404,16 +377,19 @@ class TestMemory : public QObject {
     // here in this process, where the allocator's counters are.
     const auto trainSet = data::makeRegressionDataset(4096, 16, 0.1, 0), testSet = data::makeRegressionDataset(256, 16, 0.1, 1);
     Generator gen(0);
-    const auto model = labs::makeMlp(*trainSet, {64}, 1, gen);
+    const auto model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Linear>(16, 64, true, gen));
+    model->push_back(std::make_shared<nn::ReLU>());
+    model->push_back(std::make_shared<nn::Linear>(64, 1, true, gen));
     model->to(dev);
-    const auto optimizer = labs::makeOptimizer("adam", model->parameters(), 1e-3, 0.9, 0.0);
+    const auto optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = 1e-3});
     data::DataLoader trainLoader(trainSet, {.batch_size = 64, .shuffle = true, .seed = 0});
     data::DataLoader testLoader(testSet, {.batch_size = 1024});
     std::vector<std::int64_t> segmentsAt;  // total segments ever reserved, at each step
     for (int epoch = 0; epoch < 3; ++epoch) {
       model->train();
       for (const data::Batch& batch : trainLoader) {
-        Tensor loss = labs::taskLoss(false, (*model)(batch.inputs.to(dev)), batch.targets.to(dev));
+        Tensor loss = mse_loss((*model)(batch.inputs.to(dev)), batch.targets.to(dev));
         optimizer->zero_grad();
         loss.backward();
         optimizer->step();

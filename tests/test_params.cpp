@@ -13,7 +13,6 @@
 #include "engine/nn/layers.h"
 #include "engine/optim/optimizer.h"
 #include "fake_arena.h"
-#include "lessons/labs/labs.h"
 #include "test_util.h"
 
 using namespace gpulab;
@@ -213,7 +212,7 @@ class TestParams : public QObject {
     QTest::addColumn<QByteArray>("lab");
     QTest::addColumn<QByteArray>("value");
     QTest::addColumn<QString>("expected");  // "" when the value is valid
-    for (const char* lab : {"amp", "cudnn"}) {  // a Python lab's "device" type, and a C++ lab's
+    for (const char* lab : {"amp", "cudnn"}) {  // two Python labs' "device" type
       auto row = [&](const QByteArray& value, const QString& expected) {
         QTest::newRow(qPrintable(QString("%1: '%2'").arg(lab, value))) << QByteArray(lab) << value << expected;
       };

@@ -7,7 +7,6 @@
 #include <optional>
 
 #include "engine/core/errors.h"
-#include "engine/data/device_prefetcher.h"
 #include "engine/memory/caching_allocator.h"
 #include "engine/runtime/device_memory.h"
 #include "engine/ops/ops.h"
@@ -290,73 +289,6 @@ class TestStreams : public QObject {
     // Reported once; the device goes on working.
     cuda::synchronize(gpu.index());
     QCOMPARE(ones({3}, {.device = gpu}).sum().item(), 3.0);
-  }
-
-  // data::DevicePrefetcher: a DataLoader's batches, the same ones in the same order, arrive on the
-  // device with their copies on a stream of their own, one batch ahead: the next batch's copy does not
-  // queue behind the loop's work (they overlap), while the loop's work on a batch waits for its copy.
-  void aPrefetcherCopiesTheNextBatchBesideTheLoopsWork_data() { addGpuRows(); }
-  void aPrefetcherCopiesTheNextBatchBesideTheLoopsWork() {
-    QFETCH(bool, real);
-    const auto on = streamsGpu(real);
-    if (!on) QSKIP("no usable GPU");
-    const Device gpu = on->device;  // not a structured binding: the lambda below captures it (clang)
-    const std::int64_t n = on->n;
-    constexpr std::int64_t kExamples = 96, kBatch = 16;
-    const Tensor index = arange(static_cast<double>(kExamples));
-    auto examples = std::make_shared<data::TensorDataset>(index.unsqueeze(1) * ones({1, 8}), index.to(kInt64));
-    data::DataLoader loader(examples, {.batch_size = kBatch, .shuffle = true, .num_workers = 2, .pin_memory = true, .seed = 3});
-    const std::vector<std::int64_t> order = loader.order(0);
-    data::DevicePrefetcher batches(loader, gpu);
-    const cuda::Stream loop = cuda::current_stream(gpu);
-    QVERIFY(batches.copyStream() != loop);
-    const Tensor a = ones({n, n}, {.device = gpu});
-    std::vector<std::int64_t> seen;
-    auto take = [&](const data::Batch& b) {
-      QCOMPARE(b.inputs.device(), gpu);
-      const Tensor targets = b.targets.to(kCPU);
-      for (std::int64_t i = 0; i < targets.numel(); ++i) seen.push_back(targets.data<std::int64_t>()[i]);
-      QCOMPARE(b.inputs.sum().item(), 8.0 * static_cast<double>(b.targets.sum().item()));
-    };
-    std::optional<data::Batch> first = batches.next();  // batch 1; batch 2's copy is queued
-    QVERIFY(first.has_value());
-    cuda::synchronize(gpu.index());
-    const Tensor busy = busyWork(a, 20);                 // the loop's long work on its stream...
-    std::optional<data::Batch> second = batches.next();  // ... batch 3's copy queued behind none of it
-    QVERIFY(second.has_value());
-    batches.copyStream().synchronize();
-    QVERIFY2(!loop.query(), "the copy stream waited for the loop's work: the copies would not overlap the steps");
-    QCOMPARE(batches.copyFinished().stream(), std::optional<cuda::Stream>(batches.copyStream()));
-    QVERIFY(batches.copyStarted().elapsed_time(batches.copyFinished()) >= 0.0);
-    take(*first);
-    take(*second);
-    while (std::optional<data::Batch> b = batches.next()) take(*b);
-    QCOMPARE(seen, order);
-    QCOMPARE(busy.sum().item(), static_cast<double>(n * n));
-    QVERIFY(textOf([&] { data::DevicePrefetcher onCpu(loader, kCPU); }).find("CUDA device") != std::string::npos);
-  }
-
-  // A loader's error reaches the loop through the prefetcher as a PyTorch user expects: the batches
-  // before it are delivered, the error is raised once in place of the batch it broke, then the epoch
-  // is over (a second call after the error once crashed on a moved-from copy).
-  void aPrefetcherRaisesTheLoadersErrorOnceAndEnds() {
-    struct Breaks final : data::Dataset {
-      std::int64_t size() const override { return 4; }
-      Shape inputShape() const override { return {2}; }
-      Shape targetShape() const override { return {}; }
-      DType targetDType() const override { return kInt64; }
-      void gather(const std::vector<std::int64_t>& indices, const Tensor& inputs, const Tensor& targets) const override {
-        if (indices.front() == 2) throw ValueError("example 2 is unreadable");
-        Tensor(inputs).fill_(static_cast<double>(indices.front()));  // the rows are the loader's: written through a handle
-        Tensor(targets).fill_(static_cast<double>(indices.front()));
-      }
-    };
-    data::DataLoader loader(std::make_shared<Breaks>(), {.batch_size = 1, .pin_memory = true});
-    data::DevicePrefetcher batches(loader, emulatedGpu());
-    QCOMPARE(batches.next()->targets.item(), 0.0);
-    QCOMPARE(batches.next()->targets.item(), 1.0);
-    QVERIFY(textOf([&] { (void)batches.next(); }).find("example 2 is unreadable") != std::string::npos);
-    QVERIFY(!batches.next().has_value());
   }
 
   void streamsBelongToCudaDevices() {

@@ -456,7 +456,7 @@ class TestTraining : public QObject {
     QVERIFY_THROWS_EXCEPTION(ValueError, params.set("nonsense", "1"));
     QVERIFY_THROWS_EXCEPTION(ValueError, params.set("lr", "fast"));
     QVERIFY_THROWS_EXCEPTION(ValueError, runTrain({{"hidden", "64,,3"}}));
-    QVERIFY_THROWS_EXCEPTION(ValueError, labs::makeLab("nope"));
+    QVERIFY_THROWS_EXCEPTION(ValueError, test::makeCourseLab("nope"));
   }
 };
 

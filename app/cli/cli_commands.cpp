@@ -26,7 +26,6 @@
 #include "app/course/lab_json.h"
 #include "app/course/python_lab.h"
 #include "app/cli/lesson_cells.h"
-#include "lessons/labs/labs.h"
 
 namespace gpulab::cli {
 namespace {
@@ -383,16 +382,8 @@ int labCommand(std::unique_ptr<lab::Lab> theLab, const QStringList& args, QTextS
     fail(out, err, json, e);
     return kExitUsage;
   }
-  // 2. Clean devices (labs::prepareRun), then the run, its memory history recorded for
-  //    --memory-snapshot (from this run on, not the frees of what an earlier one left) and written when
-  //    it ends, failed or not.
-  std::vector<std::string> warnings;
-  try {
-    warnings = labs::prepareRun(*theLab, *parsed);
-  } catch (const std::exception& e) {
-    fail(out, err, json, e);
-    return kExitFailed;
-  }
+  // 2. The run (in a Python session of its own: clean devices), its memory history recorded for
+  //    --memory-snapshot and written when it ends, failed or not.
   // A Python lab's memory is in its own process: its session records the history and writes the file.
   auto* pythonLab = dynamic_cast<course::PythonLab*>(theLab.get());
   std::optional<MemoryHistory> history;
@@ -421,7 +412,6 @@ int labCommand(std::unique_ptr<lab::Lab> theLab, const QStringList& args, QTextS
     if (gStopRequested.load()) stop.requestStop();
     const auto start = std::chrono::steady_clock::now();
     try {
-      for (const std::string& w : warnings) sink.warning(w);
       theLab->run(*parsed, sink, stop);
     } catch (...) {
       sink.endProgress();

@@ -8,7 +8,6 @@
 
 #include "app/course/python_lab.h"
 #include "engine/core/errors.h"
-#include "lessons/labs/labs.h"
 
 namespace gpulab::course {
 
@@ -21,18 +20,14 @@ const Lesson* Course::find(const QString& id) const {
 std::unique_ptr<lab::Lab> Course::makeLab(const QString& labId) const {
   for (const Lesson& l : lessons)
     if (const PythonLabSpec* spec = l.pythonLab(labId)) return std::make_unique<PythonLab>(*spec);
-  return course::makeLab(lessons.isEmpty() ? Lesson{} : lessons.back(), labId);  // built-in, or the error listing the known ids
+  return course::makeLab(lessons.isEmpty() ? Lesson{} : lessons.back(), labId);  // the error listing the known ids
 }
 
 QString Course::labSource(const QString& labId) const {
   QString path, helpersPath;
   for (const Lesson& l : lessons)
     if (const PythonLabSpec* spec = l.pythonLab(labId)) path = spec->path, helpersPath = spec->helpersPath;
-  try {
-    if (path.isEmpty()) path = root + "/" + QString::fromStdString(labs::makeLab(labId.toStdString())->sourcePath());
-  } catch (const Error&) {
-    return {};
-  }
+  if (path.isEmpty()) return {};  // no such lab in this course
   const QString source = QString::fromUtf8(readLabCode(path).bytes);  // nothing when it may not be read: the panel says it is not available
   if (source.isEmpty() || helpersPath.isEmpty() || !importsLabHelpers(source)) return source;
   // What runs is the lab and the helpers it imports: the panel shows both, the helpers below.

@@ -21,9 +21,8 @@
 #include <unistd.h>
 #include <utility>
 
+#include "app/course/lab_params.h"
 #include "engine/core/errors.h"
-#include "lessons/labs/labs.h"
-#include "lessons/labs/training.h"
 
 namespace gpulab::course {
 namespace {
@@ -225,13 +224,13 @@ lab::ParamSpec parseLabParam(const QJsonValue& v, int line) {
     keys({"default"});
     return lab::textParam(n, stringField(o, "default", what, line).toStdString(), description);
   }
-  if (type == "widths") {  // hidden layer widths, "256,128,100": checked when set, as the C++ labs' are
+  if (type == "widths") {  // hidden layer widths, "256,128,100": checked when set (lab_params.h)
     keys({"default"});
-    return lab::textParam(n, stringField(o, "default", what, line).toStdString(), description, labs::checkHiddenWidths);
+    return lab::textParam(n, stringField(o, "default", what, line).toStdString(), description, checkHiddenWidths);
   }
   if (type == "device") {
     keys({"gpu_only"});
-    lab::ParamSpec spec = labs::deviceParam(n, description);
+    lab::ParamSpec spec = deviceParam(n, description);
     // gpu_only: a lab about the GPU side (the CPU is the other side of the same-device rule). The form
     // offers no cpu, and auto means the GPU -- the emulated one without a real one, as the lab runs
     // with emulated_gpu; the lab itself refuses cpu when it is typed.
@@ -264,8 +263,6 @@ PythonLabSpec parseLab(const QJsonObject& o, const Lesson& lesson, int line) {
   if (spec.id.isEmpty()) throw LessonError{line, what + ": missing \"id\""};
   for (const PythonLabSpec& known : lesson.labs)
     if (known.id == spec.id) throw LessonError{line, QString("lab block: a lab '%1' is already declared (by %2)").arg(spec.id, known.sourcePath)};
-  for (const auto& builtin : labs::makeBuiltinLabs())
-    if (builtin->id() == spec.id.toStdString()) throw LessonError{line, QString("lab block: '%1' is the id of a built-in lab").arg(spec.id)};
   const QString code = stringField(o, "code", what, line);
   static const QRegularExpression fileName(QRegularExpression::anchoredPattern("[A-Za-z0-9_]+\\.py"));
   if (!fileName.match(code).hasMatch()) {
@@ -311,11 +308,9 @@ std::unique_ptr<lab::Lab> findLab(const QVector<PythonLabSpec>& pythonLabs, cons
     if (spec.id == id) return std::make_unique<PythonLab>(spec);
     known << spec.id;
   }
-  for (auto& builtin : labs::makeBuiltinLabs()) {
-    if (builtin->id() == id.toStdString()) return std::move(builtin);
-    known << QString::fromStdString(builtin->id());
-  }
-  throw ValueError("unknown lab '" + id.toStdString() + "' (known labs: " + known.join(", ").toStdString() + ")");
+  throw ValueError("unknown lab '" + id.toStdString() + "' (" +
+                   (known.isEmpty() ? std::string("no lab is declared by this lesson or one before it")
+                                    : "known labs: " + known.join(", ").toStdString()) + ")");
 }
 
 RunBlock parseRun(const QJsonObject& o, int line, const QVector<PythonLabSpec>& pythonLabs) {

@@ -219,7 +219,7 @@ bool liesInside(const QString& resolved, const QString& folder);
 // panel shows the file whole.
 inline constexpr qint64 kMaxLabCodeBytes = 1024 * 1024;
 
-// A lab's code at `path` (a Python lab's spec.path; a built-in lab's source in the course's labs/),
+// A lab's code at `path` (a Python lab's spec.path, or the course's lab_helpers.py),
 // read by readLessonFile from the folder it is in; larger than kMaxLabCodeBytes is a problem too. What
 // the lesson's loader checks, and what the code panel shows and a run runs.
 LessonFile readLabCode(const QString& path);

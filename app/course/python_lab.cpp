@@ -95,7 +95,7 @@ namespace {
 [[noreturn]] void rethrowPythonError(const notebook::CellResult& r) {
   const std::string where = r.traceback.isEmpty() ? std::string() : "\n\n" + str(r.traceback.trimmed());
   const std::string message = str(r.message) + where;
-  if (r.errorType == "ValueError") throw ValueError(message);  // settings the lab refuses, as a C++ lab's
+  if (r.errorType == "ValueError") throw ValueError(message);  // settings the lab refuses: the form shows them
   if (r.errorType == "IndexError") throw IndexError(message);
   if (r.errorType == "NotImplementedError") throw NotImplementedError(message);
   if (r.errorType == "OutOfMemoryError") throw OutOfMemoryError(message);
@@ -145,11 +145,10 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
       printed.flush();  // what it printed before this update comes first
       const bool progress = std::holds_alternative<lab::Progress>(*update);
       // At a progress update the window may hold the run (Pause, lab_runner.h): the lab waits for the
-      // answer in its next lab.progress() call until the sink returns, as a C++ lab's thread waits
-      // in its progress call.
+      // answer in its next lab.progress() call until the sink returns.
       sink.sendOwned(std::move(*update));
       // After a Stop the lab's next lab.progress() raises KeyboardInterrupt: the step it was running
-      // while the sink took this update is the last, as a C++ lab ends the step it is in.
+      // while the sink took this update is the last.
       if (progress) stop.stopRequested() ? session.stopAtProgress() : session.goOn();
     });
   });
@@ -185,7 +184,7 @@ void PythonLab::run(const lab::Params& params, lab::MetricSink& sink, const lab:
   switch (result.status) {
     case notebook::CellResult::Status::Ok: return;
     case notebook::CellResult::Status::Interrupted:
-      if (stop.stopRequested()) return;  // Stop: the run ends where it was, as a C++ lab's does
+      if (stop.stopRequested()) return;  // Stop: the run ends where it was
       [[fallthrough]];
     case notebook::CellResult::Status::Error: rethrowPythonError(result);
     case notebook::CellResult::Status::KernelDied: throw Error("the " + id() + " lab's Python session ended: " + str(result.message));

@@ -4,7 +4,7 @@
 // (lessons/README.md) -- its id, title, file, parameters and measurements, which the lesson's run
 // blocks and challenges are checked against when it loads, without starting Python -- and a run
 // calls the file's run(**settings) in a fresh notebook kernel (app/notebook), whose lab.view(...),
-// lab.point(...), ... updates and printed lines reach the MetricSink as a C++ lab's would. Stop
+// lab.point(...), ... updates and printed lines reach the MetricSink (engine/lab/lab.h). Stop
 // interrupts it (KeyboardInterrupt), and ends its process when one long engine operation holds it;
 // while the window holds it at a progress update (Pause), it waits in that lab.progress() call.
 #include <QString>
@@ -54,7 +54,7 @@ class PythonLab final : public lab::Lab {
   bool runsInThisProcess() const override { return false; }
   // Records the run's memory history in its Python session (torch.cuda.memory._record_memory_history)
   // and writes it to `path` when the run ends, failed or stopped (_dump_snapshot): what
-  // `gpulab-cli --memory-snapshot` records in its own process for a C++ lab. A snapshot that cannot
+  // `gpulab-cli --memory-snapshot` asks for. A snapshot that cannot
   // be written fails the run with IOError.
   void recordMemorySnapshot(const QString& path) { snapshotPath_ = path; }
   bool memorySnapshotWritten() const { return snapshotWritten_; }

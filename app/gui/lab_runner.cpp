@@ -9,7 +9,6 @@
 #include "app/course/python_lab.h"
 #include "engine/core/errors.h"
 #include "engine/runtime/memory_snapshot.h"
-#include "lessons/labs/labs.h"
 
 namespace gpulab::app {
 
@@ -94,14 +93,13 @@ void LabWorker::run(std::shared_ptr<lab::Lab> theLab, const ParamMap& settings) 
 void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
   QString error;
   QByteArray snapshot;
-  // The settings, checked, and clean devices first: the memory history then starts with this run,
-  // not with the frees of what an earlier run left cached.
+  // The settings, checked first (Lab::check: settings that contradict one another). A lab runs in a
+  // Python session of its own, so it starts from clean devices whatever an earlier run left.
   std::optional<lab::Params> params;
-  std::vector<std::string> warnings;
   try {
     params.emplace(theLab.defaults());
     for (const auto& [name, value] : settings) params->set(name, value);
-    warnings = labs::prepareRun(theLab, *params);
+    theLab.check(*params);
   } catch (const std::exception& e) {
     emit memoryHistoryReady({});
     emit finished(QString::fromUtf8(e.what()));
@@ -121,7 +119,6 @@ void LabWorker::runLab(lab::Lab& theLab, const ParamMap& settings) {
     }
     BatchingSink sink(*this, control_, history ? &*history : nullptr);
     try {
-      for (const std::string& w : warnings) sink.warning(w);
       theLab.run(*params, sink, control_.stop);
     } catch (const std::exception& e) {
       error = QString::fromUtf8(e.what());

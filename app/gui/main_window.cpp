@@ -548,9 +548,9 @@ void MainWindow::showRunSource() {
   }
   const QString& labId = lesson->runs[i].lab;
   const QString source = course_.labSource(labId);
-  const bool python = lesson->pythonLab(labId) != nullptr;
-  codeHighlighter_->setDocument(python ? codeView_->document() : nullptr);
-  pageTabs_->setTabText(pageTabs_->indexOf(codeView_), python ? "Lab code (Python)" : "Lab code (C++)");
+  // Every lab is a Python file in its lesson's folder (lessons/README.md).
+  codeHighlighter_->setDocument(codeView_->document());
+  pageTabs_->setTabText(pageTabs_->indexOf(codeView_), "Lab code (Python)");
   codeView_->setPlainText(source.isEmpty() ? "(the source of lab '" + labId + "' is not available)" : source);
 }
 

@@ -28,7 +28,6 @@
 
 #include "app/gui/lesson_settings.h"
 #include "app/gui/units.h"
-#include "lessons/labs/labs.h"
 
 namespace gpulab::app {
 

@@ -131,8 +131,7 @@ class KernelProcess : public QObject {
   void kill();
   // A lab's session: from now on each lab.progress() needs an answer, goOn() or stopAtProgress(), one
   // per call in order; the lab waits for it at its next lab.progress() (python/gpulab/kernel.py), so
-  // that a lab the window holds at a progress update (Pause) waits there, as a C++ lab's thread does,
-  // one step later.
+  // that a lab the window holds at a progress update (Pause) waits there, one step later.
   void holdAtProgress();
   void goOn();
   // The answer to a lab.progress() when the run was stopped meanwhile: the lab's next lab.progress()

@@ -306,7 +306,7 @@ class Lab {
   virtual ~Lab() = default;
   virtual std::string id() const = 0;     // "train"
   virtual std::string title() const = 0;
-  // The lab's source file, relative to lessons/ ("labs/cudnn_lab.cpp", "09-profiler/profile_lab.py"): the code panel shows it.
+  // The lab's source file, relative to lessons/ ("09-profiler/profile_lab.py"): the code panel shows it.
   virtual std::string sourcePath() const = 0;
   virtual std::vector<ParamSpec> params() const = 0;
   Params defaults() const { return Params(params()); }

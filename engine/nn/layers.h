@@ -1,5 +1,6 @@
 #pragma once
-// The layers of torch.nn that the lessons use, with PyTorch's initialisation and printed form.
+// The layers of torch.nn that the C++ tests and benchmarks train (README.md here says why they stay
+// beside Python's torch.nn), with PyTorch's initialisation and printed form.
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -27,12 +28,6 @@ class ReLU final : public Module {
  public:
   Tensor forward(const Tensor& x) override { return relu(x); }
   std::string name() const override { return "ReLU"; }
-};
-
-class Sigmoid final : public Module {
- public:
-  Tensor forward(const Tensor& x) override { return sigmoid(x); }
-  std::string name() const override { return "Sigmoid"; }
 };
 
 class Tanh final : public Module {

@@ -36,7 +36,7 @@
 //   count on the device (optim::AdamOptions::capturable).
 //
 // torch.cuda.make_graphed_callables -- a module's forward and backward each one graph, the rest eager
-// -- is engine/nn/graphed_callables.h (it needs autograd, a layer above this one).
+// -- is Python's, in python/gpulab/cuda/graphs.py (it needs autograd, a layer above this one).
 //
 // On the emulated GPU, capture and replay work the same way (the streams record their tasks, and a
 // replay queues them again as one), so the rules and errors can be learnt without a GPU; no timing is

@@ -191,6 +191,40 @@ void bindRuntime(py::module_& m) {
   // Seconds the device's runtime has spent running kernels so far: the emulated GPU's streams time
   // theirs (what nvidia-smi's GPU-Util would say); None on the CPU and where the runtime cannot say.
   m.def("_busy_seconds", [](py::object d) { return cuda::busySeconds(deviceFrom(d)); });
+  // What cuDNN chose on a device (cuda::cudnnChoices): for every convolution pass and shape met since
+  // the last clear, its candidates, their times when benchmark mode ran them and the one that ran.
+  // Empty on the CPU and the emulated GPU, which have no cuDNN. PyTorch keeps this inside cuDNN's
+  // cache with no call to read it; lab.cudnn_choices is GPU Lab's.
+  m.def("_cudnn_choices", [](py::object d) {
+    const Device device = deviceFrom(d);
+    py::list out;
+    if (!device.isCuda()) return out;
+    for (const cuda::ConvAlgorithmChoice& c : cuda::cudnnChoices(device.index())) {
+      py::list trials;
+      for (const cuda::ConvAlgorithmTrial& t : c.trials) {
+        py::dict trial;
+        trial["algorithm"] = t.algorithm;
+        trial["milliseconds"] = t.milliseconds >= 0 ? py::object(py::float_(t.milliseconds)) : py::object(py::none());
+        trial["workspace"] = t.workspace;
+        trial["deterministic"] = t.deterministic;
+        trial["chosen"] = t.chosen;
+        trial["status"] = t.status;
+        trials.append(trial);
+      }
+      py::dict choice;
+      choice["pass"] = c.pass;
+      choice["shape"] = c.shape;
+      choice["how"] = c.how;
+      choice["search_milliseconds"] = c.searchMilliseconds;
+      choice["trials"] = trials;
+      out.append(choice);
+    }
+    return out;
+  });
+  m.def("_clear_cudnn_choices", [](py::object d) {
+    const Device device = deviceFrom(d);
+    if (device.isCuda()) cuda::clearCudnnChoices(device.index());
+  });
   m.def("_reset_peak_memory_stats_of", [](py::object d) { reset_peak_memory_stats(deviceFrom(d)); });
   m.def("_memory_summary", [](py::object d) { return memory_summary(cudaDeviceOf(d)); }, py::arg("device") = py::none());
   m.def("_empty_cache", []() {

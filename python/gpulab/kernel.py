@@ -543,6 +543,19 @@ class Lab:
         need an event around every kernel, and the CPU runs its kernels on the caller's thread."""
         return self._kernel.torch._C._busy_seconds(device)
 
+    def cudnn_choices(self, device):
+        """What cuDNN chose on `device` since forget_cudnn_choices: a dict for each convolution pass and
+        shape it met ("pass", "shape", "how": "heuristics" or "benchmark", "search_milliseconds",
+        "trials": every candidate's "algorithm", "milliseconds" (None where it was not timed),
+        "workspace", "deterministic", "chosen", "status"). Empty where there is no cuDNN: the CPU and
+        the emulated GPU. PyTorch keeps this inside cuDNN's cache, with no call to read it."""
+        return self._kernel.torch._C._cudnn_choices(device)
+
+    def forget_cudnn_choices(self, device):
+        """Forgets what cuDNN chose on `device`, its cached choices too: the next convolution of each
+        shape chooses afresh, as in a new process."""
+        self._kernel.torch._C._clear_cudnn_choices(device)
+
     def reset_peak_memory_stats(self, device):
         """torch.cuda.reset_peak_memory_stats for any device, the CPU too."""
         self._kernel.torch._C._reset_peak_memory_stats_of(device)
@@ -592,7 +605,7 @@ class Kernel:
         self._running = threading.Event()
         self.in_cell = False  # _running.is_set(), read where a call costs (Kernel.output)
         # A lab's session: the window answers each lab.progress() (Lab.progress), so that a paused lab
-        # stops where a C++ lab stops and its timers see no pause.
+        # stops at its next progress update and its timers see no pause.
         self.hold_at_progress = False
         self.unanswered = 0  # the running cell's lab.progress() calls the window has not answered yet
         self.allow_stdin = False  # the running cell's window has an input box for input()

@@ -42,7 +42,8 @@
 #include "engine/optim/optimizer.h"
 #include "engine/runtime/cuda_graph.h"
 #include "engine/runtime/cuda_runtime.h"
-#include "lessons/labs/training.h"
+#include "engine/runtime/execution_context.h"
+#include "engine/runtime/stream.h"
 
 using namespace gpulab;
 using Clock = std::chrono::steady_clock;
@@ -67,6 +68,58 @@ std::shared_ptr<nn::Sequential> mlp(const std::vector<std::int64_t>& widths, Gen
   }
   return model;
 }
+
+// One training step captured in a CUDA graph and replayed, as PyTorch's whole-network recipe does
+// (torch.cuda.graphs, "whole network capture"): warm-up steps on a side stream, then the capture, on
+// static input tensors that each later batch is copied into before its replay. The optimizer must be
+// capturable (Adam with capturable=true), the learning rate fixed, every batch of the first's shape.
+// The graph lesson's lab does the same in Python (lessons/16-cuda-graphs/graph_lab.py).
+class GraphedStep {
+ public:
+  using LossFn = std::function<Tensor(const Tensor& inputs, const Tensor& targets)>;
+  static constexpr int kWarmupSteps = 3;
+
+  GraphedStep(const LossFn& loss, optim::Optimizer& optimizer, const Tensor& inputs, const Tensor& targets) {
+    const Device device = inputs.device();
+    CudaDeviceGuard onDevice(device.index());  // the graph captures the current CUDA device
+    inputs_ = inputs.clone();
+    targets_ = targets.clone();
+    auto fullStep = [&] {
+      Tensor l = loss(inputs_, targets_);
+      l.backward();
+      optimizer.step();
+      return l;
+    };
+    // Warm-up on a side stream: the optimizer makes its state here, not in the capture (where it would
+    // be made -- zeroed -- again at every replay).
+    const cuda::Stream side = cuda::Stream::create(device);
+    side.wait_stream(cuda::current_stream(device));
+    {
+      cuda::StreamGuard on(side);
+      for (int i = 0; i < kWarmupSteps; ++i) {
+        optimizer.zero_grad();
+        fullStep();
+      }
+    }
+    cuda::current_stream(device).wait_stream(side);
+    // The gradients freed first, so the captured backward makes them afresh in the graph's pool: each
+    // replay then writes this step's gradients instead of adding to the last.
+    optimizer.zero_grad(/*set_to_none=*/true);
+    cuda::graph(graph_, [&] { loss_ = fullStep(); });
+  }
+  // Copies the batch into the static inputs and queues one replay; the step's loss is the graph's output.
+  const Tensor& step(const Tensor& inputs, const Tensor& targets) {
+    inputs_.copy_(inputs);
+    targets_.copy_(targets);
+    graph_.replay();
+    return loss_;
+  }
+  std::size_t nodes() const { return graph_.num_nodes(); }
+
+ private:
+  cuda::CUDAGraph graph_;
+  Tensor inputs_, targets_, loss_;
+};
 
 // A timed loop's runs: the median and the fastest and slowest, in seconds.
 struct Runs {
@@ -98,7 +151,7 @@ Runs trainResident(Device device, nn::Module& model, optim::Optimizer& opt, cons
     loss.backward();
     opt.step();
   };
-  std::optional<labs::GraphedStep> graph;  // warm-up and capture on the first batch (training.h)
+  std::optional<GraphedStep> graph;  // warm-up and capture on the first batch
   if (graphed) graph.emplace(lossOf, opt, x.slice(0, 0, batch), y.slice(0, 0, batch));
   auto replayStep = [&] {
     const std::int64_t b = i++ % batches;

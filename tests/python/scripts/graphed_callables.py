@@ -80,6 +80,22 @@ for a, b in zip(list(first.parameters()) + list(second.parameters()),
     assert torch.allclose(a.grad, b.grad, atol=1e-6), (a.grad, b.grad)
 print("two callables graphed together: gradients equal the eager ones")
 
+# A second backward without zero_grad adds to .grad, as eagerly: each replay rewrites the one static
+# gradient, so .grad must hold a sum of copies, not the static tensor itself.
+x, y = batches[3]
+loss_fn(second(first(x)), y).backward()
+loss_fn(second_eager(first_eager(x)), y).backward()
+for a, b in zip(list(first.parameters()) + list(second.parameters()),
+                list(first_eager.parameters()) + list(second_eager.parameters())):
+    assert torch.allclose(a.grad, b.grad, atol=1e-6), (a.grad, b.grad)
+a1 = torch.randn(4, 8, device=device, requires_grad=True)
+a1_eager = a1.detach().clone().requires_grad_()
+for _ in range(2):
+    g(a1, w).sum().backward()
+    f(a1_eager, w).sum().backward()
+assert torch.allclose(a1.grad, a1_eager.grad, atol=1e-6), (a1.grad, a1_eager.grad)
+print("two backward passes without zero_grad: the gradients add up as eagerly")
+
 
 def raises(kind, text, call):
     try:
@@ -92,5 +108,6 @@ def raises(kind, text, call):
 
 raises(TypeError, "must contain only Tensors", lambda: torch.cuda.make_graphed_callables(f, (a0, 2.0)))
 raises(RuntimeError, "on a CUDA device", lambda: torch.cuda.make_graphed_callables(f, (torch.randn(4, 8), torch.randn(8, 8))))
+raises(TypeError, "captured with 2 argument(s), got 1", lambda: g(a0))
 raises(NotImplementedError, "one tensor", lambda: torch.cuda.make_graphed_callables(lambda t: (t * 2, t * 3), (a0,)))
 print("ok")
