@@ -239,6 +239,13 @@ def explain_oom(held, request):
 
 # ---- One epoch of training, and the evaluation after it ---------------------------------------------
 
+class Window:
+    """The steps since the last report: their summed loss (on the device), count, samples and start."""
+
+    def __init__(self, zero, start):
+        self.loss, self.steps, self.samples, self.start = zero, 0, 0, start
+
+
 class Run:
     """The loop's state across epochs: steps and samples seen, training time, what the GradScaler skipped."""
 
@@ -295,92 +302,111 @@ class Run:
             self.seconds += time.perf_counter() - start
 
     def steps_of_an_epoch(self, epoch, model, optimizer, scheduler, scaler, loader, stop_after, start):
-        p, device = self.p, self.device
-        accumulate, log_every, autocast = p["accumulate"], p["log_every"], amp_dtype(p["amp"])
-        batches = len(loader)
+        accumulate, batches = self.p["accumulate"], len(loader)
         steps_per_epoch = -(-batches // accumulate)
-
-        def forward(x, y):
-            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-                return loss_fn(self.classification, model(x), y)  # the loss in float32 under autocast too
-
+        forward = self.forward_of(model)
         model.train()
-        window_start = start
-        zero = torch.zeros((), device=device)
-        window_loss = epoch_loss = group_loss = zero
-        window_steps = window_samples = epoch_steps = group_samples = 0
+        zero = torch.zeros((), device=self.device)
+        window = Window(zero, start)
+        epoch_loss = group_loss = zero
+        epoch_steps = group_samples = 0
         for micro, (x, y) in enumerate(loader, 1):
-            # One micro-batch: forward (under autocast with amp), backward (through the scaler); the
-            # gradients add up over `accumulate` of them, each with its share 1/accumulate of the loss.
-            if p["move_batch"]:
-                with lab.memory_category("input_batch"):
-                    x, y = x.to(device, non_blocking=p["pin_memory"]), y.to(device, non_blocking=p["pin_memory"])
-            if p["cuda_graph"]:
-                if self.graph is None:
-                    self.capture(model, optimizer, x, y, forward)
-                g, static_x, static_y, loss = self.graph
-                static_x.copy_(x)
-                static_y.copy_(y)
-                g.replay()
-            else:
-                loss = forward(x, y)
-                scaler.scale(loss / accumulate if accumulate > 1 else loss).backward()
+            # The gradients add up over `accumulate` micro-batches, then one optimizer step.
+            group_loss = self.add(group_loss, self.micro_batch(model, optimizer, scaler, forward, x, y))
             group_samples += len(x)
-            group_loss = self.add(group_loss, loss)
             in_group = (micro - 1) % accumulate + 1
             if in_group < accumulate and micro < batches:
                 continue
-            # The optimizer step (which the scaler skips when a gradient is inf or NaN); the gradients
-            # are freed for the next group.
-            if not p["cuda_graph"]:
-                scale = scaler.get_scale()
-                scaler.step(optimizer)
-                scaler.update()
-                if scheduler:
-                    scheduler.step()
-                if p["zero_grad"]:
-                    optimizer.zero_grad()
-                if scaler.is_enabled():
-                    self.follow_scale(scale, scaler.get_scale(), group_samples, time.perf_counter() - start)
-            window_loss = self.add(window_loss, group_loss / in_group if in_group > 1 else group_loss)  # no op for a group of one
-            group_loss = zero
+            self.optimizer_step(optimizer, scheduler, scaler, group_samples, start)
+            window.loss = self.add(window.loss, group_loss / in_group if in_group > 1 else group_loss)  # no op for a group of one
+            window.steps += 1
+            window.samples += group_samples
             self.steps += 1
-            epoch_steps += 1
-            window_steps += 1
-            window_samples += group_samples
             self.samples += group_samples
-            group_samples = 0
-            if self.steps % log_every and epoch_steps != steps_per_epoch:
+            epoch_steps += 1
+            group_loss, group_samples = zero, 0
+            if self.steps % self.p["log_every"] and epoch_steps != steps_per_epoch:
                 continue
-            # Report: one .item() a report, not one a step (.item() waits for the GPU).
-            mean = window_loss.item() / window_steps
-            now = time.perf_counter()
-            x_at = self.at(extra_seconds=now - start)
-            if not math.isfinite(mean):
-                self.say_diverged(mean, epoch, x_at)
-                lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}: the loss became {mean} at step {self.steps}")
+            if not self.report(window, epoch, scaler, stop_after, start):
                 return None
-            throughput = window_samples / (now - window_start)
-            now_held = memory(device)
-            lab.point("loss", "train", x_at, mean)
-            lab.point("memory", "allocated", x_at, now_held["allocated"])
-            lab.point("memory", "reserved", x_at, now_held["reserved"])
-            lab.point("throughput", "throughput", x_at, throughput)
-            if scaler.is_enabled():
-                lab.point("scale", "scale", x_at, scaler.get_scale())
-            lab.record("step", epoch=epoch, step=self.steps, loss=mean, samples_per_s=throughput, allocated_bytes=now_held["allocated"],
-                       reserved_bytes=now_held["reserved"], elapsed_s=x_at[2], loss_scale=scaler.get_scale(), skipped=self.skipped_in_window)
-            self.skipped_in_window = 0
-            # The mean of the steps since the last report: the epoch's own mean, what the summary calls its
-            # train loss, follows in run() once the epoch is over.
-            lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}, loss {loss_text(mean)} (last {window_steps} steps)")
-            epoch_loss = self.add(epoch_loss, window_loss)
-            if self.categories:
-                self.categories.update()  # takes in the events so far, so that they do not pile up
-            window_loss, window_steps, window_samples, window_start = zero, 0, 0, time.perf_counter()
-        if window_steps:
-            epoch_loss = self.add(epoch_loss, window_loss)
+            epoch_loss = self.add(epoch_loss, window.loss)
+            window = Window(zero, time.perf_counter())
+        if window.steps:
+            epoch_loss = self.add(epoch_loss, window.loss)
         return epoch_loss.item() / max(epoch_steps, 1)
+
+    def forward_of(self, model):
+        """The forward pass and the loss, under autocast with amp (the loss in float32 there too)."""
+        autocast = amp_dtype(self.p["amp"])
+
+        def forward(x, y):
+            with torch.autocast(self.device.type, dtype=autocast, enabled=autocast is not None):
+                return loss_fn(self.classification, model(x), y)
+        return forward
+
+    def micro_batch(self, model, optimizer, scaler, forward, x, y):
+        """One micro-batch moved to the device, forward and backward (through the scaler, with its
+        share 1/accumulate of the loss); with cuda_graph, copied into the captured step's inputs and
+        replayed. Returns its loss."""
+        p, device = self.p, self.device
+        if p["move_batch"]:
+            with lab.memory_category("input_batch"):
+                x, y = x.to(device, non_blocking=p["pin_memory"]), y.to(device, non_blocking=p["pin_memory"])
+        if p["cuda_graph"]:
+            if self.graph is None:
+                self.capture(model, optimizer, x, y, forward)
+            g, static_x, static_y, static_loss = self.graph
+            static_x.copy_(x)
+            static_y.copy_(y)
+            g.replay()
+            return static_loss
+        loss = forward(x, y)
+        scaler.scale(loss / p["accumulate"] if p["accumulate"] > 1 else loss).backward()
+        return loss
+
+    def optimizer_step(self, optimizer, scheduler, scaler, group_samples, start):
+        """The optimizer step (which the scaler skips when a gradient is inf or NaN); the gradients are
+        freed for the next group. A captured step has stepped in its replay."""
+        if self.p["cuda_graph"]:
+            return
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if scheduler:
+            scheduler.step()
+        if self.p["zero_grad"]:
+            optimizer.zero_grad()
+        if scaler.is_enabled():
+            self.follow_scale(scale, scaler.get_scale(), group_samples, time.perf_counter() - start)
+
+    def report(self, window, epoch, scaler, stop_after, start):
+        """The steps since the last report on the views: one .item() a report, not one a step (.item()
+        waits for the GPU). False when the loss diverged."""
+        p = self.p
+        mean = window.loss.item() / window.steps
+        now = time.perf_counter()
+        x_at = self.at(extra_seconds=now - start)
+        if not math.isfinite(mean):
+            self.say_diverged(mean, epoch, x_at)
+            lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}: the loss became {mean} at step {self.steps}")
+            return False
+        throughput = window.samples / (now - window.start)
+        now_held = memory(self.device)
+        lab.point("loss", "train", x_at, mean)
+        lab.point("memory", "allocated", x_at, now_held["allocated"])
+        lab.point("memory", "reserved", x_at, now_held["reserved"])
+        lab.point("throughput", "throughput", x_at, throughput)
+        if scaler.is_enabled():
+            lab.point("scale", "scale", x_at, scaler.get_scale())
+        lab.record("step", epoch=epoch, step=self.steps, loss=mean, samples_per_s=throughput, allocated_bytes=now_held["allocated"],
+                   reserved_bytes=now_held["reserved"], elapsed_s=x_at[2], loss_scale=scaler.get_scale(), skipped=self.skipped_in_window)
+        self.skipped_in_window = 0
+        # The mean of the steps since the last report: the epoch's own mean, what the summary calls its
+        # train loss, follows in run() once the epoch is over.
+        lab.progress(self.steps, stop_after, f"epoch {epoch}/{p['epochs']}, loss {loss_text(mean)} (last {window.steps} steps)")
+        if self.categories:
+            self.categories.update()  # takes in the events so far, so that they do not pile up
+        return True
 
     def follow_scale(self, before, after, group_samples, seconds):
         """The GradScaler's scale on its view: a step it skipped lowered the scale."""
@@ -475,111 +501,139 @@ def run(dataset="regression", model="mlp", hidden="64", optimizer="adam", lr=1e-
     if (not move_model or not move_batch) and device.type == "cpu":
         lab.message(f"A switch leaves the {'model' if not move_model else 'batch'} on the CPU, but the device is the CPU: everything "
                     "is on one device and nothing fails. Choose a cuda device (the emulated GPU too) to meet the error.", "warning")
+    setup = prepare(p, device)
+    scaler = set_precision(p, device)
+    declare_views(device, setup.classification, scaler)
+    if memory_cap_mb:
+        set_memory_cap(device, memory_cap_mb)
+    reset_peak(device)
+    state = Run(p, device, setup.classification, setup.categories)
+    r = train_and_evaluate(p, device, state, setup, scaler)
+    if memory_cap_mb:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+    r["train_peak"] = max(r["train_peak"], memory(device)["peak"])  # since the last evaluation (or the error)
+    r["run_peak"] = max(r["run_peak"], r["train_peak"])
+    finish(p, device, state, setup.net, setup.test_loader, r)
 
-    # The data, on the CPU; the model, moved to the device once; the optimizer over its parameters.
-    train_set, test_set, outputs = make_data(dataset, samples, train_subset, seed)
-    classification = outputs > 1
-    pin = pin_memory and torch.cuda.is_available()
-    if pin_memory and not pin:
+
+class Setup:
+    """What a run trains: its loaders, the model (on the device) and its optimizer."""
+
+
+def prepare(p, device):
+    """The data, on the CPU; the model, moved to the device once; the optimizer over its parameters."""
+    s = Setup()
+    train_set, test_set, outputs = make_data(p["dataset"], p["samples"], p["train_subset"], p["seed"])
+    s.classification = outputs > 1
+    pin = p["pin_memory"] and torch.cuda.is_available()
+    if p["pin_memory"] and not pin:
         lab.message("pin_memory is set but no GPU is usable: batches stay in pageable memory", "warning")
-    example_shape = tuple(train_set.tensors[0].shape[1:])
-    if device.type == "cpu" or not move_model:  # a model left on the CPU trains there
-        refuse_what_cannot_fit(model == "cnn", example_shape, parse_widths(hidden), outputs, batch_size, len(train_set))
-    torch.manual_seed(seed)  # the shuffling's order, then the model's initial weights
-    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, drop_last=cuda_graph, num_workers=workers,
-                              pin_memory=pin)
-    test_loader = DataLoader(test_set, batch_size=1024, pin_memory=pin)
-    if len(train_loader) == 0:
-        raise ValueError(f"the training set ({len(train_set)} examples) holds no whole batch of {batch_size}: nothing to train on")
-    net = Net(model == "cnn", example_shape, parse_widths(hidden), outputs, checkpoint_segments)
+    example_shape, hidden = tuple(train_set.tensors[0].shape[1:]), parse_widths(p["hidden"])
+    if device.type == "cpu" or not p["move_model"]:  # a model left on the CPU trains there
+        refuse_what_cannot_fit(p["model"] == "cnn", example_shape, hidden, outputs, p["batch_size"], len(train_set))
+    torch.manual_seed(p["seed"])  # the shuffling's order, then the model's initial weights
+    s.train_loader = DataLoader(train_set, batch_size=p["batch_size"], shuffle=True, drop_last=p["cuda_graph"],
+                                num_workers=p["workers"], pin_memory=pin)
+    s.test_loader = DataLoader(test_set, batch_size=1024, pin_memory=pin)
+    if len(s.train_loader) == 0:
+        raise ValueError(f"the training set ({len(train_set)} examples) holds no whole batch of {p['batch_size']}: nothing to train on")
+    net = Net(p["model"] == "cnn", example_shape, hidden, outputs, p["checkpoint_segments"])
     # Under a cap, what the memory holds is followed from before the model moves (its parameters
     # count), so that an out-of-memory error can be explained by category.
-    categories = lab.memory_by_category(device) if memory_cap_mb else None
-    if move_model:
-        net = net.to(device)
-    print(f"{net}\n{sum(t.numel() for t in net.parameters())} parameters")
-    opt = make_optimizer(optimizer, net.parameters(), lr, momentum, weight_decay, capturable=cuda_graph)
-    steps_per_epoch = -(-len(train_loader) // accumulate)
-    scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch) if lr_schedule == "cosine" else None)
+    s.categories = lab.memory_by_category(device) if p["memory_cap_mb"] else None
+    s.net = net.to(device) if p["move_model"] else net
+    print(f"{s.net}\n{sum(t.numel() for t in s.net.parameters())} parameters")
+    s.optimizer = make_optimizer(p["optimizer"], s.net.parameters(), p["lr"], p["momentum"], p["weight_decay"], capturable=p["cuda_graph"])
+    s.steps_per_epoch = -(-len(s.train_loader) // p["accumulate"])
+    s.scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(s.optimizer, T_max=p["epochs"] * s.steps_per_epoch)
+                   if p["lr_schedule"] == "cosine" else None)
+    return s
 
-    # Mixed precision: a GradScaler for float16 (disabled, it passes the loss through and step() is
-    # optimizer.step()); TF32 and cuDNN's settings for the run.
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16" and grad_scaler)
-    if amp == "bf16" and grad_scaler:
+
+def set_precision(p, device):
+    """Mixed precision: a GradScaler for float16 (disabled, it passes the loss through and step() is
+    optimizer.step()); TF32 and cuDNN's settings for the run."""
+    amp = p["amp"]
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16" and p["grad_scaler"])
+    if amp == "bf16" and p["grad_scaler"]:
         print("bfloat16 has float32's exponent range, so its gradients do not underflow the way float16's do: no GradScaler "
               "(as in PyTorch's recipe).")
     if amp == "fp16" and not scaler.is_enabled():
         lab.message("float16 without a GradScaler: gradients below 2^-24 (about 6e-8) become zero, and nothing checks for inf/NaN.",
                     "warning")
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    if tf32 and (device.type != "cuda" or torch.cuda.is_emulated(device)):
+    torch.backends.cuda.matmul.allow_tf32 = p["tf32"]
+    if p["tf32"] and (device.type != "cuda" or torch.cuda.is_emulated(device)):
         lab.message(f"tf32 is set, but TF32 is a mode of NVIDIA tensor cores (Ampere and newer): on {device} float32 matrix products "
                     "stay float32.", "warning")
-    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn_benchmark, deterministic
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = p["cudnn_benchmark"], p["deterministic"]
     say_cudnn(p, device)
+    return scaler
 
-    declare_views(device, classification, scaler)
-    if memory_cap_mb:
-        set_memory_cap(device, memory_cap_mb)
-    reset_peak(device)
-    state = Run(p, device, classification, categories)
-    # What the finished epochs measured: a stopped or failed epoch adds nothing.
+
+def train_and_evaluate(p, device, state, s, scaler):
+    """The epochs: train, then evaluate. Returns what the finished epochs measured (a stopped or
+    failed epoch adds nothing); a Stop, an out-of-memory error or the device mismatch a switch
+    provokes end the run with what it had."""
     r = dict(train_loss=None, eval_loss=None, accuracy=None, epochs_done=0, train_peak=0, run_peak=0, eval_held=0, eval_peak=0,
              error=None, stopped=False)
+    epochs, total_steps = p["epochs"], s.steps_per_epoch * p["epochs"]
     oom = None
     try:
         for epoch in range(1, epochs + 1):
-            train_loss = state.train_one_epoch(epoch, net, opt, scheduler, scaler, train_loader, steps_per_epoch * epochs)
+            train_loss = state.train_one_epoch(epoch, s.net, s.optimizer, s.scheduler, scaler, s.train_loader, total_steps)
             if train_loss is None:
                 break
             lab.synchronize()  # a Stop at the epoch's last step ends the run here, before its evaluation pass
             r["train_peak"] = max(r["train_peak"], memory(device)["peak"])
-            eval_loss, accuracy, r["eval_held"], r["eval_peak"] = state.evaluate(net, test_loader)
+            eval_loss, accuracy, r["eval_held"], r["eval_peak"] = state.evaluate(s.net, s.test_loader)
             if not math.isfinite(eval_loss):  # the weights went too far in the epoch's last steps
                 state.say_diverged(eval_loss, epoch, state.at(), "evaluation loss")
-                lab.progress(state.steps, steps_per_epoch * epochs, f"epoch {epoch}/{epochs}: {state.diverged_at}")
+                lab.progress(state.steps, total_steps, f"epoch {epoch}/{epochs}: {state.diverged_at}")
                 break
             r["run_peak"] = max(r["run_peak"], r["train_peak"], memory(device)["peak"])
             reset_peak(device)
-            seconds = state.seconds  # the epochs' training time: evaluation is not training
-            lab.point("loss", "eval", state.at(), eval_loss)
-            lab.row("epochs", epoch, train_loss, eval_loss, *([accuracy] if classification else []), seconds)
-            lab.record("epoch", epoch=epoch, step=state.steps, train_loss=train_loss, eval_loss=eval_loss, seconds=seconds,
-                       **({"test_accuracy": accuracy} if classification else {}))
+            report_epoch(state, epoch, train_loss, eval_loss, accuracy, s.classification)
             r.update(train_loss=train_loss, eval_loss=eval_loss, accuracy=accuracy, epochs_done=epoch)
             # The label the run ends with names what the summary names: the epoch's mean train loss.
-            lab.progress(state.steps, steps_per_epoch * epochs,
+            lab.progress(state.steps, total_steps,
                          f"epoch {epoch}/{epochs} done: train loss {loss_text(train_loss)}, eval loss {loss_text(eval_loss)}")
     except KeyboardInterrupt:  # Stop: the run ends where it is, with no evaluation after it
         r["stopped"] = True
     except torch.cuda.OutOfMemoryError as e:
         # The step's tensors go once this block ends (the traceback holds them until then); what they
         # were is read now, for the explanation.
-        oom = (str(e), categories.update() if categories else None)
+        oom = (str(e), s.categories.update() if s.categories else None)
     except RuntimeError as e:
-        if move_model and move_batch or "Expected all tensors to be on the same device" not in str(e):
+        if p["move_model"] and p["move_batch"] or "Expected all tensors to be on the same device" not in str(e):
             raise  # not provoked by a switch: a real failure
         lab.message(str(e), "engine_error")
         print("The fix: move the model once, before training -- model.to(device) -- so its parameters are where the batches are."
-              if not move_model else "The fix: move every batch where the model is -- x, y = x.to(device), y.to(device) -- inside the loop.")
+              if not p["move_model"] else "The fix: move every batch where the model is -- x, y = x.to(device), y.to(device) -- inside the loop.")
         r["error"] = "DeviceMismatchError"
     if oom:
-        message, held = oom
-        lab.marker("memory", state.at(), "out of memory", "oom")
-        lab.message(message, "engine_error")
-        if held is None:
-            print("The fixes, cheapest first: a smaller batch_size (keep the effective batch with accumulate), evaluation under "
-                  "no-grad, smaller hidden layers -- or a memory cap (memory_cap_mb) to see what held the memory.")
-        else:
-            explain_oom(held, requested_bytes(message))
-        lab.record("oom", batch_size=batch_size, accumulate=accumulate, step=state.steps, message=message,
-                   allocated_after_bytes=memory(device)["allocated"])
+        say_out_of_memory(p, device, state, *oom)
         r["error"] = "OutOfMemoryError"
-    if memory_cap_mb:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
-    r["train_peak"] = max(r["train_peak"], memory(device)["peak"])  # since the last evaluation (or the error)
-    r["run_peak"] = max(r["run_peak"], r["train_peak"])
-    finish(p, device, state, net, test_loader, r)
+    return r
+
+
+def report_epoch(state, epoch, train_loss, eval_loss, accuracy, classification):
+    seconds = state.seconds  # the epochs' training time: evaluation is not training
+    lab.point("loss", "eval", state.at(), eval_loss)
+    lab.row("epochs", epoch, train_loss, eval_loss, *([accuracy] if classification else []), seconds)
+    lab.record("epoch", epoch=epoch, step=state.steps, train_loss=train_loss, eval_loss=eval_loss, seconds=seconds,
+               **({"test_accuracy": accuracy} if classification else {}))
+
+
+def say_out_of_memory(p, device, state, message, held):
+    lab.marker("memory", state.at(), "out of memory", "oom")
+    lab.message(message, "engine_error")
+    if held is None:
+        print("The fixes, cheapest first: a smaller batch_size (keep the effective batch with accumulate), evaluation under "
+              "no-grad, smaller hidden layers -- or a memory cap (memory_cap_mb) to see what held the memory.")
+    else:
+        explain_oom(held, requested_bytes(message))
+    lab.record("oom", batch_size=p["batch_size"], accumulate=p["accumulate"], step=state.steps, message=message,
+               allocated_after_bytes=memory(device)["allocated"])
 
 
 def finish(p, device, state, net, test_loader, r):

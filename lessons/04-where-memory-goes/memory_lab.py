@@ -317,6 +317,12 @@ def del_and_empty_cache(trainer, timeline, batch, hidden, steps):
         for pid, used in gpu_processes(device):
             lab.row("gpu-processes", pid, used, pid == os.getpid())
 
+    report_del_and_empty_cache(device, moments, released, driver, why)
+
+
+def report_del_and_empty_cache(device, moments, released, driver, why):
+    """The three moments side by side (allocated, reserved and, with a driver, what nvidia-smi
+    counts), the measurements the lesson's claims rest on, and the sentence they add up to."""
     trained, deleted, after = moments.values()
     series = [("allocated", "allocated"), ("reserved", "reserved")]
     if "driver_process" in trained:
