@@ -93,6 +93,33 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
+# ---- The memory a lab measures -----------------------------------------------------------------------
+# torch.cuda's counters on a GPU; on the CPU, GPU Lab's host allocator's (lab.memory_stats: PyTorch
+# keeps none there). Each read waits for the device first: a temporary's memory returns to the
+# allocator when the kernels that use it have run, so an unsettled count would depend on timing.
+
+def allocated(device):
+    synchronize(device)
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device)
+    return lab.memory_stats(device)["allocated_bytes.all.current"]
+
+
+def peak_allocated(device):
+    """The most allocated at once since the last reset_peak(device)."""
+    synchronize(device)
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    return lab.memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def reset_peak(device):
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        lab.reset_peak_memory_stats(device)
+
+
 def seconds_on(device, work):
     """Seconds `work()` takes on `device`, its queued kernels included (a synchronize on both sides)."""
     synchronize(device)
@@ -118,13 +145,20 @@ def regression_set(samples, seed, features=16):
     return TensorDataset(x, x @ w + b + 0.1 * torch.randn(samples, 1))
 
 
-class MLP(nn.Module):
-    """Flatten, then Linear + ReLU for each hidden width, then the output layer. With `segments`, the
-    hidden blocks run under checkpoint_sequential: only each segment's input is kept for backward,
-    the rest is recomputed there."""
+def first_examples(dataset, n):
+    """The data set's first n examples (all of them when n is 0 or not smaller)."""
+    return TensorDataset(*(t[:n] for t in dataset.tensors)) if 0 < n < len(dataset) else dataset
 
-    def __init__(self, in_features, hidden, outputs, segments=0):
+
+class MLP(nn.Module):
+    """Flatten, then Linear + ReLU for each hidden width, then the output layer; `features` (layers,
+    conv_features' say) run first. With `segments`, the hidden blocks run under checkpoint_sequential
+    while training: only each segment's input is kept for backward, the rest is recomputed there."""
+
+    def __init__(self, in_features, hidden, outputs, segments=0, features=()):
         super().__init__()
+        if features:
+            self.features = nn.Sequential(*features)
         widths = [in_features] + list(hidden)
         blocks = []
         for a, b in zip(widths, widths[1:]):
@@ -135,25 +169,67 @@ class MLP(nn.Module):
         self.segments = min(segments, len(blocks))
 
     def forward(self, x):
+        if hasattr(self, "features"):
+            x = self.features(x)
         x = self.flatten(x)
-        x = checkpoint_sequential(self.body, self.segments, x) if self.segments else self.body(x)
+        x = checkpoint_sequential(self.body, self.segments, x) if self.segments and self.training else self.body(x)
         return self.head(x)
 
     def linears(self):
         return [m for m in self.modules() if isinstance(m, nn.Linear)]
 
 
-def cnn(example_shape, hidden, outputs):
+def conv_features(example_shape):
     """Two blocks of Conv2d (no bias: the batch norm's shift replaces it), BatchNorm2d, ReLU and
-    MaxPool2d, then a classifier of Linear + ReLU layers -- the batch norm is what lets this small net
-    pass 0.92 on Fashion-MNIST in a few epochs without overfitting."""
+    MaxPool2d, then Flatten; and how many features they give an example."""
     channels, height, width = example_shape
     layers = [nn.Conv2d(channels, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
               nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten()]
-    widths = [64 * (height // 4) * (width // 4)] + list(hidden)  # 3 x 3 with padding 1 keeps the size; each pooling halves it
+    return layers, 64 * (height // 4) * (width // 4)  # 3 x 3 with padding 1 keeps the size; each pooling halves it
+
+
+def cnn(example_shape, hidden, outputs):
+    """conv_features, then a classifier of Linear + ReLU layers -- the batch norm is what lets this
+    small net pass 0.92 on Fashion-MNIST in a few epochs without overfitting."""
+    layers, features = conv_features(example_shape)
+    widths = [features] + list(hidden)
     for a, b in zip(widths, widths[1:]):
         layers += [nn.Linear(a, b), nn.ReLU()]
     return nn.Sequential(*layers, nn.Linear(widths[-1], outputs))
+
+
+def explain_oom(held, request, cached=None, largest=()):
+    """What memory held when an allocation of `request` bytes failed -- `held`: bytes by category
+    (parameter, gradient, optimizer_state, activation, input_batch, ...), `cached`: reserved but
+    unused, `largest`: (bytes, category) of the largest live tensors -- and the fixes ranked by what
+    each would free on this run (estimates from those bytes; not empty_cache(): before raising, the
+    allocator has already returned every cached segment it could)."""
+    lab.view("oom-memory", "At the failed allocation: what memory held", kind="bars", y=("memory", "bytes"), y_from_zero=True,
+             series=[("bytes", "bytes")],
+             note="Live tensors by category when the allocation failed; " +
+                  ('"cached": reserved but unused (in segments that live tensors share); ' if cached is not None else "") +
+                  '"request": the allocation that failed.')
+    for category, size in held.items():
+        if size:
+            lab.bar("oom-memory", "bytes", category.replace("_", " "), size)
+    if cached is not None:
+        lab.bar("oom-memory", "bytes", "cached", cached)
+    lab.bar("oom-memory", "bytes", "request", request)
+    if largest:
+        lab.view("oom-tensors", "The largest tensors at the failure", kind="table", columns=[("size", "bytes"), "category"])
+        for size, category in sorted(largest, reverse=True)[:8]:
+            lab.row("oom-tensors", size, category.replace("_", " "))
+    model = held.get("parameter", 0) + held.get("gradient", 0) + held.get("optimizer_state", 0)
+    batch = held.get("activation", 0) + held.get("input_batch", 0)
+    fixes = sorted([("halve batch_size, double accumulate (the same effective batch)", batch // 2),
+                    ("SGD with momentum instead of Adam (one state tensor, not two)", held.get("optimizer_state", 0) // 2),
+                    ("halve every hidden width (at least half the model and its activations)", model // 2 + held.get("activation", 0) // 2)],
+                   key=lambda fix: -fix[1])
+    lab.view("oom-fixes", "Fixes, ranked by what they would free on this run", kind="table", columns=["fix", ("frees about", "bytes"), "enough?"],
+             note=f"Estimates from the memory held at the failure; the request that failed was {mib(request)}.")
+    for fix, frees in fixes:
+        if frees > 0:
+            lab.row("oom-fixes", fix, frees, "yes" if frees >= request else "no")
 
 
 def refuse_what_cannot_fit(convolutional, example_shape, hidden, outputs, batch_size, examples):

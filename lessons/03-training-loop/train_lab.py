@@ -29,11 +29,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.utils.checkpoint import checkpoint_sequential
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
-from lab_helpers import mib, parse_widths, pick_device, refuse_what_cannot_fit, regression_set
+from lab_helpers import (MLP, conv_features, explain_oom, first_examples, mib, parse_widths, pick_device, refuse_what_cannot_fit,
+                         regression_set, reset_peak)
 
 
 def loss_text(loss):
@@ -54,13 +53,6 @@ def memory(device):
                 peak=s["allocated_bytes.all.peak"], peak_reserved=s["reserved_bytes.all.peak"])
 
 
-def reset_peak(device):
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    else:
-        lab.reset_peak_memory_stats(device)
-
-
 # ---- The data and the model -------------------------------------------------------------------------
 
 def make_data(dataset, samples, train_subset, seed):
@@ -72,40 +64,16 @@ def make_data(dataset, samples, train_subset, seed):
     else:  # the same teacher for both sets, whatever the seed
         train, test = regression_set(samples, seed), regression_set(256, seed + 1)
         outputs = 1
-    if 0 < train_subset < len(train):
-        train = TensorDataset(*(t[:train_subset] for t in train.tensors))
-    return train, test, outputs
+    return first_examples(train, train_subset), test, outputs
 
 
-class Net(nn.Module):
+def make_model(cnn, example_shape, hidden, outputs, segments):
     """mlp: Flatten, then Linear + ReLU for each hidden width, then the output layer. cnn: two blocks
-    of Conv2d (no bias: the batch norm's shift replaces it), BatchNorm2d, ReLU and MaxPool2d, then
-    the same classifier. With `segments`, the classifier's hidden blocks run under
-    checkpoint_sequential: their activations are recomputed in backward instead of stored."""
-
-    def __init__(self, cnn, example_shape, hidden, outputs, segments=0):
-        super().__init__()
-        if cnn:
-            channels, height, width = example_shape
-            self.features = nn.Sequential(nn.Conv2d(channels, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-                                          nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2))
-            in_features = 64 * (height // 4) * (width // 4)
-        else:
-            self.features = nn.Identity()
-            in_features = math.prod(example_shape)
-        widths = [in_features] + hidden
-        blocks = []
-        for a, b in zip(widths, widths[1:]):
-            blocks += [nn.Linear(a, b), nn.ReLU()]
-        self.flatten = nn.Flatten()
-        self.hidden = nn.Sequential(*blocks)
-        self.head = nn.Linear(widths[-1], outputs)
-        self.segments = min(segments, len(blocks))
-
-    def forward(self, x):
-        x = self.flatten(self.features(x))
-        x = checkpoint_sequential(self.hidden, self.segments, x) if self.segments and self.training else self.hidden(x)
-        return self.head(x)
+    of Conv2d, BatchNorm2d, ReLU and MaxPool2d first (lab_helpers' conv_features). With `segments`,
+    the hidden blocks run under checkpoint_sequential: their activations are recomputed in backward
+    instead of stored."""
+    features, in_features = conv_features(example_shape) if cnn else ((), math.prod(example_shape))
+    return MLP(in_features, hidden, outputs, segments, features)
 
 
 def make_optimizer(name, parameters, lr, momentum, weight_decay, capturable):
@@ -212,29 +180,6 @@ def requested_bytes(message):
     """The size PyTorch's out-of-memory message names: "Tried to allocate 2.00 GiB"."""
     found = re.search(r"Tried to allocate ([\d.]+) (bytes|KiB|MiB|GiB|TiB)", message)
     return int(float(found[1]) * 1024 ** ["bytes", "KiB", "MiB", "GiB", "TiB"].index(found[2])) if found else 0
-
-
-def explain_oom(held, request):
-    """What memory held when the allocation failed, by category, and the fixes ranked by what each
-    would free on this run."""
-    lab.view("oom-memory", "At the failed allocation: what memory held", kind="bars", y=("memory", "bytes"), y_from_zero=True,
-             series=[("bytes", "bytes")], note='Live tensors by category when the allocation failed; "request": the allocation that failed.')
-    for category, size in held.items():
-        if size:
-            lab.bar("oom-memory", "bytes", category.replace("_", " "), size)
-    lab.bar("oom-memory", "bytes", "request", request)
-    model = held.get("parameter", 0) + held.get("gradient", 0) + held.get("optimizer_state", 0)
-    batch = held.get("activation", 0) + held.get("input_batch", 0)
-    fixes = sorted([("halve batch_size, double accumulate (the same effective batch)", batch // 2),
-                    ("SGD with momentum instead of Adam (one state tensor, not two)", held.get("optimizer_state", 0) // 2),
-                    ("halve every hidden width (at least half the model and its activations)", model // 2 + held.get("activation", 0) // 2)],
-                   key=lambda fix: -fix[1])
-    lab.view("oom-fixes", "Fixes, ranked by what they would free on this run", kind="table", columns=["fix", ("frees about", "bytes"), "enough?"],
-             note=f"Estimates from the memory held at the failure; the request that failed was {mib(request)}.")
-    for fix, frees in fixes:
-        if frees > 0:
-            lab.row("oom-fixes", fix, frees, "yes" if frees >= request else "no")
-    print("The views 'At the failed allocation' and 'Fixes' explain this error from the memory held when it happened.")
 
 
 # ---- One epoch of training, and the evaluation after it ---------------------------------------------
@@ -537,7 +482,7 @@ def prepare(p, device):
     s.test_loader = DataLoader(test_set, batch_size=1024, pin_memory=pin)
     if len(s.train_loader) == 0:
         raise ValueError(f"the training set ({len(train_set)} examples) holds no whole batch of {p['batch_size']}: nothing to train on")
-    net = Net(p["model"] == "cnn", example_shape, hidden, outputs, p["checkpoint_segments"])
+    net = make_model(p["model"] == "cnn", example_shape, hidden, outputs, p["checkpoint_segments"])
     # Under a cap, what the memory holds is followed from before the model moves (its parameters
     # count), so that an out-of-memory error can be explained by category.
     s.categories = lab.memory_by_category(device) if p["memory_cap_mb"] else None

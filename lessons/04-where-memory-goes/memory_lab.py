@@ -18,10 +18,9 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from lab_helpers import MLP, mib, parse_widths
+from lab_helpers import MLP, explain_oom, mib, parse_widths
 
 # What GPU Lab tags each allocation with (PyTorch's snapshots carry a Python stack in the same place).
 CATEGORIES = ["parameter", "gradient", "optimizer_state", "activation", "input_batch", "workspace", "other"]
@@ -134,44 +133,17 @@ class MemoryTimeline:
         lab.marker("memory", self.now, label, kind)
 
 
-def explain_oom(timeline):
-    """What memory held when the allocation failed, the largest tensors then, and the fixes ranked
-    by what each would free on this run."""
+def explain_oom_at(timeline):
+    """The out-of-memory error the timeline saw, explained from the live tensors at it (lab_helpers'
+    explain_oom): by category, the cached bytes beside them, the largest tensors."""
     timeline.follow()
     if timeline.oom is None:
         return
-    by_category = dict.fromkeys(CATEGORIES, 0)
+    held = dict.fromkeys(CATEGORIES, 0)
     for size, category in timeline.blocks_at_oom.values():
-        by_category[category] += size
-    request = timeline.oom["size"]
-    lab.view("oom-memory", "At the failed allocation: what memory held", kind="bars", y=("memory", "bytes"), y_from_zero=True,
-             series=[("bytes", "bytes")],
-             note='Live tensors by category when the allocation failed; "cached": reserved but unused (in segments '
-                  'that live tensors share); "request": the allocation that failed.')
-    for c in CATEGORIES:
-        if by_category[c]:
-            lab.bar("oom-memory", "bytes", c.replace("_", " "), by_category[c])
-    lab.bar("oom-memory", "bytes", "cached", max(0, timeline.reserved - sum(by_category.values())))
-    lab.bar("oom-memory", "bytes", "request", request)
-
-    lab.view("oom-tensors", "The largest tensors at the failure", kind="table", columns=[("size", "bytes"), "category"])
-    for size, category in sorted(timeline.blocks_at_oom.values(), reverse=True)[:8]:
-        lab.row("oom-tensors", size, category.replace("_", " "))
-
-    # Estimates from the bytes above. (Not empty_cache(): before raising, the allocator has already
-    # returned every cached segment it could.)
-    model = by_category["parameter"] + by_category["gradient"] + by_category["optimizer_state"]
-    fixes = sorted([
-        ("halve batch_size, accumulate 2 (the same effective batch)", (by_category["activation"] + by_category["input_batch"]) // 2),
-        ("SGD with momentum instead of Adam (one state tensor, not two)", by_category["optimizer_state"] // 2),
-        ("halve every hidden width (at least half the model and its activations)", model // 2 + by_category["activation"] // 2),
-    ], key=lambda fix: -fix[1])
-    lab.view("oom-fixes", "Fixes, ranked by what they would free on this run", kind="table",
-             columns=["fix", ("frees about", "bytes"), "enough?"],
-             note=f"Estimates from the memory held at the failure; the request that failed was {mib(request)}.")
-    for fix, frees in fixes:
-        if frees > 0:
-            lab.row("oom-fixes", fix, frees, "yes" if frees >= request else "no")
+        held[category] += size
+    explain_oom(held, timeline.oom["size"], cached=max(0, timeline.reserved - sum(held.values())),
+                largest=list(timeline.blocks_at_oom.values()))
 
 
 # ---- Training steps -----------------------------------------------------------------------------
@@ -397,7 +369,7 @@ def double_until_oom(trainer, timeline, batch, width, grow, hidden, steps, datas
         lab.marker("memory", (timeline.oom["time_us"] - timeline.origin) / 1e6, f"OOM at {grow} {width if grow == 'width' else batch}",
                    "oom")
         lab.message(error, "engine_error")
-        explain_oom(timeline)
+        explain_oom_at(timeline)
         after = torch.cuda.memory_allocated(trainer.device)
         lab.record("oom", batch_size=batch, width=width if grow == "width" else 0, accumulate=1, message=error,
                    allocated_after_bytes=after, baseline_bytes=baseline)

@@ -20,10 +20,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
-from lab_helpers import MLP, Spread, compare, compared_times, is_emulated, parse_widths, pick_device, range_text, refuse_what_cannot_fit, \
-    regression_set, synchronize
+from lab_helpers import MLP, Spread, allocated, compare, compared_times, first_examples, is_emulated, parse_widths, peak_allocated, \
+    pick_device, range_text, refuse_what_cannot_fit, regression_set, reset_peak, synchronize
 
 # id: (label, autocast's dtype or None, a GradScaler)
 PRECISIONS = {"fp32": ("float32", None, False), "fp16": ("float16 + GradScaler", torch.float16, True),
@@ -126,9 +126,8 @@ def declare_views(ids, device):
 def train_one(v, p, train, device, progress):
     """One precision's training, from the seed's weights: loss, loss scale, zero share, memory by category."""
     r = dict(skipped=0, diverged=False, final_loss=None, zero_shares=[], after_forward={})
-    synchronize(device)
-    baseline = lab.memory_stats(device)["allocated_bytes.all.current"]
-    lab.reset_peak_memory_stats(device)
+    baseline = allocated(device)
+    reset_peak(device)
     live = lab.memory_by_category(device)  # from before the model, so every byte of this precision is seen
     t = Trainer(v, p, train, device)
     steps, log_every = p["steps"], p["log_every"]
@@ -173,7 +172,7 @@ def train_one(v, p, train, device, progress):
     if not r["diverged"] and tail[1]:
         r["final_loss"] = tail[0] / tail[1]
     r["zero_share"] = sum(r["zero_shares"]) / len(r["zero_shares"]) if r["zero_shares"] else 0.0
-    r["peak"] = lab.memory_stats(device)["allocated_bytes.all.peak"] - baseline
+    r["peak"] = peak_allocated(device) - baseline
     for category, size in r["after_forward"].items():
         if size > 0:
             lab.bar("memory", v, category.replace("_", " "), size)
@@ -311,8 +310,7 @@ def run(variants="fp32,fp16,bf16,fp16-noscale", dataset="fashion-mnist", hidden=
         lab.message(f"tf32 is set, but TF32 is a mode of NVIDIA tensor cores (Ampere and newer): on {device} float32 matrix products "
                     "stay float32.", level="warning")
     train = lab.fashion_mnist(train=True) if dataset == "fashion-mnist" else regression_set(4096, seed)
-    if 0 < train_subset < len(train):
-        train = TensorDataset(*(t[:train_subset] for t in train.tensors))
+    train = first_examples(train, train_subset)
     if device.type == "cpu":
         refuse_what_cannot_fit(False, tuple(train[0][0].shape), parse_widths(hidden), 10 if dataset == "fashion-mnist" else 1,
                                batch_size, len(train))

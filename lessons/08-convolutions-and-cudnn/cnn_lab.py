@@ -27,15 +27,12 @@ import time
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
-from lab_helpers import MLP, cnn, is_emulated, parse_widths, pick_device, refuse_what_cannot_fit, synchronize
+from lab_helpers import (MLP, allocated, cnn, first_examples, is_emulated, parse_widths, peak_allocated, pick_device, refuse_what_cannot_fit,
+                         reset_peak, synchronize)
 
 MODELS = [("mlp", "MLP"), ("cnn", "CNN")]
-
-
-def first(dataset, n):
-    return TensorDataset(*(t[:n] for t in dataset.tensors)) if 0 < n < len(dataset) else dataset
 
 
 def count_parameters(model):
@@ -142,8 +139,7 @@ def train_epoch(model, optimizer, scheduler, loader, device, which, label, epoch
 
 
 def train_one(which, label, p, train, test, device, progress):
-    synchronize(device)
-    baseline = lab.memory_stats(device)["allocated_bytes.all.current"]
+    baseline = allocated(device)
     model, optimizer = make_model(which, p, train[0][0].shape, device)
     r = dict(parameters=count_parameters(model), macs=multiply_adds_per_example(model, test[0][0][None].to(device)),
              seconds=0.0, epochs=0, peak=0, accuracy=None)
@@ -154,17 +150,17 @@ def train_one(which, label, p, train, test, device, progress):
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=p["epochs"] * steps_per_epoch)
                  if p["lr_schedule"] == "cosine" else None)
     progress["step"] = 0
-    lab.reset_peak_memory_stats(device)
+    reset_peak(device)
     for epoch in range(1, p["epochs"] + 1):
         progress["seconds"] = r["seconds"]
         r["seconds"] += train_epoch(model, optimizer, scheduler, train_loader, device, which, label, epoch, progress)
         r["epochs"] += 1
-        r["peak"] = max(r["peak"], lab.memory_stats(device)["allocated_bytes.all.peak"] - baseline)
+        r["peak"] = max(r["peak"], peak_allocated(device) - baseline)
         lab.synchronize()  # a Stop at the epoch's last step ends the run before its evaluation
         r["accuracy"] = test_accuracy(model, test_loader, device)  # not timed, not in the training peak
         lab.point("accuracy", which, [epoch], r["accuracy"])
         lab.record("epoch", model=which, epoch=epoch, test_accuracy=r["accuracy"], train_seconds=r["seconds"])
-        lab.reset_peak_memory_stats(device)
+        reset_peak(device)
     c = r["parameters"]
     lab.row("models", label, c["total"], c["convolution"], c["batch_norm"], c["linear"], r["macs"], r["accuracy"],
             r["seconds"] / r["epochs"], r["peak"])
@@ -209,7 +205,7 @@ def run(mlp_hidden="256,128,100", cnn_hidden="128", optimizer="adam", lr=1e-3, l
     p = dict(locals())
     started = time.perf_counter()
     device = pick_device(device)
-    train, test = first(lab.fashion_mnist(train=True), train_subset), first(lab.fashion_mnist(train=False), test_subset)
+    train, test = first_examples(lab.fashion_mnist(train=True), train_subset), first_examples(lab.fashion_mnist(train=False), test_subset)
     if device.type == "cpu":
         for convolutional, hidden in ((False, mlp_hidden), (True, cnn_hidden)):
             refuse_what_cannot_fit(convolutional, tuple(train[0][0].shape), parse_widths(hidden), 10, batch_size, len(train))

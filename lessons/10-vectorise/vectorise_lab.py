@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from lab_helpers import Spread, compare, compared_times, faster_or_slower, pick_device, seconds_on, synchronize
+from lab_helpers import Spread, allocated, compare, compared_times, faster_or_slower, peak_allocated, pick_device, reset_peak, seconds_on, synchronize
 
 ROUNDS = 20
 
@@ -47,21 +47,13 @@ def matmul_identity(a, b):
     return (a**2).sum(1, keepdim=True) + (b**2).sum(1) - 2 * a @ b.T, 8  # pow, sum, pow, sum, add, matmul, mul, sub
 
 
-def allocated(device):
-    return lab.memory_stats(device)["allocated_bytes.all.current"]
-
-
-def peak(device):
-    return lab.memory_stats(device)["allocated_bytes.all.peak"]
-
-
 def time_the_loop(a, b, device, budget):
     """The loop over pairs, row by row until its time budget is spent. Every row is the same m pairs, so
     it is timed in blocks of rows and the fastest block, scaled to n rows, is its time -- the same
     "fastest run" the other forms get."""
     n, block = a.shape[0], 8
     synchronize(device)
-    lab.reset_peak_memory_stats(device)
+    reset_peak(device)
     before = allocated(device)
     start = time.perf_counter()
     D = torch.zeros(n, b.shape[0], device=device)
@@ -78,7 +70,7 @@ def time_the_loop(a, b, device, budget):
         if time.perf_counter() - start >= budget:
             break
     loop = dict(D=D, ops=ops, rows=rows_done, fastest_row=fastest_row, seconds=time.perf_counter() - start,
-                peak=peak(device) - before, ops_per_row=ops / rows_done)
+                peak=peak_allocated(device) - before, ops_per_row=ops / rows_done)
     per_op_us = fastest_row / loop["ops_per_row"] * 1e6
     print(f"The loop over pairs ran {ops} ops ({int(loop['ops_per_row'])} a row) on {rows_done} of {n} rows in "
           f"{loop['seconds'] * 1000:.1f} ms" + (f" (its time budget: every row is the same work, so all rows are timed as {n} x its "
@@ -99,11 +91,11 @@ def measure_in_rounds(forms, device, budget=0.2):
             synchronize(device)  # before the memory is read: the last run's queued frees are done
             before = allocated(device)
             if round_ == 0:
-                lab.reset_peak_memory_stats(device)
+                reset_peak(device)
             result = []
             m["rounds"].append(seconds_on(device, lambda: result.append(form())))
             if round_ == 0:
-                m["peak"] = peak(device) - before
+                m["peak"] = peak_allocated(device) - before
                 m["result"], m["ops"] = result[0]
         lab.progress(round_ + 1, ROUNDS, f"the vectorised forms and the chunks, round {round_ + 1}")
         if round_ >= 2 and time.perf_counter() - begin >= budget * len(forms):

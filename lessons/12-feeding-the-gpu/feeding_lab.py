@@ -32,7 +32,6 @@ gives the device's idle time between steps; the host's clock gives the loop's wa
 loader's threads log when they loaded each batch.
 """
 import collections
-import math
 import threading
 import time
 

@@ -24,7 +24,7 @@ replica would hold is measured by the allocator as that replica's share.
 import torch
 import torch.nn.functional as F
 
-from lab_helpers import MLP, announce, parse_widths, regression_set, resolve_device
+from lab_helpers import MLP, allocated, announce, parse_widths, regression_set, resolve_device
 
 FEATURES = 32
 
@@ -43,15 +43,6 @@ def replica_of(params, device):
     """Leaf copies on `device`: a replica's own weights, as DDP's constructor broadcasts them."""
     with torch.no_grad():
         return [p.to(device).clone().requires_grad_(True) for p in params]
-
-
-def allocated(device):
-    """The bytes allocated on `device` now, its queued work done first: a temporary's memory returns to
-    the allocator when the kernels that use it have run, so an unsettled count would depend on timing."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        return torch.cuda.memory_allocated(device)
-    return lab.memory_stats(device)["allocated_bytes.all.current"]
 
 
 def largest_difference(a, b):
