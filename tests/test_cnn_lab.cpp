@@ -88,6 +88,7 @@ class TestCnnLab : public QObject {
   }
 
   void onTheCpuTheSwitchesChangeNothing() {
+    GPULAB_SKIP_WITHOUT_PYTHON_LABS();  // the cudnn lab is Python
     const RecordingSink b = test::runLabOn("cudnn", {{"experiment", "benchmark"}, {"steps", "4"}, {"batch_size", "32"}, {"shapes", "changing"}});
     QCOMPARE(measured(b, "benchmark on: searches"), 0.0);
     QCOMPARE(measured(b, "benchmark off: searches"), 0.0);
@@ -114,6 +115,7 @@ class TestCnnLab : public QObject {
   }
 
   void onTheEmulatedGpuTheLabSaysItIsNotCudnn() {
+    GPULAB_SKIP_WITHOUT_PYTHON_LABS();
     const auto emulated = cuda::emulatedDevice();
     if (!emulated) QSKIP("the emulated GPU is off here (a real GPU is usable, or GPULAB_EMULATED_GPU=0)");
     const RecordingSink b = test::runLabOn("cudnn", {{"experiment", "benchmark"}, {"steps", "2"}, {"batch_size", "16"}}, emulated->str());
@@ -122,6 +124,7 @@ class TestCnnLab : public QObject {
   }
 
   void onAGpuBenchmarkModeSearchesOncePerShape() {
+    GPULAB_SKIP_WITHOUT_PYTHON_LABS();
     if (!test::cudaUsable()) QSKIP("no CUDA device");
     const std::string gpu = test::cudaDevice().str();
     const RecordingSink fixed = test::runLabOn("cudnn", {{"experiment", "benchmark"}, {"steps", "5"}, {"batch_size", "64"}}, gpu);

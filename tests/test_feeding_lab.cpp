@@ -150,6 +150,8 @@ class TestFeedingLab : public QObject {
   Q_OBJECT
 
  private slots:
+  void initTestCase() { GPULAB_SKIP_WITHOUT_PYTHON_LABS(); }  // the feeding lab is Python
+
   // Issue 27 6.3: Stop is seen inside each loader's timed loop (100,000 steps ignored it > 150 s). The
   // one clock this suite reads, kept on purpose: it catches a hang, not a speed -- a step is well under
   // 100 ms here and a run that missed Stop would go on for minutes, so 2 s is the slack of more than 20
