@@ -195,6 +195,36 @@ class TestTensor : public QObject {
     QCOMPARE(maximum(tensor({1, 3}, {2}), tensor({2, 2}, {2})).toVector<float>(), (std::vector<float>{2, 3}));
   }
 
+  // The whole-tensor max and min against a plain loop, at lengths around the kernel's 8 lanes and its
+  // 64K chunks (a long run goes over the threads), the extreme and a NaN at every kind of place: the
+  // first element, a lane, the tail after the last full group of lanes, a later chunk.
+  void wholeTensorMaxAndMinMatchALoop() {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (const std::int64_t n : {1, 7, 8, 9, 17, 65536, 65537, 200003}) {
+      std::vector<std::int64_t> ints(static_cast<std::size_t>(n));
+      std::vector<float> floats(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) {
+        ints[static_cast<std::size_t>(i)] = (i * 7919) % 10007 - 5000;
+        floats[static_cast<std::size_t>(i)] = static_cast<float>(ints[static_cast<std::size_t>(i)]) * 0.25f;
+      }
+      for (const std::int64_t at : {std::int64_t{0}, n / 2, n - 1}) {  // the extremes planted here
+        std::vector<std::int64_t> is = ints;
+        is[static_cast<std::size_t>(at)] = 1'000'000;
+        const Tensor ti = tensor(is, {n});
+        QCOMPARE(max(ti).toVector<std::int64_t>()[0], std::int64_t{1000000});
+        is[static_cast<std::size_t>(at)] = -1'000'000;
+        QCOMPARE(min(tensor(is, {n})).toVector<std::int64_t>()[0], std::int64_t{-1000000});
+        std::vector<float> fs = floats;
+        fs[static_cast<std::size_t>(at)] = 1e9f;
+        QCOMPARE(max(tensor(fs, {n})).item(), 1e9);
+        QCOMPARE(min(tensor(fs, {n})).item(), static_cast<double>(*std::min_element(fs.begin(), fs.end())));
+        fs[static_cast<std::size_t>(at)] = nan;
+        QVERIFY2(std::isnan(max(tensor(fs, {n})).item()), qPrintable(QString("NaN at %1 of %2").arg(at).arg(n)));
+        QVERIFY(std::isnan(min(tensor(fs, {n})).item()));
+      }
+    }
+  }
+
   // Issue 27 §5, each value from PyTorch 1.13 (Debian's python3-torch): the gradients of maximum and
   // minimum where a NaN is involved (both sides take it whole), at ties (split) and elsewhere; max()
   // over all elements with NaNs (the NaNs share it); arange with an integer dtype and fractional

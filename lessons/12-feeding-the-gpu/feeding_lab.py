@@ -47,6 +47,7 @@ PADDED = SIDE + 2 * PAD
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST's, as Normalize uses them
 AUGMENTATIONS = 8192        # crops and flips drawn once, example i taking number i % 8192
 TIMELINE_STEPS = 8          # the timelines show the loop's first steps: the loader's start and how it goes on
+CALIBRATION_RUNS = 3        # the step time the read is counted in: the median of this many runs
 RESIDENT_BATCHES = 32       # the ceiling cycles over this many batches loaded in advance (more would only take memory)
 
 # A loader: its workers, pinned (and copied non_blocking), resident (no loader: the batches already on the
@@ -321,16 +322,18 @@ def choice_text(c, copies):
 def calibrate(s, load_cost):
     """A few steps thrown away first, as every benchmark does: a device's first steps pay once for loading
     its kernels, creating its cuBLAS handle and filling the caching allocators (pinned memory too). Then
-    the step time that load_cost counts in: a run with the batches already on the device."""
+    the step time that load_cost counts in: the median of CALIBRATION_RUNS runs with the batches already on
+    the device (one run would carry whatever else the machine was doing into every read of the lab)."""
     warm_up = dict(s, steps=min(s["steps"], 8))
     train_loop(warm_up, CEILING)
     if s["device"].type == "cuda":
         train_loop(warm_up, Loader(0, True))
-    step = train_loop(s, CEILING)["seconds"] / s["steps"]
-    s["read_seconds"] = load_cost * step
-    print(f"A training step with its batch already on {s['device']} takes {step * 1e3:.3g} ms here, so each batch's read waits "
-          f"{s['read_seconds'] * 1e3:.3g} ms (load_cost {load_cost:.3g}), then 128 images are decoded and augmented for real.")
-    return step
+    steps = Spread.of([train_loop(s, CEILING)["seconds"] / s["steps"] for _ in range(CALIBRATION_RUNS)])
+    s["read_seconds"] = load_cost * steps.median
+    print(f"A training step with its batch already on {s['device']} takes {spread_text(steps.scaled(1e3), 'ms')} here, so each "
+          f"batch's read waits {s['read_seconds'] * 1e3:.3g} ms (load_cost {load_cost:.3g}), then 128 images are decoded and "
+          "augmented for real.")
+    return steps.median
 
 
 def sweep(s, choices, repeats, copies):

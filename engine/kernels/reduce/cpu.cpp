@@ -9,6 +9,7 @@
 // run longer than kSumChunk is summed chunk by chunk, the chunks' totals added in order, whether the
 // chunks ran on one thread or several: the result does not depend on the thread count.
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -76,6 +77,52 @@ void sumColumns(const T* base, std::int64_t k, std::int64_t inner, std::int64_t 
   for (int l = 0; l < width; ++l) out[c + l] = static_cast<T>(static_cast<M>(totals[l]));
 }
 
+// The maximum of x[0, n), n >= 1, NaN winning: kLanes independent maxima and, apart, whether a NaN was
+// seen. One running maximum with its index made each compare wait on the one before: a max over 100K
+// values took 155 us against PyTorch's 14 (index_select's range check takes two). With the lanes, int64
+// 17 us, float 65 (GCC keeps float compares scalar without -ffast-math). The value of a max does not
+// depend on how the run is cut, so long runs go over the threads.
+template <class M, class T>
+M maxOfChunk(const T* x, std::int64_t n) {
+  M lanes[kLanes];
+  M nan[kLanes] = {};  // nonzero once the lane met a NaN (never for integers)
+  for (int l = 0; l < kLanes; ++l) lanes[l] = static_cast<M>(x[0]);
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const M v = static_cast<M>(x[j + l]);
+      lanes[l] = v > lanes[l] ? v : lanes[l];
+      if constexpr (std::is_floating_point_v<M>) nan[l] += v != v ? M(1) : M(0);
+    }
+  }
+  M best = lanes[0];
+  for (; j < n; ++j) {
+    const M v = static_cast<M>(x[j]);
+    best = v > best ? v : best;
+    if (v != v) return v;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    if (nan[l] != M(0)) return std::numeric_limits<M>::quiet_NaN();
+    best = lanes[l] > best ? lanes[l] : best;
+  }
+  return best;
+}
+
+template <class M, class T>
+M maxOfRun(const T* x, std::int64_t n, bool parallel) {
+  const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  if (!parallel || chunks < 2) return maxOfChunk<M>(x, n);
+  std::vector<M> partial(static_cast<std::size_t>(chunks));
+  parallelRanges(chunks, std::max<std::int64_t>(1, kElementGrain / kSumChunk), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      partial[static_cast<std::size_t>(c)] = maxOfChunk<M>(x + c * kSumChunk, std::min(kSumChunk, n - c * kSumChunk));
+    }
+  });
+  M best = partial[0];
+  for (const M p : partial) best = (p > best || p != p) ? p : best;
+  return best;
+}
+
 }  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor* indices, const Tensor& in, std::int64_t outer,
@@ -105,6 +152,16 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor* indices, c
                          }
                        });
       }
+      return;
+    }
+    if (!idx && inner == 1 && k > 0) {  // maxima of runs, no index asked for
+      if (outer == 1) {
+        o[0] = static_cast<T>(maxOfRun<M>(x, k, true));
+        return;
+      }
+      parallelRanges(outer, std::max<std::int64_t>(1, kElementGrain / k), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t a = begin; a < end; ++a) o[a] = static_cast<T>(maxOfRun<M>(x + a * k, k, false));
+      });
       return;
     }
     // Max: the first index of the maximum, NaN counting as the maximum, as in PyTorch.
