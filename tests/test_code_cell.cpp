@@ -229,6 +229,35 @@ class TestCodeCell : public QObject {
     QVERIFY(pageBar->value() > 0);
   }
 
+  // The room for the horizontal scroll bar stays from the moment the bar appears until the code changes:
+  // a cell that shrank back when its bar went away, on a page whose own scroll bar came and went with
+  // the cell's height, froze the window at 1280 x 800 (lessons 07 and 16: the page's bar narrowed the
+  // cell, the cell's bar came, the cell grew, ... for ever). And within 30 lines no vertical bar shows.
+  void theRoomForTheScrollBarStaysUntilTheCodeChanges() {
+    const QString longLine = "print('" + QString(120, 'x') + "')";
+    CodeCell cell("r", "x = 1\n" + longLine);
+    cell.resize(400, 300);
+    cell.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&cell));
+    QCoreApplication::processEvents();
+    QPlainTextEdit* editor = cell.editor();
+    QVERIFY(editor->horizontalScrollBar()->maximum() > 0);
+    QCOMPARE(editor->verticalScrollBarPolicy(), Qt::ScrollBarAlwaysOff);
+    const int withBar = editor->height();
+    cell.resize(4000, 300);  // wide enough for the line: the bar goes
+    QCoreApplication::processEvents();
+    QCOMPARE(editor->horizontalScrollBar()->maximum(), 0);
+    QCOMPARE(editor->height(), withBar);  // and its room stays
+    cell.resize(400, 300);
+    QCoreApplication::processEvents();
+    QCOMPARE(editor->height(), withBar);  // the bar back: the same height, nothing moved
+    // New code is measured afresh: short lines, no bar, no room for one.
+    cell.resize(4000, 300);
+    editor->setPlainText("x = 1\ny = 2");
+    QCoreApplication::processEvents();
+    QVERIFY2(editor->height() < withBar, qPrintable(QString("%1 >= %2").arg(editor->height()).arg(withBar)));
+  }
+
   // Issue 48, 4.8: long lines are neither cut off nor wrapped -- the editor and the output scroll
   // sideways, the output is monospace (memory_summary()'s and the profiler's tables keep their
   // columns) and as tall as what it shows up to kOutputMaxLines lines, then it scrolls.

@@ -462,12 +462,13 @@ class TestCourse : public QObject {
                             "```python wrong\n# wrong: only y\n# fails: x set\n# hint: x too\nx, y = 0, 1\n```\n"
                             "```python wrong\n# wrong: neither\n# fails: x set\n# fails: y set\n# hint: both\nx = y = 2\n```\n"
                             "```python wrong\n# wrong: only x\n# fails: y set\n# hint: y too\nx, y = 1, 0\n```\n"
+                            "```python wrong\n# wrong: x forgotten another way\n# fails: x set\n# hint: x, again\nx = None\ny = 1\n```\n"
                             "```python right\n# right: one at a time\nx = 1\ny = 1\n```\n";
     const Lesson l = parseLesson(QString::fromUtf8(QByteArray(kHeader) + body), "lessons/09-sample/lesson.md", gpulab::test::shippedLabs());
     QVERIFY2(l.ok(), qPrintable(l.error));
     QCOMPARE(l.exercises.size(), 1);
     const Exercise& e = l.exercises[0];
-    QCOMPARE(e.wrong.size(), 3);
+    QCOMPARE(e.wrong.size(), 4);
     QCOMPARE(e.right.size(), 1);
     QCOMPARE(e.wrong[1].fails, QStringList({"x set", "y set"}));
     QCOMPARE(l.cells.size(), 1);  // the starter only
@@ -476,12 +477,13 @@ class TestCourse : public QObject {
       return std::vector<lab::Measurement>{{"x set", x, ""}, {"y set", y, ""}};
     };
     auto hintFor = [&](double x, double y) {
-      const BankAnswer* a = likelyMistake(e, gradeExercise(e, measured(x, y), {}));
-      return a ? a->hint : QString();
+      QStringList hints;
+      for (const BankAnswer* a : likelyMistakes(e, gradeExercise(e, measured(x, y), {}))) hints << a->hint;
+      return hints.join(" | ");
     };
-    QCOMPARE(hintFor(0, 1), QString("x too"));
+    QCOMPARE(hintFor(0, 1), QString("x too | x, again"));  // two known mistakes fail exactly this way: both hints
     QCOMPARE(hintFor(1, 0), QString("y too"));
-    QCOMPARE(hintFor(0, 0), QString("both"));  // the answer that fails the most of the same checks
+    QCOMPARE(hintFor(0, 0), QString("both"));  // the answer that names the most of the checks failed
     QCOMPARE(hintFor(1, 1), QString());        // met: no mistake to name
   }
 

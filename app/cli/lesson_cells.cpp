@@ -88,8 +88,8 @@ int runLessonCells(const course::Lesson& lesson, bool emulatedGpu, bool json, QT
 namespace {
 
 // One answer an exercise is checked with: the starter and the wrong answers must not meet its checks
-// (a wrong answer failing at least the checks its "# fails:" lines name), the solution and the right
-// answers must.
+// (a wrong answer failing exactly the checks its "# fails:" lines name, on the machines together), the
+// solution and the right answers must.
 struct Trial {
   QString which;  // "starter", "solution", "wrong answer 2", ...
   QString code;
@@ -193,12 +193,18 @@ int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
           if (!json) out << "  the " << trial.which << " could not be graded: " << g.problem << "\n";
           continue;
         }
-        QStringList failed, missed;
+        QStringList failed, missed, extra;
         for (const course::CheckResult& c : g.result.checks)
-          if (!c.met) failed << c.check.measurement;
+          if (!c.met && !c.check.measurement.isEmpty() && !failed.contains(c.check.measurement)) failed << c.check.measurement;
         for (const QString& f : trial.mustFail)
           if (!failed.contains(f)) missed << f;
-        const bool right = trial.shouldMeet ? g.result.met : !g.result.met && missed.isEmpty();
+        // Exactly those: the panel names a run's likely mistake by the bank answers whose lines name the
+        // most of the checks it failed (course::likelyMistakes), so an answer failing more than its lines
+        // say would let a shorter answer's hint stand for it.
+        if (!trial.shouldMeet && !trial.mustFail.isEmpty())  // a wrong answer (the starter names none)
+          for (const QString& f : failed)
+            if (!trial.mustFail.contains(f)) extra << f;
+        const bool right = trial.shouldMeet ? g.result.met : !g.result.met && missed.isEmpty() && extra.isEmpty();
         ok = ok && right;
         QJsonArray lines;
         for (const course::CheckResult& c : g.result.checks) lines.append(c.line);
@@ -206,11 +212,13 @@ int checkExercises(const course::Lesson& lesson, bool json, QTextStream& out) {
         answer["checks"] = lines;
         answer["ok"] = right;
         if (!missed.isEmpty()) answer["should_have_failed"] = QJsonArray::fromStringList(missed);
+        if (!extra.isEmpty()) answer["failed_unnamed"] = QJsonArray::fromStringList(extra);
         if (!g.raised.isEmpty()) answer["raised"] = g.raised;
         answers.append(answer);
         if (!json) {
           out << "  the " << trial.which << (g.result.met ? " meets" : " does not meet") << " the checks -- " << (right ? "as it should" : "WRONG") << "\n";
           if (!missed.isEmpty()) out << "    (its \"# fails:\" lines name checks it met: " << missed.join("; ") << ")\n";
+          if (!extra.isEmpty()) out << "    (it also failed checks its \"# fails:\" lines do not name: " << extra.join("; ") << ")\n";
           if (!g.raised.isEmpty()) out << "    (it raised " << g.raised.left(300) << ")\n";
           for (const course::CheckResult& c : g.result.checks) out << "    " << c.line << "\n";
         }

@@ -15,7 +15,7 @@ namespace gpulab::cli {
 int runLessonCells(const course::Lesson& lesson, bool emulatedGpu, bool json, QTextStream& out);
 
 // gpulab-cli lesson ID --check-exercises: each exercise's starter and the wrong answers of its bank
-// must NOT meet its checks (a wrong answer failing at least the checks its "# fails:" lines name), and
+// must NOT meet its checks (a wrong answer failing exactly the checks its "# fails:" lines name), and
 // its solution and the bank's right answers must, in a fresh session each (after the lesson's setup
 // cells), on the CPU and on the emulated GPU (an exercise that needs CUDA only there). One JSON event
 // per exercise and device with --json: {"event": "exercise", "id": 1, "device": "cpu", "ok": true,

@@ -1,5 +1,7 @@
 #include "app/course/challenge.h"
 
+#include <QSet>
+
 #include <algorithm>
 #include <cmath>
 
@@ -108,17 +110,24 @@ ChallengeResult gradeOnMachines(const Exercise& exercise, const QVector<MachineR
   return out;
 }
 
-const BankAnswer* likelyMistake(const Exercise& exercise, const ChallengeResult& result) {
-  if (result.met) return nullptr;
-  QStringList failed;
+QList<const BankAnswer*> likelyMistakes(const Exercise& exercise, const ChallengeResult& result) {
+  QList<const BankAnswer*> out;
+  if (result.met) return out;
+  QSet<QString> failed;
   for (const CheckResult& c : result.checks)
-    if (!c.met) failed << c.check.measurement;
-  const BankAnswer* best = nullptr;
+    if (!c.met && !c.check.measurement.isEmpty()) failed.insert(c.check.measurement);
+  const bool raised = failed.contains("errors");
+  qsizetype most = 0;
   for (const BankAnswer& a : exercise.wrong) {
-    const bool same = std::all_of(a.fails.begin(), a.fails.end(), [&](const QString& f) { return failed.contains(f); });
-    if (same && (!best || a.fails.size() > best->fails.size())) best = &a;
+    const QSet<QString> fails(a.fails.begin(), a.fails.end());
+    if (!failed.contains(fails) || (raised && !fails.contains("errors"))) continue;
+    if (fails.size() > most) {
+      out.clear();
+      most = fails.size();
+    }
+    if (fails.size() == most) out << &a;
   }
-  return best;
+  return out;
 }
 
 }  // namespace gpulab::course

@@ -53,10 +53,12 @@ struct MachineRun {
 // and a machine that met every check has one line saying so (its check has no measurement).
 ChallengeResult gradeOnMachines(const Exercise& exercise, const QVector<MachineRun>& runs);
 
-// The wrong answer of the exercise's bank that a run which failed `result` most likely repeats: the
-// one whose "# fails:" checks all failed here, the most of them (the first such in the bank on a
-// tie); nullptr when the run met the exercise or fails no bank answer's way.
-const BankAnswer* likelyMistake(const Exercise& exercise, const ChallengeResult& result);
+// The wrong answers of the exercise's bank that a run which failed `result` may repeat: those whose
+// "# fails:" checks all failed here, naming the most of them -- several when they tie (the grade cannot
+// tell those mistakes apart: the panel shows each one's hint), in the bank's order. None when the run
+// met the exercise or fails no bank answer's way; and when the run raised (its "errors" check failed),
+// only answers that raise too: a traceback says more than a hint about another mistake.
+QList<const BankAnswer*> likelyMistakes(const Exercise& exercise, const ChallengeResult& result);
 
 // What a check asks, as the grade says it: "at least 4,096", "at most 256.00 MiB", or both joined
 // by "and"; numbers in `unit`.

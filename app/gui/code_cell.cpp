@@ -197,6 +197,7 @@ CodeCell::CodeCell(const QString& id, const QString& original, QWidget* parent)
   }
   connect(editor_, &QPlainTextEdit::textChanged, this, [this] {
     updateResetButton();
+    roomForBar_ = false;  // new code: whether it needs the bar is asked afresh
     fitEditorToCode();
     emit codeEdited(id_, code());
   });
@@ -342,14 +343,22 @@ void CodeCell::fitOutputToText() {
 }
 
 void CodeCell::fitEditorToCode() {
-  // The whole cell shows without a scroll bar of its own, up to 30 lines.
-  const int lines = std::clamp(editor_->document()->blockCount(), 2, 30);
+  // The whole cell shows without a scroll bar of its own, up to 30 lines; within those the vertical bar
+  // never shows (it would only ever flash up while a new height is laid out, and narrow the code).
+  const int blocks = editor_->document()->blockCount();
+  const int lines = std::clamp(blocks, 2, 30);
+  editor_->setVerticalScrollBarPolicy(blocks <= 30 ? Qt::ScrollBarAlwaysOff : Qt::ScrollBarAsNeeded);
   const QFontMetrics metrics(editor_->font());
   // Room for the horizontal scroll bar too: a long line scrolls sideways, and the bar must not hide
-  // the last line.
+  // the last line. Once the bar has appeared the room stays until the code changes: the taller cell
+  // can give the lesson page a scroll bar of its own, which narrows the cell, and a cell that shrank
+  // back when its bar went away would take the page's bar away again -- at some window sizes (lessons
+  // 07 and 16 at 1280 x 800) the two took turns for ever and the window froze.
   QScrollBar* bar = editor_->horizontalScrollBar();
-  const int barHeight = bar->maximum() > bar->minimum() ? bar->sizeHint().height() : 0;
-  editor_->setFixedHeight(lines * metrics.lineSpacing() + 2 * static_cast<int>(editor_->document()->documentMargin()) + 6 + barHeight);
+  if (bar->maximum() > bar->minimum()) roomForBar_ = true;
+  const int barHeight = roomForBar_ ? bar->sizeHint().height() : 0;
+  const int height = lines * metrics.lineSpacing() + 2 * static_cast<int>(editor_->document()->documentMargin()) + 6 + barHeight;
+  if (editor_->minimumHeight() != height || editor_->maximumHeight() != height) editor_->setFixedHeight(height);
 }
 
 void CodeCell::markQueued() {

@@ -130,6 +130,9 @@ class CodeCell : public QWidget {
   QString capFile_, capWhy_;
   int executionCount_ = 0;  // "In [n]": its last run was the session's n-th
   bool fresh_ = true;       // no run shown: nothing printed, no count (Reset makes a cell fresh again)
+  // The editor keeps room for its horizontal scroll bar from the moment the bar appears until the code
+  // changes (fitEditorToCode says why).
+  bool roomForBar_ = false;
 };
 
 // One kernel for a lesson's cells: routes each cell's Run to the kernel and the kernel's events back

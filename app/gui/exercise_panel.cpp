@@ -102,9 +102,15 @@ void ExercisePanel::showHint() {
 void ExercisePanel::showResult(const course::ChallengeResult& result, bool ranTheStarter) {
   QStringList lines{result.met ? "✓ Exercise met." : "✗ Not met yet."};
   for (const course::CheckResult& c : result.checks) lines << (c.met ? "  ✓ " : "  ✗ ") + c.line;
-  // A run that fails the way a known wrong answer does gets that answer's hint at once.
-  const course::BankAnswer* mistake = ranTheStarter ? nullptr : course::likelyMistake(exercise_, result);
-  if (mistake) lines << "Hint: " + mistake->hint;
+  // A run that fails the way a known wrong answer does gets that answer's hint at once; where several
+  // known mistakes fail the same checks, each one's hint (the grade cannot tell which one this is).
+  const QList<const course::BankAnswer*> mistakes = ranTheStarter ? QList<const course::BankAnswer*>{}
+                                                                  : course::likelyMistakes(exercise_, result);
+  if (mistakes.size() == 1) lines << "Hint: " + mistakes[0]->hint;
+  if (mistakes.size() > 1) {
+    lines << "Runs that fail these checks usually make one of these mistakes:";
+    for (const course::BankAnswer* m : mistakes) lines << "  • " + m->hint;
+  }
   result_->setText(lines.join('\n') + valuesText_);
   result_->setStyleSheet(theme::css(result.met ? theme::Ink::Good : theme::Ink::Warning, result_->palette()) + ";");
   showSolution_->setEnabled(true);  // they tried

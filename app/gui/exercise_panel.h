@@ -36,7 +36,7 @@ class ExercisePanel final : public QFrame {
  private:
   void showHint();
 
-  course::Exercise exercise_;  // its checks and bank (likelyMistake)
+  course::Exercise exercise_;  // its checks and bank (likelyMistakes)
   QStringList hintTexts_;
   QString valuesText_;  // "Measured after your run, by evaluating: ...": the exercise's values, always shown
   int hintsShown_ = 0;
