@@ -17,7 +17,9 @@ struct OpCase {
   std::vector<Shape> inputShapes;
   std::function<Tensor(const std::vector<Tensor>&)> fn;
   // Input domain: inputs are drawn as N(0,1), then mapped so the op is smooth there.
-  enum Domain { Any, Positive, AwayFromZero } domain = Any;
+  // Unit: inside (-0.9, 0.9); AwayFromSteps: a quarter past a whole number, where floor, round and frac
+  // are smooth; AboveMinusOne: > -0.5 (log1p).
+  enum Domain { Any, Positive, AwayFromZero, Unit, AwayFromSteps, AboveMinusOne } domain = Any;
   std::vector<Tensor> extra = {};  // non-differentiable inputs (labels), device-moved by the runner
 };
 
@@ -39,14 +41,10 @@ inline std::vector<OpCase> opCases() {
       {"rsub_scalar", {{5}}, [](V x) { return 1.0 - x[0]; }},
       {"pow2", {{5}}, [](V x) { return x[0].pow(2.0); }},
       {"pow3", {{5}}, [](V x) { return x[0].pow(3.0); }},
+      {"pow_tensor_broadcast", {{3, 4}, {4}}, [](V x) { return pow(x[0], x[1]); }, OpCase::Positive},
       {"neg", {{5}}, [](V x) { return -x[0]; }},
-      {"exp", {{5}}, [](V x) { return x[0].exp(); }},
-      {"log", {{5}}, [](V x) { return x[0].log(); }, OpCase::Positive},
-      {"sqrt", {{5}}, [](V x) { return sqrt(x[0]); }, OpCase::Positive},
-      {"abs", {{6}}, [](V x) { return x[0].abs(); }, OpCase::AwayFromZero},
-      {"relu", {{6}}, [](V x) { return x[0].relu(); }, OpCase::AwayFromZero},
-      {"sigmoid", {{6}}, [](V x) { return x[0].sigmoid(); }},
-      {"tanh", {{6}}, [](V x) { return x[0].tanh(); }},
+// The unary ops of engine/ops/native_ops.toml, a row each (generated: engine/ops/generate_ops.py).
+#include "gpulab/ops/unary_op_cases.inc"
       {"gelu", {{6}}, [](V x) { return gelu(x[0]); }},
       {"gelu_tanh", {{6}}, [](V x) { return gelu(x[0], "tanh"); }},
       {"sum", {{3, 4}}, [](V x) { return x[0].sum(); }},
@@ -59,14 +57,13 @@ inline std::vector<OpCase> opCases() {
       {"max_dim", {{3, 4}}, [](V x) { return max(x[0], 1).first; }},
       {"max_dim0_keepdim", {{3, 4}}, [](V x) { return max(x[0], 0, true).first; }},
       {"min_all", {{3, 4}}, [](V x) { return min(x[0]); }},
-      {"sin", {{6}}, [](V x) { return sin(x[0]); }},
-      {"cos", {{6}}, [](V x) { return cos(x[0]); }},
       {"clamp", {{8}}, [](V x) { return clamp(x[0], -0.3, 0.4); }},
       {"clamp_min", {{8}}, [](V x) { return clamp(x[0], 0.1, std::nullopt); }},
       {"where", {{3, 4}, {3, 4}}, [](V x) { return where(gt(x[0], 0.0), x[0], x[1]); }, OpCase::AwayFromZero},
       {"where_broadcast", {{3, 1}, {4}}, [](V x) { return where(gt(x[0], 0.0), x[0], x[1].exp()); }, OpCase::AwayFromZero},
       {"masked_fill", {{3, 4}}, [](V x) { return masked_fill(x[0], lt(x[0], 0.0), 0.5) * x[0]; }, OpCase::AwayFromZero},
       {"index_select_repeats", {{4, 3}}, [](V x) { return index_select(x[0], 0, x[1]); }, OpCase::Any, {labels({2, 0, 2, 3})}},
+      {"embedding", {{5, 3}}, [](V x) { return embedding(x[0], x[1]); }, OpCase::Any, {tensor(std::vector<std::int64_t>{0, 4, 4, 2, 0, 1}, {2, 3})}},
       {"index_select_middle_dim", {{2, 4, 3}}, [](V x) { return index_select(x[0], 1, x[1]); }, OpCase::Any, {labels({3, 3, 1})}},
       {"matmul", {{3, 4}, {4, 5}}, [](V x) { return matmul(x[0], x[1]); }},
       {"matmul_transposed", {{4, 3}, {5, 4}}, [](V x) { return matmul(x[0].t(), x[1].t()); }},
@@ -212,6 +209,10 @@ inline std::vector<Tensor> makeInputs(const OpCase& c, std::uint64_t seed = 42) 
     Tensor t = randn(s, gen);
     if (c.domain == OpCase::Positive) t = t.abs() + 0.5;
     if (c.domain == OpCase::AwayFromZero) t = t + (t / t.abs()) * 0.3;  // |t| >= 0.3: no kink within reach
+    if (c.domain == OpCase::Unit) t = t.tanh() * 0.9;
+    // A whole number plus 0.2 to 0.3: at least 0.2 from every integer and half-integer (where the steps are).
+    if (c.domain == OpCase::AwayFromSteps) t = floor(t * 2.0) + 0.2 + (t * 2.0 - floor(t * 2.0)) * 0.1;
+    if (c.domain == OpCase::AboveMinusOne) t = t.abs() - 0.5;
     xs.push_back(t.detach());
   }
   return xs;

@@ -281,7 +281,11 @@ class TestTensor : public QObject {
     QCOMPARE(f.sum().item(), 6.0);
     QCOMPARE(tensor({1.7f, -1.7f}, {2}).to(kInt64).toVector<std::int64_t>(), (std::vector<std::int64_t>{1, -1}));
     QCOMPARE((labels == tensor(std::vector<std::int64_t>{1, 0, 3}, {3})).sum().item(), 2.0);
-    QVERIFY_THROWS_EXCEPTION(NotImplementedError, labels.exp());
+    QCOMPARE(labels.exp().dtype(), kFloat32);  // as PyTorch's exp of an int64 tensor: computed in float32
+    QCOMPARE(floor(labels).dtype(), kInt64);    // an integer is its own floor
+    QVERIFY_THROWS_EXCEPTION(NotImplementedError, frac(labels));  // "frac_cpu" not implemented for 'Long'
+    Tensor copy = labels.clone();
+    QVERIFY_THROWS_EXCEPTION(Error, exp_(copy));  // result type Float can't be cast to the desired output type Long
     QVERIFY_THROWS_EXCEPTION(Error, labels.requires_grad_(true));
   }
 

@@ -11,7 +11,18 @@
 
 namespace gpulab {
 
-enum class UnaryOp { Neg, Exp, Log, Sqrt, Abs, Relu, Sigmoid, Tanh, Gelu, GeluTanh, Square, Sign, Reciprocal, Sin, Cos };
+// Every unary kernel, once: the enum below and dispatchUnary's switch are made from this list, and
+// engine/ops/generate_ops.py checks each op of engine/ops/native_ops.toml names one of them. A new kernel
+// is a name here and its functor (GPULAB_UNARY below). The order is part of the CUDA module's ABI (the
+// enum crosses it): the module's build id hashes this header.
+#define GPULAB_UNARY_KERNELS(X)                                                                    \
+  X(Neg) X(Exp) X(Log) X(Sqrt) X(Abs) X(Relu) X(Sigmoid) X(Tanh) X(Gelu) X(GeluTanh) X(Square)    \
+  X(Sign) X(Reciprocal) X(Sin) X(Cos) X(Exp2) X(Expm1) X(Log2) X(Log10) X(Log1p) X(Rsqrt) X(Tan) \
+  X(Sinh) X(Cosh) X(Asin) X(Acos) X(Atan) X(Erf) X(Ceil) X(Floor) X(Round) X(Trunc) X(Frac)
+
+#define GPULAB_ENUM_ENTRY(NAME) NAME,
+enum class UnaryOp { GPULAB_UNARY_KERNELS(GPULAB_ENUM_ENTRY) };
+#undef GPULAB_ENUM_ENTRY
 
 // Binary ops also carry the backward rules of unary ops, f(grad, saved): one launch per backward.
 enum class BinaryOp {
@@ -117,6 +128,20 @@ GPULAB_MATH1(fabs_, fabsf, ::fabs)
 GPULAB_MATH1(sin_, sinf, ::sin)
 GPULAB_MATH1(cos_, cosf, ::cos)
 GPULAB_MATH1(floor_, floorf, ::floor)
+GPULAB_MATH1(ceil_, ceilf, ::ceil)
+GPULAB_MATH1(trunc_, truncf, ::trunc)
+GPULAB_MATH1(rint_, rintf, ::rint)  // to nearest, ties to even, as torch.round
+GPULAB_MATH1(exp2_, exp2f, ::exp2)
+GPULAB_MATH1(expm1_, expm1f, ::expm1)
+GPULAB_MATH1(log2_, log2f, ::log2)
+GPULAB_MATH1(log10_, log10f, ::log10)
+GPULAB_MATH1(log1p_, log1pf, ::log1p)
+GPULAB_MATH1(tan_, tanf, ::tan)
+GPULAB_MATH1(sinh_, sinhf, ::sinh)
+GPULAB_MATH1(cosh_, coshf, ::cosh)
+GPULAB_MATH1(asin_, asinf, ::asin)
+GPULAB_MATH1(acos_, acosf, ::acos)
+GPULAB_MATH1(atan_, atanf, ::atan)
 #undef GPULAB_MATH1
 #define GPULAB_MATH2(NAME, FLOATFN, DOUBLEFN)                                  \
   GPULAB_HD float NAME(float a, float b) { return FLOATFN(a, b); }             \
@@ -220,6 +245,25 @@ GPULAB_UNARY(Sign, T((x > T(0)) - (x < T(0))))
 GPULAB_UNARY(Reciprocal, T(1) / x)
 GPULAB_UNARY(Sin, sin_(x))
 GPULAB_UNARY(Cos, cos_(x))
+GPULAB_UNARY(Exp2, exp2_(x))
+GPULAB_UNARY(Expm1, expm1_(x))
+GPULAB_UNARY(Log2, log2_(x))
+GPULAB_UNARY(Log10, log10_(x))
+GPULAB_UNARY(Log1p, log1p_(x))
+GPULAB_UNARY(Rsqrt, T(1) / sqrt_(x))  // PyTorch's CPU rsqrt; the CUDA module computes the same, not rsqrtf's approximation
+GPULAB_UNARY(Tan, tan_(x))
+GPULAB_UNARY(Sinh, sinh_(x))
+GPULAB_UNARY(Cosh, cosh_(x))
+GPULAB_UNARY(Asin, asin_(x))
+GPULAB_UNARY(Acos, acos_(x))
+GPULAB_UNARY(Atan, atan_(x))
+GPULAB_UNARY(Erf, erf_(x))
+// The steps: the op layer sends them floating tensors only (an integer is its own floor).
+GPULAB_UNARY(Ceil, ceil_(x))
+GPULAB_UNARY(Floor, floor_(x))
+GPULAB_UNARY(Round, rint_(x))
+GPULAB_UNARY(Trunc, trunc_(x))
+GPULAB_UNARY(Frac, x - trunc_(x))  // PyTorch's: the sign of x, frac(-1.5) = -0.5
 #undef GPULAB_UNARY
 // |x| by fabs for floats, so abs(-0.0) is +0.0 as in PyTorch.
 struct Abs {
@@ -262,23 +306,11 @@ GPULAB_BINARY(AbsBackward, a * T((b > T(0)) - (b < T(0))))  // b = input
 // Calls f(functor) with the functor type for `op`, so each backend instantiates one loop per op.
 template <class F>
 void dispatchUnary(UnaryOp op, F&& f) {
-  switch (op) {
-    case UnaryOp::Neg: return f(Neg{});
-    case UnaryOp::Exp: return f(Exp{});
-    case UnaryOp::Log: return f(Log{});
-    case UnaryOp::Sqrt: return f(Sqrt{});
-    case UnaryOp::Abs: return f(Abs{});
-    case UnaryOp::Relu: return f(Relu{});
-    case UnaryOp::Sigmoid: return f(Sigmoid{});
-    case UnaryOp::Tanh: return f(Tanh{});
-    case UnaryOp::Gelu: return f(Gelu{});
-    case UnaryOp::GeluTanh: return f(GeluTanh{});
-    case UnaryOp::Square: return f(Square{});
-    case UnaryOp::Sign: return f(Sign{});
-    case UnaryOp::Reciprocal: return f(Reciprocal{});
-    case UnaryOp::Sin: return f(Sin{});
-    case UnaryOp::Cos: return f(Cos{});
-  }
+#define GPULAB_DISPATCH_CASE(NAME) \
+  case UnaryOp::NAME:              \
+    return f(NAME{});
+  switch (op) { GPULAB_UNARY_KERNELS(GPULAB_DISPATCH_CASE) }
+#undef GPULAB_DISPATCH_CASE
 }
 
 template <class F>

@@ -30,9 +30,12 @@ bool listed(const std::array<std::string_view, N>& list, std::string_view op) {
 
 // The subset of PyTorch's lists (aten/src/ATen/autocast_mode.cpp) for the ops this engine has.
 constexpr std::array<std::string_view, 6> kLowerPrecision = {"matmul", "linear", "mm", "bmm", "addmm", "conv2d"};
-constexpr std::array<std::string_view, 12> kFloat32Cuda = {"exp",     "log",         "pow",      "rdiv",
-                                                           "reciprocal", "sum",     "softmax",  "log_softmax",
-                                                           "mse_loss", "l1_loss",   "nll_loss", "cross_entropy"};
+// On CUDA, besides the unary ops native_ops.toml marks autocast = "float32" (exp, log, ...: generated).
+constexpr std::array<std::string_view, 9> kFloat32Cuda = {"pow",      "rdiv",    "sum",      "softmax",      "log_softmax",
+                                                          "mse_loss", "l1_loss", "nll_loss", "cross_entropy"};
+constexpr std::string_view kUnaryFloat32Cuda[] = {
+#include "gpulab/ops/unary_autocast.inc"
+};
 constexpr std::array<std::string_view, 4> kFloat32Cpu = {"mse_loss", "l1_loss", "nll_loss", "cross_entropy"};
 constexpr std::array<std::string_view, 5> kPromote = {"cat", "stack", "addcmul", "addcdiv", "dot"};
 
@@ -58,7 +61,9 @@ Tensor castTo(const Tensor& t, DType dtype, bool useCache) {
 CastPolicy castPolicy(DeviceType deviceType, const char* op) {
   const std::string_view name(op);
   if (listed(kLowerPrecision, name)) return CastPolicy::LowerPrecision;
-  if (deviceType == DeviceType::CUDA ? listed(kFloat32Cuda, name) : listed(kFloat32Cpu, name)) return CastPolicy::Float32;
+  if (deviceType == DeviceType::CUDA ? listed(kFloat32Cuda, name) || listed(std::to_array(kUnaryFloat32Cuda), name) : listed(kFloat32Cpu, name)) {
+    return CastPolicy::Float32;
+  }
   if (listed(kPromote, name)) return CastPolicy::Promote;
   return CastPolicy::None;
 }

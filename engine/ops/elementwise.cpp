@@ -81,6 +81,54 @@ Tensor unaryWithBackward(const char* name, const char* backwardName, UnaryOp op,
   }, {saved});
 }
 
+// What native_ops.toml's `ints` says an integer (or bool) input gives (engine/ops/generate_ops.py).
+enum class IntInputs { Float, Same, Copy, Error };
+
+// The input a generated unary op computes on: a floating tensor as it is; an integer or bool one as
+// the table says (float32, as PyTorch's default dtype, for exp and the like), or refused with
+// PyTorch's words -- `boolError`'s "{device}" being cpu or cuda, as PyTorch's kernels are named.
+Tensor unaryOperand(const char* name, const Tensor& a, IntInputs ints, const char* boolError, bool boolErrorIsRuntime) {
+  if (isFloatingPoint(a.dtype())) return a;
+  const std::string device = a.device().isCpu() ? "cpu" : "cuda";
+  if (a.dtype() == kBool && boolError) {
+    std::string message = boolError;
+    if (const auto at = message.find("{device}"); at != std::string::npos) message.replace(at, 8, device);
+    if (boolErrorIsRuntime) throw Error(message);
+    throw NotImplementedError(message);
+  }
+  switch (ints) {
+    case IntInputs::Float: return a.to(kFloat32);
+    case IntInputs::Same:
+    case IntInputs::Copy: return a;
+    case IntInputs::Error: break;
+  }
+  throw NotImplementedError("\"" + std::string(name) + "_" + device + "\" not implemented for '" + scalarTypeName(a.dtype()) + "'");
+}
+
+// The kernel on `a` (floating or int64; a bool tensor computes as int64 and is bool again).
+Tensor computeUnaryKernel(UnaryOp op, const Tensor& a) {
+  if (a.dtype() == kBool) return computeUnaryKernel(op, a.to(kInt64)).to(kBool);
+  Tensor x = a.contiguous();
+  Tensor out = detail::emptyLike(x);
+  detail::backendOf(x).unary(op, out, x);
+  return out;
+}
+
+// A backward of one fused kernel f(grad, saved) (ReluBackward, ...): one launch, not three.
+Tensor fusedBackward(BinaryOp op, const Tensor& g, const Tensor& saved) {
+  return computeBinary(op, g.contiguous(), saved.contiguous(), saved.dtype());
+}
+
+// x.exp_(): the result written into x, which must be able to hold its dtype, as PyTorch requires of
+// in-place ops (an int64 tensor's exp_ raises rather than truncating the float result). copy_ keeps
+// autograd's record: the op's node becomes x's (ExpBackward0), reading what it saved of the old x.
+Tensor& assignInPlace(Tensor& self, const Tensor& result) {
+  if (categoryOf(result.dtype()) > categoryOf(self.dtype())) {
+    throw Error("result type " + scalarTypeName(result.dtype()) + " can't be cast to the desired output type " + scalarTypeName(self.dtype()));
+  }
+  return self.copy_(result.dtype() == self.dtype() ? result : result.to(self.dtype()));
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a0, const Tensor& b0) {
@@ -330,6 +378,25 @@ Tensor pow(const Tensor& a0, double e) {
   }, {sa});
 }
 
+Tensor pow(const Tensor& a0, const Tensor& b0) {
+  const profiler::RecordScope record("aten::pow", {&a0, &b0});
+  Tensor a1 = a0, b1 = b0;
+  amp::autocast("pow", {&a1, &b1});
+  auto [a, b] = prepareOperands("pow", a1, b1);
+  if (!isFloatingPoint(a.dtype())) {
+    throw NotImplementedError("GPU Lab's torch has no integer ** integer tensor pow yet: make the base or the exponent floating");
+  }
+  Tensor out = computeBinary(BinaryOp::Pow, a, b, a.dtype());
+  if (!autograd::anyRequiresGrad({a, b})) return out;
+  const Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
+  return autograd::record(out, "PowBackward1", {a, b}, [sa, sb, so](const Tensor& g, const Needs& n) {
+    Tensor ga, gb;
+    if (n[0]) ga = sum_to_size(where(eq(sb, 0.0), 0.0, g * sb * pow(sa, sb - 1.0)), sa.sizes());
+    if (n[1]) gb = sum_to_size(where(logical_and(eq(sa, 0.0), ge(sb, 0.0)), 0.0, g * so * log(sa)), sb.sizes());
+    return Grads{ga, gb};
+  }, {sa, sb, so});
+}
+
 namespace {
 
 // floor_divide's and remainder's operands in one dtype, checked as PyTorch's kernels check them: no
@@ -407,72 +474,15 @@ Tensor neg(const Tensor& a) {
   return autograd::record(out, "NegBackward0", {a}, [](const Tensor& g, const Needs&) { return Grads{neg(g)}; });
 }
 
-Tensor exp(const Tensor& a0) {
-  const profiler::RecordScope record("aten::exp", {&a0});
-  const Tensor a = amp::autocast("exp", a0);
-  Tensor out = computeUnary("exp", UnaryOp::Exp, a);
-  if (!autograd::anyRequiresGrad({a})) return out;
-  Tensor so = out.detach();
-  return autograd::record(out, "ExpBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g * so}; }, {so});
-}
-
-Tensor log(const Tensor& a0) {
-  const profiler::RecordScope record("aten::log", {&a0});
-  const Tensor a = amp::autocast("log", a0);
-  Tensor out = computeUnary("log", UnaryOp::Log, a);
-  if (!autograd::anyRequiresGrad({a})) return out;
-  Tensor sa = a.detach();
-  return autograd::record(out, "LogBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g / sa}; }, {sa});
-}
-
-Tensor sqrt(const Tensor& a) {
-  const profiler::RecordScope record("aten::sqrt", {&a});
-  Tensor out = computeUnary("sqrt", UnaryOp::Sqrt, a);
-  if (!autograd::anyRequiresGrad({a})) return out;
-  Tensor so = out.detach();
-  return autograd::record(out, "SqrtBackward0", {a}, [so](const Tensor& g, const Needs&) { return Grads{g / (so * 2.0)}; }, {so});
-}
-
-Tensor sin(const Tensor& a0) {
-  const profiler::RecordScope record("aten::sin", {&a0});
-  const Tensor a = amp::autocast("sin", a0);
-  Tensor out = computeUnary("sin", UnaryOp::Sin, a);
-  if (!autograd::anyRequiresGrad({a})) return out;
-  Tensor sa = a.detach();
-  return autograd::record(out, "SinBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{g * cos(sa)}; }, {sa});
-}
-
-Tensor cos(const Tensor& a0) {
-  const profiler::RecordScope record("aten::cos", {&a0});
-  const Tensor a = amp::autocast("cos", a0);
-  Tensor out = computeUnary("cos", UnaryOp::Cos, a);
-  if (!autograd::anyRequiresGrad({a})) return out;
-  Tensor sa = a.detach();
-  return autograd::record(out, "CosBackward0", {a}, [sa](const Tensor& g, const Needs&) { return Grads{neg(g * sin(sa))}; }, {sa});
-}
-
-Tensor abs(const Tensor& a) {
-  const profiler::RecordScope record("aten::abs", {&a});
-  return unaryWithBackward("abs", "AbsBackward0", UnaryOp::Abs, BinaryOp::AbsBackward, a, false);
-}
-Tensor relu(const Tensor& a) {
-  const profiler::RecordScope record("aten::relu", {&a});
-  return unaryWithBackward("relu", "ReluBackward0", UnaryOp::Relu, BinaryOp::ReluBackward, a, false);
-}
-Tensor sigmoid(const Tensor& a) {
-  const profiler::RecordScope record("aten::sigmoid", {&a});
-  return unaryWithBackward("sigmoid", "SigmoidBackward0", UnaryOp::Sigmoid, BinaryOp::SigmoidBackward, a, true);
-}
-Tensor tanh(const Tensor& a) {
-  const profiler::RecordScope record("aten::tanh", {&a});
-  return unaryWithBackward("tanh", "TanhBackward0", UnaryOp::Tanh, BinaryOp::TanhBackward, a, true);
-}
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   const profiler::RecordScope record("aten::gelu", {&a});
   if (approximate == "tanh") return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::GeluTanh, BinaryOp::GeluTanhBackward, a, false);
   if (approximate != "none") throw Error("approximate argument must be either none or tanh.");
   return unaryWithBackward("gelu", "GeluBackward0", UnaryOp::Gelu, BinaryOp::GeluBackward, a, false);
 }
+
+// The unary ops of engine/ops/native_ops.toml: exp, log, sin, floor, ... (engine/ops/generate_ops.py).
+#include "gpulab/ops/unary_ops.inc"
 
 }  // namespace gpulab
 

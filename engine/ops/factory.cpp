@@ -2,6 +2,7 @@
 // gives the same numbers on every run and on every device.
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <locale>
 #include <sstream>
 
@@ -93,6 +94,38 @@ Tensor arange(double start, double end, double step, const Options& o) {
   Tensor t = Tensor::empty({n}, o.dtype, o.device);
   detail::backendOf(t).arange(t, start, step);
   return finish(t, o);
+}
+
+namespace {
+// Element i of linspace(start, end, steps) in the arithmetic T (PyTorch's RangeFactoriesKernel: the
+// step in T for floating dtypes, in double for integers; the second half counted back from end).
+template <class T>
+double linspaceElement(double start, double end, std::int64_t steps, std::int64_t i) {
+  const T s = static_cast<T>(start), e = static_cast<T>(end);
+  const T step = (e - s) / static_cast<T>(steps - 1);
+  return static_cast<double>(i < steps / 2 ? s + step * static_cast<T>(i) : e - step * static_cast<T>(steps - 1 - i));
+}
+
+// The values of linspace (or, with `base`, logspace) on the host in double, then in the asked dtype and
+// device: `steps` values are few enough that a kernel of their own would save nothing.
+Tensor spaced(const char* name, double start, double end, std::int64_t steps, std::optional<double> base, const Options& o) {
+  const profiler::RecordScope record(name, {}, o.device);
+  if (steps < 0) throw Error("number of steps must be non-negative");
+  Tensor host = Tensor::empty({steps}, kFloat64, kCPU);
+  double* p = host.data<double>();
+  const bool inFloat = o.dtype == kFloat32 || o.dtype == kFloat16 || o.dtype == kBFloat16;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const double x = steps == 1 ? start : inFloat ? linspaceElement<float>(start, end, steps, i) : linspaceElement<double>(start, end, steps, i);
+    p[i] = base ? std::pow(*base, x) : x;
+  }
+  Tensor out = isFloatingPoint(o.dtype) || o.dtype == kBool ? host.to(o.dtype) : host.to(kInt64).to(o.dtype);  // an integer truncates
+  return finish(out.to(o.device).detach(), o);
+}
+}  // namespace
+
+Tensor linspace(double start, double end, std::int64_t steps, const Options& o) { return spaced("aten::linspace", start, end, steps, std::nullopt, o); }
+Tensor logspace(double start, double end, std::int64_t steps, double base, const Options& o) {
+  return spaced("aten::logspace", start, end, steps, base, o);
 }
 
 Tensor arange_int64(std::int64_t start, std::int64_t end, std::int64_t step, const Options& o) {

@@ -163,23 +163,29 @@ Tensor linear(const Tensor& input0, const Tensor& weight0, const Tensor& bias0) 
   }
   if (!autograd::anyRequiresGrad({input, weight, bias})) return out;
   Tensor sx = x.detach(), sw = w.detach();
-  return autograd::record(out, "AddmmBackward0", {x, weight, bias}, [sx, sw](const Tensor& g0, const Needs& n) {
+  // The node's inputs in PyTorch's order, which grad_fn.next_functions shows: addmm(bias, x, W^T) with a
+  // bias, mm(x, W^T) without (AddmmBackward0's first edge is the bias's AccumulateGrad).
+  const bool hasBias = bias.defined();
+  auto backward = [sx, sw, hasBias](const Tensor& g0, const Needs& n) {
     Tensor g = g0.contiguous();
     Backend& b = detail::backendOf(g);
     const DType dt = g.dtype();
     const std::int64_t batch = sx.size(0), in = sx.size(1), outF = sw.size(0);
-    Grads grads(3);
-    if (n[0]) {  // dx = g @ W : (B, out) @ (out, in)
-      grads[0] = Tensor::empty({batch, in}, dt, g.device());
-      b.gemm(dt, false, false, batch, in, outF, 1.0, g.data_ptr(), outF, sw.data_ptr(), in, 0.0, grads[0].data_ptr(), in);
+    const std::size_t ix = hasBias ? 1 : 0, iw = ix + 1;
+    Grads grads(hasBias ? 3 : 2);
+    if (n[ix]) {  // dx = g @ W : (B, out) @ (out, in)
+      grads[ix] = Tensor::empty({batch, in}, dt, g.device());
+      b.gemm(dt, false, false, batch, in, outF, 1.0, g.data_ptr(), outF, sw.data_ptr(), in, 0.0, grads[ix].data_ptr(), in);
     }
-    if (n[1]) {  // dW = g^T @ x : (out, B) @ (B, in)
-      grads[1] = Tensor::empty({outF, in}, dt, g.device());
-      b.gemm(dt, true, false, outF, in, batch, 1.0, g.data_ptr(), outF, sx.data_ptr(), in, 0.0, grads[1].data_ptr(), in);
+    if (n[iw]) {  // dW = g^T @ x : (out, B) @ (B, in)
+      grads[iw] = Tensor::empty({outF, in}, dt, g.device());
+      b.gemm(dt, true, false, outF, in, batch, 1.0, g.data_ptr(), outF, sx.data_ptr(), in, 0.0, grads[iw].data_ptr(), in);
     }
-    if (n[2]) grads[2] = sum(g, 0);
+    if (hasBias && n[0]) grads[0] = sum(g, 0);
     return grads;
-  }, {sx, sw});
+  };
+  if (hasBias) return autograd::record(out, "AddmmBackward0", {bias, x, weight}, backward, {sx, sw});
+  return autograd::record(out, "MmBackward0", {x, weight}, backward, {sx, sw});
 }
 
 }  // namespace gpulab

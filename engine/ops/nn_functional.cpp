@@ -1,6 +1,7 @@
 // torch.nn.functional: softmax, losses and dropout, each a fused kernel pair (forward, backward).
 // Reduction::None is composed from differentiable ops instead (one loss per element or per sample
 // is plain elementwise math), so it needs no kernels of its own and runs wherever those ops do.
+#include "engine/autograd/grad_mode.h"
 #include "engine/ops/autocast.h"
 #include "engine/ops/op_util.h"
 
@@ -163,6 +164,39 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator& gen) {
   detail::backendOf(x).dropout(out, mask, x, static_cast<float>(p),
                                detail::randomCounters("dropout", gen, x.device(), static_cast<std::uint64_t>(x.numel())));
   return autograd::record(out, "NativeDropoutBackward0", {x}, [mask](const Tensor& g, const Needs&) { return Grads{g * mask}; });
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx) {
+  const profiler::RecordScope record("aten::embedding", {&weight, &indices});
+  if (weight.dim() != 2) throw Error("'weight' must be 2-D");
+  if (indices.dtype() != kInt64) {
+    throw Error("Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got " +
+                scalarTypeName(indices.dtype()) + " instead (while checking arguments for embedding)");
+  }
+  const std::int64_t rows = weight.size(0), dim = weight.size(1);
+  if (padding_idx) {
+    if (*padding_idx >= rows || *padding_idx < -rows) throw Error("Padding_idx must be within num_embeddings");
+    if (*padding_idx < 0) *padding_idx += rows;
+  }
+  const Tensor flat = indices.reshape({-1});
+  Tensor out;
+  {
+    NoGradGuard noGrad;  // one node for the whole op, EmbeddingBackward0, as PyTorch's
+    out = index_select(weight, 0, flat);  // refuses an index outside the rows, with PyTorch's words
+  }
+  Shape shape = indices.sizes();
+  shape.push_back(dim);
+  out = out.reshape(shape);
+  if (!autograd::anyRequiresGrad({weight})) return out;
+  const Shape weightShape = weight.sizes();
+  return autograd::record(out, "EmbeddingBackward0", {weight}, [flat, weightShape, padding_idx, rows, dim](const Tensor& g, const Needs&) {
+    Tensor rowsGrad = g.reshape({-1, dim});
+    if (padding_idx) rowsGrad = rowsGrad * ne(flat, static_cast<double>(*padding_idx)).to(g.dtype()).unsqueeze(1);
+    const DType accumulate = isReducedPrecision(g.dtype()) ? kFloat32 : g.dtype();
+    Tensor grad = zeros(weightShape, {.dtype = accumulate, .device = g.device()});
+    detail::backendOf(grad).indexAdd(grad, rowsGrad.to(accumulate).contiguous(), flat.to(g.device()), 1, rows, dim);
+    return Grads{grad.to(g.dtype())};
+  });
 }
 
 }  // namespace gpulab

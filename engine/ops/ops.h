@@ -30,6 +30,13 @@ Tensor arange(double start, double end, double step = 1.0, const Options& option
 // exact; a floating dtype takes the double forms' arithmetic, as PyTorch's does.
 Tensor full_int64(const Shape& shape, std::int64_t value, const Options& options = {.dtype = kInt64});
 Tensor arange_int64(std::int64_t start, std::int64_t end, std::int64_t step = 1, const Options& options = {.dtype = kInt64});
+// torch.linspace / torch.logspace: `steps` values from start to end (base ** those for logspace), each
+// computed as PyTorch's CUDA kernel computes it -- start + i * step for the first half, end - (steps - 1
+// - i) * step for the second, in the dtype's own arithmetic (float32 in float; an integer dtype in
+// double, truncated) -- so the last value is end exactly. PyTorch's vectorised CPU kernel steps from the
+// first element of each vector instead, which puts some float32 elements one ulp away from these.
+Tensor linspace(double start, double end, std::int64_t steps, const Options& options = {});
+Tensor logspace(double start, double end, std::int64_t steps, double base = 10.0, const Options& options = {});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor randn(const Shape& shape, Generator& gen = defaultGenerator(), const Options& options = {});
@@ -85,6 +92,11 @@ Tensor div(const Tensor& a, double b);  // a / b (float32 for an int64 `a`, as i
 Tensor rsub(const Tensor& a, double b);  // b - a
 Tensor rdiv(const Tensor& a, double b);  // b / a (float32 even for an int64 `a`, as in PyTorch)
 Tensor pow(const Tensor& a, double exponent);
+// a ** b elementwise, broadcast (torch.pow(tensor, tensor); a number base comes as a 0-dim tensor):
+// floating dtypes (integer ** integer tensors raise NotImplementedError: a float kernel would round
+// large integers), PyTorch's PowBackward1 gradients -- zero for a where b == 0, zero for b where a == 0
+// and b >= 0.
+Tensor pow(const Tensor& a, const Tensor& exponent);
 // Python's a // b and a % b (torch.floor_divide, torch.remainder): the quotient rounded toward -inf
 // and the remainder with the sign of the divisor (engine/kernels/functors.h), in the operands'
 // promoted dtype; bool with bool is refused, as PyTorch's kernels refuse it. An integer division by
@@ -104,15 +116,8 @@ Tensor remainder(double a, const Tensor& b);
 // float32; a 0-dim tensor only decides when it is of a higher category, see elementwise.cpp).
 DType result_type(const Tensor& a, const Tensor& b);
 Tensor neg(const Tensor& a);
-Tensor exp(const Tensor& a);
-Tensor log(const Tensor& a);
-Tensor sqrt(const Tensor& a);
-Tensor sin(const Tensor& a);
-Tensor cos(const Tensor& a);
-Tensor abs(const Tensor& a);
-Tensor relu(const Tensor& a);
-Tensor sigmoid(const Tensor& a);
-Tensor tanh(const Tensor& a);
+// exp, log, sqrt, sin, cos, abs, relu, sigmoid, tanh, floor, ... and their in-place forms (exp_, ...):
+// the unary ops of engine/ops/native_ops.toml, declared in the header generated from it.
 // approximate: "none" (the exact erf form) or "tanh", as F.gelu; anything else raises.
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 
@@ -173,6 +178,10 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::string& reduction);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction);
 Tensor dropout(const Tensor& a, double p, bool training, Generator& gen = defaultGenerator());
+// F.embedding: the rows of `weight` (num_embeddings, dim) at `indices` (int64, any shape), shaped
+// indices.shape + (dim,); EmbeddingBackward0 sums each row's gradients back into it, none into row
+// `padding_idx` (negative: counted from the end; nullopt: none), as PyTorch's does.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx = std::nullopt);
 
 // Convolution and pooling (torch.nn.functional; engine/ops/conv.cpp). NCHW input (N, C, H, W), or
 // unbatched (C, H, W) as in PyTorch (the result is then unbatched too). A Size2 is PyTorch's "int or
@@ -284,3 +293,5 @@ class ModuleContext {
 };
 
 }  // namespace gpulab
+
+#include "gpulab/ops/unary_ops.h"  // generated from engine/ops/native_ops.toml (engine/ops/README.md)

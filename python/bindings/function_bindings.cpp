@@ -75,6 +75,9 @@ void defFactory(py::module_& m, const char* name, Make make) {
   m.def(name, [name, make](py::args args, py::kwargs kwargs) {
     const Shape shape = sizeArgument(name, args, kwargs);
     const FactoryOptions o = factoryOptions(name, kwargs, {"size", "generator"});
+    if (kwargs.contains("generator") && !kwargs["generator"].is_none()) {
+      throw NotImplementedError(std::string("GPU Lab's torch has no ") + name + "(generator=...) yet: it draws from the default generator (torch.manual_seed)");
+    }
     Tensor t;
     {
       py::gil_scoped_release release;
@@ -232,21 +235,32 @@ void bindFunctions(py::module_& m) {
     return t;
   }, py::arg("input"), py::arg("fill_value"));
   // randint(high, size), randint(low, high, size).
+  // randint(high, size), randint(low, high, size), each argument positional or by name (randint(10,
+  // size=(3,)) as the tutorials write it): the size is the last positional one unless named.
   m.def("randint", [](py::args args, py::kwargs kwargs) {
-    std::int64_t low = 0, high = 0;
+    std::vector<py::object> given;
+    for (py::handle a : args) given.push_back(py::reinterpret_borrow<py::object>(a));
     py::object size;
-    if (args.size() == 2) {
-      high = args[0].cast<std::int64_t>();
-      size = args[1];
-    } else if (args.size() == 3) {
-      low = args[0].cast<std::int64_t>();
-      high = args[1].cast<std::int64_t>();
-      size = args[2];
-    } else {
-      if (kwargs.contains("low")) low = kwargs["low"].cast<std::int64_t>();
-      if (!kwargs.contains("high") || !kwargs.contains("size")) throw py::type_error("randint() missing required arguments 'high' and 'size'");
-      high = kwargs["high"].cast<std::int64_t>();
+    if (kwargs.contains("size")) {
       size = kwargs["size"];
+    } else if (!given.empty()) {
+      size = given.back();
+      given.pop_back();
+    }
+    std::int64_t low = kwargs.contains("low") ? kwargs["low"].cast<std::int64_t>() : 0, high = 0;
+    if (given.size() == 2) {
+      low = given[0].cast<std::int64_t>();
+      high = given[1].cast<std::int64_t>();
+    } else if (given.size() == 1 && !kwargs.contains("high")) {
+      high = given[0].cast<std::int64_t>();
+    } else if (given.empty() && kwargs.contains("high")) {
+      high = kwargs["high"].cast<std::int64_t>();
+    } else {
+      throw py::type_error("randint() received an invalid combination of arguments: give (high, size) or (low, high, size)");
+    }
+    if (!size || size.is_none()) throw py::type_error("randint() missing required argument 'size'");
+    if (kwargs.contains("generator") && !kwargs["generator"].is_none()) {
+      throw NotImplementedError("GPU Lab's torch has no randint(generator=...) yet: it draws from the default generator (torch.manual_seed)");
     }
     const FactoryOptions o = factoryOptions("randint", kwargs, {"low", "high", "size", "generator"});
     const Shape shape = shapeFromSequence(size, "randint");
@@ -286,6 +300,47 @@ void bindFunctions(py::module_& m) {
     if (o.requiresGrad) t.requires_grad_(true);
     return t;
   });
+  // torch.linspace(start, end, steps) and torch.logspace(start, end, steps, base=10.0): float32 unless a
+  // dtype is given (ints too: the default dtype), start and end numbers or 0-dim tensors (PyTorch 2).
+  auto spacedOf = [](const char* name, py::handle start, py::handle end, std::int64_t steps, std::optional<double> base,
+                     const py::kwargs& kwargs) -> py::object {
+    auto number = [name](py::handle v, const char* what) {
+      if (py::isinstance<Tensor>(v)) {
+        const Tensor& t = v.cast<const Tensor&>();
+        if (t.dim() != 0) throw Error(std::string(name) + "() expects \"" + what + "\" to be a 0-dimensional tensor, but got a tensor with " + std::to_string(t.dim()) + " dimensions");
+        return t.item();
+      }
+      if (!isNumber(v)) throw py::type_error(std::string(name) + "(): argument '" + what + "' must be Number, not " + typeName(v));
+      return v.cast<double>();
+    };
+    const double a = number(start, "start"), b = number(end, "end");
+    FactoryOptions o = factoryOptions(name, kwargs, {"out"});
+    Tensor t;
+    {
+      py::gil_scoped_release release;
+      const Options opts{.dtype = o.dtype.value_or(kFloat32), .device = o.device.value_or(kCPU)};
+      t = base ? logspace(a, b, steps, *base, opts) : linspace(a, b, steps, opts);
+    }
+    if (kwargs.contains("out") && !kwargs["out"].is_none()) {
+      py::object out = kwargs["out"];
+      Tensor target = out.cast<Tensor>();
+      if (target.sizes() != t.sizes()) {
+        throw NotImplementedError(std::string("torch.") + name + "(out=...): GPU Lab's torch does not resize an out= tensor yet: give one of " +
+                                  std::to_string(steps) + " elements");
+      }
+      py::gil_scoped_release release;
+      target.copy_(t.to(target.dtype()));
+      return out;
+    }
+    if (o.requiresGrad) t.requires_grad_(true);
+    return py::cast(std::move(t));
+  };
+  m.def("linspace", [spacedOf](py::handle start, py::handle end, std::int64_t steps, const py::kwargs& kwargs) {
+    return spacedOf("linspace", start, end, steps, std::nullopt, kwargs);
+  }, py::arg("start"), py::arg("end"), py::arg("steps"));
+  m.def("logspace", [spacedOf](py::handle start, py::handle end, std::int64_t steps, double base, const py::kwargs& kwargs) {
+    return spacedOf("logspace", start, end, steps, base, kwargs);
+  }, py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("base") = 10.0);
   m.def("tensor", [](py::object data, py::object dtype, py::object device, bool requiresGrad, bool pinMemory) {
     std::optional<DType> d;
     if (!dtype.is_none()) d = dtype.cast<DType>();
@@ -302,24 +357,15 @@ void bindFunctions(py::module_& m) {
   m.def("set_num_threads", [](int threads) { setNumThreads(threads); }, py::arg("int"));
 
   // Math (torch.add(a, b), torch.matmul(a, b), ...).
-  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, NoGil());
+  m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::arg("input"), py::arg("other"), NoGil());
   m.def("mm", [](const Tensor& a, const Tensor& b) { return mmOf(a, b); }, NoGil());
   m.def("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, NoGil());
   m.def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil());
-  m.def("exp", [](const Tensor& a) { return exp(a); }, NoGil());
-  m.def("log", [](const Tensor& a) { return log(a); }, NoGil());
-  m.def("sqrt", [](const Tensor& a) { return sqrt(a); }, NoGil());
-  m.def("abs", [](const Tensor& a) { return abs(a); }, NoGil());
-  m.def("relu", [](const Tensor& a) { return relu(a); }, NoGil());
-  m.def("sigmoid", [](const Tensor& a) { return sigmoid(a); }, NoGil());
-  m.def("tanh", [](const Tensor& a) { return tanh(a); }, NoGil());
   m.def("gelu", [](const Tensor& a, const std::string& approximate) { return gelu(a, approximate); }, py::arg("input"),
         py::arg("approximate") = "none", NoGil());
   m.def("softmax", [](const Tensor& a, std::int64_t dim) { return softmax(a, dim); }, py::arg("input"), py::arg("dim"), NoGil());
   m.def("log_softmax", [](const Tensor& a, std::int64_t dim) { return log_softmax(a, dim); }, py::arg("input"), py::arg("dim"), NoGil());
 
-  m.def("sin", [](const Tensor& a) { return sin(a); }, NoGil());
-  m.def("cos", [](const Tensor& a) { return cos(a); }, NoGil());
   m.def("where", [](const Tensor& condition, py::object input, py::object other) -> py::object {
     if (input.is_none() && other.is_none()) return py::cast(condition).attr("nonzero")(py::arg("as_tuple") = true);
     if (input.is_none() || other.is_none()) throw py::type_error("where() takes a condition alone, or a condition, input and other");
@@ -395,6 +441,9 @@ void bindFunctions(py::module_& m) {
     return linear(input, weight, bias.value_or(Tensor()));
   }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), NoGil());
   // (torch.nn.functional.dropout checks p first, in PyTorch's words; this is the same check's class.)
+  m.def("embedding", [](const Tensor& input, const Tensor& weight, std::optional<std::int64_t> paddingIdx) {
+    return embedding(weight, input, paddingIdx);
+  }, py::arg("input"), py::arg("weight"), py::arg("padding_idx") = py::none(), NoGil());
   m.def("dropout", [](const Tensor& a, double p, bool training) {
     if (p < 0 || p > 1) throw py::value_error("dropout probability has to be between 0 and 1, but got " + std::string(py::repr(py::float_(p))));
     py::gil_scoped_release release;

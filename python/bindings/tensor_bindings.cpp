@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "engine/autograd/grad.h"
@@ -408,12 +409,70 @@ Tensor& inPlaceDivision(Tensor& self, py::handle other, Op op, const char* name)
   return self;
 }
 
+// torch.NAME(input, out=...) of a generated unary op: the result, or written into `out` as PyTorch
+// writes it -- which must be of the result's shape (GPU Lab does not resize an out= tensor yet, and
+// says so), able to hold its dtype, and not part of a graph (PyTorch's out= functions have no
+// automatic differentiation).
+std::string shapeText(const Shape& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+template <class Op>
+py::object unaryResult(const char* name, Op op, const Tensor& input, py::object out) {
+  if (out.is_none()) {
+    Tensor result;
+    {
+      py::gil_scoped_release release;
+      result = op(input);
+    }
+    return py::cast(std::move(result));
+  }
+  if (!py::isinstance<Tensor>(out)) throw py::type_error(std::string(name) + "(): argument 'out' must be Tensor, not " + typeName(out));
+  Tensor target = out.cast<Tensor>();
+  {
+    py::gil_scoped_release release;
+    if (isGradEnabled() && (input.requires_grad() || target.requires_grad())) {
+      throw Error(std::string(name) + "(): functions with out=... arguments don't support automatic differentiation, but one of the "
+                  "arguments requires grad.");
+    }
+    const Tensor result = op(input);
+    if (target.sizes() != result.sizes()) {
+      throw NotImplementedError(std::string("torch.") + name + "(out=...): GPU Lab's torch does not resize an out= tensor yet: give one of "
+                                "the result's shape " + shapeText(result.sizes()) + ", not " + shapeText(target.sizes()));
+    }
+    if (categoryOf(result.dtype()) > categoryOf(target.dtype())) {
+      throw Error("result type " + scalarTypeName(result.dtype()) + " can't be cast to the desired output type " + scalarTypeName(target.dtype()));
+    }
+    target.copy_(result.dtype() == target.dtype() ? result : result.to(target.dtype()));
+  }
+  return out;  // the very object given, as PyTorch returns it
+}
+
+// torch.exp, torch.exp_, Tensor.exp, Tensor.exp_ and the rest of native_ops.toml's unary ops.
+#include "gpulab/ops/unary_bindings.inc"
+
 }  // namespace
 
 void bindTensor(py::module_& m) {
   py::class_<autograd::Node, std::shared_ptr<autograd::Node>>(m, "Node")
       .def("name", &autograd::Node::name)
-      .def("__repr__", [](const autograd::Node& n) { return "<" + n.name() + " object>"; });
+      // As PyTorch prints a node: <MulBackward0 object at 0x7f...>, the address being the node's.
+      .def("__repr__", [](const autograd::Node& n) {
+        char address[2 + 2 * sizeof(void*) + 1];
+        std::snprintf(address, sizeof(address), "%#lx", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(&n)));
+        return "<" + n.name() + " object at " + address + ">";
+      })
+      // The graph one step back: (node, output index) per input, None where that input needs no gradient
+      // (a leaf's node is its AccumulateGrad), as PyTorch's grad_fn.next_functions.
+      .def_property_readonly("next_functions", [](const autograd::Node& n) {
+        py::tuple edges(n.next.size());
+        for (std::size_t i = 0; i < n.next.size(); ++i) {
+          edges[i] = py::make_tuple(n.next[i] ? py::cast(n.next[i]) : py::none(), 0);
+        }
+        return edges;
+      });
 
   py::class_<Tensor> t(m, "Tensor");
   // Tensor(t) shares t's memory as a new tensor (how nn.Parameter(t) is made).
@@ -643,15 +702,9 @@ void bindTensor(py::module_& m) {
       }, py::kw_only(), py::arg("as_tuple") = false);
 
   // Elementwise math.
-  t.def("relu", &Tensor::relu, NoGil())
-      .def("sigmoid", &Tensor::sigmoid, NoGil())
-      .def("tanh", &Tensor::tanh, NoGil())
-      .def("exp", &Tensor::exp, NoGil())
-      .def("log", &Tensor::log, NoGil())
-      .def("sqrt", [](const Tensor& self) { return sqrt(self); }, NoGil())
-      .def("abs", &Tensor::abs, NoGil())
-      .def("neg", [](const Tensor& self) { return -self; }, NoGil())
-      .def("pow", [](const Tensor& self, double e) { return self.pow(e); }, NoGil())
+  t.def("neg", [](const Tensor& self) { return -self; }, NoGil())
+      .def("pow", [](const Tensor& self, double e) { return self.pow(e); }, py::arg("exponent"), NoGil())
+      .def("pow", [](const Tensor& self, const Tensor& e) { return pow(self, e); }, py::arg("exponent"), NoGil())
       .def("softmax", &Tensor::softmax, py::arg("dim"), NoGil())
       .def("log_softmax", &Tensor::log_softmax, py::arg("dim"), NoGil())
       .def("matmul", &Tensor::matmul, NoGil())
@@ -660,8 +713,6 @@ void bindTensor(py::module_& m) {
       .def("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, NoGil())
       .def("index_select", [](const Tensor& self, std::int64_t dim, const Tensor& index) { return index_select(self, dim, index); },
            py::arg("dim"), py::arg("index"), NoGil())
-      .def("sin", [](const Tensor& self) { return sin(self); }, NoGil())
-      .def("cos", [](const Tensor& self) { return cos(self); }, NoGil())
       .def("masked_fill", [](const Tensor& self, const Tensor& mask, double value) { return masked_fill(self, mask, value); },
            py::arg("mask"), py::arg("value"), NoGil())
       .def("where", [](py::handle self, const Tensor& condition, py::handle other) { return whereOf(condition, self, other); },
@@ -743,11 +794,15 @@ void bindTensor(py::module_& m) {
         return py::cast(std::move(out));
       })
       .def("__pow__", [](const Tensor& a, py::handle e) -> py::object {
-        if (!isNumber(e)) {
-          if (py::isinstance<Tensor>(e)) throw NotImplementedError("GPU Lab's torch has no tensor ** tensor yet: give the exponent as a number");
-          return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-        }
+        if (py::isinstance<Tensor>(e)) return py::cast(pow(a, e.cast<const Tensor&>()));
+        if (!isNumber(e)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
         return py::cast(a.pow(e.cast<double>()));
+      })
+      // 2 ** x: the number as a 0-dim tensor of x's kind (an int base with a float x computes in x's dtype).
+      .def("__rpow__", [](const Tensor& a, py::handle base) -> py::object {
+        if (!isNumber(base)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        const DType dtype = isFloatingPoint(a.dtype()) ? a.dtype() : py::isinstance<py::float_>(base) ? kFloat32 : kInt64;
+        return py::cast(pow(full({}, base.cast<double>(), {.dtype = dtype, .device = kCPU}), a));
       })
       .def("__neg__", [](const Tensor& a) { return -a; }, NoGil())
       .def("__pos__", [](const Tensor& a) { return a; })
@@ -800,6 +855,7 @@ void bindTensor(py::module_& m) {
         Tensor r = rand(self.sizes(), defaultGenerator(), {.dtype = isFloatingPoint(self.dtype()) ? self.dtype() : kFloat32, .device = self.device()});
         return self.copy_(r * (to - from) + from);
       }, py::arg("from") = 0.0, py::arg("to") = 1.0, ref);
+  bindUnaryOps(m, t);
 }
 
 }  // namespace gpulab::python

@@ -22,12 +22,16 @@ _os.environ.setdefault("GPULAB_EMULATED_GPU", "0")
 from . import _C  # noqa: E402
 from ._C import (  # noqa: E402,F401
     Tensor, dtype, float32, float64, float16, bfloat16, int64, bool,
-    tensor, zeros, ones, empty, full, randn, rand, randint, arange,
+    tensor, zeros, ones, empty, full, randn, rand, randint, arange, linspace, logspace,
     zeros_like, ones_like, empty_like, full_like, randn_like, rand_like,
     manual_seed, initial_seed, is_grad_enabled, get_num_threads, set_num_threads,
-    cat, stack, matmul, mm, maximum, minimum, exp, log, sqrt, abs, relu, sigmoid, tanh, softmax, log_softmax,
-    sin, cos, where,
+    cat, stack, matmul, mm, maximum, minimum, softmax, log_softmax, where,
 )
+# The unary ops of engine/ops/native_ops.toml (exp, log, sin, floor, ...) and their in-place forms (exp_):
+# generated bindings, listed by the binding itself.
+for _name in _C._unary_ops + _C._unary_ops_in_place:
+    globals()[_name] = getattr(_C, _name)
+del _name
 from ._size import Size  # noqa: E402
 from ._device import device  # noqa: E402
 

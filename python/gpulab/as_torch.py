@@ -6,6 +6,7 @@ import importlib.abc
 import importlib.util
 import pkgutil
 import sys
+import types
 
 import gpulab
 
@@ -18,10 +19,34 @@ class _TorchAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
-        return importlib.import_module("gpulab" + spec.name[len("torch"):])
+        target = "gpulab" + spec.name[len("torch"):]
+        try:
+            return importlib.import_module(target)
+        except ModuleNotFoundError as e:
+            if e.name != target:
+                raise
+        # A module PyTorch has and GPU Lab's torch has not (torch.onnx, torch.fx, ...): it imports, and its
+        # first use says so; a name PyTorch has no module of is Python's usual error -- both in torch's name.
+        from gpulab._pytorch_names import NAMES
+
+        parent, _, leaf = spec.name.rpartition(".")
+        if leaf in NAMES.get(parent, ()):
+            return _MissingModule(spec.name)
+        raise ModuleNotFoundError(f"No module named '{spec.name}'", name=spec.name)
 
     def exec_module(self, module):
         pass
+
+
+class _MissingModule(types.ModuleType):
+    """torch.onnx and the other modules of PyTorch that GPU Lab's torch lacks: importing one works (a
+    script's `import torch.onnx` at the top runs), using it raises NotImplementedError naming what."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(f"module '{self.__name__}' has no attribute '{name}'")
+        raise gpulab._NotInGpuLab(f"GPU Lab's torch has no {self.__name__}.{name} yet: GPU Lab {gpulab.gpulab_version} has no "
+                                  f"{self.__name__} module (it implements the part of PyTorch its lessons use)")
 
 
 def install():

@@ -24,13 +24,13 @@ import tempfile
 # What GCC and clang say of an #include whose file is not on the include path.
 MISSING_FILE = ("No such file or directory", "file not found")
 
-def compile_probe(compiler, defines, include_root, header, workdir):
+def compile_probe(compiler, defines, include_root, header, workdir, generated=()):
     """Compiles a file that includes only `header` (engine/<layer>/<name>.h); returns (ok, output)."""
     fd, probe = tempfile.mkstemp(suffix=".cpp", dir=workdir)
     with os.fdopen(fd, "w") as f:
         f.write('#include "%s"\n' % header)
     try:
-        r = subprocess.run([compiler, "-std=c++20", "-fsyntax-only"] + ["-D" + d for d in defines] + ["-I", include_root, probe],
+        r = subprocess.run([compiler, "-std=c++20", "-fsyntax-only"] + ["-D" + d for d in defines] + ["-I", include_root] + [a for g in generated for a in ("-I", g)] + [probe],
                            capture_output=True, text=True)
         return r.returncode == 0, r.stderr
     finally:
@@ -74,6 +74,8 @@ def main():
     ap.add_argument("--engine", required=True, help="the source tree's engine/ directory")
     ap.add_argument("--define", action="append", default=[], help="a definition the engine is built with")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--generated", action="append", default=[],
+                    help="a directory of generated headers every layer's files may include (the ops of native_ops.toml)")
     args = ap.parse_args()
 
     layers = sorted(d for d in os.listdir(args.layers) if os.path.isdir(os.path.join(args.layers, d)))
@@ -103,7 +105,7 @@ def main():
 
     failures = []
     with tempfile.TemporaryDirectory() as workdir, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        results = pool.map(lambda j: (j, compile_probe(args.compiler, args.define, os.path.join(args.layers, j[0]), j[1], workdir)), jobs)
+        results = pool.map(lambda j: (j, compile_probe(args.compiler, args.define, os.path.join(args.layers, j[0]), j[1], workdir, args.generated)), jobs)
         for (layer, header, must_compile), (ok, output) in results:
             if must_compile and not ok:
                 failures.append("%s: %s does not compile with only the layers below it:\n%s" % (layer, header, output.strip()))

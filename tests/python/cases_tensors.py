@@ -971,3 +971,57 @@ def case_setitem_of_an_int_past_int64(torch):
     t = torch.zeros(2)
     t[0] = 2 ** 64
     return t
+
+
+# torch.linspace and torch.logspace (issue 50): PyTorch's values to one float32 ulp (its vectorised CPU
+# kernel rounds some elements the other way; the ends are exact), every dtype rule, and the errors.
+OPTIONS["linspace_bits"] = {"rtol": 2.5e-7, "atol": 5e-7}  # one ulp of the largest value, near zero too
+
+
+def case_linspace_bits(torch):
+    x = torch.linspace(-3.14159, 3.14159, 2001)
+    return [x, x[0].item() == torch.tensor(-3.14159).item(), x[-1].item() == torch.tensor(3.14159).item(),
+            torch.linspace(0, 1, 7, dtype=torch.float64), torch.linspace(1e-3, 7.5, 10)]
+
+
+def case_linspace_forms(torch):
+    x = torch.linspace(0, 10, steps=5, requires_grad=True)
+    return [torch.linspace(2, 2, 1), torch.linspace(0, 1, 0), torch.linspace(5, -5, 4), torch.linspace(0, 10, 4, dtype=torch.int64),
+            torch.linspace(torch.tensor(1.5), torch.tensor(3.0), 4), x.requires_grad, x.is_leaf, torch.linspace(0, 1, 3).dtype]
+
+
+def case_linspace_out(torch):
+    out = torch.empty(5)
+    returned = torch.linspace(0, 1, 5, out=out)
+    return [out, returned is out]
+
+
+def case_linspace_negative_steps(torch):
+    return torch.linspace(0, 1, -1)
+
+
+def case_linspace_without_steps(torch):
+    return torch.linspace(0, 1)
+
+
+OPTIONS["linspace_without_steps"] = {"message": False}  # a TypeError both sides, each in its binding's words
+
+
+def case_logspace_forms(torch):
+    return [torch.logspace(0, 3, 4), torch.logspace(-1, 1, 5, base=2.0), torch.logspace(0, 2, 3, dtype=torch.float64),
+            torch.logspace(0, 4, 5, 2, dtype=torch.int64)]
+
+
+# tensor ** tensor, a number ** tensor, and torch.matmul's keyword names (issue 50: the tutorials' polynomial fits).
+def case_pow_of_tensors(torch):
+    x = torch.tensor([0.5, 1.5, 2.0, 0.0], dtype=torch.float64, requires_grad=True)
+    p = torch.tensor([2.0, 0.5, 3.0, 2.0], dtype=torch.float64, requires_grad=True)
+    y = x ** p
+    (y * torch.arange(1.0, 5.0, dtype=torch.float64)).sum().backward()
+    powers = torch.linspace(-1, 1, 3).unsqueeze(-1).pow(torch.tensor([1, 2, 3]))
+    return [y, x.grad, p.grad, y.grad_fn.name(), powers, 2 ** torch.tensor([1.0, 3.0]), torch.pow(x.detach(), p.detach()),
+            torch.pow(2.0, torch.tensor([0.5]))]
+
+
+def case_matmul_keywords(torch):
+    return torch.matmul(input=torch.ones(2, 3), other=torch.ones(3))

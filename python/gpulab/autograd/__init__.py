@@ -6,6 +6,34 @@ from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled 
 from .._C import Tensor  # noqa: F401
 
 
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """torch.autograd.Variable as PyTorch 2 keeps it for old code (a Variable *is* a tensor since 0.4):
+    Variable(t, requires_grad=False) is a new tensor over t's memory without t's history (t.detach()),
+    requiring grad if asked; isinstance(t, Variable) holds for every tensor; volatile= warns that it has no
+    effect, as PyTorch's does."""
+
+    def __new__(cls, data=None, requires_grad=False, volatile=None):
+        if volatile is not None:
+            import warnings
+
+            warnings.warn("volatile was removed and now has no effect. Use `with torch.no_grad():` instead.", UserWarning, stacklevel=2)
+        if data is None:
+            from .. import empty
+
+            data = empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        out = data.detach()
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+
+
 def _as_tuple(tensors):
     if isinstance(tensors, Tensor):
         return (tensors,)

@@ -1,6 +1,6 @@
 """torch.backends: cuDNN's switches (benchmark, deterministic, allow_tf32) and cuda.matmul.allow_tf32,
-the engine's own settings (engine/runtime/cuda_runtime.h)."""
-from . import cudnn, cuda  # noqa: F401  (cuda uses cudnn's switch)
+the engine's own settings (engine/runtime/cuda_runtime.h); mps, which says what PyTorch says on Linux."""
+from . import cudnn, cuda, mps  # noqa: F401  (cuda uses cudnn's switch)
 
 
 def __getattr__(name):

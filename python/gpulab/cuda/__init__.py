@@ -138,6 +138,38 @@ reset_peak_memory_stats = _per_device("reset_peak_memory_stats", _C._reset_peak_
 memory_stats = _per_device("memory_stats", _C._memory_stats, "The allocator's statistics, under PyTorch's keys.", dict)
 
 
+# PyTorch's older names, kept as PyTorch 2 keeps them: each warns as 2.x warns, then does what 2.x does.
+def reset_max_memory_allocated(device=None):
+    """Resets every peak, as PyTorch 2's does (it calls reset_peak_memory_stats), saying so."""
+    import warnings
+
+    warnings.warn("torch.cuda.reset_max_memory_allocated now calls torch.cuda.reset_peak_memory_stats, which resets /all/ "
+                  "peak memory stats.", FutureWarning, stacklevel=2)
+    return reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device=None):
+    import warnings
+
+    warnings.warn("torch.cuda.reset_max_memory_cached now calls torch.cuda.reset_peak_memory_stats, which resets /all/ "
+                  "peak memory stats.", FutureWarning, stacklevel=2)
+    return reset_peak_memory_stats(device)
+
+
+def memory_cached(device=None):
+    import warnings
+
+    warnings.warn("torch.cuda.memory_cached has been renamed to torch.cuda.memory_reserved", FutureWarning, stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None):
+    import warnings
+
+    warnings.warn("torch.cuda.max_memory_cached has been renamed to torch.cuda.max_memory_reserved", FutureWarning, stacklevel=2)
+    return max_memory_reserved(device)
+
+
 def memory_summary(device=None, abbreviated=False):
     _lazy_check()
     return _C._memory_summary(_index(device))

@@ -2,8 +2,8 @@
 from . import functional, init, parallel, utils  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Sequential, ModuleList, Identity, Linear, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d,
-    BatchNorm2d, Dropout, Flatten, ReLU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax, MSELoss, L1Loss, NLLLoss,
-    CrossEntropyLoss, DataParallel,
+    BatchNorm2d, Dropout, Dropout2d, Embedding, Flatten, ReLU, GELU, Sigmoid, Tanh, Softmax, LogSoftmax, MSELoss, L1Loss,
+    SmoothL1Loss, HuberLoss, BCELoss, BCEWithLogitsLoss, NLLLoss, CrossEntropyLoss, DataParallel,
 )
 from .parameter import Parameter  # noqa: F401
 

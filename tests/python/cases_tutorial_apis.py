@@ -1,0 +1,198 @@
+"""Parity cases for what PyTorch's tutorials call that GPU Lab's torch lacked (issue 50, tests/tutorials):
+nn.Embedding, Dropout2d, the smooth L1 / Huber / binary cross-entropy losses, softmax's implicit dim,
+randint's forms, autograd.Variable and torch.backends.mps. Each case_* takes the torch module."""
+
+OPTIONS = {
+    # pybind11's words and PyTorch's differ; the class is what code catches.
+    "randint_without_size": {"message": False},
+}
+
+
+def _weights(torch):
+    return torch.arange(12.0).reshape(4, 3) / 4 - 1
+
+
+def case_embedding_lookup_and_gradient(torch):
+    emb = torch.nn.Embedding(4, 3, padding_idx=1)
+    with torch.no_grad():
+        emb.weight.copy_(_weights(torch))
+    idx = torch.tensor([[0, 1, 3], [3, 3, 2]])
+    out = emb(idx)
+    (out * torch.arange(18.0).reshape(2, 3, 3)).sum().backward()
+    return [out, out.shape, out.grad_fn.name(), emb.weight.grad, repr(emb), repr(torch.nn.Embedding(5, 2))]
+
+
+def case_embedding_padding_row_starts_at_zero(torch):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(6, 4, padding_idx=-1)
+    return [emb.padding_idx, emb.weight[5], emb.weight.requires_grad, emb.weight.shape]
+
+
+def case_embedding_functional_and_pretrained(torch):
+    w = _weights(torch)
+    frozen = torch.nn.Embedding.from_pretrained(w)
+    return [torch.nn.functional.embedding(torch.tensor([2, 0]), w), frozen(torch.tensor([1])), frozen.weight.requires_grad]
+
+
+def case_embedding_index_out_of_range(torch):
+    return torch.nn.Embedding(3, 2)(torch.tensor([3]))
+
+
+OPTIONS["embedding_index_out_of_range"] = {"message": False}  # IndexError both sides: "index out of range in self"
+
+
+def case_embedding_float_indices(torch):
+    return torch.nn.Embedding(3, 2)(torch.tensor([1.0]))
+
+
+OPTIONS["embedding_float_indices"] = {"message": False}
+
+
+def case_dropout2d_zeroes_whole_channels(torch):
+    torch.manual_seed(0)
+    x = torch.ones(8, 16, 3, 3)
+    y = torch.nn.Dropout2d(0.5)(x)
+    per_channel = y.reshape(8, 16, 9)
+    whole = bool(((per_channel == 0).all(-1) | (per_channel == 2).all(-1)).all())
+    model = torch.nn.Dropout2d(0.5)
+    model.eval()
+    return [whole, y.shape, y.grad_fn is None, model(x).equal(x), repr(torch.nn.Dropout2d(0.3)),
+            torch.nn.functional.dropout2d(x, 0.0).equal(x)]
+
+
+def case_dropout2d_gradient_is_the_mask(torch):
+    torch.manual_seed(0)
+    x = torch.ones(2, 4, 2, 2, requires_grad=True)
+    y = torch.nn.functional.dropout2d(x, 0.5)
+    y.sum().backward()
+    return [bool((x.grad == y.detach()).all()), y.grad_fn.name()]
+
+
+def _pair(torch):
+    x = torch.tensor([[-2.0, -0.4, 0.0], [0.3, 1.2, 4.0]], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([[0.5, 0.0, 0.1], [0.3, -1.0, 1.0]], dtype=torch.float64, requires_grad=True)
+    return x, t
+
+
+def case_smooth_l1_and_huber(torch):
+    out = []
+    for loss in (lambda x, t: torch.nn.functional.smooth_l1_loss(x, t), lambda x, t: torch.nn.SmoothL1Loss(beta=0.5)(x, t),
+                 lambda x, t: torch.nn.functional.smooth_l1_loss(x, t, reduction="sum", beta=2.0),
+                 lambda x, t: torch.nn.HuberLoss(delta=0.7)(x, t), lambda x, t: torch.nn.functional.huber_loss(x, t, reduction="sum")):
+        x, t = _pair(torch)
+        y = loss(x, t)
+        y.backward()
+        out += [y, y.grad_fn.name(), x.grad, t.grad]
+    x, t = _pair(torch)
+    none = torch.nn.functional.smooth_l1_loss(x, t, reduction="none")
+    return out + [none, torch.nn.functional.smooth_l1_loss(x, t, beta=0.0), repr(torch.nn.SmoothL1Loss()), repr(torch.nn.HuberLoss())]
+
+
+def case_smooth_l1_negative_beta(torch):
+    return torch.nn.functional.smooth_l1_loss(torch.ones(2), torch.zeros(2), beta=-1.0)
+
+
+def case_binary_cross_entropy(torch):
+    x = torch.tensor([0.1, 0.5, 0.9, 0.999], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([0.0, 1.0, 1.0, 0.3], dtype=torch.float64)
+    w = torch.tensor([1.0, 2.0, 0.5, 1.0], dtype=torch.float64)
+    out = []
+    for kwargs in ({}, {"weight": w}, {"reduction": "sum"}):
+        x.grad = None
+        y = torch.nn.functional.binary_cross_entropy(x, t, **kwargs)
+        y.backward()
+        out += [y, y.grad_fn.name(), x.grad]
+    return out + [torch.nn.BCELoss(reduction="none")(x.detach(), t), torch.nn.BCELoss()(torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0]))]
+
+
+def case_binary_cross_entropy_outside_zero_one(torch):
+    return torch.nn.functional.binary_cross_entropy(torch.tensor([1.5]), torch.tensor([1.0]))
+
+
+def case_binary_cross_entropy_size_mismatch(torch):
+    return torch.nn.functional.binary_cross_entropy(torch.tensor([0.5, 0.5]), torch.tensor([[1.0], [0.0]]))
+
+
+def case_binary_cross_entropy_with_logits(torch):
+    x = torch.tensor([[-3.0, -0.5, 0.0], [0.7, 2.0, 30.0]], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([[0.0, 1.0, 0.5], [1.0, 0.0, 1.0]], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    pw = torch.tensor([3.0, 1.0, 0.5], dtype=torch.float64)
+    out = []
+    for kwargs in ({}, {"weight": w}, {"pos_weight": pw}, {"pos_weight": pw, "weight": w, "reduction": "sum"}):
+        x.grad = t.grad = None
+        y = torch.nn.functional.binary_cross_entropy_with_logits(x, t, **kwargs)
+        y.backward()
+        out += [y, y.grad_fn.name(), x.grad, t.grad]
+    loss = torch.nn.BCEWithLogitsLoss(pos_weight=pw)
+    return out + [loss(x.detach(), t.detach()), repr(loss), torch.nn.BCEWithLogitsLoss(reduction="none")(x.detach(), t.detach())]
+
+
+def case_binary_cross_entropy_with_logits_size_mismatch(torch):
+    return torch.nn.functional.binary_cross_entropy_with_logits(torch.zeros(3), torch.zeros(3, 1))
+
+
+def case_softmax_implicit_dim(torch):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.arange(24.0).reshape(2, 3, 4) / 10
+        values = [torch.nn.Softmax()(x), torch.nn.functional.softmax(x.reshape(6, 4)), torch.nn.LogSoftmax()(x[0, 0]),
+                  torch.nn.functional.log_softmax(x.reshape(1, 2, 3, 4))]
+    return values + [sorted({str(w.message) for w in caught})]
+
+
+def case_randint_forms(torch):
+    torch.manual_seed(0)
+    shapes = [torch.randint(10, (3,)), torch.randint(10, size=(2, 2)), torch.randint(2, 5, (4,)), torch.randint(2, 5, size=(1,)),
+              torch.randint(low=1, high=3, size=(5,)), torch.randint(high=4, size=(2,))]
+    return [(t.shape, t.dtype, bool((t >= 0).all()), bool((t < 10).all())) for t in shapes] + \
+        [bool(((shapes[2] >= 2) & (shapes[2] < 5)).all()), bool(((shapes[4] >= 1) & (shapes[4] < 3)).all())]
+
+
+def case_randint_without_size(torch):
+    return torch.randint(10)
+
+
+def case_variable_as_pytorch_2_keeps_it(torch):
+    Variable = torch.autograd.Variable  # the module's, not an import: `torch` here is either library
+    t = torch.ones(2)
+    v = Variable(t, requires_grad=True)
+    a = torch.ones(2, requires_grad=True) * 2
+    w = Variable(a)
+    return [v is t, v.requires_grad, t.requires_grad, isinstance(t, Variable), w.grad_fn is None, w.requires_grad,
+            Variable(torch.tensor([1.0, 2.0])).sum()]
+
+
+def case_variable_of_a_list(torch):
+    Variable = torch.autograd.Variable  # the module's, not an import: `torch` here is either library
+    return Variable([1.0, 2.0])
+
+
+def case_mps_is_not_there(torch):
+    return [torch.backends.mps.is_available(), torch.backends.mps.is_built()]
+
+
+def case_pad_constant(torch):
+    x = torch.arange(6.0).reshape(1, 2, 3).requires_grad_(True)
+    y = torch.nn.functional.pad(x, (1, 2, 0, 1), value=-1.0)
+    (y * torch.arange(float(y.numel())).reshape(y.shape)).sum().backward()
+    cropped = torch.nn.functional.pad(x.detach(), (-1, 1))
+    return [y, y.grad_fn.name(), x.grad, cropped, torch.nn.functional.pad(torch.ones(2, 2), (1, 1, 1, 1))]
+
+
+def case_pad_odd_length(torch):
+    return torch.nn.functional.pad(torch.ones(2, 2), (1, 2, 3))
+
+
+def case_dropout2d_of_a_2d_input(torch):
+    import warnings
+
+    torch.manual_seed(0)
+    x = torch.ones(6, 5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = torch.nn.functional.dropout2d(x, 0.5)
+    rows = [bool((r == 0).all() or (r == 2).all()) for r in y]
+    return [all(rows), y.shape, len(caught) == 1 and "2-D input to dropout2d" in str(caught[0].message)]
