@@ -151,20 +151,110 @@ def unsqueeze(input, dim):
     return input.unsqueeze(dim)
 
 
-def add(input, other):
-    return input + other
+def _written(name, result, out):
+    """`result`, or written into `out` as PyTorch's out= functions write (the very object returned): of the
+    result's shape (GPU Lab does not resize an out= tensor yet, and says so), able to hold its dtype, and
+    outside a graph."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if is_grad_enabled() and (result.requires_grad or out.requires_grad):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, but one of the "
+                           "arguments requires grad.")
+    if tuple(out.shape) != tuple(result.shape):
+        raise NotImplementedError(f"torch.{name}(out=...): GPU Lab's torch does not resize an out= tensor yet: give one of the "
+                                  f"result's shape {list(result.shape)}, not {list(out.shape)}")
+    if result.dtype.is_floating_point and not out.dtype.is_floating_point:
+        raise RuntimeError(f"result type {_scalar_type_name(result.dtype)} can't be cast to the desired output type "
+                           f"{_scalar_type_name(out.dtype)}")
+    return out.copy_(result)
 
 
-def sub(input, other):
-    return input - other
+def _scalar_type_name(dtype):
+    return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+            "bool": "Bool"}[str(dtype).replace("torch.", "")]
 
 
-def mul(input, other):
-    return input * other
+def _scaled(name, input, other, alpha):
+    """other * alpha, as add and sub take alpha= (an integral tensor refuses a float alpha, as PyTorch's)."""
+    if alpha == 1:
+        return other
+    integral = not input.dtype.is_floating_point and (not isinstance(other, Tensor) or not other.dtype.is_floating_point)
+    if integral and isinstance(alpha, _builtins.float):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    return other * alpha
 
 
-def div(input, other):
-    return input / other
+def add(input, other, *, alpha=1, out=None):
+    return _written("add", input + _scaled("add", input, other, alpha), out)
+
+
+def sub(input, other, *, alpha=1, out=None):
+    return _written("sub", input - _scaled("sub", input, other, alpha), out)
+
+
+_engine_add_, _engine_sub_ = Tensor.add_, Tensor.sub_
+
+
+def _method_add(self, other, *, alpha=1):
+    return add(self, other, alpha=alpha)
+
+
+def _method_sub(self, other, *, alpha=1):
+    return sub(self, other, alpha=alpha)
+
+
+def _method_add_(self, other, *, alpha=1):
+    return _engine_add_(self, _scaled("add_", self, other, alpha))
+
+
+def _method_sub_(self, other, *, alpha=1):
+    return _engine_sub_(self, _scaled("sub_", self, other, alpha))
+
+
+# Tensor.add(other, alpha=2) and add_(other, alpha=...), as PyTorch's (x.add_(g, alpha=-lr) in hand-written SGD).
+Tensor.add, Tensor.sub, Tensor.add_, Tensor.sub_ = _method_add, _method_sub, _method_add_, _method_sub_
+
+
+def mul(input, other, *, out=None):
+    return _written("mul", input * other, out)
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    if rounding_mode is None:
+        result = input / other
+    elif rounding_mode == "floor":
+        result = input // other
+    elif rounding_mode == "trunc":
+        if isinstance(input, Tensor) and not input.dtype.is_floating_point and \
+                (not isinstance(other, Tensor) or not other.dtype.is_floating_point) and not isinstance(other, _builtins.float):
+            # Exactly, in integers: the floor, one up where the quotient was negative and not whole.
+            floor = input // other
+            result = floor + ((input - floor * other != 0) & (floor < 0)).long()
+        else:
+            result = (input / other).trunc()
+    else:
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+    return _written("div", result, out)
+
+
+def matmul(input, other, *, out=None):
+    return _written("matmul", _C.matmul(input, other), out)
+
+
+def eye(n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):
+    """torch.eye: ones on the diagonal of an n x m matrix (m = n by default)."""
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    m = n if m is None else m
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    rows = _C.arange(n, device=device)
+    result = (rows.unsqueeze(1) == _C.arange(m, device=device).unsqueeze(0)).to(float32 if dtype is None else dtype)
+    if requires_grad:
+        result.requires_grad_(True)
+    return _written("eye", result, out)
 
 
 def pow(input, exponent):  # noqa: A001
@@ -284,6 +374,9 @@ def get_default_dtype():
 
 from . import distributed  # noqa: E402,F401  (before nn: nn.parallel uses it)
 from . import autograd, nn, optim, cuda, utils, backends, amp, profiler  # noqa: E402,F401
+from . import _legacy_constructors  # noqa: E402
+
+_legacy_constructors.install(globals(), cuda.__dict__)  # torch.Tensor(data), torch.LongTensor, torch.cuda.FloatTensor, ...
 from .amp import autocast  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 

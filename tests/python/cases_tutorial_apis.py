@@ -196,3 +196,51 @@ def case_dropout2d_of_a_2d_input(torch):
         y = torch.nn.functional.dropout2d(x, 0.5)
     rows = [bool((r == 0).all() or (r == 2).all()) for r in y]
     return [all(rows), y.shape, len(caught) == 1 and "2-D input to dropout2d" in str(caught[0].message)]
+
+
+def case_legacy_constructors(torch):
+    a = torch.Tensor([1, 2])
+    b = torch.Tensor(2, 3)
+    c = torch.LongTensor([1.7, -1.7])
+    d = torch.FloatTensor(4)
+    return [a, a.dtype, tuple(b.shape), b.dtype, torch.Tensor().shape, c, torch.DoubleTensor([0.5]),
+            isinstance(torch.ones(2), torch.FloatTensor), isinstance(torch.ones(2, dtype=torch.long), torch.FloatTensor),
+            isinstance(c, torch.LongTensor), type(c) is torch.Tensor, tuple(d.shape), torch.Tensor(torch.Size([2, 2])).shape,
+            torch.Tensor((2, 3)), torch.BoolTensor([1, 0]), repr(torch.LongTensor), torch.Tensor(torch.ones(2, dtype=torch.long)).dtype]
+
+
+def case_legacy_constructor_dtype(torch):
+    return torch.Tensor([1, 2], dtype=torch.long)
+
+
+OPTIONS["legacy_constructor_dtype"] = {"message": False}  # TypeError both sides; PyTorch lists its signatures
+
+
+def case_arithmetic_out_and_alpha(torch):
+    x, y = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.5, -1.0, 2.0])
+    out = torch.empty(3)
+    returned = torch.add(x, y, out=out)
+    m = torch.empty(2, 2)
+    torch.matmul(torch.ones(2, 3), torch.ones(3, 2), out=m)
+    z = x.clone()
+    z.add_(y, alpha=-0.5)
+    w = x.clone()
+    w.sub_(y, alpha=2)
+    return [out, returned is out, torch.add(x, y, alpha=3), x.add(y, alpha=2), x.sub(y, alpha=0.5), torch.sub(x, y, alpha=2), z, w,
+            m, torch.mul(x, y, out=torch.empty(3)), torch.div(x, y, out=torch.empty(3)),
+            torch.div(torch.tensor([7, -7, 6]), torch.tensor([2, 2, -4]), rounding_mode="trunc"),
+            torch.div(torch.tensor([7, -7, 6]), torch.tensor([2, 2, -4]), rounding_mode="floor"),
+            torch.div(torch.tensor([7.5, -7.5]), 2, rounding_mode="trunc")]
+
+
+def case_add_integral_float_alpha(torch):
+    return torch.add(torch.tensor([1, 2]), torch.tensor([1, 1]), alpha=0.5)
+
+
+def case_out_with_grad(torch):
+    x = torch.ones(2, requires_grad=True)
+    return torch.add(x, x, out=torch.empty(2))
+
+
+def case_eye(torch):
+    return [torch.eye(3), torch.eye(2, 4), torch.eye(3, dtype=torch.long), torch.eye(0).shape, torch.eye(2, requires_grad=True).requires_grad]

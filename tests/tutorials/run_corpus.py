@@ -125,17 +125,11 @@ def scripts():
 # anywhere else fails, and one that runs although it is listed fails too, asking to be taken off --
 # so this list is always the corpus's work list (README.md's table).
 KNOWN_GAPS = {
-    "basics/autogradqs_tutorial": "torch.eye",
     "basics/saveloadrun_tutorial": "Weights only load failed",  # torch.load of a whole model: 2.6+ refuses it by default too
-    "basics/tensorqs_tutorial": "incompatible function arguments",   # torch.matmul(..., out=)
     "blitz/autograd_tutorial": "torch.Tensor.norm",
-    "blitz/tensor_tutorial": "unexpected keyword argument 'out'",    # torch.add(x, y, out=)
     "examples/polynomial_autograd": "'accelerator'",  # PyTorch 2.x's torch.accelerator
     "nlp/advanced_tutorial": "torch.nn.LSTM",
-    "nlp/deep_learning_tutorial": "torch.LongTensor",
-    "nlp/pytorch_tutorial": "incompatible constructor arguments",    # torch.Tensor(data)
     "nlp/sequence_models_tutorial": "torch.nn.LSTM",
-    "nlp/word_embeddings_tutorial": "torch.LongTensor",
     "pytorch_examples/mnist_main": "torch.optim.Adadelta",
     "pytorch_examples/mnist_rnn_main": "torch.nn.LSTM",
     "pytorch_examples/time_sequence_prediction_train": "Weights only load failed",  # numpy in torch.load (2.6+ refuses it too)
