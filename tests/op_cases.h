@@ -1,7 +1,9 @@
 #pragma once
 // The table of differentiable ops that both the finite-difference gradient check and the CPU/CUDA
 // parity test walk through. Each case builds its inputs (CPU, seeded) and computes one output.
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,17 @@ inline std::vector<OpCase> opCases() {
       {"sum_middle_dim", {{2, 3, 4}}, [](V x) { return x[0].sum(1); }},
       {"mean", {{3, 4}}, [](V x) { return x[0].mean(); }},
       {"mean_dim", {{3, 4}}, [](V x) { return x[0].mean(-1); }},
+      {"vector_norm", {{3, 4}}, [](V x) { return vector_norm(x[0]); }},
+      {"vector_norm_two_dims_keepdim", {{2, 3, 4}}, [](V x) { return vector_norm(x[0], 2, {0, 2}, true); }},
+      {"vector_norm_ord1_dim", {{3, 4}}, [](V x) { return vector_norm(x[0], 1, {1}); }, OpCase::AwayFromZero},
+      {"vector_norm_ord3", {{3, 4}}, [](V x) { return vector_norm(x[0], 3, {-1}); }, OpCase::AwayFromZero},
+      {"vector_norm_ord_half", {{3, 4}}, [](V x) { return vector_norm(x[0], 0.5); }, OpCase::AwayFromZero},
+      {"vector_norm_inf_dim", {{3, 4}}, [](V x) { return vector_norm(x[0], std::numeric_limits<double>::infinity(), {0}); }},
+      {"vector_norm_minus_inf", {{3, 4}}, [](V x) { return vector_norm(x[0], -std::numeric_limits<double>::infinity()); }},
+      {"var", {{3, 4}}, [](V x) { return var(x[0]); }},
+      {"var_dims_population", {{2, 3, 4}}, [](V x) { return var(x[0], {2, 0}, 0); }},
+      {"std_dim_keepdim", {{3, 4}}, [](V x) { return gpulab::std(x[0], {1}, 1, true); }},
+      {"std_all_corrected_by_two", {{2, 5}}, [](V x) { return gpulab::std(x[0], {}, 2); }},
       {"max_all", {{3, 4}}, [](V x) { return x[0].max(); }},
       {"max_dim", {{3, 4}}, [](V x) { return max(x[0], 1).first; }},
       {"max_dim0_keepdim", {{3, 4}}, [](V x) { return max(x[0], 0, true).first; }},
@@ -101,6 +114,7 @@ inline std::vector<OpCase> opCases() {
       {"cat_last_dim", {{2, 3, 2}, {2, 3, 1}}, [](V x) { return cat({x[0], x[1]}, -1); }},
       {"stack", {{2, 3}, {2, 3}}, [](V x) { return stack({x[0], x[1]}, 1); }},
       {"select", {{3, 4}}, [](V x) { return x[0].select(1, 2) * 1.0; }},
+      {"select_negative_of_a_transposed_view", {{2, 3, 4}}, [](V x) { return x[0].transpose(0, 2).select(1, -1) * 1.0; }},
       {"reshape", {{3, 4}}, [](V x) { return x[0].reshape({2, -1}) * 1.0; }},
       {"reshape_of_transpose", {{3, 4}}, [](V x) { return x[0].t().reshape({12}) * 1.0; }},
       {"unsqueeze_expand", {{3}}, [](V x) { return x[0].unsqueeze(0).expand({4, 3}) * 1.0; }},

@@ -66,6 +66,7 @@ std::int64_t Tensor::numel() const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element is out of place (PyTorch's answer too)
   std::int64_t expected = 1;
   const auto& sz = sizes();
   const auto& st = strides();

@@ -134,6 +134,8 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
   Tensor t() const { return transpose(0, 1); }
+  // The dims in the order `dims` names them (each once): one view, one PermuteBackward0 node.
+  Tensor permute(const std::vector<std::int64_t>& dims) const;
   Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
   Tensor select(std::int64_t dim, std::int64_t index) const;
   Tensor unsqueeze(std::int64_t dim) const;

@@ -126,6 +126,9 @@ Tensor sum(const Tensor& a);
 Tensor sum(const Tensor& a, std::int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& a);
 Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim = false);
+// Over a set of dims (empty: all of them), one node as PyTorch's x.sum((0, 2)) / x.mean((0, 2)).
+Tensor sum(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim = false);
 Tensor max(const Tensor& a);
 Tensor min(const Tensor& a);
 // Whether any (all) element is non-zero: a 0-dim bool tensor, or one per slice along `dim`.
@@ -143,6 +146,13 @@ Tensor argmin(const Tensor& a, std::int64_t dim, bool keepdim = false);
 // NaN counts as both the maximum and the minimum, as in PyTorch.
 Tensor argmax(const Tensor& a);
 Tensor argmin(const Tensor& a);
+// torch.linalg.vector_norm: (sum |x|^ord)^(1/ord) over `dims` (none: all), ord 0 (the count of
+// non-zeros), +-inf (max / min |x|) or any other; `dtype` converts the input first. Floating inputs.
+Tensor vector_norm(const Tensor& input, double ord = 2, const std::vector<std::int64_t>& dims = {}, bool keepdim = false,
+                   std::optional<DType> dtype = std::nullopt);
+// torch.var / torch.std over `dims` (none: all), dividing by max(0, n - correction) (1: Bessel's).
+Tensor var(const Tensor& input, const std::vector<std::int64_t>& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& input, const std::vector<std::int64_t>& dims = {}, double correction = 1, bool keepdim = false);
 // Sums `a` down to `shape` (the inverse of broadcasting), as autograd needs.
 Tensor sum_to_size(const Tensor& a, const Shape& shape);
 

@@ -1,6 +1,9 @@
 // Reductions: the input is viewed as (outer, k, inner) around the reduced dimension, so one kernel
 // covers "all elements" (outer = inner = 1), rows, columns and any middle dimension.
+#include <algorithm>
+#include <cmath>
 #include <limits>
+#include <optional>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/autocast.h"
@@ -41,6 +44,68 @@ Tensor expandBack(const Tensor& g, const Shape& inShape, std::int64_t dim, bool 
 }  // namespace
 
 namespace {
+
+// Reductions over a set of dims (sum, mean, vector_norm, var, std) move the reduced dims last and
+// flatten them into one, (kept..., n), so one reduction over the last dim serves any set.
+
+// The dims a reduction names, wrapped and ascending; none named means every dim.
+std::vector<std::int64_t> reducedDims(const Tensor& a, const std::vector<std::int64_t>& dims) {
+  std::vector<std::int64_t> out;
+  if (dims.empty()) {
+    for (std::int64_t d = 0; d < a.dim(); ++d) out.push_back(d);
+    return out;
+  }
+  std::vector<bool> seen(static_cast<std::size_t>(std::max<std::int64_t>(a.dim(), 1)), false);
+  for (std::int64_t d : dims) {
+    const std::int64_t w = wrapDim(d, a.dim());
+    if (seen[static_cast<std::size_t>(w)]) throw Error("dim " + std::to_string(w) + " appears multiple times in the list of dims");
+    seen[static_cast<std::size_t>(w)] = true;
+    if (a.dim() > 0) out.push_back(w);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool isReduced(const std::vector<std::int64_t>& rd, std::int64_t d) { return std::binary_search(rd.begin(), rd.end(), d); }
+
+// `a` as (kept dims..., product of the reduced dims).
+Tensor reducedLast(const Tensor& a, const std::vector<std::int64_t>& rd) {
+  std::vector<std::int64_t> order;
+  Shape shape;
+  for (std::int64_t d = 0; d < a.dim(); ++d) {
+    if (!isReduced(rd, d)) {
+      order.push_back(d);
+      shape.push_back(a.size(d));
+    }
+  }
+  for (std::int64_t d : rd) order.push_back(d);
+  shape.push_back(-1);
+  if (a.dim() == 0) return a.reshape({1});
+  std::int64_t n = 1;
+  for (std::int64_t d : rd) n *= a.size(d);
+  shape.back() = n;  // -1 cannot be inferred when a kept dim is 0
+  return a.permute(order).reshape(shape);
+}
+
+// The result's shape: the kept dims, with 1 in each reduced one when keepdim.
+Shape keptShape(const Tensor& a, const std::vector<std::int64_t>& rd, bool keepdim) {
+  Shape shape;
+  for (std::int64_t d = 0; d < a.dim(); ++d) {
+    if (!isReduced(rd, d)) shape.push_back(a.size(d));
+    else if (keepdim) shape.push_back(1);
+  }
+  return shape;
+}
+
+std::int64_t reducedCount(const Tensor& a, const std::vector<std::int64_t>& rd) {
+  std::int64_t n = 1;
+  for (std::int64_t d : rd) n *= a.size(d);
+  return n;
+}
+
+}  // namespace
+
+namespace {
 // A bool tensor sums as int64: the count of its true values.
 Tensor summable(const Tensor& a) { return a.dtype() == kBool ? a.to(kInt64) : a; }
 }  // namespace
@@ -70,6 +135,22 @@ Tensor sum(const Tensor& a0, std::int64_t dim, bool keepdim) {
   });
 }
 
+Tensor sum(const Tensor& a0, const std::vector<std::int64_t>& dims, bool keepdim) {
+  if (dims.size() == 1) return sum(a0, dims[0], keepdim);
+  const profiler::RecordScope record("aten::sum", {&a0});
+  const Tensor a = summable(amp::autocast("sum", a0));
+  const std::vector<std::int64_t> rd = reducedDims(a, dims);
+  Tensor out;
+  {
+    NoGradGuard noGrad;
+    out = sum(reducedLast(a, rd), -1).reshape(keptShape(a, rd, keepdim));
+  }
+  Shape inShape = a.sizes(), kept = keptShape(a, rd, true);
+  return autograd::record(out, "SumBackward1", {a}, [inShape, kept](const Tensor& g, const Needs&) {
+    return Grads{g.reshape(kept).expand(inShape)};
+  });
+}
+
 namespace {
 // mean takes floating tensors only, with PyTorch 2's words (1.13 raised the same as a RuntimeError).
 void requireMeanDtype(const Tensor& a) {
@@ -86,23 +167,39 @@ double meanFactor(std::int64_t count) {
 }  // namespace
 
 // float16/bfloat16 means are summed and divided in float32 and rounded once, as PyTorch's kernels
-// (rounding the sum first would round twice).
+// (rounding the sum first would round twice). One node, PyTorch's MeanBackward0 (all elements) or
+// MeanBackward1 (dims): the gradient scaled while small, then broadcast back.
+namespace {
+Tensor meanOver(const Tensor& a, const std::vector<std::int64_t>& rd, bool all, bool keepdim) {
+  requireMeanDtype(a);
+  const double inv = meanFactor(reducedCount(a, rd));
+  const bool reduced = isReducedPrecision(a.dtype());
+  Tensor out;
+  {
+    NoGradGuard noGrad;
+    const Tensor x = reduced ? a.to(kFloat32) : a;
+    const Tensor total = all ? sum(x) : rd.size() == 1 ? sum(x, rd[0], keepdim) : sum(x, rd, keepdim);
+    out = mul(total, inv);
+    if (reduced) out = out.to(a.dtype());
+  }
+  Shape inShape = a.sizes(), kept = all ? Shape{} : keptShape(a, rd, true);
+  return autograd::record(out, all ? "MeanBackward0" : "MeanBackward1", {a}, [inShape, kept, inv, all](const Tensor& g, const Needs&) {
+    const Tensor scaled = mul(g, inv);
+    return Grads{(all ? scaled : scaled.reshape(kept)).expand(inShape)};
+  });
+}
+}  // namespace
+
 Tensor mean(const Tensor& a) {
   const profiler::RecordScope record("aten::mean", {&a});
-  requireMeanDtype(a);
-  const double inv = meanFactor(a.numel());
-  if (isReducedPrecision(a.dtype())) return mul(sum(a.to(kFloat32)), inv).to(a.dtype());
-  return mul(sum(a), inv);
+  return meanOver(a, reducedDims(a, {}), true, false);
 }
 
-Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim) {
+Tensor mean(const Tensor& a, std::int64_t dim, bool keepdim) { return mean(a, std::vector<std::int64_t>{dim}, keepdim); }
+
+Tensor mean(const Tensor& a, const std::vector<std::int64_t>& dims, bool keepdim) {
   const profiler::RecordScope record("aten::mean", {&a});
-  requireMeanDtype(a);
-  dim = wrapDim(dim, a.dim());
-  const std::int64_t k = a.dim() == 0 ? 1 : a.size(dim);
-  const double inv = meanFactor(k);
-  if (isReducedPrecision(a.dtype())) return mul(sum(a.to(kFloat32), dim, keepdim), inv).to(a.dtype());
-  return mul(sum(a, dim, keepdim), inv);
+  return meanOver(a, reducedDims(a, dims), false, keepdim);
 }
 
 Tensor max(const Tensor& a) {
@@ -243,6 +340,131 @@ Tensor sum_to_size(const Tensor& a, const Shape& shape) {
   }
   if (r.sizes() != shape) throw ValueError("size " + shapeStr(a.sizes()) + " is not expandable to size " + shapeStr(shape));
   return r;
+}
+
+// ---- Reductions over a set of dims: vector_norm, var, std ----
+//
+// Each records one node (PyTorch's name) whose
+// backward is written out rather than chained through the forward's scaffolding: the norm's gradient
+// at a zero norm is 0 there (sqrt's chain rule would give NaN), as PyTorch's.
+
+
+namespace {
+// Sums over the reduced dims, keeping them (size 1): the shape gradients broadcast from.
+Tensor sumKept(const Tensor& t, const std::vector<std::int64_t>& rd) {
+  return sum(reducedLast(t, rd), -1).reshape(keptShape(t, rd, true));
+}
+
+}  // namespace
+
+Tensor vector_norm(const Tensor& input, double ord, const std::vector<std::int64_t>& dims, bool keepdim, std::optional<DType> dtype) {
+  const profiler::RecordScope record("aten::linalg_vector_norm", {&input});
+  if (!isFloatingPoint(input.dtype())) {
+    throw Error("linalg.vector_norm: Expected a floating point or complex tensor as input. Got " + scalarTypeName(input.dtype()));
+  }
+  if (dtype && !isFloatingPoint(*dtype)) {
+    throw Error("linalg.vector_norm: dtype should be floating point or complex. Got " + scalarTypeName(*dtype));
+  }
+  const Tensor x = dtype ? input.to(*dtype) : input;
+  const std::vector<std::int64_t> rd = reducedDims(x, dims);
+  const bool infinite = std::isinf(ord);
+  if (infinite && x.numel() == 0) {
+    throw Error("linalg.vector_norm cannot compute the " + std::string(ord > 0 ? "inf" : "-inf") +
+                " norm on an empty tensor because the operation does not have an identity");
+  }
+  Tensor out;
+  {
+    NoGradGuard noGrad;
+    // half and bfloat16 accumulate in float32 and round once, as PyTorch's kernels
+    const Tensor y = reducedLast(isReducedPrecision(x.dtype()) ? x.to(kFloat32) : x, rd);
+    if (ord == 2) out = sqrt(sum(y * y, -1));
+    else if (ord == 1) out = sum(abs(y), -1);
+    else if (ord == 0) out = sum(ne(y, 0.0), -1).to(y.dtype());
+    else if (infinite && ord > 0) out = max(abs(y), -1).first;
+    else if (infinite) out = neg(max(neg(abs(y)), -1).first);
+    else out = pow(sum(pow(abs(y), ord), -1), 1.0 / ord);
+    out = out.to(x.dtype()).reshape(keptShape(x, rd, keepdim));
+  }
+  if (!autograd::anyRequiresGrad({x})) return out;
+  const Tensor sx = x.detach(), so = out.detach();
+  return autograd::record(out, "LinalgVectorNormBackward0", {x}, [sx, so, rd, ord, keepdim](const Tensor& g, const Needs&) {
+    const Shape kept = keptShape(sx, rd, true);
+    const Tensor gk = g.reshape(kept), nk = so.reshape(kept);
+    if (ord == 0) return Grads{zeros_like(sx)};
+    if (ord == 1) return Grads{sign(sx) * gk};
+    if (std::isinf(ord)) {
+      // the positions holding the extreme |x| share the gradient evenly
+      const Tensor hit = eq(abs(sx), nk).to(sx.dtype());
+      return Grads{sign(sx) * hit * (gk / sumKept(hit, rd))};
+    }
+    // d||x||_p / dx = sign(x) |x|^(p-1) / ||x||^(p-1); 0 where the norm is 0, and where x is 0 (for p < 1
+    // |x|^(p-1) is inf there), as PyTorch's linalg_vector_norm_backward
+    const Tensor scaled = ord == 2 ? sx / nk : sign(sx) * where(eq(sx, 0.0), 0.0, pow(abs(sx), ord - 1)) / pow(nk, ord - 1);
+    return Grads{where(eq(nk, 0.0), 0.0, scaled) * gk};
+  }, {sx, so});
+}
+
+namespace {
+void requireVarianceDtype(const Tensor& a) {
+  if (!isFloatingPoint(a.dtype())) throw Error("std and var only support floating point and complex dtypes");
+}
+
+// The deviations from the mean over the reduced dims and the variance's divisor max(0, n - correction);
+// with a divisor of 0 the variance is inf, or NaN for no spread (0 / 0), as PyTorch's.
+struct Spread {
+  Tensor deviation, sumOfSquares;
+  double divisor;
+};
+
+Spread spread(const Tensor& x, const std::vector<std::int64_t>& rd, double correction) {
+  const Tensor y = reducedLast(isReducedPrecision(x.dtype()) ? x.to(kFloat32) : x, rd);
+  const Tensor dev = y - mean(y, -1, true);
+  return {dev, sum(dev * dev, -1), std::max(0.0, static_cast<double>(reducedCount(x, rd)) - correction)};
+}
+}  // namespace
+
+Tensor var(const Tensor& input, const std::vector<std::int64_t>& dims, double correction, bool keepdim) {
+  const profiler::RecordScope record("aten::var", {&input});
+  requireVarianceDtype(input);
+  const std::vector<std::int64_t> rd = reducedDims(input, dims);
+  Tensor out;
+  double divisor = 0;
+  {
+    NoGradGuard noGrad;
+    const Spread s = spread(input, rd, correction);
+    divisor = s.divisor;
+    out = div(s.sumOfSquares, divisor).to(input.dtype()).reshape(keptShape(input, rd, keepdim));
+  }
+  if (!autograd::anyRequiresGrad({input})) return out;
+  const Tensor sx = input.detach();
+  return autograd::record(out, "VarBackward0", {input}, [sx, rd, divisor](const Tensor& g, const Needs&) {
+    const Shape kept = keptShape(sx, rd, true);
+    const Tensor centered = sx - mean(reducedLast(sx, rd), -1, true).reshape(kept);
+    return Grads{centered * (g.reshape(kept) * (2.0 / divisor))};
+  }, {sx});
+}
+
+Tensor std(const Tensor& input, const std::vector<std::int64_t>& dims, double correction, bool keepdim) {
+  const profiler::RecordScope record("aten::std", {&input});
+  requireVarianceDtype(input);
+  const std::vector<std::int64_t> rd = reducedDims(input, dims);
+  Tensor out;
+  double divisor = 0;
+  {
+    NoGradGuard noGrad;
+    const Spread s = spread(input, rd, correction);
+    divisor = s.divisor;
+    out = sqrt(div(s.sumOfSquares, divisor)).to(input.dtype()).reshape(keptShape(input, rd, keepdim));
+  }
+  if (!autograd::anyRequiresGrad({input})) return out;
+  const Tensor sx = input.detach(), so = out.detach();
+  return autograd::record(out, "StdBackward0", {input}, [sx, so, rd, divisor](const Tensor& g, const Needs&) {
+    // d std / dx = (x - mean) / (divisor * std); 0 where std is 0, as PyTorch's std_backward
+    const Shape kept = keptShape(sx, rd, true);
+    const Tensor sk = so.reshape(kept);
+    const Tensor centered = sx - mean(reducedLast(sx, rd), -1, true).reshape(kept);
+    return Grads{where(eq(sk, 0.0), 0.0, centered / (sk * divisor)) * g.reshape(kept)};
+  }, {sx, so});
 }
 
 }  // namespace gpulab

@@ -124,6 +124,26 @@ Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
   });
 }
 
+Tensor Tensor::permute(const std::vector<std::int64_t>& dims) const {
+  const std::int64_t n = dim();
+  if (static_cast<std::int64_t>(dims.size()) != n) {
+    throw Error("permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of "
+                "dimensions i.e. input.dim() = " + std::to_string(n) + " is not equal to len(dims) = " + std::to_string(dims.size()));
+  }
+  std::vector<std::int64_t> order(dims.size()), inverse(dims.size(), -1);
+  Shape sz(dims.size()), st(dims.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t d = wrapDim(dims[static_cast<std::size_t>(i)], n);
+    if (inverse[static_cast<std::size_t>(d)] >= 0) throw Error("permute(): duplicate dims are not allowed.");
+    inverse[static_cast<std::size_t>(d)] = i;
+    order[static_cast<std::size_t>(i)] = d;
+    sz[static_cast<std::size_t>(i)] = size(d);
+    st[static_cast<std::size_t>(i)] = strides()[static_cast<std::size_t>(d)];
+  }
+  Tensor out = detail::makeView(*this, sz, st, storage_offset());
+  return autograd::record(out, "PermuteBackward0", {*this}, [inverse](const Tensor& g, const Needs&) { return Grads{g.permute(inverse)}; });
+}
+
 Tensor Tensor::slice(std::int64_t d, std::int64_t start, std::int64_t end, std::int64_t step) const {
   d = wrapDim(d, dim());
   if (step <= 0) throw ValueError("slice step must be positive");
@@ -152,7 +172,19 @@ Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
                      " with size " + std::to_string(n));
   }
   if (index < 0) index += n;
-  return slice(d, index, index + 1).squeeze(d);
+  // one view and one node (SelectBackward0, as PyTorch names it), not a slice and a squeeze
+  Shape sz = sizes(), st = strides();
+  const auto ud = static_cast<std::size_t>(d);
+  const std::int64_t offset = storage_offset() + index * st[ud];
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  Tensor out = detail::makeView(*this, sz, st, offset);
+  Shape inShape = sizes();
+  return autograd::record(out, "SelectBackward0", {*this}, [inShape, d, index](const Tensor& g, const Needs&) {
+    Tensor gi = zeros(inShape, {.dtype = g.dtype(), .device = g.device()});
+    gi.select(d, index).copy_(g);
+    return Grads{gi};
+  });
 }
 
 Tensor Tensor::unsqueeze(std::int64_t d) const {

@@ -202,7 +202,24 @@ Tensor filled(const Shape& shape, const Number& n, const Options& o) {
   return full(shape, n.value(), o);
 }
 
+namespace {
+// The engine's norm and moments over a list of dims (empty: all); python/gpulab/_norms_and_moments.py
+// gives them PyTorch's signatures (p="fro", unbiased= / correction=, a bare bool for unbiased).
+void bindNormsAndMoments(py::module_& m) {
+  m.def("_vector_norm", [](const Tensor& input, double ord, const std::vector<std::int64_t>& dims, bool keepdim, std::optional<DType> dtype) {
+    return vector_norm(input, ord, dims, keepdim, dtype);
+  }, py::arg("input"), py::arg("ord"), py::arg("dims"), py::arg("keepdim"), py::arg("dtype"), NoGil());
+  m.def("_var", [](const Tensor& input, const std::vector<std::int64_t>& dims, double correction, bool keepdim) {
+    return var(input, dims, correction, keepdim);
+  }, py::arg("input"), py::arg("dims"), py::arg("correction"), py::arg("keepdim"), NoGil());
+  m.def("_std", [](const Tensor& input, const std::vector<std::int64_t>& dims, double correction, bool keepdim) {
+    return gpulab::std(input, dims, correction, keepdim);
+  }, py::arg("input"), py::arg("dims"), py::arg("correction"), py::arg("keepdim"), NoGil());
+}
+}  // namespace
+
 void bindFunctions(py::module_& m) {
+  bindNormsAndMoments(m);
   // Creation.
   defFactory(m, "zeros", [](const Shape& s, const Options& o) { return zeros(s, o); });
   defFactory(m, "ones", [](const Shape& s, const Options& o) { return ones(s, o); });

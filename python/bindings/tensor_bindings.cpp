@@ -115,6 +115,16 @@ Tensor reduce(const Tensor& self, py::object dim, bool keepdim, All all, OneDim 
   return out;
 }
 
+// sum and mean over several dims are one engine op (one node, SumBackward1 / MeanBackward1, as PyTorch's).
+template <class All, class Dims>
+Tensor reduceDims(const Tensor& self, py::object dim, bool keepdim, All all, Dims dims) {
+  if (dim.is_none()) return all(self);
+  if (py::isinstance<py::int_>(dim)) return dims(self, std::vector<std::int64_t>{dim.cast<std::int64_t>()}, keepdim);
+  std::vector<std::int64_t> list;
+  for (py::handle d : dim) list.push_back(d.cast<std::int64_t>());
+  return dims(self, list, keepdim);
+}
+
 // Python's nested lists of a tensor's values (tolist()).
 py::object nestedList(const Tensor& t) {
   const bool integral = !isFloatingPoint(t.dtype()), boolean = t.dtype() == kBool;
@@ -350,32 +360,6 @@ Tensor convertedTo(const Tensor& self, const py::args& args, const py::kwargs& k
   if (dtype && *dtype != out.dtype()) out = out.to(*dtype);
   if (device && *device != out.device()) out = out.to(*device, nonBlocking);
   if (copy && out.sameAs(self)) out = out.clone();
-  return out;
-}
-
-Tensor permuted(const Tensor& self, const std::vector<std::int64_t>& dims) {
-  const std::int64_t n = self.dim();
-  if (static_cast<std::int64_t>(dims.size()) != n) {
-    throw Error("permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of "
-                "dimensions i.e. input.dim() = " + std::to_string(n) + " is not equal to len(dims) = " + std::to_string(dims.size()));
-  }
-  std::vector<std::int64_t> want(dims.size()), have(dims.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    want[i] = wrapDim(dims[i], n);
-    have[i] = i;
-  }
-  if (std::vector<std::int64_t> sorted = want; (std::sort(sorted.begin(), sorted.end()), std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())) {
-    throw Error("permute(): duplicate dims are not allowed.");
-  }
-  // A sequence of transposes, each putting one wanted dim in place: autograd follows each.
-  Tensor out = self;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto j = std::find(have.begin(), have.end(), want[i]) - have.begin();
-    if (j != i) {
-      out = out.transpose(i, j);
-      std::swap(have[i], have[j]);
-    }
-  }
   return out;
 }
 
@@ -617,7 +601,7 @@ void bindTensor(py::module_& m) {
       .def("view_as", [](const Tensor& self, const Tensor& other) { return self.view(other.sizes()); })
       .def("reshape", [](const Tensor& self, py::args shape) { return self.reshape(shapeFrom(shape, "reshape")); })
       .def("reshape_as", [](const Tensor& self, const Tensor& other) { return self.reshape(other.sizes()); })
-      .def("permute", [](const Tensor& self, py::args dims) { return permuted(self, intsFrom(dims, "permute")); })
+      .def("permute", [](const Tensor& self, py::args dims) { return self.permute(intsFrom(dims, "permute")); })
       .def("transpose", &Tensor::transpose)
       .def("t", [](const Tensor& self) {
         if (self.dim() > 2) throw Error("t() expects a tensor with <= 2 dimensions, but self is " + std::to_string(self.dim()) + "D");
@@ -626,7 +610,7 @@ void bindTensor(py::module_& m) {
       .def_property_readonly("T", [](const Tensor& self) {
         std::vector<std::int64_t> dims(static_cast<std::size_t>(self.dim()));
         for (std::size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<std::int64_t>(dims.size() - 1 - i);
-        return permuted(self, dims);
+        return self.permute(dims);
       })
       .def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1)
       .def("squeeze", [](const Tensor& self, py::object dim) {
@@ -636,6 +620,7 @@ void bindTensor(py::module_& m) {
         return out;
       }, py::arg("dim") = py::none())
       .def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"))
+      .def("select", &Tensor::select, py::arg("dim"), py::arg("index"))
       .def("expand", [](const Tensor& self, py::args sizes) { return self.expand(shapeFrom(sizes, "expand")); })
       .def("expand_as", [](const Tensor& self, const Tensor& other) { return self.expand(other.sizes()); })
       .def("__getitem__", &indexed)
@@ -670,10 +655,12 @@ void bindTensor(py::module_& m) {
 
   // Reductions.
   t.def("sum", [](const Tensor& self, py::object dim, bool keepdim) {
-         return reduce(self, dim, keepdim, [](const Tensor& a) { return sum(a); }, [](const Tensor& a, std::int64_t d, bool k) { return sum(a, d, k); });
+         return reduceDims(self, dim, keepdim, [](const Tensor& a) { return sum(a); },
+                           [](const Tensor& a, const std::vector<std::int64_t>& d, bool k) { return sum(a, d, k); });
        }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def("mean", [](const Tensor& self, py::object dim, bool keepdim) {
-        return reduce(self, dim, keepdim, [](const Tensor& a) { return mean(a); }, [](const Tensor& a, std::int64_t d, bool k) { return mean(a, d, k); });
+        return reduceDims(self, dim, keepdim, [](const Tensor& a) { return mean(a); },
+                          [](const Tensor& a, const std::vector<std::int64_t>& d, bool k) { return mean(a, d, k); });
       }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def("argmax", [](const Tensor& self, py::object dim, bool keepdim) {
         return dim.is_none() ? argmax(self) : argmax(self, dim.cast<std::int64_t>(), keepdim);

@@ -151,6 +151,10 @@ def unsqueeze(input, dim):
     return input.unsqueeze(dim)
 
 
+def select(input, dim, index):
+    return input.select(dim, index)
+
+
 def _written(name, result, out):
     """`result`, or written into `out` as PyTorch's out= functions write (the very object returned): of the
     result's shape (GPU Lab does not resize an out= tensor yet, and says so), able to hold its dtype, and
@@ -375,6 +379,8 @@ def get_default_dtype():
 from . import distributed  # noqa: E402,F401  (before nn: nn.parallel uses it)
 from . import autograd, nn, optim, cuda, utils, backends, amp, profiler  # noqa: E402,F401
 from . import _legacy_constructors  # noqa: E402
+from ._norms_and_moments import norm, var, std, var_mean, std_mean  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401
 
 _legacy_constructors.install(globals(), cuda.__dict__)  # torch.Tensor(data), torch.LongTensor, torch.cuda.FloatTensor, ...
 from .amp import autocast  # noqa: E402,F401

@@ -295,6 +295,12 @@ NAMES = {
         ContextProp PropModule contextmanager cuda cudnn disable_global_flags flags_frozen mkl mkldnn mps
         openmp opt_einsum quantized types
     """.split()),
+    "torch.linalg": frozenset("""
+        LinAlgError cholesky cholesky_ex cond cross det diagonal eig eigh eigvals eigvalsh householder_product inv
+        inv_ex ldl_factor ldl_factor_ex ldl_solve lstsq lu lu_factor lu_factor_ex lu_solve matmul matrix_exp
+        matrix_norm matrix_power matrix_rank multi_dot norm pinv qr slogdet solve solve_ex solve_triangular svd
+        svdvals tensorinv tensorsolve vander vecdot vector_norm
+    """.split()),
     "torch.amp": frozenset("""
         autocast autocast_mode
     """.split()),

@@ -190,7 +190,7 @@ def _chunk(self, chunks, dim=0):
 Tensor.__getattr__ = _getattr
 Tensor.__reduce_ex__ = _reduce_ex
 Tensor.__repr__ = _repr
-Tensor.__str__ = _repr
+# no Tensor.__str__: print() reaches the type's __repr__, as in PyTorch, so Parameter prints "Parameter containing:"
 Tensor.__format__ = _format
 Tensor.__len__ = _len
 Tensor.__iter__ = _iter

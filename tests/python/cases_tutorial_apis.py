@@ -1,10 +1,18 @@
 """Parity cases for what PyTorch's tutorials call that GPU Lab's torch lacked (issue 50, tests/tutorials):
 nn.Embedding, Dropout2d, the smooth L1 / Huber / binary cross-entropy losses, softmax's implicit dim,
-randint's forms, autograd.Variable and torch.backends.mps. Each case_* takes the torch module."""
+randint's forms, autograd.Variable, torch.backends.mps, norms and moments. Each case_* takes the torch module."""
 
 OPTIONS = {
     # pybind11's words and PyTorch's differ; the class is what code catches.
     "randint_without_size": {"message": False},
+    # PyTorch 2.x's words (it routes Tensor.norm through linalg.vector_norm); 1.13's are norm()'s own
+    "norm_of_integers": {"message": False},
+    # 2.x's linalg_vector_norm_backward gives the count of non-zeros a zero gradient; 1.13's norm gave none
+    "zero_norm_has_a_zero_gradient": {"ours": ("value", ("tensor", "float32", (2,), ("list", (0.0, 0.0))))},
+    # 1.13 refuses dtype= with the Frobenius norm; 2.x computes it in that dtype
+    "norm_in_another_dtype": {"ours": ("value", ("tensor", "float64", (), 5.0))},
+    # 2.x refuses the inf norm of nothing (no identity); 1.13 returned 0
+    "inf_norm_of_nothing": {"ours": ("error", "RuntimeError", None), "message": False},
 }
 
 
@@ -244,3 +252,110 @@ def case_out_with_grad(torch):
 
 def case_eye(torch):
     return [torch.eye(3), torch.eye(2, 4), torch.eye(3, dtype=torch.long), torch.eye(0).shape, torch.eye(2, requires_grad=True).requires_grad]
+
+
+def case_parameter_prints_as_a_parameter(torch):
+    # print() and str() reach the type's __repr__ (torch.Tensor has no __str__), f-strings too
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    lin = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        lin.bias.fill_(0.5)
+    return [str(p), f"{p}", "%s" % p, str(lin.bias), str(torch.tensor([1.0])), f"{torch.tensor(2.5):.2f}"]
+
+
+def case_integer_index_is_one_select(torch):
+    w = torch.arange(24.0).reshape(2, 3, 4).requires_grad_()
+    picks = [w[:, 1], w[1], w[0, 1], w[..., -1], w[:, None, 1], w.select(2, -2)]
+    sum(p.sum() * (i + 1) for i, p in enumerate(picks)).backward()
+    return [[p.grad_fn.name() for p in picks], [p.shape for p in picks], picks[2], w.grad]
+
+
+def _sample(torch):
+    return torch.tensor([[3.0, -4.0, 0.0, 0.5], [1.0, 2.0, -2.0, 0.0], [0.0, 0.0, 0.0, 0.0]], requires_grad=True)
+
+
+def case_norms_values_and_gradients(torch):
+    # grad_fn names left out: 2.x names these LinalgVectorNormBackward0 (GPU Lab does), 1.13 NormBackward1
+    inf = float("inf")
+    results = []
+    for f in (lambda x: x.norm(), lambda x: x.norm(dim=1), lambda x: x.norm(p=1, dim=0, keepdim=True),
+              lambda x: x.norm(inf), lambda x: x.norm(-inf, dim=1), lambda x: torch.norm(x, p=0).detach(),
+              lambda x: torch.norm(x, 3, (0, 1)), lambda x: x.norm(p=0.5, dim=-1), lambda x: x.norm(p=-1, dim=1), lambda x: x.norm(2, dim=1, dtype=torch.float64),
+              lambda x: torch.linalg.vector_norm(x, ord=3, dim=(1, 0)), lambda x: torch.linalg.norm(x),
+              lambda x: torch.linalg.norm(x, dim=1, ord=-inf), lambda x: torch.linalg.norm(x, "fro"),
+              lambda x: torch.linalg.vector_norm(x[0], 2, keepdim=True)):
+        x = _sample(torch)
+        y = f(x)
+        if y.requires_grad:
+            (y * torch.arange(1.0, y.numel() + 1).reshape(y.shape)).sum().backward()
+        results += [y, y.dtype, x.grad]
+    return results
+
+
+def case_norm_of_a_zero_vector_has_a_zero_gradient(torch):
+    z = torch.zeros(3, requires_grad=True)
+    (z.norm() + z.norm(dim=0, keepdim=True).sum()).backward()
+    return [z.grad, torch.empty(0).norm(), torch.empty(2, 0).norm(dim=1)]
+
+
+def case_norm_in_another_dtype(torch):
+    return torch.tensor([3.0, 4.0]).norm(dtype=torch.float64)
+
+
+def case_zero_norm_has_a_zero_gradient(torch):
+    x = torch.tensor([2.0, 0.0], requires_grad=True)
+    x.norm(p=0).backward()
+    return x.grad
+
+
+def case_norm_of_integers(torch):
+    return torch.arange(3).norm()
+
+
+def case_inf_norm_of_nothing(torch):
+    return torch.empty(0).norm(float("inf"))
+
+
+def case_variance_and_deviation_forms(torch):
+    results = []
+    for f in (lambda x: x.var(), lambda x: x.var(1), lambda x: x.std(dim=0, unbiased=False), lambda x: x.var(False),
+              lambda x: torch.var(x, 1, keepdim=True, correction=0), lambda x: torch.std(x, (0, 1), correction=2),
+              lambda x: x.std(-1, True, True), lambda x: torch.std(x)):
+        x = _sample(torch)
+        y = f(x)
+        (y * torch.arange(1.0, y.numel() + 1).reshape(y.shape)).sum().backward()
+        results += [y, y.grad_fn.name(), x.grad]
+    v, m = torch.var_mean(_sample(torch), 1)
+    s, n = torch.std_mean(_sample(torch), dim=0, keepdim=True)
+    return results + [v, m, s, n, torch.ones(1).var(), torch.ones(1).std(unbiased=False), torch.ones(3).std()]
+
+
+def case_variance_of_integers(torch):
+    return torch.arange(3).var()
+
+
+def case_variance_repeated_dim(torch):
+    return torch.ones(2, 3).var(dim=(1, 1))
+
+
+def case_permute_is_one_view(torch):
+    x = torch.arange(24.0).reshape(2, 3, 4).requires_grad_()
+    y = x.permute(2, 0, 1)
+    (y * torch.arange(24.0).reshape(4, 2, 3)).sum().backward()
+    return [y, y.shape, y.stride(), y.grad_fn.name(), x.grad, y.is_contiguous(), x.permute(-1, -3, -2).shape]
+
+
+def case_permute_repeated_dim(torch):
+    return torch.ones(2, 3).permute(0, 0)
+
+
+def case_sum_and_mean_over_several_dims_are_one_node(torch):
+    x = torch.arange(24.0).reshape(2, 3, 4).requires_grad_()
+    ys = [x.mean(), x.mean(1), x.mean((0, 2)), x.sum((0, 2), keepdim=True), x.mean(dim=[-1, 0], keepdim=True), torch.sum(x, (1, 2)),
+          torch.mean(x, [0, 1]), x.half().mean((0, 1))]
+    sum((y.float() * torch.arange(float(y.numel())).reshape(y.shape)).sum() for y in ys).backward()
+    return [[y.grad_fn.name() for y in ys[:7]], ys, x.grad]
+
+
+def case_sum_over_a_repeated_dim(torch):
+    return torch.ones(2, 3).sum(dim=(0, 0))

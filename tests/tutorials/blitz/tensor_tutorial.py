@@ -3,6 +3,7 @@
 # Version read: commit 08c4ec986e5eddc66264d3f00f256aafe22d2786
 # GPU Lab corpus: the tutorial's code is kept as written; its reStructuredText prose comments are
 # abridged.
+# GPU Lab corpus: emulated-structure-ignore: ^tensor\(\[-?\d+\.\d+\](, device='cuda:0'|, dtype=torch\.float64)\)$
 """
 What is PyTorch?
 ================
